@@ -1,0 +1,32 @@
+"""privfl: privacy-preserving federated learning and evaluation with homomorphic encryption.
+
+Quick start::
+
+    import privfl
+    res = privfl.federated_auc([(scores_a, labels_a), (scores_b, labels_b)], thresholds=100)
+    res.auc, res.timings, res.bytes
+    privfl.binned_auc(parties, thresholds=100)   # the plaintext value FHAUC reproduces
+"""
+
+from privfl.errors import (
+    InputError,
+    PrivflError,
+    ProtocolError,
+    VerificationError,
+)
+from privfl.evaluation.federated import AUCResult, federated_auc
+from privfl.evaluation.reference import binned_auc, exact_auc
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AUCResult",
+    "InputError",
+    "PrivflError",
+    "ProtocolError",
+    "VerificationError",
+    "__version__",
+    "binned_auc",
+    "exact_auc",
+    "federated_auc",
+]

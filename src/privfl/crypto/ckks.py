@@ -1,0 +1,499 @@
+"""CKKS backend on TenSEAL's bundled Microsoft SEAL API (``tenseal.sealapi``).
+
+Why the SEAL layer of TenSEAL rather than ``tenseal.CKKSVector``: the high-level vector
+serialises symmetric ciphertexts without their seed (364 KB instead of 184 KB at ring 8192),
+always generates all 24 power-of-two Galois keys (a 37 MB public context), and always
+rescales after a multiplication. FHAUC needs none of that, so this module exposes exactly
+the operations the protocols use, on SEAL objects that TenSEAL ships.
+
+Parameters (:data:`DEFAULT_PARAMETERS`) and why
+------------------------------------------------
+* Ring degree ``n = 8192`` (4096 slots) with coefficient modulus primes of
+  ``53 + 53 + 52`` bits plus a ``60``-bit special (key-switching) prime: 218 bits in total,
+  the largest modulus the HomomorphicEncryption.org standard allows at ``n = 8192`` for
+  128-bit classical security with ternary secrets (SEAL enforces this, ``sec_level=TC128``).
+* Scale ``Δ = 2^40``. Fresh encryption and encoding noise is a few hundred units in the
+  coefficient domain, i.e. an absolute error of about ``2^-31`` per slot after decoding; it
+  does not depend on the magnitude of the encrypted value.
+* **No rescaling.** FHAUC does one ciphertext-ciphertext multiplication. Instead of dividing
+  the product by the last prime (which would leave ``106`` bits at scale ``2^40`` or a
+  smaller scale) the product stays at scale ``Δ² = 2^80`` over the full ``157``-bit data
+  modulus. A value ``x`` decrypts correctly while ``|x| · 2^80 < 2^156`` (one bit of sign,
+  plus margin for noise), so the result may reach ``2^75``.
+* **Integer multipliers at scale 1.** The aggregator's random multiplier ``c`` is an integer
+  encoded as the constant polynomial ``c`` (scale 1), so multiplying by it consumes no
+  modulus level; it only multiplies value and noise alike.
+* Largest value in FHAUC: the numerator ``Σ_n (TP^n+TP^{n-1})(FP^n-FP^{n-1}) ≤ 2·P·Q`` with
+  ``P + Q`` samples in total, at most ``(P+Q)^2 / 2``. For 1000 parties × 10^7 samples
+  (10^10 samples) that is ``2^65.4``, which leaves ``2^9.6`` for ``c``; the protocol derives
+  the range of ``c`` from the declared maximum sample count (see ``fhauc``).
+* Parties hold the secret key and use SEAL's **seeded symmetric encryption**: the second
+  polynomial of each fresh ciphertext is replaced by a 64-byte PRNG seed, halving uploads.
+
+Serialisation goes through SEAL's own ``save``/``load`` (with its header checks and
+zstd compression) into an in-memory file; every load error is turned into
+:class:`~privfl.errors.MalformedMessageError`.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+import tenseal.sealapi as seal
+
+from privfl.errors import DecryptionNotPermittedError, MalformedMessageError
+from privfl.messages import Reader, Writer
+
+__all__ = [
+    "DEFAULT_PARAMETERS",
+    "CKKSContext",
+    "CKKSParameters",
+    "Ciphertext",
+    "add_all",
+    "window_steps",
+]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class CKKSParameters:
+    """Ring degree, coefficient modulus bit sizes (last = special prime) and scale."""
+
+    poly_modulus_degree: int = 8192
+    coeff_mod_bit_sizes: tuple[int, ...] = (53, 53, 52, 60)
+    scale_bits: int = 40
+
+    @property
+    def slots(self) -> int:
+        """Number of complex slots = n / 2."""
+        return self.poly_modulus_degree // 2
+
+    @property
+    def data_modulus_bits(self) -> int:
+        """Bits of the ciphertext modulus (all primes but the special one)."""
+        return sum(self.coeff_mod_bit_sizes[:-1])
+
+    @property
+    def product_capacity_bits(self) -> int:
+        """log2 of the largest |value| a product of two fresh ciphertexts can hold (with a
+        5-bit margin for noise and sign): data modulus - 2 * scale - 1 - 5."""
+        return self.data_modulus_bits - 2 * self.scale_bits - 6
+
+    def to_bytes(self) -> bytes:
+        w = Writer().u32(self.poly_modulus_degree).u32(self.scale_bits)
+        w.u32(len(self.coeff_mod_bit_sizes))
+        for b in self.coeff_mod_bit_sizes:
+            w.u32(b)
+        return w.getvalue()
+
+    @classmethod
+    def read(cls, r: Reader) -> CKKSParameters:
+        n, scale_bits, k = r.u32(), r.u32(), r.u32()
+        if k > 64:
+            raise MalformedMessageError("CKKS parameters: too many primes")
+        bits = tuple(r.u32() for _ in range(k))
+        return cls(n, bits, scale_bits)
+
+
+DEFAULT_PARAMETERS = CKKSParameters()
+_PUBLIC_MAGIC = b"PFLCKKSP"
+_SECRET_MAGIC = b"PFLCKKSS"
+
+
+# --------------------------------------------------------------------------- serialisation
+def _save(obj: Any) -> bytes:
+    """Serialise a SEAL object (or Serializable<...>) with SEAL's own format."""
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create("privfl-seal")
+        try:
+            obj.save(f"/proc/self/fd/{fd}")
+            size = os.fstat(fd).st_size
+            return os.pread(fd, size, 0)
+        finally:
+            os.close(fd)
+    with tempfile.TemporaryDirectory() as tmp:  # pragma: no cover - non-Linux fallback
+        path = os.path.join(tmp, "obj")
+        obj.save(path)
+        with open(path, "rb") as fh:
+            return fh.read()
+
+
+def _load(factory: Callable[[], T], seal_context: Any, data: bytes, what: str) -> T:
+    """Load a SEAL object; any failure (truncation, wrong parameters) is MalformedMessage."""
+    if not data:
+        raise MalformedMessageError(f"{what}: empty")
+    obj = factory()
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create("privfl-seal")
+        try:
+            os.write(fd, data)
+            try:
+                obj.load(seal_context, f"/proc/self/fd/{fd}")  # type: ignore[attr-defined]
+            except Exception as exc:
+                raise MalformedMessageError(f"{what}: invalid or truncated ({exc})") from exc
+        finally:
+            os.close(fd)
+        return obj
+    with tempfile.TemporaryDirectory() as tmp:  # pragma: no cover - non-Linux fallback
+        path = os.path.join(tmp, "obj")
+        with open(path, "wb") as fh:
+            fh.write(data)
+        try:
+            obj.load(seal_context, path)  # type: ignore[attr-defined]
+        except Exception as exc:
+            raise MalformedMessageError(f"{what}: invalid or truncated ({exc})") from exc
+        return obj
+
+
+def window_steps(window: int) -> list[int]:
+    """Rotation steps of a rotate-and-sum over ``window`` slots: 1, 2, 4, ..., window/2."""
+    if window < 1 or window & (window - 1):
+        raise ValueError("window must be a power of two")
+    return [1 << k for k in range(int(math.log2(window)))]
+
+
+# --------------------------------------------------------------------------- context
+@functools.lru_cache(maxsize=8)
+def _seal_objects(params: CKKSParameters) -> tuple[Any, Any, Any]:
+    """SEALContext, encoder and evaluator for ``params`` (public objects, cached: building
+    the NTT tables takes ~15 ms)."""
+    parms = seal.EncryptionParameters(seal.SCHEME_TYPE.CKKS)
+    parms.set_poly_modulus_degree(params.poly_modulus_degree)
+    parms.set_coeff_modulus(
+        seal.CoeffModulus.Create(params.poly_modulus_degree, list(params.coeff_mod_bit_sizes))
+    )
+    context = seal.SEALContext(parms, True, seal.SEC_LEVEL_TYPE.TC128)
+    if not context.parameters_set():
+        raise ValueError(
+            "CKKS parameters rejected by SEAL (128-bit security): "
+            + context.parameters_error_message()
+        )
+    return context, seal.CKKSEncoder(context), seal.Evaluator(context)
+
+
+class CKKSContext:
+    """Encryption parameters plus whatever keys this role holds.
+
+    A *secret* context (parties) holds the secret key and can encrypt (seeded symmetric
+    encryption) and decrypt. A *public* context (aggregator) holds only evaluation keys
+    (relinearisation, the chosen Galois keys) and a public key; :meth:`decrypt` raises
+    :class:`DecryptionNotPermittedError` because there is no secret key to use.
+    """
+
+    def __init__(
+        self,
+        params: CKKSParameters,
+        *,
+        secret_key: Any | None = None,
+        public_key: Any | None = None,
+        relin_keys: Any | None = None,
+        galois_keys: Any | None = None,
+        rotation_steps: Sequence[int] = (),
+    ) -> None:
+        self.params = params
+        self.seal_context, self.encoder, self.evaluator = _seal_objects(params)
+        self._secret_key = secret_key
+        self.public_key = public_key
+        self.relin_keys = relin_keys
+        self.galois_keys = galois_keys
+        self.rotation_steps = tuple(sorted(set(rotation_steps)))
+        self._encryptor: Any | None = None
+        self._decryptor: Any | None = None
+        self._public_bytes: bytes | None = None
+        if secret_key is not None:
+            self._encryptor = seal.Encryptor(self.seal_context, secret_key)
+            self._decryptor = seal.Decryptor(self.seal_context, secret_key)
+        elif public_key is not None:
+            self._encryptor = seal.Encryptor(self.seal_context, public_key)
+
+    # ----------------------------------------------------------------- construction
+    @classmethod
+    def generate(
+        cls,
+        params: CKKSParameters = DEFAULT_PARAMETERS,
+        rotation_steps: Iterable[int] = (),
+    ) -> CKKSContext:
+        """Fresh secret key plus evaluation keys for the given rotation steps (key holder)."""
+        ctx = cls(params)
+        keygen = seal.KeyGenerator(ctx.seal_context)
+        return cls._with_keys(params, keygen.secret_key(), rotation_steps)
+
+    @classmethod
+    def _with_keys(
+        cls, params: CKKSParameters, secret_key: Any, rotation_steps: Iterable[int]
+    ) -> CKKSContext:
+        """Secret context whose evaluation keys exist only in seeded serialised form.
+
+        SEAL's ``Serializable`` keys replace half of every key polynomial by a PRNG seed, so
+        the public context is about half the size; the key holder never evaluates, so it
+        does not need them loaded."""
+        ctx = cls(params, secret_key=secret_key)
+        keygen = seal.KeyGenerator(ctx.seal_context, secret_key)
+        steps = sorted(set(int(s) for s in rotation_steps))
+        ctx.rotation_steps = tuple(steps)
+        w = Writer().bytes_(params.to_bytes())
+        public_key = seal.PublicKey()  # TenSEAL does not bind the seeded public key form
+        keygen.create_public_key(public_key)
+        w.bytes_(_save(public_key))
+        w.bytes_(_save(keygen.create_relin_keys()))
+        w.u32(len(steps))
+        for s in steps:
+            w.u32(s)
+        w.bytes_(_save(keygen.create_galois_keys(ctx.galois_elements(steps))) if steps else b"")
+        ctx._public_bytes = _PUBLIC_MAGIC + w.getvalue()
+        return ctx
+
+    def galois_elements(self, steps: Sequence[int]) -> list[int]:
+        """SEAL Galois elements for left rotations by ``steps`` (3^step mod 2n)."""
+        m = 2 * self.params.poly_modulus_degree
+        out = []
+        for s in steps:
+            s = int(s) % self.params.slots
+            if s == 0:
+                raise ValueError("rotation step 0 needs no key")
+            out.append(pow(3, s, m))
+        return out
+
+    @property
+    def is_private(self) -> bool:
+        """True when this context holds the secret key."""
+        return self._secret_key is not None
+
+    def serialize_public(self) -> bytes:
+        """Parameters, public key, relinearisation key and Galois keys (no secret key).
+
+        Available on the key holder's freshly generated context and on any context that was
+        itself loaded from public bytes."""
+        if self._public_bytes is None:
+            raise ValueError("this context has no public evaluation keys to export")
+        return self._public_bytes
+
+    def serialize_secret(self) -> bytes:
+        """Parameters, secret key and rotation steps: all a party needs. Evaluation keys are
+        deterministic given the secret key only up to randomness, so they are not included;
+        a party never evaluates."""
+        if self._secret_key is None:
+            raise DecryptionNotPermittedError("this context holds no secret key")
+        w = Writer().bytes_(self.params.to_bytes()).bytes_(_save(self._secret_key))
+        w.u32(len(self.rotation_steps))
+        for s in self.rotation_steps:
+            w.u32(s)
+        return _SECRET_MAGIC + w.getvalue()
+
+    @classmethod
+    def deserialize(cls, data: bytes) -> CKKSContext:
+        """Inverse of :meth:`serialize_public` / :meth:`serialize_secret`."""
+        data = bytes(data)
+        if data[:8] not in (_PUBLIC_MAGIC, _SECRET_MAGIC):
+            raise MalformedMessageError("not a privfl CKKS context")
+        secret = data[:8] == _SECRET_MAGIC
+        r = Reader(data[8:], "CKKS context")
+        params = CKKSParameters.read(Reader(r.bytes_(), "CKKS parameters"))
+        if params.poly_modulus_degree not in (4096, 8192, 16384, 32768):
+            raise MalformedMessageError("CKKS context: unsupported ring degree")
+        probe = cls(params)
+        sc = probe.seal_context
+        if secret:
+            sk = _load(seal.SecretKey, sc, r.bytes_(), "CKKS secret key")
+            steps = [r.u32() for _ in range(min(r.u32(), 64))]
+            r.end()
+            ctx = cls(params, secret_key=sk, rotation_steps=steps)
+            return ctx
+        pk_bytes = r.bytes_()
+        pk = _load(seal.PublicKey, sc, pk_bytes, "CKKS public key") if pk_bytes else None
+        rk = _load(seal.RelinKeys, sc, r.bytes_(), "CKKS relinearisation key")
+        steps = [r.u32() for _ in range(min(r.u32(), 64))]
+        gk_bytes = r.bytes_()
+        gk = _load(seal.GaloisKeys, sc, gk_bytes, "CKKS Galois keys") if gk_bytes else None
+        r.end()
+        ctx = cls(params, public_key=pk, relin_keys=rk, galois_keys=gk, rotation_steps=steps)
+        ctx._public_bytes = data
+        return ctx
+
+    # ----------------------------------------------------------------- encrypt / decrypt
+    def encrypt(self, values: npt.ArrayLike) -> Ciphertext:
+        """Encrypt up to ``slots`` reals (zero-padded) at scale Δ.
+
+        With the secret key this is SEAL's seeded symmetric encryption, whose serialised form
+        carries a seed instead of the second polynomial; otherwise public-key encryption.
+        """
+        if self._encryptor is None:
+            raise DecryptionNotPermittedError("this context holds neither a secret nor a public key")
+        vec = np.asarray(values, dtype=np.float64).ravel()
+        if vec.size > self.params.slots:
+            raise ValueError(f"{vec.size} values do not fit in {self.params.slots} slots")
+        if not np.all(np.isfinite(vec)):
+            raise ValueError("cannot encrypt NaN or infinite values")
+        plain = seal.Plaintext()
+        self.encoder.encode(vec.tolist(), float(2**self.params.scale_bits), plain)
+        if self._secret_key is not None:
+            serializable = self._encryptor.encrypt_symmetric(plain)
+            data = _save(serializable)
+            return Ciphertext(self, None, data)
+        ct = seal.Ciphertext()
+        self._encryptor.encrypt(plain, ct)
+        return Ciphertext(self, ct)
+
+    def decrypt(self, ct: Ciphertext) -> npt.NDArray[np.float64]:
+        """Decrypt and decode all slots (parties only)."""
+        if self._decryptor is None:
+            raise DecryptionNotPermittedError(
+                "this CKKS context holds no secret key and cannot decrypt"
+            )
+        plain = seal.Plaintext()
+        self._decryptor.decrypt(ct.seal, plain)
+        return np.asarray(self.encoder.decode_double(plain), dtype=np.float64)
+
+    def ciphertext_from_bytes(self, data: bytes) -> Ciphertext:
+        """Load a ciphertext serialised under these parameters (validated by SEAL)."""
+        return Ciphertext(self, _load(seal.Ciphertext, self.seal_context, data, "ciphertext"))
+
+
+# --------------------------------------------------------------------------- ciphertext
+class Ciphertext:
+    """A CKKS ciphertext bound to its context, with the operations FHAUC needs.
+
+    Operators return new ciphertexts: ``a + b``, ``a - b``, ``a * b`` (ciphertext product,
+    relinearised, *not* rescaled), ``a * k`` for an integer ``k`` (scale unchanged),
+    ``a + array`` (plaintext addition at the ciphertext's scale), :meth:`rotate`,
+    :meth:`window_sum`. ``to_bytes`` is SEAL's serialisation; a freshly encrypted
+    ciphertext keeps its seeded (compact) form until it is first used.
+    """
+
+    __slots__ = ("_bytes", "_seal", "context")
+
+    def __init__(self, context: CKKSContext, ct: Any | None, data: bytes | None = None) -> None:
+        self.context = context
+        self._seal = ct
+        self._bytes = data
+
+    @property
+    def seal(self) -> Any:
+        """The underlying SEAL ciphertext (loaded on first use)."""
+        if self._seal is None:
+            assert self._bytes is not None
+            self._seal = _load(seal.Ciphertext, self.context.seal_context, self._bytes, "ciphertext")
+        return self._seal
+
+    @property
+    def scale(self) -> float:
+        return float(self.seal.scale)
+
+    def to_bytes(self) -> bytes:
+        if self._bytes is None:
+            self._bytes = _save(self._seal)
+        return self._bytes
+
+    def _new(self, ct: Any) -> Ciphertext:
+        return Ciphertext(self.context, ct)
+
+    def _check_same_scale(self, other: Ciphertext) -> None:
+        if not math.isclose(self.scale, other.scale, rel_tol=1e-9):
+            raise ValueError(
+                f"ciphertexts at different scales (2^{math.log2(self.scale):.1f} vs "
+                f"2^{math.log2(other.scale):.1f}) cannot be added"
+            )
+
+    def __add__(self, other: Ciphertext | npt.ArrayLike) -> Ciphertext:
+        ev = self.context.evaluator
+        out = seal.Ciphertext()
+        if isinstance(other, Ciphertext):
+            self._check_same_scale(other)
+            ev.add(self.seal, other.seal, out)
+        else:
+            ev.add_plain(self.seal, self._encode_like(other), out)
+        return self._new(out)
+
+    def __sub__(self, other: Ciphertext | npt.ArrayLike) -> Ciphertext:
+        ev = self.context.evaluator
+        out = seal.Ciphertext()
+        if isinstance(other, Ciphertext):
+            self._check_same_scale(other)
+            ev.sub(self.seal, other.seal, out)
+        else:
+            ev.sub_plain(self.seal, self._encode_like(other), out)
+        return self._new(out)
+
+    def __neg__(self) -> Ciphertext:
+        out = seal.Ciphertext()
+        self.context.evaluator.negate(self.seal, out)
+        return self._new(out)
+
+    def __mul__(self, other: Ciphertext | int) -> Ciphertext:
+        ev = self.context.evaluator
+        out = seal.Ciphertext()
+        if isinstance(other, Ciphertext):
+            if self.context.relin_keys is None:
+                raise ValueError("ciphertext multiplication needs relinearisation keys")
+            ev.multiply(self.seal, other.seal, out)
+            ev.relinearize_inplace(out, self.context.relin_keys)
+            return self._new(out)
+        if isinstance(other, int | np.integer) and not isinstance(other, bool):
+            k = int(other)
+            if abs(k) >= 2**62:
+                raise ValueError("integer multiplier too large")
+            if k == 0:
+                return self - self
+            plain = seal.Plaintext()
+            self.context.encoder.encode(k, self.seal.parms_id(), 1.0, plain)
+            ev.multiply_plain(self.seal, plain, out)
+            return self._new(out)
+        raise TypeError(
+            "a ciphertext can be multiplied by a ciphertext or an integer "
+            f"(got {type(other).__name__})"
+        )
+
+    __rmul__ = __mul__
+
+    def _encode_like(self, values: npt.ArrayLike) -> Any:
+        vec = np.asarray(values, dtype=np.float64).ravel()
+        plain = seal.Plaintext()
+        if vec.size == 1:
+            self.context.encoder.encode(float(vec[0]), self.seal.parms_id(), self.scale, plain)
+        else:
+            self.context.encoder.encode(vec.tolist(), self.seal.parms_id(), self.scale, plain)
+        return plain
+
+    def rotate(self, steps: int) -> Ciphertext:
+        """Rotate the slot vector left by ``steps`` (needs the matching Galois key(s))."""
+        gk = self.context.galois_keys
+        if gk is None:
+            raise ValueError("this context holds no Galois keys; rotations are impossible")
+        out = seal.Ciphertext()
+        try:
+            self.context.evaluator.rotate_vector(self.seal, int(steps), gk, out)
+        except Exception as exc:
+            raise ValueError(f"cannot rotate by {steps}: missing Galois key ({exc})") from exc
+        return self._new(out)
+
+    def window_sum(self, window: int) -> Ciphertext:
+        """Rotate-and-sum: slot i receives the sum of slots i..i+window-1 (cyclically).
+
+        For a vector that is periodic with period ``window`` every slot receives the total of
+        one period; ``log2(window)`` rotations."""
+        acc = self
+        for step in window_steps(window):
+            acc = acc + acc.rotate(step)
+        return acc
+
+
+def add_all(cts: Sequence[Ciphertext]) -> Ciphertext:
+    """Sum of a non-empty list of ciphertexts (SEAL ``add_many``)."""
+    if not cts:
+        raise ValueError("nothing to add")
+    first = cts[0]
+    for other in cts[1:]:
+        first._check_same_scale(other)
+    out = seal.Ciphertext()
+    first.context.evaluator.add_many([c.seal for c in cts], out)
+    return Ciphertext(first.context, out)
+

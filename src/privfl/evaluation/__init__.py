@@ -1,0 +1,1 @@
+"""Private federated evaluation: statistics, references, FHAUC and DPAUC."""

@@ -1,0 +1,150 @@
+"""Per-party counts at decision points (ARCHITECTURE §4).
+
+Decision points are ``t_0 = +inf > t_1 > ... > t_{N-2} > t_{N-1} = -inf``; a sample is
+predicted positive at ``n`` when ``score >= t_n``. So ``TP^0 = FP^0 = 0`` and
+``TP^{N-1}, FP^{N-1}`` are the party's numbers of positives and negatives.
+
+Counting is ``O(samples · log N)``: each score is located among the interior thresholds with
+``searchsorted`` and histogrammed per class with ``bincount``; no sort of the scores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from privfl.errors import InputError
+
+DEFAULT_THRESHOLDS = 100
+ScoreRange = tuple[float, float]
+
+
+@dataclass(frozen=True)
+class PartyCounts:
+    """Cumulative true/false-positive counts of one party at the N decision points."""
+
+    tp: npt.NDArray[np.int64]  # shape (N,), tp[0] = 0, tp[-1] = positives
+    fp: npt.NDArray[np.int64]  # shape (N,), fp[0] = 0, fp[-1] = negatives
+
+    @property
+    def positives(self) -> int:
+        return int(self.tp[-1])
+
+    @property
+    def negatives(self) -> int:
+        return int(self.fp[-1])
+
+
+def interior_thresholds(
+    thresholds: int | npt.ArrayLike = DEFAULT_THRESHOLDS,
+    score_range: ScoreRange = (0.0, 1.0),
+) -> npt.NDArray[np.float64]:
+    """The N-2 interior thresholds, strictly decreasing.
+
+    ``thresholds`` is either N, the number of decision points (interior thresholds
+    ``t_n = hi - (hi - lo) · n / (N-1)`` for ``n = 1..N-2``), or an explicit strictly
+    decreasing array of interior thresholds (then N = len + 2).
+    """
+    lo, hi = _check_range(score_range)
+    if isinstance(thresholds, bool):
+        raise InputError("thresholds must be an integer N >= 3 or an array of thresholds")
+    if isinstance(thresholds, int | np.integer):
+        n = int(thresholds)
+        if n < 3:
+            raise InputError(f"need at least 3 decision points, got thresholds={n}")
+        k = np.arange(1, n - 1, dtype=np.float64)
+        return hi - (hi - lo) * k / (n - 1)
+    arr = np.asarray(thresholds, dtype=np.float64).ravel()
+    if arr.size < 1:
+        raise InputError("an explicit threshold array needs at least 1 interior threshold")
+    if not np.all(np.isfinite(arr)):
+        raise InputError("thresholds must be finite (the ±inf ends are implicit)")
+    if arr.size > 1 and not np.all(np.diff(arr) < 0):
+        raise InputError("thresholds must be strictly decreasing")
+    return arr
+
+
+def _check_range(score_range: Sequence[float]) -> ScoreRange:
+    if len(score_range) != 2:
+        raise InputError("score_range must be (low, high)")
+    lo, hi = float(score_range[0]), float(score_range[1])
+    if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
+        raise InputError(f"score_range must be finite with low < high, got {score_range}")
+    return lo, hi
+
+
+def validate_party(
+    scores: Any, labels: Any, score_range: ScoreRange, index: int | str = "?"
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int8]]:
+    """Check one party's data and return it as arrays (raises InputError naming the party)."""
+    lo, hi = _check_range(score_range)
+    s = np.asarray(scores, dtype=np.float64).ravel() if not _is_str_array(scores) else None
+    if s is None:
+        raise InputError(f"party {index}: scores must be numbers")
+    y_raw = np.asarray(labels).ravel()
+    if s.size == 0:
+        raise InputError(f"party {index} has no samples")
+    if y_raw.size != s.size:
+        raise InputError(f"party {index}: {s.size} scores but {y_raw.size} labels")
+    if not np.all(np.isfinite(s)):
+        bad = int(np.count_nonzero(~np.isfinite(s)))
+        raise InputError(f"party {index}: {bad} scores are NaN or infinite")
+    if s.min() < lo or s.max() > hi:
+        raise InputError(
+            f"party {index}: scores must lie in the declared range [{lo}, {hi}] "
+            f"(found {s.min():.6g}..{s.max():.6g}); pass score_range=(low, high)"
+        )
+    try:
+        y = y_raw.astype(np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"party {index}: labels must be 0 or 1") from exc
+    if not np.all((y == 0) | (y == 1)):
+        bad_vals = np.unique(y_raw[~((y == 0) | (y == 1))])[:5]
+        raise InputError(f"party {index}: labels must be 0 or 1 (found {bad_vals.tolist()})")
+    return s, y.astype(np.int8)
+
+
+def _is_str_array(x: Any) -> bool:
+    arr = np.asarray(x)
+    return arr.dtype.kind in "USO" and not _numeric_object(arr)
+
+
+def _numeric_object(arr: npt.NDArray[Any]) -> bool:
+    if arr.dtype.kind != "O":
+        return False
+    try:
+        arr.astype(np.float64)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def party_counts(
+    scores: npt.NDArray[np.float64],
+    labels: npt.NDArray[np.int8],
+    interior: npt.NDArray[np.float64],
+) -> PartyCounts:
+    """TP^n and FP^n for n = 0..N-1 (N = len(interior) + 2), vectorised.
+
+    ``k = #{interior thresholds <= score}``; the sample is positive at every ``n >= N-1-k``.
+    """
+    n_points = interior.size + 2
+    ascending = interior[::-1]
+    k = np.searchsorted(ascending, scores, side="right")
+    pos = labels.astype(bool)
+    hist_pos = np.bincount(k[pos], minlength=n_points - 1)
+    hist_neg = np.bincount(k[~pos], minlength=n_points - 1)
+    # TP^n = sum_{k >= N-1-n} hist[k]  ->  reversed cumulative sum, then index by N-1-n
+    tail_pos = np.concatenate([np.cumsum(hist_pos[::-1])[::-1], [0]])
+    tail_neg = np.concatenate([np.cumsum(hist_neg[::-1])[::-1], [0]])
+    idx = n_points - 1 - np.arange(n_points)
+    return PartyCounts(tail_pos[idx].astype(np.int64), tail_neg[idx].astype(np.int64))
+
+
+def numerator_vectors(counts: PartyCounts) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """``T^n = TP^n + TP^{n-1}`` and ``F^n = FP^n - FP^{n-1}`` for n = 1..N-1."""
+    return counts.tp[1:] + counts.tp[:-1], counts.fp[1:] - counts.fp[:-1]

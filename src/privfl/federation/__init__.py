@@ -1,0 +1,1 @@
+"""Moving protocol messages: in-process runner and the Flower apps."""
