@@ -155,9 +155,7 @@ def decode_message(
     proto = r.str_()
     ver = r.u32()
     if proto != protocol or ver != version:
-        raise WrongProtocolError(
-            f"expected a {protocol} v{version} message, got {proto!r} v{ver}"
-        )
+        raise WrongProtocolError(f"expected a {protocol} v{version} message, got {proto!r} v{ver}")
     st = r.str_()
     if step is not None and st != step:
         raise UnexpectedStepError(f"expected a {protocol} '{step}' message, got '{st}'")

@@ -327,7 +327,9 @@ class CKKSContext:
         carries a seed instead of the second polynomial; otherwise public-key encryption.
         """
         if self._encryptor is None:
-            raise DecryptionNotPermittedError("this context holds neither a secret nor a public key")
+            raise DecryptionNotPermittedError(
+                "this context holds neither a secret nor a public key"
+            )
         vec = np.asarray(values, dtype=np.float64).ravel()
         if vec.size > self.params.slots:
             raise ValueError(f"{vec.size} values do not fit in {self.params.slots} slots")
@@ -381,7 +383,9 @@ class Ciphertext:
         """The underlying SEAL ciphertext (loaded on first use)."""
         if self._seal is None:
             assert self._bytes is not None
-            self._seal = _load(seal.Ciphertext, self.context.seal_context, self._bytes, "ciphertext")
+            self._seal = _load(
+                seal.Ciphertext, self.context.seal_context, self._bytes, "ciphertext"
+            )
         return self._seal
 
     @property
@@ -496,4 +500,3 @@ def add_all(cts: Sequence[Ciphertext]) -> Ciphertext:
     out = seal.Ciphertext()
     first.context.evaluator.add_many([c.seal for c in cts], out)
     return Ciphertext(first.context, out)
-

@@ -115,7 +115,9 @@ def wrap(
     aad = _aad(sender, recipient, purpose, eph_pub)
     key = _derive(eph.exchange(peer), sender_key.exchange(recipient_public), aad)
     nonce = secrets.token_bytes(12)
-    return WrappedSecret(sender, recipient, purpose, eph_pub, nonce, AESGCM(key).encrypt(nonce, secret, aad))
+    return WrappedSecret(
+        sender, recipient, purpose, eph_pub, nonce, AESGCM(key).encrypt(nonce, secret, aad)
+    )
 
 
 def unwrap(

@@ -101,7 +101,9 @@ def federated_auc(
     public, bundles = runner.run("setup", holder.provision, n_points, params)
     runner.run("aggregator_setup", agg.receive_setup, runner.send("setup_public_context", public))
     for role in roles:
-        runner.run("party_setup", role.receive_bundle, runner.send("setup_key_bundle", bundles[role.name]))
+        runner.run(
+            "party_setup", role.receive_bundle, runner.send("setup_key_bundle", bundles[role.name])
+        )
 
     # --- session
     config = runner.run(

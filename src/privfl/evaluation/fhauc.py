@@ -48,9 +48,9 @@ import numpy.typing as npt
 from privfl.crypto import keywrap, prng
 from privfl.crypto.ckks import (
     DEFAULT_PARAMETERS,
+    Ciphertext,
     CKKSContext,
     CKKSParameters,
-    Ciphertext,
     add_all,
     window_steps,
 )
@@ -58,7 +58,6 @@ from privfl.errors import (
     InputError,
     MalformedMessageError,
     ProtocolError,
-    UnexpectedStepError,
     UnknownPartyError,
 )
 from privfl.evaluation.statistics import (
@@ -121,7 +120,9 @@ class Layout:
 
     def pack(
         self, t: npt.NDArray[np.float64], f: npt.NDArray[np.float64], tp: float, fp: float
-    ) -> tuple[list[npt.NDArray[np.float64]], list[npt.NDArray[np.float64]], list[npt.NDArray[np.float64]]]:
+    ) -> tuple[
+        list[npt.NDArray[np.float64]], list[npt.NDArray[np.float64]], list[npt.NDArray[np.float64]]
+    ]:
         """Slot vectors (T chunks, F chunks, D list) for one party."""
         if self.folded:
             half = self.window // 2
@@ -246,7 +247,9 @@ class Upload:
         w = Writer().u32(self.execution)
         w.list_([c.to_bytes() for c in self.t]).list_([c.to_bytes() for c in self.f])
         w.list_([c.to_bytes() for c in self.d])
-        return encode_message(Header(PROTOCOL, VERSION, self.STEP, self.session, self.sender), w.getvalue())
+        return encode_message(
+            Header(PROTOCOL, VERSION, self.STEP, self.session, self.sender), w.getvalue()
+        )
 
     @classmethod
     def from_bytes(cls, data: bytes, context: CKKSContext, session: bytes) -> Upload:
@@ -276,7 +279,9 @@ class Reply:
     def to_bytes(self) -> bytes:
         w = Writer().u32(self.execution).bytes_(self.numerator.to_bytes())
         w.bytes_(self.denominator.to_bytes())
-        return encode_message(Header(PROTOCOL, VERSION, self.STEP, self.session, self.sender), w.getvalue())
+        return encode_message(
+            Header(PROTOCOL, VERSION, self.STEP, self.session, self.sender), w.getvalue()
+        )
 
     @classmethod
     def from_bytes(cls, data: bytes, context: CKKSContext, session: bytes) -> Reply:
@@ -450,7 +455,9 @@ class Aggregator:
                 f"the provisioned keys do not support N={cfg.num_points} decision points "
                 f"(missing rotations {sorted(missing)}); re-provision with a larger maximum"
             )
-        self.multiplier_bits = multiplier_bits(ctx.params, len(cfg.parties), cfg.max_samples_per_party)
+        self.multiplier_bits = multiplier_bits(
+            ctx.params, len(cfg.parties), cfg.max_samples_per_party
+        )
         self.config, self.layout = cfg, layout
 
     def _ctx(self) -> CKKSContext:
@@ -539,7 +546,12 @@ class Party:
     ) -> None:
         if roster.get(name) != identity.public_bytes:
             raise UnknownPartyError(f"party {name!r} is not in the roster with this identity key")
-        self.name, self.identity, self.roster, self.key_holder = name, identity, dict(roster), key_holder
+        self.name, self.identity, self.roster, self.key_holder = (
+            name,
+            identity,
+            dict(roster),
+            key_holder,
+        )
         self.context: CKKSContext | None = None
         self.seed: bytes | None = None
         self.config: SessionConfig | None = None
@@ -609,7 +621,10 @@ class Party:
         counts = self.compute_counts()
         t, f = numerator_vectors(counts)
         tv, fv, dv = layout.pack(
-            t.astype(np.float64), f.astype(np.float64), float(counts.positives), float(counts.negatives)
+            t.astype(np.float64),
+            f.astype(np.float64),
+            float(counts.positives),
+            float(counts.negatives),
         )
         up = Upload(
             self.name,

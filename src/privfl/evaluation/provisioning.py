@@ -1,0 +1,138 @@
+"""Provisioning FHAUC nodes from files, the way FL operators provision them.
+
+``provision(parties, out_dir)`` runs the key holder's setup once and writes::
+
+    out_dir/roster.json               # party -> X25519 public key (hex), and the key holder
+    out_dir/aggregator/public_setup.bin   # roster + public CKKS context (no secret key)
+    out_dir/aggregator/roster.json
+    out_dir/<party>/identity.key      # the party's X25519 private key (mode 0600)
+    out_dir/<party>/bundle.bin        # secret context + seed, wrapped for this party only
+    out_dir/<party>/roster.json
+
+In a real deployment each party would create its own identity key and send only the public
+half; ``--roster`` support for that is in :func:`provision` via ``identities``.
+The in-process runner uses the same roles without files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from privfl.crypto import keywrap
+from privfl.errors import InputError
+from privfl.evaluation import fhauc
+
+ROSTER_FILE = "roster.json"
+
+
+@dataclass(frozen=True)
+class PartyKeys:
+    """What one party's node loads at start-up."""
+
+    name: str
+    identity: keywrap.IdentityKey
+    roster: dict[str, bytes]
+    key_holder: str
+    bundle: bytes
+
+
+@dataclass(frozen=True)
+class AggregatorKeys:
+    """What the aggregator loads at start-up: public material only."""
+
+    roster: dict[str, bytes]
+    key_holder: str
+    public_setup: bytes
+
+
+def _check_names(parties: Sequence[str]) -> list[str]:
+    names = [p.strip() for p in parties if p.strip()]
+    if len(names) < 2:
+        raise InputError("provision at least 2 parties (e.g. --parties site-a,site-b)")
+    if len(set(names)) != len(names):
+        raise InputError("party names must be distinct")
+    for n in names:
+        if n == "aggregator" or "/" in n or n.startswith("."):
+            raise InputError(f"invalid party name {n!r}")
+    return names
+
+
+def _write(path: Path, data: bytes, private: bool = False) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    fd = os.open(path, flags, 0o600 if private else 0o644)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+
+
+def provision(
+    parties: Sequence[str],
+    out_dir: str | Path,
+    *,
+    key_holder: str | None = None,
+    max_points: int | None = None,
+    overwrite: bool = False,
+) -> Path:
+    """Create identity keys, run the key holder's setup and write every node's directory."""
+    names = _check_names(parties)
+    holder = key_holder or names[0]
+    if holder not in names:
+        raise InputError(f"key holder {holder!r} is not one of the parties")
+    out = Path(out_dir)
+    if out.exists() and any(out.iterdir()) and not overwrite:
+        raise InputError(f"{out} is not empty; pass --force to overwrite")
+    identities = {n: keywrap.IdentityKey() for n in names}
+    roster = {n: k.public_bytes for n, k in identities.items()}
+    public, bundles = fhauc.KeyHolder(holder, identities[holder], roster).provision(max_points)
+    roster_json = json.dumps(
+        {"key_holder": holder, "parties": {n: k.hex() for n, k in roster.items()}}, indent=2
+    ).encode()
+    _write(out / ROSTER_FILE, roster_json)
+    _write(out / "aggregator" / "public_setup.bin", public)
+    _write(out / "aggregator" / ROSTER_FILE, roster_json)
+    for n in names:
+        _write(out / n / "identity.key", identities[n].private_bytes(), private=True)
+        _write(out / n / "bundle.bin", bundles[n], private=True)
+        _write(out / n / ROSTER_FILE, roster_json)
+    return out
+
+
+def _read_roster(directory: Path) -> tuple[dict[str, bytes], str]:
+    path = directory / ROSTER_FILE
+    if not path.is_file():
+        raise InputError(f"{path} not found: is this a directory written by `privfl keys init`?")
+    try:
+        raw = json.loads(path.read_text())
+        return {n: bytes.fromhex(k) for n, k in raw["parties"].items()}, str(raw["key_holder"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise InputError(f"{path} is not a valid roster") from exc
+
+
+def load_party_keys(directory: str | Path, name: str | None = None) -> PartyKeys:
+    """Load a party's node directory (the party name defaults to the directory name)."""
+    d = Path(directory)
+    roster, holder = _read_roster(d)
+    party = name or d.name
+    if party not in roster:
+        raise InputError(f"party {party!r} is not in the roster at {d}")
+    for f in ("identity.key", "bundle.bin"):
+        if not (d / f).is_file():
+            raise InputError(f"{d / f} not found")
+    identity = keywrap.IdentityKey.from_private_bytes((d / "identity.key").read_bytes())
+    if identity.public_bytes != roster[party]:
+        raise InputError(f"{d / 'identity.key'} does not match {party!r}'s key in the roster")
+    return PartyKeys(party, identity, roster, holder, (d / "bundle.bin").read_bytes())
+
+
+def load_aggregator_keys(directory: str | Path) -> AggregatorKeys:
+    """Load the aggregator's directory (public material only)."""
+    d = Path(directory)
+    roster, holder = _read_roster(d)
+    path = d / "public_setup.bin"
+    if not path.is_file():
+        raise InputError(f"{path} not found")
+    return AggregatorKeys(roster, holder, path.read_bytes())

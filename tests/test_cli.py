@@ -1,0 +1,175 @@
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+import privfl
+from privfl.cli import app
+from privfl.evaluation import fhauc
+from privfl.evaluation.provisioning import load_aggregator_keys, load_party_keys
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def scores_csv(tmp_path):
+    rng = np.random.default_rng(3)
+    y = rng.integers(0, 2, 900)
+    s = np.clip(rng.normal(0.4 + 0.2 * y, 0.2), 0, 1)
+    df = pd.DataFrame({"score": s, "label": y, "site": rng.choice(["a", "b", "c"], 900)})
+    path = tmp_path / "scores.csv"
+    df.to_csv(path, index=False)
+    df.to_parquet(tmp_path / "scores.parquet")
+    return path, df
+
+
+def test_auc_json_with_party_column_matches_library(scores_csv):
+    path, df = scores_csv
+    out = runner.invoke(
+        app,
+        [
+            "auc",
+            str(path),
+            "-s",
+            "score",
+            "-l",
+            "label",
+            "--party-column",
+            "site",
+            "--json",
+            "--compare",
+        ],
+    )
+    assert out.exit_code == 0, out.output
+    res = json.loads(out.stdout)
+    assert res["parties"] == 3 and res["thresholds"] == 100
+    assert {"auc", "timings", "bytes"} <= set(res)
+    parts = [(g.score.to_numpy(), g.label.to_numpy()) for _, g in df.groupby("site")]
+    assert res["auc"] == pytest.approx(privfl.binned_auc(parts, 100), abs=1e-6)
+    assert res["compare"]["abs_error_vs_binned"] < 1e-6
+
+
+def test_auc_parquet_dealt_to_k_parties(scores_csv, tmp_path):
+    out = runner.invoke(
+        app,
+        [
+            "auc",
+            str(tmp_path / "scores.parquet"),
+            "-s",
+            "score",
+            "-l",
+            "label",
+            "--parties",
+            "7",
+            "--thresholds",
+            "25",
+            "--json",
+        ],
+    )
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout)["parties"] == 7
+
+
+def test_auc_table_output(scores_csv):
+    path, _ = scores_csv
+    out = runner.invoke(
+        app, ["auc", str(path), "-s", "score", "-l", "label", "--parties", "3", "--compare"]
+    )
+    assert out.exit_code == 0 and "FHAUC AUC" in out.stdout and "scikit-learn" in out.stdout
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["-s", "nope", "-l", "label", "--parties", "3"], "unknown column"),
+        (["-s", "score", "-l", "label"], "exactly one of"),
+        (["-s", "score", "-l", "label", "--parties", "3", "--thresholds", "2"], "at least 3"),
+        (["-s", "score", "-l", "site", "--parties", "3"], "0 or 1"),
+        (
+            ["-s", "score", "-l", "label", "--parties", "3", "--score-range", "0,0.5"],
+            "declared range",
+        ),
+    ],
+)
+def test_auc_bad_input_exits_2_with_one_line_and_no_auc(scores_csv, args, message):
+    path, _ = scores_csv
+    out = runner.invoke(app, ["auc", str(path), *args, "--json"])
+    assert out.exit_code == 2
+    assert message in out.output
+    assert '"auc"' not in out.stdout
+
+
+def test_auc_missing_file_exits_2(tmp_path):
+    out = runner.invoke(
+        app, ["auc", str(tmp_path / "x.csv"), "-s", "a", "-l", "b", "--parties", "2"]
+    )
+    assert out.exit_code == 2 and "not found" in out.output
+
+
+def test_demo_json_reports_three_aucs():
+    out = runner.invoke(app, ["demo", "--json"])
+    assert out.exit_code == 0, out.output
+    res = json.loads(out.stdout)
+    assert res["parties"] == 15
+    assert res["auc"] == pytest.approx(res["binned_auc"], abs=1e-6)
+    assert abs(res["auc"] - res["sklearn_auc"]) < 1e-3
+
+
+def test_keys_init_provisions_nodes_that_run_fhauc(tmp_path):
+    out = runner.invoke(
+        app,
+        [
+            "keys",
+            "init",
+            "--parties",
+            "site-a,site-b,site-c",
+            "--out",
+            str(tmp_path / "k"),
+            "--max-thresholds",
+            "50",
+            "--json",
+        ],
+    )
+    assert out.exit_code == 0, out.output
+    agg_keys = load_aggregator_keys(tmp_path / "k" / "aggregator")
+    agg = fhauc.Aggregator()
+    agg.receive_setup(agg_keys.public_setup)
+    rng = np.random.default_rng(0)
+    parties, data = [], []
+    for name in ("site-a", "site-b", "site-c"):
+        k = load_party_keys(tmp_path / "k" / name)
+        y = rng.integers(0, 2, 100)
+        s = rng.random(100)
+        data.append((s, y))
+        p = fhauc.Party(k.name, k.identity, k.roster, k.key_holder, s, y)
+        p.receive_bundle(k.bundle)
+        parties.append(p)
+    cfg = agg.start_session(["site-a", "site-b", "site-c"], 50)
+    for p in parties:
+        p.receive_config(cfg)
+    reply = agg.handle_uploads([p.upload() for p in parties])
+    assert parties[1].finish(reply) == pytest.approx(privfl.binned_auc(data, 50), abs=1e-6)
+    # the aggregator's folder holds nothing secret
+    assert sorted(f.name for f in (tmp_path / "k" / "aggregator").iterdir()) == [
+        "public_setup.bin",
+        "roster.json",
+    ]
+    assert (tmp_path / "k" / "site-a" / "identity.key").stat().st_mode & 0o077 == 0
+
+
+def test_keys_init_refuses_bad_input(tmp_path):
+    out = runner.invoke(app, ["keys", "init", "--parties", "solo", "--out", str(tmp_path / "k")])
+    assert out.exit_code == 2 and "at least 2" in out.output
+    out = runner.invoke(app, ["keys", "init", "--parties", "a,a", "--out", str(tmp_path / "k")])
+    assert out.exit_code == 2 and "distinct" in out.output
+
+
+def test_party_keys_from_a_wrong_folder_are_rejected(tmp_path):
+    runner.invoke(app, ["keys", "init", "--parties", "a,b", "--out", str(tmp_path / "k")])
+    (tmp_path / "k" / "a" / "identity.key").write_bytes(
+        (tmp_path / "k" / "b" / "identity.key").read_bytes()
+    )
+    with pytest.raises(privfl.InputError, match="does not match"):
+        load_party_keys(tmp_path / "k" / "a")

@@ -1,0 +1,258 @@
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import privfl
+from conftest import make_parties
+from privfl.crypto import keywrap
+from privfl.errors import (
+    DecryptionNotPermittedError,
+    InputError,
+    MalformedMessageError,
+    ProtocolError,
+    UnexpectedStepError,
+    UnknownPartyError,
+    WrongProtocolError,
+    WrongSessionError,
+)
+from privfl.evaluation import fhauc
+
+TOL = 1e-6
+
+
+@st.composite
+def party_lists(draw):
+    m = draw(st.integers(2, 50))
+    sizes = draw(st.lists(st.integers(1, 5000), min_size=m, max_size=m))
+    # keep the total modest so the property test stays fast
+    sizes = [max(1, s // max(1, m // 5)) for s in sizes]
+    kind = draw(st.sampled_from(["normal", "ties", "all_equal", "grid", "extreme"]))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    parties = []
+    for n in sizes:
+        y = (rng.random(n) < draw(st.sampled_from([0.5, 0.05, 0.95]))).astype(np.int8)
+        if kind == "normal":
+            s = np.clip(rng.normal(0.4 + 0.2 * y, 0.25), 0, 1)
+        elif kind == "ties":
+            s = rng.choice([0.0, 0.3, 0.5, 0.7, 1.0], n)
+        elif kind == "all_equal":
+            s = np.full(n, 0.5)
+        elif kind == "grid":
+            s = rng.integers(0, 11, n) / 10
+        else:
+            s = rng.choice([0.0, 1.0], n)
+        parties.append((s, y))
+    all_y = np.concatenate([p[1] for p in parties])
+    if all_y.min() == all_y.max():  # both classes must be present globally
+        parties[0] = (np.append(parties[0][0], 0.5), np.append(parties[0][1], 1 - all_y[0]))
+    return parties
+
+
+@given(party_lists(), st.sampled_from([3, 4, 7, 25, 100, 1000, 2047, 2048, 4096]))
+@settings(max_examples=20)
+def test_protocol_equals_binned_reference_on_random_data(parties, n_points):
+    res = privfl.federated_auc(parties, n_points)
+    assert res.auc == pytest.approx(privfl.binned_auc(parties, n_points), abs=TOL)
+    assert res.num_parties == len(parties) and res.thresholds == n_points
+
+
+def test_extreme_imbalance_one_negative_at_n_4096_is_still_accurate(rng):
+    y = np.ones(20000, dtype=np.int8)
+    y[123] = 0
+    s = rng.random(20000)
+    parties = [(s[:10000], y[:10000]), (s[10000:], y[10000:])]
+    res = privfl.federated_auc(parties, 4096)
+    assert res.auc == pytest.approx(privfl.binned_auc(parties, 4096), abs=TOL)
+
+
+def test_large_counts_at_the_capacity_bound_stay_exact():
+    # counts, not samples, drive the CKKS magnitudes: emulate 1000 x 10^7 by max_samples
+    rng = np.random.default_rng(5)
+    parties = make_parties(rng, 3, 100000)
+    res = privfl.federated_auc(parties, 100, max_samples_per_party=10**7)
+    assert res.auc == pytest.approx(privfl.binned_auc(parties, 100), abs=TOL)
+
+
+def test_explicit_thresholds_and_other_score_range(rng):
+    parties = [(s * 10 - 5, y) for s, y in make_parties(rng, 4, 300)]
+    thr = np.linspace(4.5, -4.5, 37)
+    res = privfl.federated_auc(parties, thr, score_range=(-5, 5))
+    assert res.auc == pytest.approx(privfl.binned_auc(parties, thr, score_range=(-5, 5)), abs=TOL)
+    assert res.thresholds == 39
+
+
+def test_result_reports_timings_and_real_sizes(rng):
+    res = privfl.federated_auc(make_parties(rng, 5, 100), 100)
+    assert set(res.timings) >= {"party_encrypt", "aggregator", "party_decrypt"}
+    assert 100_000 < res.bytes["party_upload"] < 1_000_000
+    assert res.bytes["aggregator_reply"] > 0 and res.bytes["setup_public_context"] < 12_000_000
+    assert res.to_dict()["parties"] == 5
+
+
+@pytest.mark.parametrize(
+    "parties, match",
+    [
+        (
+            [(np.array([0.1, 0.2]), np.array([1, 1])), (np.array([0.3]), np.array([1]))],
+            "no negative",
+        ),
+        ([(np.array([0.1, 0.2]), np.array([0, 0]))], "no positive"),
+        ([(np.array([0.1, np.nan]), np.array([0, 1]))], "NaN"),
+        ([(np.array([0.1, 2.0]), np.array([0, 1]))], "declared range"),
+        ([(np.array([0.1, 0.2]), np.array([0, 3]))], "0 or 1"),
+        ([(np.array([0.1, 0.2]), np.array([0, 1])), (np.array([]), np.array([]))], "no samples"),
+        ([], "non-empty"),
+    ],
+)
+def test_bad_input_raises_input_error_and_no_auc(parties, match):
+    with pytest.raises(InputError, match=match):
+        privfl.federated_auc(parties, 10)
+
+
+def test_non_monotone_thresholds_and_too_few_points_are_rejected(rng):
+    parties = make_parties(rng, 2, 20)
+    with pytest.raises(InputError, match="strictly decreasing"):
+        privfl.federated_auc(parties, [0.2, 0.4])
+    with pytest.raises(InputError, match="at least 3"):
+        privfl.federated_auc(parties, 2)
+
+
+def test_party_larger_than_declared_maximum_is_rejected(rng):
+    with pytest.raises(InputError, match="max_samples_per_party"):
+        privfl.federated_auc(make_parties(rng, 2, 50), 10, max_samples_per_party=10)
+
+
+def test_too_many_samples_for_the_ckks_capacity_is_rejected(rng):
+    with pytest.raises(InputError, match="exceed"):
+        privfl.federated_auc(make_parties(rng, 2, 10), 10, max_samples_per_party=10**15)
+
+
+# ----------------------------------------------------------------------------- roles & messages
+class Deployment:
+    """Roles wired by hand, to attack individual messages."""
+
+    def __init__(self, rng, count=3, n_points=50):
+        self.names = [f"p{i}" for i in range(count)]
+        self.ids = {n: keywrap.IdentityKey() for n in self.names}
+        self.roster = {n: k.public_bytes for n, k in self.ids.items()}
+        self.data = make_parties(rng, count, 200)
+        holder = fhauc.KeyHolder(self.names[0], self.ids[self.names[0]], self.roster)
+        self.public, self.bundles = holder.provision(n_points)
+        self.agg = fhauc.Aggregator()
+        self.agg.receive_setup(self.public)
+        self.parties = []
+        for n, (s, y) in zip(self.names, self.data):
+            p = fhauc.Party(n, self.ids[n], self.roster, self.names[0], s, y)
+            p.receive_bundle(self.bundles[n])
+            self.parties.append(p)
+        self.config = self.agg.start_session(self.names, n_points)
+        for p in self.parties:
+            p.receive_config(self.config)
+        self.n_points = n_points
+
+    def uploads(self):
+        return [p.upload() for p in self.parties]
+
+
+def test_hand_wired_roles_agree_with_reference(rng):
+    d = Deployment(rng)
+    reply = d.agg.handle_uploads(d.uploads())
+    aucs = [p.finish(reply) for p in d.parties]
+    assert aucs == pytest.approx([privfl.binned_auc(d.data, d.n_points)] * 3, abs=TOL)
+
+
+def test_aggregator_holds_no_secret_key_and_cannot_decrypt_uploads(rng):
+    d = Deployment(rng)
+    assert not d.agg.context.is_private
+    up = fhauc.Upload.from_bytes(d.uploads()[0], d.agg.context, d.agg.config.session)
+    with pytest.raises(DecryptionNotPermittedError):
+        d.agg.context.decrypt(up.t[0])
+
+
+def test_message_from_another_session_is_rejected(rng):
+    d = Deployment(rng)
+    stale = d.uploads()
+    d.agg.start_session(d.names, d.n_points)  # new session id
+    with pytest.raises(WrongSessionError):
+        d.agg.handle_uploads(stale)
+
+
+def test_message_from_another_protocol_or_step_is_rejected(rng):
+    d = Deployment(rng)
+    ups = d.uploads()
+    with pytest.raises(UnexpectedStepError):
+        d.agg.handle_uploads([d.config, *ups[1:]])
+    foreign = ups[0].replace(b"fhauc", b"dpauc", 1)
+    with pytest.raises(WrongProtocolError):
+        d.agg.handle_uploads([foreign, *ups[1:]])
+
+
+@pytest.mark.parametrize("cut", [0, 3, 20, 200, 100_000])
+def test_truncated_upload_raises_malformed(rng, cut):
+    d = Deployment(rng)
+    ups = d.uploads()
+    with pytest.raises(MalformedMessageError):
+        d.agg.handle_uploads([ups[0][:cut], *ups[1:]])
+
+
+def test_trailing_garbage_is_rejected(rng):
+    d = Deployment(rng)
+    ups = d.uploads()
+    with pytest.raises(MalformedMessageError, match="trailing"):
+        d.agg.handle_uploads([ups[0] + b"x", *ups[1:]])
+
+
+def test_missing_or_duplicated_upload_is_rejected(rng):
+    d = Deployment(rng)
+    ups = d.uploads()
+    with pytest.raises(ProtocolError, match="one upload from each"):
+        d.agg.handle_uploads(ups[:-1])
+    with pytest.raises(ProtocolError, match="one upload from each"):
+        d.agg.handle_uploads([ups[0], ups[0], ups[1]])
+
+
+def test_truncated_reply_is_rejected_by_parties(rng):
+    d = Deployment(rng)
+    reply = d.agg.handle_uploads(d.uploads())
+    with pytest.raises(MalformedMessageError):
+        d.parties[0].finish(reply[:-10])
+
+
+def test_bundle_from_an_impostor_key_holder_is_rejected(rng):
+    d = Deployment(rng)
+    mallory = keywrap.IdentityKey()
+    roster = dict(d.roster)
+    roster["p0"] = mallory.public_bytes  # mallory's own view of the roster
+    fake = fhauc.KeyHolder("p0", mallory, roster)
+    _, fake_bundles = fake.provision(50)
+    victim = fhauc.Party("p1", d.ids["p1"], d.roster, "p0")
+    with pytest.raises(UnknownPartyError):
+        victim.receive_bundle(fake_bundles["p1"])
+
+
+def test_config_naming_unknown_party_is_rejected(rng):
+    d = Deployment(rng)
+    with pytest.raises(UnknownPartyError):
+        d.agg.start_session([*d.names, "stranger"], 10)
+
+
+def test_keys_provisioned_for_small_n_refuse_larger_n(rng):
+    d = Deployment(rng, n_points=50)
+    with pytest.raises(InputError, match="do not support"):
+        d.agg.start_session(d.names, 1000)
+
+
+def test_custom_aggregator_subclass_is_used(rng):
+    calls = []
+
+    class Counting(fhauc.Aggregator):
+        def aggregate(self, uploads):
+            calls.append([u.sender for u in uploads])
+            return super().aggregate(uploads)
+
+    parties = make_parties(rng, 3, 50)
+    res = privfl.federated_auc(parties, 20, aggregator=Counting())
+    assert calls == [["party-0", "party-1", "party-2"]]
+    assert res.auc == pytest.approx(privfl.binned_auc(parties, 20), abs=TOL)

@@ -1,0 +1,120 @@
+import itertools
+import time
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from privfl.errors import InputError
+from privfl.evaluation.reference import auc_from_counts, binned_auc, exact_auc
+from privfl.evaluation.statistics import (
+    interior_thresholds,
+    numerator_vectors,
+    party_counts,
+    validate_party,
+)
+
+
+def brute_counts(scores, labels, interior):
+    thr = np.concatenate([[np.inf], interior, [-np.inf]])
+    tp = np.array([np.sum((scores >= t) & (labels == 1)) for t in thr])
+    fp = np.array([np.sum((scores >= t) & (labels == 0)) for t in thr])
+    return tp, fp
+
+
+@given(
+    st.lists(
+        st.sampled_from([0.0, 0.25, 0.5, 0.5, 0.75, 1.0, 0.1, 0.9, 0.333]), min_size=1, max_size=60
+    ),
+    st.integers(3, 40),
+    st.data(),
+)
+def test_counts_match_brute_force_including_ties_at_thresholds(scores, n_points, data):
+    s = np.array(scores)
+    y = np.array(
+        data.draw(st.lists(st.integers(0, 1), min_size=s.size, max_size=s.size)), dtype=np.int8
+    )
+    interior = interior_thresholds(n_points)
+    c = party_counts(s, y, interior)
+    tp, fp = brute_counts(s, y, interior)
+    assert np.array_equal(c.tp, tp) and np.array_equal(c.fp, fp)
+    assert c.tp[0] == 0 and c.fp[0] == 0
+    assert c.positives == y.sum() and c.negatives == (1 - y).sum()
+    t, f = numerator_vectors(c)
+    assert t.size == f.size == n_points - 1 and np.all(f >= 0)
+
+
+def test_default_thresholds_are_uniform_and_decreasing():
+    t = interior_thresholds(5)
+    assert np.allclose(t, [0.75, 0.5, 0.25])
+    t = interior_thresholds(5, (-2.0, 2.0))
+    assert np.allclose(t, [1.0, 0.0, -1.0])
+
+
+@pytest.mark.parametrize(
+    "thresholds, match",
+    [
+        (2, "at least 3"),
+        ([0.2, 0.5], "strictly decreasing"),
+        ([0.5, 0.5], "strictly decreasing"),
+        ([np.nan], "finite"),
+        ([], "at least 1"),
+        (True, "integer"),
+    ],
+)
+def test_bad_thresholds_are_rejected(thresholds, match):
+    with pytest.raises(InputError, match=match):
+        interior_thresholds(thresholds)
+
+
+@pytest.mark.parametrize(
+    "scores, labels, match",
+    [
+        ([0.1, np.nan], [0, 1], "NaN or infinite"),
+        ([0.1, np.inf], [0, 1], "NaN or infinite"),
+        ([0.1, 1.5], [0, 1], "declared range"),
+        ([0.1, 0.2], [0, 2], "labels must be 0 or 1"),
+        ([0.1, 0.2], ["a", "b"], "labels must be 0 or 1"),
+        ([], [], "no samples"),
+        ([0.1, 0.2], [0], "2 scores but 1 labels"),
+        (["x", "y"], [0, 1], "scores must be numbers"),
+    ],
+)
+def test_bad_party_data_is_rejected_with_a_one_line_reason(scores, labels, match):
+    with pytest.raises(InputError, match=match) as exc:
+        validate_party(scores, labels, (0.0, 1.0), 3)
+    assert "\n" not in str(exc.value)
+
+
+def test_counting_ten_million_scores_takes_under_three_seconds():
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 10**7).astype(np.int8)
+    s = rng.random(10**7)
+    start = time.perf_counter()
+    c = party_counts(s, y, interior_thresholds(100))
+    assert time.perf_counter() - start < 3.0
+    assert c.positives + c.negatives == 10**7
+
+
+def test_binned_auc_converges_to_sklearn_exact_auc_as_n_grows(rng):
+    from conftest import make_parties
+
+    parties = make_parties(rng, 4, 2000)
+    exact = exact_auc(parties)
+    errors = [abs(binned_auc(parties, n) - exact) for n in (5, 25, 100, 1000, 10000)]
+    assert errors[-1] < 1e-4
+    assert errors[-1] < errors[0] / 50
+    assert all(b <= a * 1.5 + 1e-12 for a, b in itertools.pairwise(errors))
+
+
+def test_binned_auc_with_every_score_a_threshold_is_exact():
+    # scores on a grid that the thresholds hit exactly: binned == exact
+    s = np.array([0.0, 0.25, 0.5, 0.75, 1.0, 0.5, 0.25])
+    y = np.array([0, 0, 1, 1, 1, 0, 1])
+    assert binned_auc([(s, y)], 5) == pytest.approx(exact_auc([(s, y)]), abs=1e-15)
+
+
+def test_auc_from_counts_requires_both_classes():
+    with pytest.raises(InputError):
+        auc_from_counts(np.array([0, 3]), np.array([0, 0]))
