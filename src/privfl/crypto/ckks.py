@@ -320,8 +320,8 @@ class CKKSContext:
         return ctx
 
     # ----------------------------------------------------------------- encrypt / decrypt
-    def encrypt(self, values: npt.ArrayLike) -> Ciphertext:
-        """Encrypt up to ``slots`` reals (zero-padded) at scale Δ.
+    def encrypt(self, values: npt.ArrayLike, scale_bits: float | None = None) -> Ciphertext:
+        """Encrypt up to ``slots`` reals (zero-padded) at scale Δ (or ``2^scale_bits``).
 
         With the secret key this is SEAL's seeded symmetric encryption, whose serialised form
         carries a seed instead of the second polynomial; otherwise public-key encryption.
@@ -336,7 +336,8 @@ class CKKSContext:
         if not np.all(np.isfinite(vec)):
             raise ValueError("cannot encrypt NaN or infinite values")
         plain = seal.Plaintext()
-        self.encoder.encode(vec.tolist(), float(2**self.params.scale_bits), plain)
+        bits = self.params.scale_bits if scale_bits is None else scale_bits
+        self.encoder.encode(vec.tolist(), float(2.0**bits), plain)
         if self._secret_key is not None:
             serializable = self._encryptor.encrypt_symmetric(plain)
             data = _save(serializable)
@@ -457,6 +458,19 @@ class Ciphertext:
         )
 
     __rmul__ = __mul__
+
+    def scale_by(self, factor: float, precision_bits: int = 30) -> Ciphertext:
+        """Multiply every slot by a real ``factor`` (encoded at scale ``2^precision_bits``,
+        so the result's scale grows by that much and uses that much more capacity)."""
+        if not math.isfinite(factor):
+            raise ValueError("factor must be finite")
+        plain = seal.Plaintext()
+        self.context.encoder.encode(
+            float(factor), self.seal.parms_id(), float(2**precision_bits), plain
+        )
+        out = seal.Ciphertext()
+        self.context.evaluator.multiply_plain(self.seal, plain, out)
+        return self._new(out)
 
     def _encode_like(self, values: npt.ArrayLike) -> Any:
         vec = np.asarray(values, dtype=np.float64).ravel()

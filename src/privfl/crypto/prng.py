@@ -37,6 +37,7 @@ class SharedRandomness:
             seed
         )
         self._enc = Cipher(algorithms.AES(key), modes.CTR(b"\x00" * 16)).encryptor()
+        self._buf: list[int] = []
 
     def bytes(self, n: int) -> bytes:
         """The next ``n`` keystream bytes."""
@@ -70,6 +71,18 @@ class SharedRandomness:
         """One uniform integer in ``[low, high)``."""
         return self.integers(low, high, 1)[0]
 
+    def uniform_bits(self, bits: int, size: int) -> npt.NDArray[np.int64]:
+        """``size`` uniform integers in ``[0, 2^bits)`` (``bits <= 62``), vectorised; a
+        power-of-two range needs no rejection, so there is no bias."""
+        if not 1 <= bits <= 62:
+            raise ValueError("bits must be in 1..62")
+        raw = self._uint64(size) >> np.uint64(64 - bits)
+        return raw.astype(np.int64)
+
+    def signed_bits(self, bits: int, size: int) -> npt.NDArray[np.int64]:
+        """``size`` uniform integers in ``[-2^bits, 2^bits)``."""
+        return self.uniform_bits(bits + 1, size) - (1 << bits)
+
     def uniform(self, size: int) -> npt.NDArray[np.float64]:
         """``size`` uniform floats in ``[0, 1)`` with 53 random bits each."""
         return (self._uint64(size) >> np.uint64(11)).astype(np.float64) / float(1 << 53)
@@ -80,9 +93,22 @@ class SharedRandomness:
         return np.unpackbits(raw, bitorder="little")[:size].astype(np.int8)
 
     def permutation(self, n: int) -> npt.NDArray[np.int64]:
-        """A uniform permutation of ``range(n)`` (Fisher-Yates)."""
+        """A uniform permutation of ``range(n)``: Fisher-Yates with unbiased indices."""
         perm = np.arange(n, dtype=np.int64)
+        if n < 2:
+            return perm
+        # one unbiased index per step, drawn in bulk by rejection on 32-bit words
         for i in range(n - 1, 0, -1):
-            j = self.integer(0, i + 1)
+            j = self._index(i + 1)
             perm[i], perm[j] = perm[j], perm[i]
         return perm
+
+    def _index(self, bound: int) -> int:
+        """Uniform integer in [0, bound) for bound <= 2^32 (rejection, buffered)."""
+        limit = (1 << 32) - ((1 << 32) % bound)
+        while True:
+            if not self._buf:
+                self._buf = np.frombuffer(self.bytes(4096), dtype="<u4").tolist()
+            v = self._buf.pop()
+            if v < limit:
+                return v % bound

@@ -59,7 +59,9 @@ from privfl.errors import (
     MalformedMessageError,
     ProtocolError,
     UnknownPartyError,
+    VerificationError,
 )
+from privfl.evaluation import malicious
 from privfl.evaluation.statistics import (
     PartyCounts,
     ScoreRange,
@@ -162,6 +164,8 @@ class SessionConfig:
     security: str = "semi-honest"
     splits: int = 1
     sender: str = "aggregator"
+    hiding_bits: int = malicious.DEFAULT_HIDING_BITS
+    multiplier_bits: float = malicious.DEFAULT_MULTIPLIER_BITS
 
     STEP = "config"
 
@@ -170,6 +174,27 @@ class SessionConfig:
         """N, the number of decision points including the ±inf ends."""
         return int(self.thresholds.size) + 2
 
+    @property
+    def executions(self) -> int:
+        """How many independent executions the run has (2 against a malicious aggregator)."""
+        return 2 if self.security == "malicious" else 1
+
+    def terms(self) -> int:
+        """Slots each party fills: N-1 (semi-honest) or S·N (malicious)."""
+        return (
+            self.splits * self.num_points if self.security == "malicious" else self.num_points - 1
+        )
+
+    def sizes(self) -> malicious.Sizes:
+        """Public mask/scale sizes of the malicious variant."""
+        return malicious.Sizes.for_session(
+            len(self.parties),
+            self.num_points,
+            self.splits,
+            self.max_samples_per_party,
+            self.hiding_bits,
+        )
+
     def to_bytes(self) -> bytes:
         w = Writer().u32(len(self.parties))
         for p in self.parties:
@@ -177,6 +202,7 @@ class SessionConfig:
         w.bytes_(np.asarray(self.thresholds, dtype="<f8").tobytes())
         w.f64(self.score_range[0]).f64(self.score_range[1])
         w.u64(self.max_samples_per_party).str_(self.security).u32(self.splits)
+        w.u32(self.hiding_bits).f64(self.multiplier_bits)
         header = Header(PROTOCOL, VERSION, self.STEP, self.session, self.sender)
         return encode_message(header, w.getvalue())
 
@@ -196,6 +222,7 @@ class SessionConfig:
         thresholds = np.frombuffer(raw, dtype="<f8").astype(np.float64)
         lo, hi = r.f64(), r.f64()
         max_samples, security, splits = r.u64(), r.str_(), r.u32()
+        hiding_bits, multiplier_bits = r.u32(), r.f64()
         r.end()
         cfg = cls(
             header.session,
@@ -206,6 +233,8 @@ class SessionConfig:
             security,
             splits,
             header.sender,
+            hiding_bits,
+            multiplier_bits,
         )
         cfg.validate()
         return cfg
@@ -219,6 +248,10 @@ class SessionConfig:
             raise InputError("max_samples_per_party must be positive")
         if self.security not in ("semi-honest", "malicious"):
             raise InputError(f"unknown security model {self.security!r}")
+        if self.security == "malicious":
+            self.sizes()  # raises on impossible sizes
+            if not 0 <= self.multiplier_bits <= 16:
+                raise InputError("multiplier_bits must be in [0, 16]")
 
 
 def _read_cts(r: Reader, ctx: CKKSContext, max_items: int = 4096) -> list[Ciphertext]:
@@ -368,12 +401,16 @@ class KeyHolder:
         self,
         max_points: int | None = None,
         params: CKKSParameters = DEFAULT_PARAMETERS,
+        max_splits: int = 1,
     ) -> tuple[bytes, dict[str, bytes]]:
         """Generate keys; return (public setup for the aggregator, bundle per party).
 
-        ``max_points`` limits the Galois keys to what N <= max_points needs (smaller
-        public context); ``None`` supports every N."""
-        terms = (max_points - 1) if max_points else params.slots
+        ``max_points`` (and ``max_splits`` for the malicious variant) limit the Galois keys
+        to what N <= max_points needs (a smaller public context); ``None`` supports every N."""
+        if max_points:
+            terms = max_points * max_splits if max_splits > 1 else max_points - 1
+        else:
+            terms = params.slots
         layout = Layout.for_terms(max(terms, 2), params.slots)
         ctx = CKKSContext.generate(params, layout.rotation_steps)
         seed = prng.new_seed()
@@ -408,6 +445,8 @@ class Aggregator:
         self.roster: dict[str, bytes] = {}
         self.config: SessionConfig | None = None
         self.layout: Layout | None = None
+        self.multiplier_range = (0.0, 0.0)
+        self.execution = 0
 
     # -- setup ------------------------------------------------------------------------
     def receive_setup(self, data: bytes) -> None:
@@ -426,6 +465,8 @@ class Aggregator:
         max_samples_per_party: int = DEFAULT_MAX_SAMPLES_PER_PARTY,
         security: str = "semi-honest",
         splits: int = 1,
+        hiding_bits: int = malicious.DEFAULT_HIDING_BITS,
+        multiplier_bits: float = malicious.DEFAULT_MULTIPLIER_BITS,
     ) -> bytes:
         """Announce a new session (fresh random id) to the parties; returns the config."""
         ctx = self._ctx()
@@ -442,23 +483,31 @@ class Aggregator:
             security,
             int(splits),
             self.name,
+            int(hiding_bits),
+            float(multiplier_bits),
         )
         cfg.validate()
         self._bind(cfg, ctx)
         return cfg.to_bytes()
 
     def _bind(self, cfg: SessionConfig, ctx: CKKSContext) -> None:
-        layout = Layout.for_terms(cfg.num_points - 1, ctx.params.slots)
+        layout = Layout.for_terms(cfg.terms(), ctx.params.slots)
         missing = set(layout.rotation_steps) - set(ctx.rotation_steps)
         if missing:
             raise InputError(
                 f"the provisioned keys do not support N={cfg.num_points} decision points "
                 f"(missing rotations {sorted(missing)}); re-provision with a larger maximum"
             )
-        self.multiplier_bits = multiplier_bits(
-            ctx.params, len(cfg.parties), cfg.max_samples_per_party
-        )
+        if cfg.security == "malicious":
+            self.multiplier_range = (
+                MALICIOUS_MULTIPLIER_FLOOR_BITS,
+                MALICIOUS_MULTIPLIER_FLOOR_BITS + cfg.multiplier_bits,
+            )
+        else:
+            bits = multiplier_bits(ctx.params, len(cfg.parties), cfg.max_samples_per_party)
+            self.multiplier_range = (0.0, bits)
         self.config, self.layout = cfg, layout
+        self.execution = 0
 
     def _ctx(self) -> CKKSContext:
         if self.context is None:
@@ -466,13 +515,21 @@ class Aggregator:
         return self.context
 
     # -- evaluation ---------------------------------------------------------------------
-    def handle_uploads(self, uploads: Sequence[bytes]) -> bytes:
-        """Parse and check every party's upload (one each, in roster order), aggregate,
-        and return the serialised reply."""
+    def handle_uploads(self, uploads: Sequence[bytes], execution: int = 0) -> bytes:
+        """Parse and check every party's upload for ``execution`` (one each, in roster
+        order), call :meth:`aggregate`, and return the serialised reply."""
         ctx, cfg = self._ctx(), self.config
         if cfg is None:
             raise ProtocolError("no session started")
+        if not 0 <= execution < cfg.executions:
+            raise ProtocolError(
+                f"this session has {cfg.executions} execution(s), not {execution + 1}"
+            )
+        self.execution = execution
         parsed = [Upload.from_bytes(b, ctx, cfg.session) for b in uploads]
+        wrong = [u.sender for u in parsed if u.execution != execution]
+        if wrong:
+            raise ProtocolError(f"uploads from {wrong} are not for execution {execution}")
         senders = [u.sender for u in parsed]
         if sorted(senders) != sorted(cfg.parties) or len(senders) != len(cfg.parties):
             raise ProtocolError(
@@ -506,8 +563,8 @@ class Aggregator:
         else:
             d = add_all([u.d[0] for u in uploads])
             den = d * d.rotate(layout.slots // 2)
-        c = random_multiplier(self.multiplier_bits)
-        return Reply(cfg.session, num * c, den * c, uploads[0].execution, self.name)
+        c = random_multiplier(*self.multiplier_range)
+        return Reply(cfg.session, num * c, den * c, self.execution, self.name)
 
 
 def multiplier_bits(params: CKKSParameters, parties: int, max_samples: int) -> float:
@@ -524,10 +581,16 @@ def multiplier_bits(params: CKKSParameters, parties: int, max_samples: int) -> f
     return bits
 
 
-def random_multiplier(bits: float) -> int:
-    """c >= 1, log-uniform up to 2^bits, from the OS CSPRNG."""
+MALICIOUS_MULTIPLIER_FLOOR_BITS = 20.0
+
+
+def random_multiplier(low_bits: float, high_bits: float) -> int:
+    """Integer c, log-uniform in [2^low_bits, 2^high_bits), from the OS CSPRNG.
+
+    Applied at scale 1, so it costs no modulus level; against a malicious aggregator it is
+    drawn from ``[2^20, 2^(20+w))`` so that a fractional spread of ``2^w`` is possible."""
     u = secrets.randbits(53) / float(1 << 53)
-    return max(1, int(2 ** (u * bits)))
+    return max(1, int(2 ** (low_bits + u * (high_bits - low_bits))))
 
 
 class Party:
@@ -558,6 +621,7 @@ class Party:
         self.layout: Layout | None = None
         self._scores, self._labels = scores, labels
         self.counts: PartyCounts | None = None
+        self._randomness: list[malicious.Randomness] = []
 
     def receive_bundle(self, data: bytes) -> None:
         """Unwrap the secret context and seed (must come from the pinned key holder)."""
@@ -586,9 +650,10 @@ class Party:
         if unknown:
             raise UnknownPartyError(f"session names parties outside the roster: {unknown}")
         ctx = self._ctx()
-        multiplier_bits(ctx.params, len(cfg.parties), cfg.max_samples_per_party)
+        if cfg.security == "semi-honest":
+            multiplier_bits(ctx.params, len(cfg.parties), cfg.max_samples_per_party)
         self.config = cfg
-        self.layout = Layout.for_terms(cfg.num_points - 1, ctx.params.slots)
+        self.layout = Layout.for_terms(cfg.terms(), ctx.params.slots)
 
     def set_data(self, scores: npt.ArrayLike, labels: npt.ArrayLike) -> None:
         self._scores, self._labels = scores, labels
@@ -614,10 +679,21 @@ class Party:
         self.counts = party_counts(s, y, cfg.thresholds)
         return self.counts
 
+    def uploads(self) -> list[bytes]:
+        """One upload per execution (two against a malicious aggregator)."""
+        cfg = self.config
+        if cfg is None:
+            raise ProtocolError(f"party {self.name} has no session config")
+        if cfg.security == "semi-honest":
+            return [self.upload()]
+        return [self._malicious_upload(e) for e in range(cfg.executions)]
+
     def upload(self) -> bytes:
         """Encrypt T, F (and D) for the aggregator. Reveals only ciphertext sizes."""
-        ctx, cfg, layout = self._ctx(), self.config, self.layout
+        cfg, layout = self.config, self.layout
         assert cfg is not None and layout is not None
+        if cfg.security != "semi-honest":
+            raise ProtocolError("use uploads() in the malicious variant")
         counts = self.compute_counts()
         t, f = numerator_vectors(counts)
         tv, fv, dv = layout.pack(
@@ -626,25 +702,103 @@ class Party:
             float(counts.positives),
             float(counts.negatives),
         )
+        return self._encrypt_upload(tv, fv, dv, 0, None)
+
+    def _encrypt_upload(
+        self,
+        tv: list[npt.NDArray[np.float64]],
+        fv: list[npt.NDArray[np.float64]],
+        dv: list[npt.NDArray[np.float64]],
+        execution: int,
+        scale_bits: float | None,
+    ) -> bytes:
+        ctx, cfg = self._ctx(), self.config
+        assert cfg is not None
         up = Upload(
             self.name,
             cfg.session,
-            [ctx.encrypt(v) for v in tv],
-            [ctx.encrypt(v) for v in fv],
-            [ctx.encrypt(v) for v in dv],
+            [ctx.encrypt(v, scale_bits) for v in tv],
+            [ctx.encrypt(v, scale_bits) for v in fv],
+            [ctx.encrypt(v, scale_bits) for v in dv],
+            execution,
         )
         return up.to_bytes()
 
+    def _malicious_upload(self, execution: int) -> bytes:
+        """Masked, multiplied, split and permuted statistics for one execution."""
+        cfg, layout = self.config, self.layout
+        assert cfg is not None and layout is not None and self.seed is not None
+        counts = self.counts if self.counts is not None and execution > 0 else self.compute_counts()
+        sizes = cfg.sizes()
+        rnd = malicious.derive(
+            self.seed, cfg.session, execution, cfg.parties.index(self.name), sizes
+        )
+        if execution == 0:
+            self._randomness = []
+        self._randomness.append(rnd)
+        t, f = numerator_vectors(counts)
+        tv, fv, dt, df = malicious.masked_positions(t, f, counts.positives, counts.negatives, rnd)
+        tperm, fperm = malicious.split_and_permute(tv, fv, rnd, sizes)
+        tchunks, fchunks, dchunks = layout.pack(tperm, fperm, dt, df)
+        return self._encrypt_upload(tchunks, fchunks, dchunks, execution, sizes.scale_bits)
+
     def finish(self, data: bytes) -> float:
-        """Decrypt the reply and output the global AUC = X / (2 Y)."""
+        """Decrypt a semi-honest reply and output the global AUC = X / (2 Y)."""
+        return self.finish_all([data])
+
+    def finish_all(self, replies: Sequence[bytes]) -> float:
+        """Decrypt the reply of every execution and output the global AUC.
+
+        Semi-honest: ``X / (2Y)``. Malicious: recover the AUC from each execution and accept
+        only if they agree within the tolerance of :mod:`privfl.evaluation.malicious`;
+        otherwise raise :class:`VerificationError` and output nothing."""
         ctx, cfg, layout = self._ctx(), self.config, self.layout
         assert cfg is not None and layout is not None
-        reply = Reply.from_bytes(data, ctx, cfg.session)
-        x = float(ctx.decrypt(reply.numerator)[0])
-        y = float(ctx.decrypt(reply.denominator)[layout.denominator_slot])
-        if not (math.isfinite(x) and math.isfinite(y)) or y < 0.5:
-            raise ProtocolError(
-                "the aggregated denominator is zero: no positive or no negative labels across "
-                "all parties (or the reply is corrupted)"
+        if len(replies) != cfg.executions:
+            raise ProtocolError(f"expected {cfg.executions} replies, got {len(replies)}")
+        decoded = []
+        for e, data in enumerate(replies):
+            reply = Reply.from_bytes(data, ctx, cfg.session)
+            if reply.execution != e:
+                raise (
+                    VerificationError(f"reply {e} claims to be for execution {reply.execution}")
+                    if cfg.security == "malicious"
+                    else ProtocolError("reply for the wrong execution")
+                )
+            x = float(ctx.decrypt(reply.numerator)[0])
+            y = float(ctx.decrypt(reply.denominator)[layout.denominator_slot])
+            decoded.append((x, y))
+        if cfg.security == "semi-honest":
+            x, y = decoded[0]
+            if not (math.isfinite(x) and math.isfinite(y)) or y < 0.5:
+                raise ProtocolError(
+                    "the aggregated denominator is zero: no positive or no negative labels "
+                    "across all parties (or the reply is corrupted)"
+                )
+            return x / (2.0 * y)
+        return self._verify(decoded)
+
+    def _verify(self, decoded: list[tuple[float, float]]) -> float:
+        cfg = self.config
+        assert cfg is not None and self.counts is not None
+        if len(self._randomness) != len(decoded):
+            raise ProtocolError("uploads() must run before finish_all()")
+        sizes = cfg.sizes()
+        own = max(1, self.counts.positives) * max(1, self.counts.negatives)
+        c_max = 2.0 ** (MALICIOUS_MULTIPLIER_FLOOR_BITS + cfg.multiplier_bits)
+        aucs, d_low = [], float(own)
+        for (x, y), rnd in zip(decoded, self._randomness, strict=True):
+            if not (math.isfinite(x) and math.isfinite(y)) or y <= 0:
+                raise VerificationError("the aggregator's reply does not decrypt to a valid result")
+            d_low = max(d_low, y / (rnd.r2 * c_max))
+            aucs.append(malicious.recover_auc(x, y, rnd))
+        tol = sizes.tolerance(d_low)
+        self.last_tolerance = tol
+        spread = max(aucs) - min(aucs)
+        if not spread <= tol or not all(-tol <= a <= 1 + tol for a in aucs):
+            log.info("verification failed: executions differ by %.3g (tolerance %.3g)", spread, tol)
+            raise VerificationError(
+                "the two executions disagree: the aggregator deviated from the protocol "
+                "(or a party's data changed); no AUC is output"
             )
-        return x / (2.0 * y)
+        return float(np.mean(aucs))

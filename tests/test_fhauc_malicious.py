@@ -1,0 +1,134 @@
+"""FHAUC against a malicious aggregator: correctness, verification, and a tamper suite.
+
+Each tamper case is a small Aggregator subclass; every one must make the parties raise
+VerificationError (no AUC output). The 100-seed detection rates are printed by
+benchmarks/fhauc_malicious.py; here each case runs on a few seeds.
+"""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import privfl
+from conftest import make_parties
+from privfl.errors import InputError, VerificationError
+from privfl.evaluation import malicious
+
+TOL = 1e-6
+
+
+@given(
+    st.integers(2, 12),
+    st.integers(2, 9),
+    st.sampled_from([3, 10, 50, 100]),
+    st.integers(0, 2**32 - 1),
+)
+@settings(max_examples=15)
+def test_honest_malicious_run_equals_binned_reference(m, splits, n_points, seed):
+    rng = np.random.default_rng(seed)
+    parties = make_parties(rng, m, int(rng.integers(20, 400)))
+    res = privfl.federated_auc(parties, n_points, security="malicious", splits=splits)
+    assert res.verified is True
+    assert res.auc == pytest.approx(privfl.binned_auc(parties, n_points), abs=TOL)
+
+
+def test_many_positions_are_chunked_over_several_ciphertexts(rng):
+    parties = make_parties(rng, 3, 300)
+    res = privfl.federated_auc(parties, 1000, security="malicious", splits=9)  # 9000 slots
+    assert res.auc == pytest.approx(privfl.binned_auc(parties, 1000), abs=TOL)
+
+
+def test_cheat_probability_matches_the_paper_bound(rng):
+    res = privfl.federated_auc(make_parties(rng, 3, 50), 10, security="malicious", splits=4)
+    s, n = 4, 40
+    exact = (math.factorial(s) * math.factorial(n - s) / math.factorial(n)) ** 2
+    assert res.cheat_probability == pytest.approx(exact, rel=1e-9)
+    assert res.cheat_probability_log2 == pytest.approx(math.log2(exact), rel=1e-9)
+    assert res.to_dict()["verified"] is True
+
+
+def test_malicious_costs_about_twice_the_semi_honest_upload(rng):
+    parties = make_parties(rng, 3, 100)
+    semi = privfl.federated_auc(parties, 100)
+    mal = privfl.federated_auc(parties, 100, security="malicious", splits=4)
+    assert 1.8 < mal.bytes["party_upload"] / semi.bytes["party_upload"] < 2.2
+
+
+def test_honest_runs_raise_no_false_alarm(rng):
+    for _ in range(20):
+        parties = make_parties(
+            rng,
+            int(rng.integers(2, 8)),
+            int(rng.integers(5, 300)),
+            positive_rate=float(rng.uniform(0.05, 0.95)),
+        )
+        privfl.federated_auc(
+            parties,
+            int(rng.integers(3, 200)),
+            security="malicious",
+            splits=int(rng.integers(2, 10)),
+        )
+
+
+def test_tolerance_is_far_above_the_measured_honest_spread():
+    sizes = malicious.Sizes.for_session(10, 100, 4, 512, 0)
+    # the error bound at d = 10^4 must exceed what an honest run shows (~1e-11 here)
+    assert sizes.tolerance(1e4) > 1e-9
+    assert sizes.tolerance(1e8) < sizes.tolerance(1e4)
+
+
+def test_bad_malicious_parameters_are_rejected(rng):
+    parties = make_parties(rng, 3, 20)
+    with pytest.raises(InputError, match="splits"):
+        privfl.federated_auc(parties, 10, security="malicious", splits=1)
+    with pytest.raises(InputError, match="2 parties"):
+        privfl.federated_auc(parties[:1], 10, security="malicious")
+    with pytest.raises(InputError, match="do not fit"):
+        privfl.federated_auc(parties, 10, security="malicious", hiding_bits=40)
+
+
+# ----------------------------------------------------------------------------- tamper suite
+from privfl.evaluation.tamper import (  # noqa: E402
+    TAMPERS,
+    AddEncryptedConstant,
+    ForgeAUC099,
+    PerExecution,
+)
+
+
+@pytest.mark.parametrize("tamper", TAMPERS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_tampering_aggregator_is_detected(tamper, seed):
+    rng = np.random.default_rng(seed)
+    parties = make_parties(rng, 4, 1000)
+    with pytest.raises(VerificationError):
+        privfl.federated_auc(parties, 50, security="malicious", splits=4, aggregator=tamper())
+
+
+def test_honest_subclass_of_the_tamper_base_is_accepted(rng):
+    parties = make_parties(rng, 4, 1000)
+    res = privfl.federated_auc(parties, 50, security="malicious", aggregator=PerExecution())
+    assert res.auc == pytest.approx(privfl.binned_auc(parties, 50), abs=TOL)
+
+
+def test_semi_honest_mode_cannot_detect_tampering_which_is_why_malicious_exists(rng):
+    parties = make_parties(rng, 4, 1000)
+    res = privfl.federated_auc(parties, 50, aggregator=ForgeAUC099())
+    assert res.auc == pytest.approx(0.99, abs=1e-6)
+
+
+class AddTinyConstant(AddEncryptedConstant):
+    constant = 1e3
+
+
+def test_undetectable_perturbations_are_harmless(rng):
+    """Either verification fails or the output is within the verified precision."""
+    parties = make_parties(rng, 4, 1000)
+    try:
+        res = privfl.federated_auc(parties, 50, security="malicious", aggregator=AddTinyConstant())
+    except VerificationError:
+        return
+    assert res.auc == pytest.approx(privfl.binned_auc(parties, 50), abs=TOL)
