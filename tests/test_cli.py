@@ -173,3 +173,50 @@ def test_party_keys_from_a_wrong_folder_are_rejected(tmp_path):
     )
     with pytest.raises(privfl.InputError, match="does not match"):
         load_party_keys(tmp_path / "k" / "a")
+
+
+def test_auc_malicious_json_reports_verification(scores_csv):
+    path, df = scores_csv
+    out = runner.invoke(
+        app,
+        [
+            "auc",
+            str(path),
+            "-s",
+            "score",
+            "-l",
+            "label",
+            "--party-column",
+            "site",
+            "--security",
+            "malicious",
+            "--splits",
+            "3",
+            "--json",
+        ],
+    )
+    assert out.exit_code == 0, out.output
+    res = json.loads(out.stdout)
+    assert res["verified"] is True and res["cheat_probability_log2"] < -20
+    parts = [(g.score.to_numpy(), g.label.to_numpy()) for _, g in df.groupby("site")]
+    assert res["auc"] == pytest.approx(privfl.binned_auc(parts, 100), abs=1e-6)
+
+
+def test_auc_bad_security_exits_2(scores_csv):
+    path, _ = scores_csv
+    out = runner.invoke(
+        app,
+        [
+            "auc",
+            str(path),
+            "-s",
+            "score",
+            "-l",
+            "label",
+            "--parties",
+            "2",
+            "--security",
+            "paranoid",
+        ],
+    )
+    assert out.exit_code == 2

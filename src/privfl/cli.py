@@ -97,13 +97,30 @@ def auc(
         typer.Option(help="Also compute the plaintext binned AUC and scikit-learn's exact AUC."),
     ] = False,
     max_samples_per_party: Annotated[
-        int, typer.Option(help="Public bound on any party's sample count (sets CKKS headroom).")
-    ] = 10**7,
+        int | None,
+        typer.Option(
+            help="Public bound on any party's sample count (semi-honest default 10^7; "
+            "malicious default: the largest party rounded up to a power of two)."
+        ),
+    ] = None,
+    security: Annotated[
+        str,
+        typer.Option(
+            help="'semi-honest' or 'malicious' (masks, splits, permutation, two executions, "
+            "verification by the parties)."
+        ),
+    ] = "semi-honest",
+    splits: Annotated[
+        int, typer.Option(help="Additive splits S per position (malicious only, 2..16).")
+    ] = 4,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Global ROC-AUC of scores held by several parties, computed under CKKS (FHAUC).
 
     Example: privfl auc scores.csv -s score -l label --parties 15 --compare
+
+    Against a malicious aggregator: add --security malicious --splits 4 (the parties verify
+    the result and refuse to output one if the aggregator deviated).
     """
     import privfl
     from privfl.datasets import deal, read_table
@@ -124,8 +141,15 @@ def auc(
         y = df[label_column].to_numpy()
         privfl.evaluation.reference.validate_parties([(s, y)], rng)
         data = deal(s, y, parties, seed)  # type: ignore[assignment]
+    if security not in ("semi-honest", "malicious"):
+        raise InputError("--security must be 'semi-honest' or 'malicious'")
     res = privfl.federated_auc(
-        data, thresholds, score_range=rng, max_samples_per_party=max_samples_per_party
+        data,
+        thresholds,
+        score_range=rng,
+        max_samples_per_party=max_samples_per_party,
+        security=security,
+        splits=splits,
     )
     out = res.to_dict()
     if compare:
@@ -140,7 +164,10 @@ def auc(
     if as_json:
         _print_json(out)
         return
-    table = Table(title=f"FHAUC on {file.name}: {res.num_parties} parties, N={res.thresholds}")
+    table = Table(
+        title=f"FHAUC ({res.security}) on {file.name}: {res.num_parties} parties, "
+        f"N={res.thresholds}"
+    )
     table.add_column("quantity")
     table.add_column("value", justify="right")
     table.add_row("FHAUC AUC", f"{res.auc:.8f}")
@@ -149,6 +176,9 @@ def auc(
         table.add_row("scikit-learn exact AUC", f"{out['compare']['sklearn_auc']:.8f}")
         table.add_row("|FHAUC - binned|", f"{out['compare']['abs_error_vs_binned']:.2e}")
         table.add_row("|FHAUC - exact|", f"{out['compare']['abs_error_vs_sklearn']:.2e}")
+    if res.verified is not None:
+        table.add_row("verified (two executions agree)", str(res.verified))
+        table.add_row("cheating bound log2 P", f"{res.cheat_probability_log2:.1f}")
     table.add_row("aggregator time", f"{res.timings['aggregator']:.3f} s")
     table.add_row("slowest party encrypt", f"{res.timings['party_encrypt']:.3f} s")
     table.add_row("upload per party", _fmt_bytes(res.bytes["party_upload"]))
