@@ -650,11 +650,15 @@ def _session() -> bytes:
 
 
 def secure_add(
-    cs: CenterServer, cc: ComputationProvider, ca: Ciphertext, cb: Ciphertext, target: PublicKey
+    cs: CenterServer,
+    cc: ComputationProvider,
+    ca: Ciphertext,
+    cb: Ciphertext,
+    target_public_key: PublicKey,
 ) -> Ciphertext:
     """HoAdd between CS and CC in one process (real message bytes): Enc_target(x + y)."""
     session = _session()
-    request, state = cs.hoadd_request(ca, cb, target, session)
+    request, state = cs.hoadd_request(ca, cb, target_public_key, session)
     return cs.hoadd_finish(state, cc.hoadd_respond(request, session), session)
 
 
