@@ -14,6 +14,7 @@ from privfl.errors import (
     ProtocolError,
     VerificationError,
 )
+from privfl.evaluation.dpauc import DPAUCResult, dpauc
 from privfl.evaluation.federated import AUCResult, federated_auc
 from privfl.evaluation.reference import binned_auc, exact_auc
 
@@ -21,12 +22,14 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AUCResult",
+    "DPAUCResult",
     "InputError",
     "PrivflError",
     "ProtocolError",
     "VerificationError",
     "__version__",
     "binned_auc",
+    "dpauc",
     "exact_auc",
     "federated_auc",
 ]

@@ -29,6 +29,8 @@ app = typer.Typer(
 )
 keys_app = typer.Typer(help="Provision keys for a real deployment.", no_args_is_help=True)
 app.add_typer(keys_app, name="keys")
+bench_app = typer.Typer(help="Studies that reproduce the papers' tables.", no_args_is_help=True)
+app.add_typer(bench_app, name="bench")
 
 console = Console()
 err_console = Console(stderr=True)
@@ -123,24 +125,9 @@ def auc(
     the result and refuse to output one if the aggregator deviated).
     """
     import privfl
-    from privfl.datasets import deal, read_table
 
-    if (party_column is None) == (parties is None):
-        raise InputError("give exactly one of --party-column or --parties K")
-    df = read_table(file)
-    for col in (score_column, label_column, party_column):
-        if col is not None and col not in df.columns:
-            raise InputError(f"unknown column {col!r}; columns are {list(df.columns)}")
     rng = _parse_range(score_range)
-    if party_column is not None:
-        groups = [g for _, g in df.groupby(party_column, sort=True)]
-        data = [(g[score_column].to_numpy(), g[label_column].to_numpy()) for g in groups]
-    else:
-        assert parties is not None
-        s = df[score_column].to_numpy()
-        y = df[label_column].to_numpy()
-        privfl.evaluation.reference.validate_parties([(s, y)], rng)
-        data = deal(s, y, parties, seed)  # type: ignore[assignment]
+    data = _load_parties(file, score_column, label_column, party_column, parties, seed, rng)
     if security not in ("semi-honest", "malicious"):
         raise InputError("--security must be 'semi-honest' or 'malicious'")
     res = privfl.federated_auc(
@@ -185,6 +172,293 @@ def auc(
     table.add_row("reply per party", _fmt_bytes(res.bytes["aggregator_reply"]))
     table.add_row("aggregator public context", _fmt_bytes(res.bytes["setup_public_context"]))
     console.print(table)
+
+
+def _load_parties(
+    file: Path,
+    score_column: str,
+    label_column: str,
+    party_column: str | None,
+    parties: int | None,
+    seed: int,
+    score_range: tuple[float, float],
+) -> list[tuple[Any, Any]]:
+    """Read a CSV/Parquet file and split it into parties (by column or dealt at random)."""
+    import privfl
+    from privfl.datasets import deal, read_table
+
+    if (party_column is None) == (parties is None):
+        raise InputError("give exactly one of --party-column or --parties K")
+    df = read_table(file)
+    for col in (score_column, label_column, party_column):
+        if col is not None and col not in df.columns:
+            raise InputError(f"unknown column {col!r}; columns are {list(df.columns)}")
+    if party_column is not None:
+        groups = [g for _, g in df.groupby(party_column, sort=True)]
+        return [(g[score_column].to_numpy(), g[label_column].to_numpy()) for g in groups]
+    assert parties is not None
+    s = df[score_column].to_numpy()
+    y = df[label_column].to_numpy()
+    privfl.evaluation.reference.validate_parties([(s, y)], score_range)
+    return deal(s, y, parties, seed)  # type: ignore[return-value]
+
+
+# ------------------------------------------------------------------------------ dpauc
+@app.command()
+@_guard
+def dpauc(
+    file: Annotated[Path, typer.Argument(help="CSV (.csv, .csv.gz) or Parquet file.")],
+    score_column: Annotated[str, typer.Option("--score-column", "-s", help="Column of scores.")],
+    label_column: Annotated[
+        str, typer.Option("--label-column", "-l", help="Column of 0/1 labels.")
+    ],
+    party_column: Annotated[
+        str | None, typer.Option(help="Column naming each row's party.")
+    ] = None,
+    parties: Annotated[int | None, typer.Option(help="Deal rows to this many parties.")] = None,
+    thresholds: Annotated[
+        str, typer.Option(help="N decision points, or 'dpauc' / 'dpauc:N' for DPAUC's grid.")
+    ] = "100",
+    epsilon: Annotated[float, typer.Option(help="Privacy budget epsilon (> 0).")] = 1.0,
+    mechanism: Annotated[
+        str, typer.Option(help="'laplace' or 'rr' (randomized response).")
+    ] = "laplace",
+    noise_seed: Annotated[
+        int | None, typer.Option(help="Seed for a reproducible run (default: OS randomness).")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed for dealing rows to parties.")] = 0,
+    attack: Annotated[
+        bool, typer.Option(help="Also run the server's count-inference attack on every party.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """DPAUC baseline: differentially private federated AUC (and what it leaks)."""
+    import privfl
+    from privfl.evaluation.dpauc import infer_party_counts
+
+    data = _load_parties(file, score_column, label_column, party_column, parties, seed, (0.0, 1.0))
+    thr: Any = int(thresholds) if thresholds.isdigit() else thresholds
+    res = privfl.dpauc(data, thr, epsilon, mechanism, noise_seed)
+    out = res.to_dict() | {"sklearn_auc": privfl.exact_auc(data)}
+    if attack:
+        rows = []
+        for k, rel in enumerate(res.noisy_counts):
+            pos, neg = infer_party_counts(rel)
+            y = np.asarray(data[k][1]).astype(int)
+            rows.append(
+                {
+                    "party": k,
+                    "positives": int(y.sum()),
+                    "negatives": int(y.size - y.sum()),
+                    "estimated_positives": pos,
+                    "estimated_negatives": neg,
+                }
+            )
+        out["attack"] = rows
+    if as_json:
+        _print_json(out)
+        return
+    table = Table(title=f"DPAUC ({mechanism}, epsilon={epsilon:g}, N={res.thresholds})")
+    table.add_column("quantity")
+    table.add_column("value", justify="right")
+    table.add_row("DPAUC AUC", f"{res.auc:.6f}")
+    table.add_row("scikit-learn exact AUC", f"{out['sklearn_auc']:.6f}")
+    table.add_row("|error|", f"{abs(res.auc - out['sklearn_auc']):.2e}")
+    console.print(table)
+    if attack:
+        t2 = Table(title="server's inference of each party's class counts from its release")
+        for col in ("party", "positives", "estimated", "negatives", "estimated "):
+            t2.add_column(col, justify="right")
+        for r in out["attack"]:
+            t2.add_row(
+                str(r["party"]),
+                str(r["positives"]),
+                f"{r['estimated_positives']:.1f}",
+                str(r["negatives"]),
+                f"{r['estimated_negatives']:.1f}",
+            )
+        console.print(t2)
+
+
+def _ints(text: str, what: str) -> list[int]:
+    try:
+        vals = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise InputError(f"{what} must be comma-separated integers, got {text!r}") from None
+    if not vals:
+        raise InputError(f"{what} is empty")
+    return vals
+
+
+def _floats(text: str, what: str) -> list[float]:
+    try:
+        vals = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise InputError(f"{what} must be comma-separated numbers, got {text!r}") from None
+    if not vals or any(v <= 0 for v in vals):
+        raise InputError(f"{what} must be positive numbers")
+    return vals
+
+
+@bench_app.command("accuracy")
+@_guard
+def bench_accuracy(
+    dataset: Annotated[str | None, typer.Option(help="Built-in scored dataset: 'adult'.")] = None,
+    data: Annotated[
+        Path | None, typer.Option(help="CSV/Parquet file with scores and labels.")
+    ] = None,
+    score_column: Annotated[str, typer.Option(help="Score column of --data.")] = "score",
+    label_column: Annotated[str, typer.Option(help="Label column of --data.")] = "label",
+    sizes: Annotated[str, typer.Option(help="Global test sizes.")] = "100,1000,10000,100000",
+    thresholds: Annotated[str, typer.Option(help="Numbers of decision points N.")] = "25,50,100",
+    epsilons: Annotated[str, typer.Option(help="DPAUC privacy budgets.")] = "1,8",
+    parties: Annotated[int, typer.Option(help="Number of parties.")] = 15,
+    runs: Annotated[int, typer.Option(help="DPAUC runs per setting.")] = 100,
+    iid: Annotated[
+        bool, typer.Option("--iid/--non-iid", help="Random deal or score-sorted blocks.")
+    ] = True,
+    leak_epsilons: Annotated[str, typer.Option(help="Epsilons of the leakage table.")] = "1,2,4,8",
+    seed: Annotated[int, typer.Option(help="Seed of the sampling and noise (reproducible).")] = 0,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Write all results as JSON.")
+    ] = None,
+    plot: Annotated[
+        Path | None, typer.Option(help="Write |AUC - exact| vs size to this PNG.")
+    ] = None,
+) -> None:
+    """FHAUC vs DPAUC accuracy (FHAUC's Table 1) and DPAUC's count leakage (Table 2)."""
+    from rich.progress import Progress
+
+    from privfl.evaluation import study
+
+    if (dataset is None) == (data is None):
+        raise InputError("give exactly one of --dataset adult or --data FILE")
+    size_list, n_list = _ints(sizes, "--sizes"), _ints(thresholds, "--thresholds")
+    eps_list, leak_eps = _floats(epsilons, "--epsilons"), _floats(leak_epsilons, "--leak-epsilons")
+    if runs < 1 or parties < 1:
+        raise InputError("--runs and --parties must be at least 1")
+    if any(n < 3 for n in n_list):
+        raise InputError("every N in --thresholds must be at least 3")
+    if dataset is not None:
+        if dataset != "adult":
+            raise InputError(f"unknown dataset {dataset!r} (available: adult)")
+        from privfl.datasets import adult_scores
+
+        with console.status("training the Adult scorer (gradient boosting)...", spinner="dots"):
+            scores, labels = adult_scores(seed)
+        source = "adult: gradient-boosting scores on Adult's 16,281 test rows"
+    else:
+        import privfl
+        from privfl.datasets import read_table
+
+        assert data is not None
+        df = read_table(data)
+        for col in (score_column, label_column):
+            if col not in df.columns:
+                raise InputError(f"unknown column {col!r}; columns are {list(df.columns)}")
+        scores = df[score_column].to_numpy(dtype=float)
+        labels = df[label_column].to_numpy()
+        privfl.evaluation.reference.validate_parties([(scores, labels)], (0.0, 1.0))
+        labels = labels.astype(np.int8)
+        source = str(data)
+    total = len(size_list) * len(n_list) * len(eps_list) * 2 * runs + len(leak_eps) * 3 * runs
+    with Progress(console=err_console, transient=True) as bar:
+        task = bar.add_task("DPAUC runs", total=total)
+
+        def advance(k: int) -> None:
+            bar.advance(task, k)
+
+        rows = study.accuracy_study(
+            scores, labels, size_list, n_list, eps_list, parties, runs, iid, seed, progress=advance
+        )
+        leak_size = max([s for s in size_list if s <= 10_000] or [min(size_list)])
+        sample = study.draw_sample(scores, labels, leak_size, seed + leak_size)
+        party = study.split_parties(sample, parties, iid, seed)[0]
+        leak = study.leakage_study(
+            party[0], party[1], leak_eps, (25, 50, 100), runs, seed, progress=advance
+        )
+    _print_accuracy_tables(rows, leak, eps_list, source, parties, runs, iid, leak_size, party)
+    if json_out is not None:
+        json_out.write_text(
+            json.dumps(
+                {
+                    "source": source,
+                    "parties": parties,
+                    "runs": runs,
+                    "split": "iid" if iid else "non-iid",
+                    "accuracy": [r.to_dict() for r in rows],
+                    "leakage": {
+                        "party_samples": int(party[1].size),
+                        "global_size": leak_size,
+                        "rows": [r.to_dict() for r in leak],
+                    },
+                },
+                indent=2,
+                default=float,
+            )
+        )
+    if plot is not None:
+        study.plot_errors(rows, str(plot))
+
+
+def _pm(stats: dict[str, float]) -> str:
+    m, sd = stats["mean"], stats["std"]
+    return f"{m:.3f}±{sd:.3f}" if abs(m) < 10 and sd < 10 else f"{m:.3g}±{sd:.3g}"
+
+
+def _print_accuracy_tables(
+    rows: Any,
+    leak: Any,
+    eps_list: list[float],
+    source: str,
+    parties: int,
+    runs: int,
+    iid: bool,
+    leak_size: int,
+    party: Any,
+) -> None:
+    split = "IID" if iid else "non-IID"
+    t1 = Table(
+        title=f"Table 1: AUC on {source}; {parties} parties ({split}); "
+        f"DPAUC mean ± std over {runs} runs"
+    )
+    for col in ("size", "N", "scikit-learn", "FHAUC"):
+        t1.add_column(col, justify="right")
+    keys = [f"{m} eps={e:g}" for m in ("laplace", "rr") for e in eps_list]
+    for k in keys:
+        t1.add_column(
+            k.replace("laplace eps=", "Lap ε=").replace("rr eps=", "RR ε="), justify="right"
+        )
+    for r in rows:
+        size = f"{r.size}" + ("*" if r.with_replacement else "")
+        t1.add_row(
+            size,
+            str(r.thresholds),
+            f"{r.sklearn:.4f}",
+            f"{r.fhauc:.4f}",
+            *[_pm(r.dpauc[k]) for k in keys],
+        )
+    console.print(t1)
+    if any(r.with_replacement for r in rows):
+        console.print(
+            "* more examples than the data has: resampled with replacement from the real scores"
+        )
+    t2 = Table(
+        title=f"Table 2: DPAUC_Lap count inference on one party ({party[1].size} of {leak_size} "
+        f"samples; {int(party[1].sum())} positive); |error| in samples, mean ± std over {runs} runs"
+    )
+    for col in ("epsilon", "N", "total", "positives", "negatives"):
+        t2.add_column(col, justify="right")
+    for r in leak:
+        t2.add_row(
+            f"{r.epsilon:g}",
+            str(r.thresholds),
+            f"{r.total[0]:.1f} ± {r.total[1]:.1f}",
+            f"{r.positives[0]:.1f} ± {r.positives[1]:.1f}",
+            f"{r.negatives[0]:.1f} ± {r.negatives[1]:.1f}",
+        )
+    console.print(t2)
+    console.print("FHAUC reveals none of these counts: the aggregator only sees ciphertexts.")
 
 
 # ------------------------------------------------------------------------------ demo

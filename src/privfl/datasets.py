@@ -95,3 +95,69 @@ def read_table(path: str | Path) -> Any:
     except Exception as exc:
         raise InputError(f"cannot read {p}: {exc}") from exc
     raise InputError(f"{p}: unsupported format (use .csv, .csv.gz or .parquet)")
+
+
+ADULT_COLUMNS = [
+    "age", "workclass", "fnlwgt", "education", "education_num", "marital_status",
+    "occupation", "relationship", "race", "sex", "capital_gain", "capital_loss",
+    "hours_per_week", "native_country", "income",
+]  # fmt: skip
+ADULT_CATEGORICAL = [
+    "workclass", "education", "marital_status", "occupation", "relationship", "race", "sex",
+    "native_country",
+]  # fmt: skip
+
+
+def load_adult(part: str = "train") -> Any:
+    """UCI Adult as a DataFrame (``part`` = "train" or "test"), ``income`` as 0/1 (>50K = 1).
+
+    Reads ``adult/adult.data.gz`` / ``adult.test.gz`` as shipped (no header, ``", "``
+    separated, ``?`` = missing, test labels with a trailing dot)."""
+    import pandas as pd
+
+    if part not in ("train", "test"):
+        raise InputError("part must be 'train' or 'test'")
+    path = data_file("adult", "adult.data.gz" if part == "train" else "adult.test.gz")
+    df = pd.read_csv(
+        path,
+        header=None,
+        names=ADULT_COLUMNS,
+        sep=r",\s*",
+        engine="python",
+        na_values="?",
+        skiprows=1 if part == "test" else 0,
+        compression="gzip",
+    )
+    df = df.dropna(subset=["income"])
+    df["income"] = df["income"].str.rstrip(".").map({"<=50K": 0, ">50K": 1}).astype(np.int8)
+    return df
+
+
+def adult_scores(seed: int = 0) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int8]]:
+    """Scores of a gradient-boosting model trained on Adult's training part, on its test part
+    (16,281 real scores in [0, 1] with their labels)."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    train, test = load_adult("train"), load_adult("test")
+    cats = {c: pd_categories(train[c]) for c in ADULT_CATEGORICAL}
+
+    def encode(df: Any) -> Any:
+        x = df.drop(columns=["income"]).copy()
+        for c, values in cats.items():
+            x[c] = x[c].map({v: i for i, v in enumerate(values)}).astype("float64")
+        return x.to_numpy(dtype=np.float64)
+
+    features = [c for c in ADULT_COLUMNS if c != "income"]
+    model = HistGradientBoostingClassifier(
+        categorical_features=[features.index(c) for c in ADULT_CATEGORICAL],
+        max_iter=200,
+        random_state=seed,
+    )
+    model.fit(encode(train), train["income"].to_numpy())
+    scores = model.predict_proba(encode(test))[:, 1]
+    return np.clip(scores.astype(np.float64), 0.0, 1.0), test["income"].to_numpy(dtype=np.int8)
+
+
+def pd_categories(column: Any) -> list[Any]:
+    """Sorted distinct non-missing values of a pandas column."""
+    return sorted(v for v in column.dropna().unique())

@@ -1,0 +1,237 @@
+import itertools
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import privfl
+from conftest import make_parties
+from privfl.cli import app
+from privfl.errors import InputError
+from privfl.evaluation import dpauc as dp
+from privfl.evaluation.statistics import interior_thresholds, party_counts
+from privfl.evaluation.study import accuracy_study, draw_sample, leakage_study, split_parties
+
+
+def test_laplace_noise_scale_matches_one_over_eps_prime():
+    n_points, eps = 50, 2.0
+    scale = dp.laplace_scale(eps, n_points)
+    assert scale == pytest.approx(4 * n_points / eps)
+    z = dp.NoiseSource(seed=11).laplace(scale, 200_000)
+    # E|Lap(b)| = b and sd(|Lap(b)|) = b: 6 standard errors of tolerance
+    assert abs(np.abs(z).mean() - scale) < 6 * scale / np.sqrt(z.size)
+    assert abs(z.mean()) < 6 * np.sqrt(2) * scale / np.sqrt(z.size)
+    assert np.var(z) == pytest.approx(2 * scale**2, rel=0.03)
+
+
+def test_laplace_release_adds_noise_of_that_scale_to_all_four_counts(rng):
+    s, y = make_parties(rng, 1, 500)[0]
+    c = party_counts(s, y, interior_thresholds(20))
+    diffs = []
+    noise = dp.NoiseSource(seed=3)
+    for _ in range(300):
+        rel = dp.laplace_release(c, 1.0, noise)
+        diffs.append(np.concatenate([rel.tp - c.tp, rel.fp - c.fp]))
+    d = np.concatenate(diffs)
+    assert np.std(d) == pytest.approx(np.sqrt(2) * 4 * 20 / 1.0, rel=0.05)
+
+
+def test_rr_debiasing_recovers_the_true_auc_in_expectation(rng):
+    parties = make_parties(rng, 10, 600, positive_rate=0.3)
+    truth = privfl.binned_auc(parties, 50)
+    aucs = np.array([privfl.dpauc(parties, 50, 1.0, "rr", seed=i).auc for i in range(300)])
+    assert abs(aucs.mean() - truth) < 5 * aucs.std() / np.sqrt(aucs.size)
+    # the noisy-label AUC itself is biased towards 1/2: debiasing is what removes it
+    noisy = privfl.dpauc(parties, 50, 1.0, "rr", seed=0).noisy_auc
+    assert abs(noisy - 0.5) < abs(truth - 0.5)
+
+
+def test_architecture_formula_would_be_biased(rng):
+    """Regression guard for the corrected debiasing: (a+b-2ab)/2 leaves a bias of ab/(1-a-b)."""
+    a = b = dp.flip_probability(1.0)
+    auc = 0.8
+    noisy = auc * (1 - a - b) + (a + b) / 2  # what RR produces in expectation
+    rate = 0.5
+    assert dp.debias_rr(noisy, rate, a) == pytest.approx(auc, abs=1e-12)
+    wrong = (noisy - (a + b - 2 * a * b) / 2) / (1 - a - b)
+    assert abs(wrong - auc) > 0.05
+
+
+def test_dpauc_accuracy_improves_with_epsilon_and_reports_counts(rng):
+    parties = make_parties(rng, 15, 400)
+    truth = privfl.binned_auc(parties, 25)
+    err = {
+        e: np.mean([abs(privfl.dpauc(parties, 25, e, seed=i).auc - truth) for i in range(40)])
+        for e in (1.0, 8.0)
+    }
+    assert err[8.0] < err[1.0]
+    res = privfl.dpauc(parties, 25, 1.0)
+    assert len(res.noisy_counts) == 15
+    assert {"tp", "fp", "tn", "fn"} <= set(vars(res.noisy_counts[0]))
+    assert res.noisy_counts[0].tp.shape == (25,)
+
+
+def test_seeded_runs_are_reproducible_and_unseeded_are_not(rng):
+    parties = make_parties(rng, 3, 100)
+    assert privfl.dpauc(parties, 10, 1.0, seed=5).auc == privfl.dpauc(parties, 10, 1.0, seed=5).auc
+    assert privfl.dpauc(parties, 10, 1.0).auc != privfl.dpauc(parties, 10, 1.0).auc
+
+
+def test_attack_error_shrinks_as_epsilon_grows(rng):
+    s, y = make_parties(rng, 1, 700)[0]
+    rows = leakage_study(s, y, epsilons=(1, 8), thresholds=(50,), runs=100, seed=1)
+    assert rows[1].total[0] < rows[0].total[0] / 3
+    assert rows[1].positives[0] < rows[0].positives[0]
+
+
+def test_attack_recovers_counts_from_rr_release(rng):
+    s, y = make_parties(rng, 1, 5000)[0]
+    rel = dp.rr_release(s, y, interior_thresholds(20), 4.0, dp.NoiseSource(seed=2))
+    pos, neg = dp.infer_party_counts(rel)
+    assert pos + neg == pytest.approx(y.size)
+    assert abs(pos - y.sum()) < 150
+
+
+def test_dpauc_threshold_grid_is_non_uniform():
+    g = dp.dpauc_thresholds(102)
+    assert g.size == 100 and np.all(np.diff(g) < 0)
+    assert np.sum(g <= 0.2) == 50 and np.sum((g > 0.2) & (g <= 0.5)) == 25
+    assert np.sum(g > 0.5) == 25 and g.max() < 1.0 and g.min() > 0.0
+    assert dp.resolve_thresholds("dpauc", (0, 1)).size == 98
+    assert dp.resolve_thresholds("dpauc:25", (0, 1)).size == 23
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"mechanism": "gauss"}, "mechanism"),
+        ({"epsilon": 0}, "epsilon"),
+        ({"epsilon": float("nan")}, "epsilon"),
+        ({"thresholds": "uniform"}, "unknown threshold grid"),
+    ],
+)
+def test_bad_dpauc_arguments(rng, kwargs, match):
+    with pytest.raises(InputError, match=match):
+        privfl.dpauc(make_parties(rng, 2, 20), **kwargs)
+
+
+def test_fhauc_is_identical_across_runs_and_splits(rng):
+    scores = rng.random(3000)
+    labels = (rng.random(3000) < scores).astype(np.int8)
+    sample = draw_sample(scores, labels, 2000, 0)
+    results = []
+    for iid in (True, False):
+        data = split_parties(sample, 15, iid, 0)
+        results += [privfl.federated_auc(data, 50).auc for _ in range(2)]
+        if not iid:  # non-IID: contiguous score blocks
+            assert all(a[0].max() <= b[0].min() for a, b in itertools.pairwise(data))
+    ref = privfl.binned_auc([(sample.scores, sample.labels)], 50)
+    assert max(results) - min(results) < 1e-9
+    assert results[0] == pytest.approx(ref, abs=1e-9)
+
+
+def test_accuracy_study_rows_have_every_column(rng):
+    scores = rng.random(500)
+    labels = (rng.random(500) < scores).astype(np.int8)
+    rows = accuracy_study(scores, labels, [100, 1000], [10], [1.0, 8.0], parties=5, runs=4)
+    assert [r.size for r in rows] == [100, 1000]
+    assert rows[1].with_replacement and not rows[0].with_replacement
+    d = rows[0].to_dict()
+    assert set(d["dpauc"]) == {"laplace eps=1", "laplace eps=8", "rr eps=1", "rr eps=8"}
+    assert abs(d["fhauc"] - d["binned"]) < 1e-6
+
+
+def test_adult_loader_reads_the_shipped_files():
+    from privfl.datasets import load_adult
+
+    train, test = load_adult("train"), load_adult("test")
+    assert train.shape == (32561, 15) and test.shape == (16281, 15)
+    assert int(train.income.sum()) == 7841 and int(test.income.sum()) == 3846
+
+
+def test_missing_dataset_file_has_a_clear_error(monkeypatch, tmp_path):
+    from privfl.datasets import DatasetNotFoundError, load_adult
+
+    monkeypatch.setenv("PRIVFL_DATA_DIR", str(tmp_path))
+    with pytest.raises(DatasetNotFoundError, match="PRIVFL_DATA_DIR"):
+        load_adult()
+
+
+runner = CliRunner()
+
+
+def test_cli_dpauc_with_attack(tmp_path, rng):
+    import pandas as pd
+
+    y = rng.integers(0, 2, 600)
+    s = np.clip(rng.normal(0.4 + 0.2 * y, 0.2), 0, 1)
+    path = tmp_path / "s.csv"
+    pd.DataFrame({"score": s, "label": y}).to_csv(path, index=False)
+    out = runner.invoke(
+        app,
+        [
+            "dpauc",
+            str(path),
+            "-s",
+            "score",
+            "-l",
+            "label",
+            "--parties",
+            "3",
+            "--epsilon",
+            "8",
+            "--attack",
+            "--json",
+            "--noise-seed",
+            "1",
+        ],
+    )
+    assert out.exit_code == 0, out.output
+    res = json.loads(out.stdout)
+    assert res["mechanism"] == "laplace" and len(res["attack"]) == 3
+    out = runner.invoke(
+        app,
+        ["dpauc", str(path), "-s", "score", "-l", "label", "--parties", "3", "--mechanism", "nope"],
+    )
+    assert out.exit_code == 2
+
+
+def test_cli_bench_accuracy_writes_json_and_plot(tmp_path, rng):
+    import pandas as pd
+
+    y = rng.integers(0, 2, 2000)
+    s = np.clip(rng.normal(0.4 + 0.2 * y, 0.2), 0, 1)
+    data = tmp_path / "scores.csv"
+    pd.DataFrame({"score": s, "label": y}).to_csv(data, index=False)
+    out = runner.invoke(
+        app,
+        [
+            "bench",
+            "accuracy",
+            "--data",
+            str(data),
+            "--sizes",
+            "100,1000",
+            "--thresholds",
+            "25",
+            "--runs",
+            "3",
+            "--parties",
+            "5",
+            "--json",
+            str(tmp_path / "o.json"),
+            "--plot",
+            str(tmp_path / "o.png"),
+        ],
+    )
+    assert out.exit_code == 0, out.output
+    res = json.loads((tmp_path / "o.json").read_text())
+    assert len(res["accuracy"]) == 2 and len(res["leakage"]["rows"]) == 12
+    assert (tmp_path / "o.png").stat().st_size > 10_000
+    assert "Table 1" in out.stdout and "Table 2" in out.stdout
+
+
+def test_cli_bench_accuracy_needs_a_source():
+    out = runner.invoke(app, ["bench", "accuracy"])
+    assert out.exit_code == 2 and "exactly one" in out.output
