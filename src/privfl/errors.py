@@ -45,3 +45,9 @@ class DecryptionNotPermittedError(ProtocolError):
 
 class VerificationError(ProtocolError):
     """The parties' verification of the aggregator's result failed: output nothing."""
+
+
+class InsufficientPrecisionError(InputError):
+    """The verified result cannot be guaranteed to the required accuracy with the declared
+    sizes (the malicious variant's masks are too wide for this data): declare a tighter
+    ``max_samples_per_party``."""

@@ -43,6 +43,7 @@ class AUCResult:
     cheat_probability: float | None = None
     cheat_probability_log2: float | None = None
     splits: int | None = None
+    precision: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -58,6 +59,7 @@ class AUCResult:
             out["cheat_probability"] = self.cheat_probability
             out["cheat_probability_log2"] = self.cheat_probability_log2
             out["splits"] = self.splits
+            out["precision"] = self.precision
         return out
 
 
@@ -185,4 +187,5 @@ def federated_auc(
         result.cheat_probability_log2 = log2p
         result.cheat_probability = 2.0**log2p
         result.splits = n_splits
+        result.precision = max(r.last_precision or 0.0 for r in roles)
     return result

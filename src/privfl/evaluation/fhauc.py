@@ -56,6 +56,7 @@ from privfl.crypto.ckks import (
 )
 from privfl.errors import (
     InputError,
+    InsufficientPrecisionError,
     MalformedMessageError,
     ProtocolError,
     UnknownPartyError,
@@ -622,6 +623,9 @@ class Party:
         self._scores, self._labels = scores, labels
         self.counts: PartyCounts | None = None
         self._randomness: list[malicious.Randomness] = []
+        self.required_accuracy = malicious.REQUIRED_ACCURACY
+        self.last_precision: float | None = None
+        self.last_tolerance: float | None = None
 
     def receive_bundle(self, data: bytes) -> None:
         """Unwrap the secret context and seed (must come from the pinned key holder)."""
@@ -742,6 +746,22 @@ class Party:
         tchunks, fchunks, dchunks = layout.pack(tperm, fperm, dt, df)
         return self._encrypt_upload(tchunks, fchunks, dchunks, execution, sizes.scale_bits)
 
+    def restore_session(self) -> None:
+        """Recompute what :meth:`finish_all` needs (counts and, against a malicious
+        aggregator, each execution's common randomness) without encrypting again: for a
+        party that is a fresh process at the reply step (e.g. a Flower ClientApp)."""
+        cfg = self.config
+        if cfg is None or self.seed is None:
+            raise ProtocolError(f"party {self.name} has no session config or seed")
+        self.compute_counts()
+        if cfg.security == "malicious":
+            sizes = cfg.sizes()
+            index = cfg.parties.index(self.name)
+            self._randomness = [
+                malicious.derive(self.seed, cfg.session, e, index, sizes)
+                for e in range(cfg.executions)
+            ]
+
     def finish(self, data: bytes) -> float:
         """Decrypt a semi-honest reply and output the global AUC = X / (2 Y)."""
         return self.finish_all([data])
@@ -800,5 +820,13 @@ class Party:
             raise VerificationError(
                 "the two executions disagree: the aggregator deviated from the protocol "
                 "(or a party's data changed); no AUC is output"
+            )
+        self.last_precision = sizes.precision(d_low)
+        if self.last_precision > self.required_accuracy:
+            raise InsufficientPrecisionError(
+                f"the verified AUC is only guaranteed to ±{self.last_precision:.1e} "
+                f"(required {self.required_accuracy:.0e}): the masks for "
+                f"max_samples_per_party={cfg.max_samples_per_party} are too wide for this "
+                "little data; declare a bound closer to the real party sizes"
             )
         return float(np.mean(aucs))

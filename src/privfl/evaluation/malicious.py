@@ -41,6 +41,10 @@ Sizes, precision and hiding
   the data terms (counts are below ``B/8``): ``σ_X ≤ 2.64 sqrt(S N) M B e``; the one-slot
   denominator: ``σ_Y ≤ 2.64 M B e``. Propagated through the recovery with ``r0, r2 ≥ 1``
   and ``r1/r0 ≤ 4``: ``σ_AUC(d) ≤ (σ_X / 2 + 3 σ_Y) / d`` for ``d = TP·FP``.
+* Guaranteed precision: a verified AUC is within ``6 σ_AUC(d_low)`` of the binned AUC; a
+  party refuses to output (``InsufficientPrecisionError``) when that exceeds the required
+  accuracy (default 1e-6), which happens when the declared per-party bound is far larger
+  than the data (wide masks, small ``TP·FP``).
 * Verification tolerance: ``|AUC_0 - AUC_1| ≤ 12·sqrt(2)·σ_AUC(d_low)``, where ``d_low`` is a
   lower bound on ``TP·FP`` the party can compute: the larger of its own ``TP_m·FP_m`` and
   ``Y / (r2·c_max)`` (``c_max`` is the public upper end of the aggregator's multiplier). The
@@ -65,6 +69,7 @@ NOISE_BITS_BELOW = 49.3
 SIGMA_FACTOR = 12.0
 DEFAULT_HIDING_BITS = 0
 DEFAULT_MULTIPLIER_BITS = 1.0  # c in [1, 2^1)
+REQUIRED_ACCURACY = 1e-6
 MAX_SPLITS = 16
 
 FloatArray = npt.NDArray[np.float64]
@@ -115,6 +120,10 @@ class Sizes:
     def tolerance(self, d_low: float) -> float:
         """Largest |AUC_0 - AUC_1| an honest run can produce (12 σ of the difference)."""
         return SIGMA_FACTOR * math.sqrt(2.0) * self.sigma_auc(d_low)
+
+    def precision(self, d_low: float) -> float:
+        """Bound on |AUC - binned AUC| of a verified run: 6 σ of one execution's error."""
+        return 6.0 * self.sigma_auc(d_low)
 
     def cheat_probability_log2(self) -> float:
         """log2 of ((S! (SN-S)!) / (SN)!)^2, the bound of the paper."""
