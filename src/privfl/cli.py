@@ -526,6 +526,9 @@ def keys_init(
         int | None,
         typer.Option(help="Largest N to support (fewer Galois keys); default: every N."),
     ] = None,
+    max_splits: Annotated[
+        int, typer.Option(help="Largest S the malicious variant will use with --max-thresholds.")
+    ] = 1,
     force: Annotated[bool, typer.Option(help="Overwrite a non-empty directory.")] = False,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print what was written as JSON.")
@@ -538,7 +541,14 @@ def keys_init(
     names = parties.split(",")
     if max_thresholds is not None and max_thresholds < 3:
         raise InputError("--max-thresholds must be at least 3")
-    path = provision(names, out, key_holder=key_holder, max_points=max_thresholds, overwrite=force)
+    path = provision(
+        names,
+        out,
+        key_holder=key_holder,
+        max_points=max_thresholds,
+        max_splits=max_splits,
+        overwrite=force,
+    )
     files = sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file())
     sizes = {f: (path / f).stat().st_size for f in files}
     if as_json:

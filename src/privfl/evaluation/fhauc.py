@@ -497,7 +497,9 @@ class Aggregator:
         if missing:
             raise InputError(
                 f"the provisioned keys do not support N={cfg.num_points} decision points "
-                f"(missing rotations {sorted(missing)}); re-provision with a larger maximum"
+                f"{'with ' + str(cfg.splits) + ' splits ' if cfg.security == 'malicious' else ''}"
+                f"(missing rotations {sorted(missing)}); re-provision with a larger "
+                "--max-thresholds (and --max-splits for the malicious variant), or without them"
             )
         if cfg.security == "malicious":
             self.multiplier_range = (

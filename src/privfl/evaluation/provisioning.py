@@ -75,6 +75,7 @@ def provision(
     *,
     key_holder: str | None = None,
     max_points: int | None = None,
+    max_splits: int = 1,
     overwrite: bool = False,
 ) -> Path:
     """Create identity keys, run the key holder's setup and write every node's directory."""
@@ -87,7 +88,9 @@ def provision(
         raise InputError(f"{out} is not empty; pass --force to overwrite")
     identities = {n: keywrap.IdentityKey() for n in names}
     roster = {n: k.public_bytes for n, k in identities.items()}
-    public, bundles = fhauc.KeyHolder(holder, identities[holder], roster).provision(max_points)
+    public, bundles = fhauc.KeyHolder(holder, identities[holder], roster).provision(
+        max_points, max_splits=max_splits
+    )
     roster_json = json.dumps(
         {"key_holder": holder, "parties": {n: k.hex() for n, k in roster.items()}}, indent=2
     ).encode()
