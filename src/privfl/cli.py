@@ -32,7 +32,8 @@ app.add_typer(keys_app, name="keys")
 bench_app = typer.Typer(help="Studies that reproduce the papers' tables.", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
 
-console = Console()
+# Tables printed into a file or pipe get room for every column instead of 80 characters.
+console = Console() if sys.stdout.isatty() else Console(width=170)
 err_console = Console(stderr=True)
 F = TypeVar("F", bound=Callable[..., Any])
 
