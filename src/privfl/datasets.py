@@ -161,3 +161,143 @@ def adult_scores(seed: int = 0) -> tuple[npt.NDArray[np.float64], npt.NDArray[np
 def pd_categories(column: Any) -> list[Any]:
     """Sorted distinct non-missing values of a pandas column."""
     return sorted(v for v in column.dropna().unique())
+
+
+def _codes(df: Any) -> Any:
+    """Categorical (object) columns as integer codes, numeric ones as floats."""
+    import pandas as pd
+
+    out = df.copy()
+    for c in out.columns:
+        if not pd.api.types.is_numeric_dtype(out[c]):
+            out[c] = out[c].astype("category").cat.codes.astype("float64")
+    return out.astype("float64")
+
+
+def load_tabular(name: str, seed: int = 0) -> dict[str, Any]:
+    """A RevFRF benchmark dataset as ``{"task", "x_train", "y_train", "x_test", "y_test",
+    "features", "description"}`` (DataFrames / arrays; categorical columns as codes).
+
+    Classification: ``adult`` (income > 50K; UCI train/test split), ``bank`` (bank-full, y),
+    ``wine`` (red + white, quality as class; colour as a feature), ``drug`` (cannabis use in
+    the last year, CL3-CL6, from the 12 personality/demographic features).
+    Regression: ``appliances`` (Appliances Wh), ``coil2000`` (CARAVAN, UCI train/eval split),
+    ``bike`` (hourly cnt). Without a given split, 30% of the rows are held out (seeded)."""
+    import pandas as pd
+    from sklearn.model_selection import train_test_split
+
+    def split(x: Any, y: Any, task: str, desc: str) -> dict[str, Any]:
+        strat = y if task == "classification" else None
+        xtr, xte, ytr, yte = train_test_split(
+            x, y, test_size=0.3, random_state=seed, stratify=strat
+        )
+        return {
+            "task": task,
+            "x_train": xtr,
+            "y_train": np.asarray(ytr),
+            "x_test": xte,
+            "y_test": np.asarray(yte),
+            "features": list(x.columns),
+            "description": desc,
+        }
+
+    if name == "adult":
+        tr, te = load_adult("train"), load_adult("test")
+        both = _codes(pd.concat([tr, te]).drop(columns=["income"]).fillna("missing"))
+        return {
+            "task": "classification",
+            "x_train": both.iloc[: len(tr)],
+            "y_train": tr["income"].to_numpy(),
+            "x_test": both.iloc[len(tr) :],
+            "y_test": te["income"].to_numpy(),
+            "features": list(both.columns),
+            "description": "UCI Adult, income > 50K (train 32,561 / test 16,281)",
+        }
+    if name == "bank":
+        df = pd.read_csv(data_file("bank_marketing", "bank-full.csv.gz"), sep=";")
+        y = (df.pop("y") == "yes").astype(int).to_numpy()
+        return split(_codes(df), y, "classification", "UCI Bank Marketing (bank-full), subscribed")
+    if name == "wine":
+        cols = [
+            "fixed_acidity",
+            "volatile_acidity",
+            "citric_acid",
+            "residual_sugar",
+            "chlorides",
+            "free_sulfur_dioxide",
+            "total_sulfur_dioxide",
+            "density",
+            "pH",
+            "sulphates",
+            "alcohol",
+            "quality",
+        ]
+        red = pd.read_csv(data_file("wine_quality", "winequality-red.csv"), header=None, names=cols)
+        white = pd.read_csv(
+            data_file("wine_quality", "winequality-white.csv.gz"), header=None, names=cols
+        )
+        red["red"], white["red"] = 1.0, 0.0
+        df = pd.concat([red, white], ignore_index=True)
+        y = df.pop("quality").to_numpy()
+        return split(
+            df.astype("float64"),
+            y,
+            "classification",
+            "UCI Wine Quality (red + white), quality class",
+        )
+    if name == "drug":
+        df = pd.read_csv(data_file("drug_consumption", "drug_consumption.data.gz"), header=None)
+        x = df.iloc[:, 1:13].astype("float64")
+        x.columns = [
+            "age",
+            "gender",
+            "education",
+            "country",
+            "ethnicity",
+            "nscore",
+            "escore",
+            "oscore",
+            "ascore",
+            "cscore",
+            "impulsive",
+            "ss",
+        ]
+        y = df.iloc[:, 18].isin(["CL3", "CL4", "CL5", "CL6"]).astype(int).to_numpy()
+        return split(x, y, "classification", "UCI Drug Consumption, cannabis used in the last year")
+    if name == "appliances":
+        df = pd.read_csv(data_file("appliances_energy", "energydata_complete.csv.gz"))
+        y = df.pop("Appliances").astype("float64").to_numpy()
+        return split(
+            df.drop(columns=["date"]).astype("float64"),
+            y,
+            "regression",
+            "UCI Appliances Energy, Appliances (Wh)",
+        )
+    if name == "coil2000":
+        tr = pd.read_csv(data_file("coil2000", "ticdata2000.txt.gz"), sep="\t", header=None)
+        te = pd.read_csv(data_file("coil2000", "ticeval2000.txt.gz"), sep="\t", header=None)
+        yte = pd.read_csv(data_file("coil2000", "tictgts2000.txt"), header=None)[0].to_numpy()
+        xtr = tr.iloc[:, :85].astype("float64")
+        xtr.columns = [f"v{i + 1}" for i in range(85)]
+        xte = te.astype("float64")
+        xte.columns = xtr.columns
+        return {
+            "task": "regression",
+            "x_train": xtr,
+            "y_train": tr[85].to_numpy(dtype=float),
+            "x_test": xte,
+            "y_test": yte.astype(float),
+            "features": list(xtr.columns),
+            "description": "UCI COIL 2000, CARAVAN (train 5,822 / eval 4,000)",
+        }
+    if name == "bike":
+        df = pd.read_csv(data_file("bike_sharing", "hour.csv.gz"))
+        y = df["cnt"].astype("float64").to_numpy()
+        x = df.drop(columns=["instant", "dteday", "casual", "registered", "cnt"]).astype("float64")
+        return split(x, y, "regression", "UCI Bike Sharing (hourly), cnt")
+    raise InputError(
+        f"unknown dataset {name!r}; choose from adult, bank, wine, drug, appliances, coil2000, bike"
+    )
+
+
+TABULAR_DATASETS = ("adult", "bank", "wine", "drug", "appliances", "coil2000", "bike")

@@ -128,14 +128,26 @@ class _FixedBase:
         return r
 
 
-@functools.lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=32)
 def _fixed_base(base: Any, modulus: Any, exponent_bits: int) -> _FixedBase:
     return _FixedBase(base, modulus, exponent_bits)
 
 
+_BASE_USES: dict[tuple[Any, Any], int] = {}
+TABLE_AFTER_USES = 4
+
+
 def _pow_fixed(base: Any, e: Any, params: PublicParams) -> Any:
-    """base^e mod N² for e <= N/4, using a cached table for this base."""
-    return _fixed_base(mpz(base), params.n2, params.bits).pow(e)
+    """base^e mod N² for e <= N/4: a plain powmod for the first few uses of a base, then a
+    cached fixed-base table (a table costs about as much as 30 exponentiations to build)."""
+    key = (mpz(base), params.n2)
+    uses = _BASE_USES.get(key, 0) + 1
+    if uses <= TABLE_AFTER_USES:
+        if len(_BASE_USES) > 4096:
+            _BASE_USES.clear()
+        _BASE_USES[key] = uses
+        return gmpy2.powmod(base, e, params.n2)
+    return _fixed_base(key[0], params.n2, params.bits).pow(e)
 
 
 # ============================================================================ public data
