@@ -126,10 +126,10 @@ class RevFRF:
             self.trees.append(tree)
         return self
 
-    def _rng(self) -> np.random.Generator:
-        return np.random.default_rng(
-            self.seed if self.seed is not None else secrets.randbits(64)
-        )  # not secret: forest randomness
+    def _rng(self) -> np.random.Generator:  # not secret: forest randomness
+        """Forest randomness (bootstrap, feature subsets): not secret."""
+        seed = self.seed if self.seed is not None else secrets.randbits(64)
+        return np.random.default_rng(seed)  # not secret: forest randomness
 
     def _setup(self, mats: dict[str, np.ndarray]) -> None:
         start = time.perf_counter()
