@@ -782,11 +782,10 @@ class Party:
         for e, data in enumerate(replies):
             reply = Reply.from_bytes(data, ctx, cfg.session)
             if reply.execution != e:
-                raise (
-                    VerificationError(f"reply {e} claims to be for execution {reply.execution}")
-                    if cfg.security == "malicious"
-                    else ProtocolError("reply for the wrong execution")
-                )
+                message = f"reply {e} claims to be for execution {reply.execution}"
+                if cfg.security == "malicious":  # a deviating aggregator: refuse, output nothing
+                    raise VerificationError(message)
+                raise ProtocolError(message)
             x = float(ctx.decrypt(reply.numerator)[0])
             y = float(ctx.decrypt(reply.denominator)[layout.denominator_slot])
             decoded.append((x, y))

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 import secrets
-import struct
 import time
 from dataclasses import dataclass
 
@@ -209,10 +208,6 @@ def verify_revocation(data: bytes, session: bytes, keys: dict[str, Ed25519Public
 
 def new_session() -> bytes:
     return secrets.token_bytes(SESSION_ID_BYTES)
-
-
-def struct_size(*values: int) -> int:
-    return len(struct.pack(f">{len(values)}I", *values))
 
 
 def ceil_sqrt(n: int) -> int:
