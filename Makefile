@@ -11,7 +11,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e ".[dev,flower]"
+	$(BIN)/pip install -q -e ".[dev,flower,audit]"
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -6,20 +6,20 @@ with code 1. Every command that produces results accepts ``--json``.
 
 from __future__ import annotations
 
-import functools
 import json
-import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import numpy as np
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from privfl.errors import InputError, PrivflError
+from privfl.audit.cli import audit_app
+from privfl.clikit import console, err_console
+from privfl.clikit import guard as _guard
+from privfl.clikit import print_json as _print_json
+from privfl.errors import InputError
 
 app = typer.Typer(
     help="privfl: privacy-preserving federated evaluation and learning with homomorphic "
@@ -33,28 +33,7 @@ bench_app = typer.Typer(help="Studies that reproduce the papers' tables.", no_ar
 app.add_typer(bench_app, name="bench")
 forest_app = typer.Typer(help="RevFRF: revocable federated random forest.", no_args_is_help=True)
 app.add_typer(forest_app, name="forest")
-
-# Tables printed into a file or pipe get room for every column instead of 80 characters.
-console = Console() if sys.stdout.isatty() else Console(width=170)
-err_console = Console(stderr=True)
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _guard(fn: F) -> F:
-    """Turn privfl errors into a one-line message and an exit code (2 = bad input)."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except InputError as exc:
-            err_console.print(f"error: {exc}", markup=False, highlight=False)
-            raise typer.Exit(2) from None
-        except PrivflError as exc:
-            err_console.print(f"protocol error: {exc}", markup=False, highlight=False)
-            raise typer.Exit(1) from None
-
-    return wrapper  # type: ignore[return-value]
+app.add_typer(audit_app, name="audit")
 
 
 def _parse_range(text: str) -> tuple[float, float]:
@@ -63,10 +42,6 @@ def _parse_range(text: str) -> tuple[float, float]:
     except ValueError:
         raise InputError(f"--score-range must be 'low,high', got {text!r}") from None
     return lo, hi
-
-
-def _print_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2, default=float) + "\n")
 
 
 def _fmt_bytes(n: float) -> str:
@@ -482,6 +457,14 @@ def forest_run(
     level: Annotated[int, typer.Option(help="Revocation level (1 or 2).")] = 1,
     key_bits: Annotated[int, typer.Option(help="DT-PKC modulus size |N|.")] = 2048,
     seed: Annotated[int, typer.Option(help="Seed of the split and the forests.")] = 0,
+    reuse_variant: Annotated[
+        bool,
+        typer.Option(
+            "--reuse-variant",
+            help="Also grow a forest whose features stay usable below the node that used "
+            "them (the paper removes them), to show what that rule costs.",
+        ),
+    ] = False,
     json_out: Annotated[
         Path | None, typer.Option("--json", help="Write the results as JSON.")
     ] = None,
@@ -514,6 +497,7 @@ def forest_run(
                 level,
                 seed,
                 progress=lambda msg: status.update(msg),
+                reuse_variant=reuse_variant,
             )
         results.append(res)
         task = res["task"]

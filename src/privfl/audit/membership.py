@@ -69,7 +69,7 @@ def _build(shapes: dict[str, tuple[int, ...]]) -> Any:
     torch = _torch()
     nn = torch.nn
 
-    class Attack(nn.Module):  # type: ignore[misc]
+    class Attack(nn.Module):  # type: ignore[misc,name-defined]
         def __init__(self) -> None:
             super().__init__()
             self.branches = nn.ModuleDict()
@@ -141,17 +141,15 @@ def attack_once(
     k = min(n_in, n_out) // 2
     tr_in, te_in, tr_out, te_out = pin[:k], pin[k : 2 * k], pout[:k], pout[k : 2 * k]
 
+    data = {
+        n: torch.tensor(np.concatenate([feats_in[n], feats_out[n]]), dtype=torch.float32)
+        for n in names
+    }
+    truth = torch.tensor(np.r_[np.ones(n_in), np.zeros(n_out)], dtype=torch.float32)
+
     def tensors(idx_in: np.ndarray, idx_out: np.ndarray) -> tuple[dict[str, Any], Any]:
-        data = {
-            n: torch.tensor(
-                np.concatenate([feats_in[n][idx_in], feats_out[n][idx_out]]), dtype=torch.float32
-            )
-            for n in names
-        }
-        labels = torch.tensor(
-            np.r_[np.ones(len(idx_in)), np.zeros(len(idx_out))], dtype=torch.float32
-        )
-        return data, labels
+        idx = torch.as_tensor(np.concatenate([idx_in, n_in + idx_out]))
+        return {n: t[idx] for n, t in data.items()}, truth[idx]
 
     shapes = {n: tuple(feats_in[n].shape[1:]) for n in names}
     model = _build(shapes)
@@ -197,7 +195,7 @@ def membership_inference(
     """Per exposed layer: the attack with the output alone, then with output, gradient and
     label (and the loss on the output layer), restricted to ``features``."""
     torch = _torch()
-    torch.set_num_threads(2)
+    torch.set_num_threads(1)  # these attack models are small: threads cost more than they save
     layer_list = list(layers) if layers is not None else list(range(1, model.layers + 1))
     rows = []
     for layer in layer_list:

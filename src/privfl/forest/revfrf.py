@@ -58,7 +58,12 @@ class _Feature:
 
 @dataclass
 class RevFRF:
-    """The forest (library interface of issue #7)."""
+    """The forest (library interface of issue #7).
+
+    ``reuse_features=False`` (the default, as in the paper) removes a node's feature from the
+    features its subtree may use; ``True`` keeps it, as scikit-learn does. That matters when a
+    few features carry most of the signal (Bike Sharing's hour), see the effectiveness study.
+    """
 
     task: str = "classification"
     n_trees: int = 100
@@ -67,6 +72,7 @@ class RevFRF:
     key_bits: int = 2048
     rho: int = 32
     candidates: int = 8
+    reuse_features: bool = False
     seed: int | None = None
     trees: list[Tree] = field(default_factory=list, init=False, repr=False)
     runner: InProcessRunner = field(default_factory=InProcessRunner, init=False, repr=False)
@@ -115,7 +121,7 @@ class RevFRF:
                 raise InputError("regression targets must be finite")
         self._n = self._y.size
         self._setup(mats)
-        rng = self._rng()
+        self._forest_rng = rng = self._rng()
         for t in range(self.n_trees):
             weights = np.bincount(rng.integers(0, self._n, self._n), minlength=self._n)
             members = np.flatnonzero(weights)
@@ -176,7 +182,7 @@ class RevFRF:
         ):
             node.value = leaf_value(y, w, self.task, classes)
             return
-        rng = self._rng()
+        rng = self._forest_rng
         size = min(len(usable), roles.ceil_sqrt(len(self._features)))
         chosen = sorted(rng.choice(usable, size=size, replace=False).tolist())
         best = self._best_split(tree.tree_id, node_id, members, chosen, y, w, classes)
@@ -186,7 +192,9 @@ class RevFRF:
         owner, index, feature, go_right = best
         node.provider, node.feature = owner, feature
         node.encrypted_split = self._fetch_split(owner, tree.tree_id, node_id, index)
-        child_allowed = tuple(f for f in allowed if f != feature)
+        child_allowed = (
+            allowed if self.reuse_features else tuple(f for f in allowed if f != feature)
+        )
         node.left, node.right = tree.new_id(), tree.new_id()
         self._grow(tree, node.left, members[~go_right], counts[~go_right], child_allowed, depth + 1)
         self._grow(tree, node.right, members[go_right], counts[go_right], child_allowed, depth + 1)

@@ -46,9 +46,12 @@ def effectiveness(
     level: int = 1,
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
+    reuse_variant: bool = False,
 ) -> dict[str, Any]:
     """Rows: scikit-learn's forest, then RevFRF with k = each value of ``revoke`` participants
-    revoked (the first k participants, in column order, revoked one after another)."""
+    revoked (the first k participants, in column order, revoked one after another).
+    ``reuse_variant`` adds rows for scikit-learn with sqrt(|F|) features per split and for
+    RevFRF with features reusable on a path (0 revoked), to locate the gap."""
     from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
     d = load_tabular(dataset, seed)
@@ -66,11 +69,39 @@ def effectiveness(
             **metrics(task, d["y_test"], ref.predict(np.asarray(d["x_test"], dtype=float))),
         }
     )
+    if reuse_variant:  # scikit-learn with RevFRF's ceil(sqrt(|F|)) features per split
+        ref = cls(
+            n_estimators=trees, max_depth=depth, random_state=seed, n_jobs=1, max_features="sqrt"
+        )
+        ref.fit(np.asarray(d["x_train"], dtype=float), d["y_train"])
+        rows.append(
+            {
+                "model": "scikit-learn RF, sqrt(|F|) features per split",
+                "revoked": 0,
+                **metrics(task, d["y_test"], ref.predict(np.asarray(d["x_test"], dtype=float))),
+            }
+        )
     start = time.perf_counter()
     model = RevFRF(task=task, n_trees=trees, max_depth=depth, key_bits=key_bits, seed=seed)
     model.fit(train, d["y_train"])
     fit_seconds = time.perf_counter() - start
     names = list(train)
+    if reuse_variant:
+        variant = RevFRF(
+            task=task,
+            n_trees=trees,
+            max_depth=depth,
+            key_bits=key_bits,
+            seed=seed,
+            reuse_features=True,
+        ).fit(train, d["y_train"])
+        rows.append(
+            {
+                "model": "RevFRF, features reusable on a path",
+                "revoked": 0,
+                **metrics(task, d["y_test"], variant.predict_plain(test)),
+            }
+        )
     done = 0
     for k in sorted(set(revoke)):
         while done < k:

@@ -36,11 +36,16 @@ def one_hot(labels: npt.ArrayLike, classes: int) -> FloatArray:
 
 @dataclass
 class MLP:
-    """Fully connected sigmoid network; ``sizes`` = [inputs, hidden..., outputs]."""
+    """Fully connected sigmoid network; ``sizes`` = [inputs, hidden..., outputs].
+
+    Weights and biases start uniform in ``[-init_range, init_range]`` (SmartCryptNN: 1);
+    ``init_range=None`` uses ``1/sqrt(fan_in)`` per layer, which wide inputs (64x64 faces)
+    need to keep the sigmoids out of saturation."""
 
     sizes: Sequence[int]
     seed: int = 0
     l2: float = 0.0
+    init_range: float | None = 1.0
     weights: list[FloatArray] = field(default_factory=list, repr=False)
     biases: list[FloatArray] = field(default_factory=list, repr=False)
 
@@ -50,8 +55,9 @@ class MLP:
         if not self.weights:
             rng = np.random.default_rng(self.seed)  # not secret: model initialisation
             for i in range(len(self.sizes) - 1):
-                self.weights.append(rng.uniform(-1, 1, (self.sizes[i + 1], self.sizes[i])))
-                self.biases.append(rng.uniform(-1, 1, self.sizes[i + 1]))
+                r = self.init_range or 1.0 / np.sqrt(self.sizes[i])
+                self.weights.append(rng.uniform(-r, r, (self.sizes[i + 1], self.sizes[i])))
+                self.biases.append(rng.uniform(-r, r, self.sizes[i + 1]))
 
     @property
     def layers(self) -> int:
@@ -72,11 +78,11 @@ class MLP:
         return self.forward(x)[-1]
 
     def predict(self, x: FloatArray) -> npt.NDArray[np.int64]:
-        return np.argmax(self.predict_proba(x), axis=1)
+        return np.asarray(np.argmax(self.predict_proba(x), axis=1), dtype=np.int64)
 
     def losses(self, x: FloatArray, y_onehot: FloatArray) -> FloatArray:
         """Per-example loss ½ ||a_L - y||²."""
-        return 0.5 * np.sum((self.predict_proba(x) - y_onehot) ** 2, axis=1)
+        return np.asarray(0.5 * np.sum((self.predict_proba(x) - y_onehot) ** 2, axis=1))
 
     def deltas(self, acts: list[FloatArray], y_onehot: FloatArray) -> list[FloatArray]:
         """Backward pass: δ_L = (a_L - y) ⊙ a_L(1 - a_L), δ_l = (δ_{l+1} W_{l+1}) ⊙ a_l(1 - a_l)."""
@@ -109,7 +115,18 @@ class MLP:
             raise InputError(f"layer must be in 1..{self.layers}")
         acts = self.forward(x)
         d = self.deltas(acts, y_onehot)[layer - 1]
-        return np.einsum("no,ni->noi", d, acts[layer - 1])
+        return np.asarray(np.einsum("no,ni->noi", d, acts[layer - 1]))
+
+    def input_gradient(self, x: FloatArray, upstream: FloatArray) -> FloatArray:
+        """Gradient with respect to the inputs of ``sum(upstream * a_L)`` (per example): the
+        backward pass carried one step past layer 1, what model inversion descends on."""
+        acts = self.forward(x)
+        out = acts[-1]
+        delta = upstream * out * (1 - out)
+        for layer in range(self.layers - 1, 0, -1):
+            a = acts[layer]
+            delta = (delta @ self.weights[layer]) * a * (1 - a)
+        return np.asarray(delta @ self.weights[0])
 
     # ------------------------------------------------------------------------------ training
     def train(
