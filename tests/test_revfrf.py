@@ -214,3 +214,43 @@ def test_cli_forest_run_prints_the_effectiveness_table(tmp_path):
     assert res["rows"][1]["accuracy"] > 0.6 and "scikit-learn" in out.stdout
     bad = CliRunner().invoke(app, ["forest", "run", "--dataset", "iris"])
     assert bad.exit_code == 2 and "unknown dataset" in bad.output
+
+
+def _path_features(tree):
+    """Feature sequences along every root-to-leaf path."""
+    out, stack = [], [(0, [])]
+    while stack:
+        nid, path = stack.pop()
+        node = tree.nodes[nid]
+        if node.is_leaf:
+            out.append(path)
+        else:
+            stack += [(node.left, [*path, node.feature]), (node.right, [*path, node.feature])]
+    return out
+
+
+def test_feature_subsets_differ_between_nodes_and_used_features_leave_the_path():
+    """Each node draws its own ceil(sqrt(|F|)) features (a seeded forest used to redraw the
+    same subset at every node), and by default a feature is not reused below its node."""
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(200, 16))
+    y = (np.sign(x).sum(axis=1) > 0).astype(int)  # every feature equally informative
+    parts = {f"p{i:02d}": x[:, i : i + 1] for i in range(16)}
+    model = RevFRF(n_trees=12, max_depth=3, key_bits=512, seed=0).fit(parts, y)
+    roots = {t.nodes[0].feature for t in model.trees}
+    assert len(roots) > 4, roots
+    for tree in model.trees:
+        for path in _path_features(tree):
+            assert len(path) == len(set(path))
+
+
+def test_reusable_features_may_repeat_on_a_path():
+    x = np.random.default_rng(5).normal(size=(300, 2))
+    y = ((x[:, 0] > 0.5) | (x[:, 0] < -0.5)).astype(int)  # two cuts on the same feature
+    parts = {"a": x[:, :1], "b": x[:, 1:]}
+    model = RevFRF(n_trees=3, max_depth=4, key_bits=512, seed=1, reuse_features=True)
+    model.fit(parts, y)
+    assert any(len(p) != len(set(p)) for t in model.trees for p in _path_features(t))
+    assert (model.predict_plain(parts) == y).mean() > 0.9
+    with pytest.raises(InputError):
+        RevFRF(rho=1)

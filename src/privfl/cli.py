@@ -457,6 +457,12 @@ def forest_run(
     level: Annotated[int, typer.Option(help="Revocation level (1 or 2).")] = 1,
     key_bits: Annotated[int, typer.Option(help="DT-PKC modulus size |N|.")] = 2048,
     seed: Annotated[int, typer.Option(help="Seed of the split and the forests.")] = 0,
+    rho: Annotated[
+        int, typer.Option(help="ϱ: samples a participant probes for a feature's min and max.")
+    ] = 32,
+    candidates: Annotated[
+        int, typer.Option(help="ς: candidate splits per feature, evenly inside (min, max).")
+    ] = 8,
     reuse_variant: Annotated[
         bool,
         typer.Option(
@@ -481,8 +487,10 @@ def forest_run(
     if unknown:
         raise InputError(f"unknown dataset(s) {unknown}; choose from {', '.join(TABULAR_DATASETS)}")
     counts = _ints(revoke, "--revoke")
-    if min(counts) < 0 or trees < 1 or depth < 1:
-        raise InputError("--revoke values, --trees and --depth must be non-negative/positive")
+    if min(counts) < 0 or trees < 1 or depth < 1 or rho < 2 or candidates < 1:
+        raise InputError(
+            "--revoke values must be >= 0, --trees, --depth and --candidates >= 1, --rho >= 2"
+        )
     results = []
     for name in names:
         with console.status(
@@ -498,13 +506,15 @@ def forest_run(
                 seed,
                 progress=lambda msg: status.update(msg),
                 reuse_variant=reuse_variant,
+                rho=rho,
+                candidates=candidates,
             )
         results.append(res)
         task = res["task"]
         cols = ["accuracy", "recall", "f1"] if task == "classification" else ["mse", "mae", "r2"]
         table = Table(
             title=f"{res['description']}: {res['participants']} participants (one feature "
-            f"each), {trees} trees, depth {depth}, |N|={key_bits}"
+            f"each), {trees} trees, depth {depth}, |N|={key_bits}, ϱ={rho}, ς={candidates}"
         )
         for col in ("model", "revoked", *cols):
             table.add_column(col, justify="right")

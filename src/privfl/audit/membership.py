@@ -233,7 +233,8 @@ def recommend_layers(
     results: Sequence[Any], max_leakage: float = 0.55, layers: int | None = None
 ) -> list[int]:
     """Smallest contiguous group of last layers to encrypt so that every attack on the layers
-    left exposed stays at or below ``max_leakage`` (accuracy; SmartCryptNN §V-E)."""
+    left exposed stays at or below ``max_leakage`` (accuracy; SmartCryptNN §V-E). Layers
+    without a result row count as not leaking: attack every layer you may leave exposed."""
     rows = [r if isinstance(r, dict) else r.to_dict() for r in results]
     total = layers or max(r["layer"] for r in rows)
     worst = {

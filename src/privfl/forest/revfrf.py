@@ -82,6 +82,8 @@ class RevFRF:
             raise InputError("task must be 'classification' or 'regression'")
         if self.n_trees < 1 or self.max_depth < 1 or self.min_samples < 1:
             raise InputError("n_trees, max_depth and min_samples must be positive")
+        if self.rho < 2 or self.candidates < 1:
+            raise InputError("rho (probed samples) must be >= 2 and candidates >= 1")
         self.revoked: list[str] = []
         self.published_removals: list[str] = []
         self.archive: list[dtpkc.Ciphertext] = []  # refreshed splits of destroyed nodes

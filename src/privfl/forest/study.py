@@ -47,9 +47,12 @@ def effectiveness(
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
     reuse_variant: bool = False,
+    rho: int = 32,
+    candidates: int = 8,
 ) -> dict[str, Any]:
     """Rows: scikit-learn's forest, then RevFRF with k = each value of ``revoke`` participants
     revoked (the first k participants, in column order, revoked one after another).
+    ``rho`` / ``candidates`` are the participants' probe size ϱ and candidate count ς.
     ``reuse_variant`` adds rows for scikit-learn with sqrt(|F|) features per split and for
     RevFRF with features reusable on a path (0 revoked), to locate the gap."""
     from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
@@ -82,19 +85,15 @@ def effectiveness(
             }
         )
     start = time.perf_counter()
-    model = RevFRF(task=task, n_trees=trees, max_depth=depth, key_bits=key_bits, seed=seed)
-    model.fit(train, d["y_train"])
+    settings = {
+        "task": task, "n_trees": trees, "max_depth": depth, "key_bits": key_bits, "seed": seed,
+        "rho": rho, "candidates": candidates,
+    }  # fmt: skip
+    model = RevFRF(**settings).fit(train, d["y_train"])
     fit_seconds = time.perf_counter() - start
     names = list(train)
     if reuse_variant:
-        variant = RevFRF(
-            task=task,
-            n_trees=trees,
-            max_depth=depth,
-            key_bits=key_bits,
-            seed=seed,
-            reuse_features=True,
-        ).fit(train, d["y_train"])
+        variant = RevFRF(**settings, reuse_features=True).fit(train, d["y_train"])
         rows.append(
             {
                 "model": "RevFRF, features reusable on a path",
@@ -127,6 +126,8 @@ def effectiveness(
         "trees": trees,
         "depth": depth,
         "key_bits": key_bits,
+        "rho": rho,
+        "candidates": candidates,
         "fit_seconds": fit_seconds,
         "revoked_participants": names[:done],
         "rows": rows,
