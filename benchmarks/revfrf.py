@@ -90,11 +90,28 @@ def run(bits: int) -> dict:
                 "destroyed_nodes": rep.destroyed_nodes,
             }
         )
+    # the same forest, revoking the participants that provide the fewest nodes (but some)
+    model = RevFRF(n_trees=10, max_depth=10, key_bits=bits, seed=2).fit(parts, y)
+    per = model.report()["nodes_per_participant"]
+    least = sorted((n for n in names if per[n] > 0), key=lambda n: per[n])[:5]
+    least_used = []
+    for k, name in enumerate(least, start=1):
+        rep = model.revoke(name, level=1)
+        least_used.append(
+            {
+                "revoked": k,
+                "participant": name,
+                "nodes_before": per[name],
+                "rebuild_s": rep.seconds,
+                "destroyed_nodes": rep.destroyed_nodes,
+            }
+        )
     return {
         "bits": bits,
         "construction": construction,
         "prediction": prediction,
         "revocation": revocation,
+        "revocation_least_used": least_used,
     }
 
 

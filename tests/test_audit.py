@@ -147,9 +147,12 @@ def test_recommendation_picks_the_smallest_group_of_last_layers():
 def test_recommend_cli(tmp_path):
     path = tmp_path / "m.json"
     rows = [{"layer": i, "features": "output", "accuracy": a} for i, a in ((1, 0.5), (2, 0.8))]
+    rows.append({"layer": 1, "features": "output+gradient+label", "accuracy": 0.7})
     path.write_text(json.dumps({"model": {"sizes": [4, 3, 2]}, "layers": rows}))
     out = runner.invoke(app, ["audit", "recommend", str(path), "--json"])
     assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["encrypt_layers"] == [1, 2]
+    out = runner.invoke(app, ["audit", "recommend", str(path), "--json", "--features", "output"])
     assert json.loads(out.output)["encrypt_layers"] == [2]
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")

@@ -291,6 +291,13 @@ def recommend(
     max_leakage: Annotated[
         float, typer.Option(help="Highest attack accuracy tolerated on an exposed layer.")
     ] = 0.55,
+    features: Annotated[
+        str | None,
+        typer.Option(
+            help="Only count membership rows with these feature sets, e.g. 'output' when the "
+            "adversary sees activations but no gradients (default: all rows)."
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """The smallest group of last layers to encrypt so that every attack on the layers left
@@ -309,8 +316,11 @@ def recommend(
         rows += res["layers"]
         if "model" in res:
             depth.add(len(res["model"]["sizes"]) - 1)
+    if features is not None:
+        keep = {f.strip() for f in features.split(",") if f.strip()}
+        rows = [r for r in rows if r.get("features", "") in keep or "features" not in r]
     if not rows:
-        raise InputError("the results hold no layer rows")
+        raise InputError("the results hold no layer rows (check --features)")
     if len(depth) > 1:
         raise InputError("the results come from models with different numbers of layers")
     layers = depth.pop() if depth else None
