@@ -337,7 +337,16 @@ def recommend(
     if as_json:
         console.print_json(json.dumps(out))
         return
-    console.print(
-        f"encrypt layers {chosen} of {total}: every attack on layers "
-        f"{list(range(1, total - len(chosen) + 1)) or 'none'} stays at or below {max_leakage}"
-    )
+    exposed = list(range(1, total - len(chosen) + 1))
+    if not chosen:
+        console.print(f"encrypt nothing: every attack stays at or below {max_leakage}")
+    elif not exposed:
+        console.print(
+            f"encrypt all {total} layers: even layer 1 alone leaks more than {max_leakage} "
+            f"(worst attack accuracy {out['worst_accuracy_per_layer']['1']:.3f})"
+        )
+    else:
+        console.print(
+            f"encrypt layers {chosen} of {total}: every attack on layers {exposed} stays at or "
+            f"below {max_leakage}"
+        )
