@@ -212,6 +212,22 @@ def test_cli_forest_run_prints_the_effectiveness_table(tmp_path):
     res = json.loads((tmp_path / "f.json").read_text())[0]
     assert [r["revoked"] for r in res["rows"]] == [0, 0, 1]
     assert res["rows"][1]["accuracy"] > 0.6 and "scikit-learn" in out.stdout
+    out = CliRunner().invoke(
+        app,
+        ["forest", "run", "--dataset", "drug", "--trees", "3", "--depth", "3", "--key-bits",
+         "512", "--revoke", "0", "--diagnostics", "--json", str(tmp_path / "d.json")],
+    )  # fmt: skip
+    assert out.exit_code == 0, out.output
+    models = [r["model"] for r in json.loads((tmp_path / "d.json").read_text())[0]["rows"]]
+    assert models == [
+        "scikit-learn RF (non-federated)",
+        "scikit-learn RF, majority vote of the trees",
+        "scikit-learn RF, sqrt(|F|) features per split",
+        "RevFRF, features reusable on a path",
+        "RevFRF",
+    ]
+    out = CliRunner().invoke(app, ["forest", "run", "--rho", "1"])
+    assert out.exit_code == 2
     bad = CliRunner().invoke(app, ["forest", "run", "--dataset", "iris"])
     assert bad.exit_code == 2 and "unknown dataset" in bad.output
 

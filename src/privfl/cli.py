@@ -466,9 +466,11 @@ def forest_run(
     reuse_variant: Annotated[
         bool,
         typer.Option(
+            "--diagnostics",
             "--reuse-variant",
-            help="Also grow a forest whose features stay usable below the node that used "
-            "them (the paper removes them), to show what that rule costs.",
+            help="Add rows that locate the gap to scikit-learn: its forest with a majority "
+            "vote of the trees (as RevFRF votes), with sqrt(|F|) features per split, and "
+            "RevFRF with features reusable below the node that used them.",
         ),
     ] = False,
     json_out: Annotated[

@@ -53,8 +53,9 @@ def effectiveness(
     """Rows: scikit-learn's forest, then RevFRF with k = each value of ``revoke`` participants
     revoked (the first k participants, in column order, revoked one after another).
     ``rho`` / ``candidates`` are the participants' probe size ϱ and candidate count ς.
-    ``reuse_variant`` adds rows for scikit-learn with sqrt(|F|) features per split and for
-    RevFRF with features reusable on a path (0 revoked), to locate the gap."""
+    ``reuse_variant`` adds diagnostic rows that locate the gap to scikit-learn: its forest
+    with a majority vote of the trees (RevFRF's rule; scikit-learn averages probabilities),
+    with sqrt(|F|) features per split, and RevFRF with features reusable on a path."""
     from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
     d = load_tabular(dataset, seed)
@@ -72,6 +73,21 @@ def effectiveness(
             **metrics(task, d["y_test"], ref.predict(np.asarray(d["x_test"], dtype=float))),
         }
     )
+    if reuse_variant and task == "classification":  # RevFRF's trees vote; scikit-learn's
+        votes = np.stack(  # forest averages their class probabilities
+            [ref.classes_[t.predict(np.asarray(d["x_test"], dtype=float)).astype(int)]
+             for t in ref.estimators_]
+        )  # fmt: skip
+        idx = np.searchsorted(ref.classes_, votes)
+        hard = ref.classes_[[np.bincount(col, minlength=len(ref.classes_)).argmax()
+                             for col in idx.T]]  # fmt: skip
+        rows.append(
+            {
+                "model": "scikit-learn RF, majority vote of the trees",
+                "revoked": 0,
+                **metrics(task, d["y_test"], hard),
+            }
+        )
     if reuse_variant:  # scikit-learn with RevFRF's ceil(sqrt(|F|)) features per split
         ref = cls(
             n_estimators=trees, max_depth=depth, random_state=seed, n_jobs=1, max_features="sqrt"
