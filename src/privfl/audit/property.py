@@ -89,7 +89,7 @@ def sample_batches(
     count: int,
     size: int,
     fraction: float,
-    rng: np.random.Generator,
+    rng: np.random.Generator,  # not secret: batch draws
 ) -> tuple[list[IntArray], IntArray]:
     """``count`` batches with the property (``fraction`` of the batch has it) and ``count``
     without; returns the batches and their property labels."""
