@@ -326,14 +326,11 @@ def recommend(
     layers = depth.pop() if depth else None
     chosen = recommend_layers(rows, max_leakage, layers)
     total = layers or max(r["layer"] for r in rows)
-    out = {
-        "encrypt_layers": chosen,
-        "max_leakage": max_leakage,
-        "worst_accuracy_per_layer": {
-            str(i): max((r["accuracy"] for r in rows if r["layer"] == i), default=None)
-            for i in range(1, total + 1)
-        },
+    worst = {
+        str(i): max((r["accuracy"] for r in rows if r["layer"] == i), default=None)
+        for i in range(1, total + 1)
     }
+    out = {"encrypt_layers": chosen, "max_leakage": max_leakage, "worst_accuracy_per_layer": worst}
     if as_json:
         console.print_json(json.dumps(out))
         return
@@ -343,7 +340,7 @@ def recommend(
     elif not exposed:
         console.print(
             f"encrypt all {total} layers: even layer 1 alone leaks more than {max_leakage} "
-            f"(worst attack accuracy {out['worst_accuracy_per_layer']['1']:.3f})"
+            f"(worst attack accuracy {worst['1']:.3f})"
         )
     else:
         console.print(
