@@ -35,15 +35,6 @@ def secs(model: RevFRF, role: str) -> float:
     return sum(model.runner.seconds.get(role, [0.0]))
 
 
-def destroyed_if_revoked(model: RevFRF, name: str) -> int:
-    """Internal nodes that revoking ``name`` would destroy (its nodes and their subtrees)."""
-    return sum(
-        sum(1 for i in tree.subtree(root) if not tree.nodes[i].is_leaf)
-        for tree in model.trees
-        for root in model._revoked_roots(tree, name)
-    )
-
-
 def run(bits: int) -> dict:
     d = load_tabular("adult")
     x, y = np.asarray(d["x_train"], dtype=float)[:5000], d["y_train"][:5000]
@@ -105,7 +96,7 @@ def run(bits: int) -> dict:
     model = RevFRF(n_trees=10, max_depth=10, key_bits=bits, seed=2).fit(parts, y)
     least_used = []
     for k in range(1, 6):
-        impact = {n: destroyed_if_revoked(model, n) for n in names if n not in model.revoked}
+        impact = {n: model.nodes_destroyed_by(n) for n in names if n not in model.revoked}
         name = min((n for n in impact if impact[n] > 0), key=lambda n: impact[n])
         rep = model.revoke(name, level=1)
         least_used.append(

@@ -75,8 +75,10 @@ def test_revocation_level1_removes_every_node_of_the_participant():
     parts, y = data(seed=1)
     model = RevFRF(n_trees=4, max_depth=4, key_bits=512, seed=5).fit(parts, y)
     target = max(model.report()["nodes_per_participant"].items(), key=lambda kv: kv[1])[0]
+    predicted = model.nodes_destroyed_by(target)
     rep = model.revoke(target, level=1)
-    assert rep.destroyed_nodes > 0
+    assert rep.destroyed_nodes > 0 and rep.destroyed_nodes == predicted
+    assert model.nodes_destroyed_by(target) == 0
     for tree in model.trees:
         for node in tree.nodes.values():
             assert node.provider != target

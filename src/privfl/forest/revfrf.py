@@ -499,6 +499,15 @@ class RevFRF:
             participant, level, len(destroyed), rebuilt, time.perf_counter() - start, refreshed
         )
 
+    def nodes_destroyed_by(self, participant: str) -> int:
+        """Internal nodes that revoking ``participant`` would destroy now (its nodes and every
+        node below them): what the rebuild has to regrow."""
+        return sum(
+            sum(1 for i in tree.subtree(root) if not tree.nodes[i].is_leaf)
+            for tree in self.trees
+            for root in self._revoked_roots(tree, participant)
+        )
+
     @staticmethod
     def _revoked_roots(tree: Tree, participant: str) -> list[int]:
         roots, stack = [], [0]
