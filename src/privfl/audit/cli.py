@@ -75,6 +75,15 @@ def _layer_table(title: str, rows: list[dict[str, Any]], extra: tuple[str, ...] 
     return table
 
 
+def _layers(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise InputError(f"--layers must be comma-separated integers, got {text!r}") from None
+
+
 @audit_app.command("membership")
 @guard
 def membership(
@@ -83,6 +92,13 @@ def membership(
     runs: Runs = 4,
     attack_epochs: Annotated[int, typer.Option(help="Training epochs of the attack model.")] = 100,
     seed: Seed = 0,
+    layers: Annotated[
+        str | None,
+        typer.Option(
+            help="Comma-separated layers to attack (1-based, the last is the output layer); "
+            "default all.",
+        ),
+    ] = None,
     json_out: JsonOut = None,
     plot: PlotOut = None,
 ) -> None:
@@ -95,7 +111,9 @@ def membership(
         raise InputError("--runs and --attack-epochs must be positive")
     bar, advance, total = _progress(f"membership attacks on {dataset}")
     with bar:
-        res = membership_audit(dataset, epochs_every, runs, attack_epochs, seed, advance, total)
+        res = membership_audit(
+            dataset, epochs_every, runs, attack_epochs, seed, advance, total, _layers(layers)
+        )
     console.print(
         f"{res['description']}: MLP {'-'.join(map(str, res['model']['sizes']))}, "
         f"{res['members']} members / {res['non_members']} non-members, train accuracy "

@@ -4,7 +4,7 @@
   100 training members and 100 non-members; MLP 64-30-20-10, batch 10, 200 epochs, lr 3.0.
 * ``location``: Bangkok Foursquare check-ins (Shokri et al.; ``location/dataset_location.tgz``
   in the shared data), 446 binary features, 30 classes; 1,200 members and 2,000 non-members;
-  MLP 446-256-128-64-30, batch 5, 100 epochs, lr 30.
+  MLP 446-256-128-64-30, batch 5, 100 epochs, lr 2.0 (see ``LOCATION_LR``).
 """
 
 from __future__ import annotations
@@ -85,11 +85,20 @@ def load_location() -> tuple[FloatArray, IntArray]:
     return feats, labels
 
 
+# SmartCryptNN trains Location with lr 30. On our loss (½ ||a - y||² summed over the 30 sigmoid
+# outputs, uniform [-1, 1] initialisation) lr 30 never leaves chance: train accuracy 0.046 at
+# every epoch up to 100. lr 2 is the same step as lr 30 on the usual per-example MSE averaged
+# over the outputs (Keras / PyTorch: mean (a - y)², gradient 2(a - y)/30), and trains: train
+# accuracy 0.989, test 0.440 after 100 epochs (lr 1: 0.985 / 0.408). Digits keep lr 3 on our
+# loss, which trains as specified.
+LOCATION_LR = 2.0
+
+
 def location(seed: int = 0, members: int = 1200, non_members: int = 2000) -> AuditSetting:
     x, y = load_location()
     xm, ym, xn, yn = _split(x, y, members, non_members, seed)
     return AuditSetting(
-        "location", xm, ym, xn, yn, (256, 128, 64), 5, 100, 30.0,
+        "location", xm, ym, xn, yn, (256, 128, 64), 5, 100, LOCATION_LR,
         "Location (Bangkok Foursquare check-ins), 446 binary features, 30 classes",
     )  # fmt: skip
 

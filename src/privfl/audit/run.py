@@ -54,17 +54,23 @@ def membership_audit(
     seed: int = 0,
     progress: Progress | None = None,
     on_total: Callable[[int], None] | None = None,
+    layers: list[int] | None = None,
 ) -> dict[str, Any]:
     """Per-layer membership table of the trained model (``layers``) and, with ``every``,
-    the same attack on snapshots every ``every`` epochs (``over_training``)."""
+    the same attack on snapshots every ``every`` epochs (``over_training``). ``layers``
+    restricts the attack to those exposed layers (1-based; default all)."""
     from privfl.audit.membership import membership_inference
 
     start = time.perf_counter()
     s = audit_data.setting(dataset, seed)
+    depth = len(s.sizes) - 1
+    chosen = layers or list(range(1, depth + 1))
+    if any(not 1 <= i <= depth for i in chosen):
+        raise InputError(f"layers must be in 1..{depth} (1-based, {depth} = output)")
     model, snaps = train_with_snapshots(
         s.sizes, s.x_members, s.y_members, s.epochs, s.batch_size, s.lr, every, seed
     )
-    per_model = (2 * model.layers + 1) * runs
+    per_model = (2 * len(chosen) + (model.layers in chosen)) * runs
     targets = snaps if every else [(s.epochs, model)]
     if on_total:
         on_total(per_model * len(targets))
@@ -74,6 +80,7 @@ def membership_audit(
             snap,
             (s.x_members, s.y_members),
             (s.x_non_members, s.y_non_members),
+            layers=chosen,
             runs=runs,
             epochs=attack_epochs,
             seed=seed,
