@@ -212,6 +212,14 @@ def test_location_dataset_and_setting():
         audit_data.setting("mnist")
 
 
+def test_location_target_leaves_chance_in_a_few_epochs():
+    # SmartCryptNN's lr 30 on our summed loss stays at 0.046 forever (the largest class); the
+    # setting's lr must train: a handful of epochs already lift the training accuracy
+    s = audit_data.location()
+    model = MLP(s.sizes, seed=0).train(s.x_members, s.y_members, 4, s.batch_size, s.lr)
+    assert (model.predict(s.x_members) == s.y_members).mean() > 0.1
+
+
 def test_audit_cli_rejects_bad_options():
     out = runner.invoke(app, ["audit", "membership", "--runs", "0"])
     assert out.exit_code == 2
@@ -219,6 +227,18 @@ def test_audit_cli_rejects_bad_options():
     assert out.exit_code == 2 and "unknown audit dataset" in out.output
     out = runner.invoke(app, ["audit", "inversion", "--exposed", "two"])
     assert out.exit_code == 2
+    for bad in ("0", "5", "x", "2,,9", ","):
+        out = runner.invoke(app, ["audit", "membership", "--dataset", "location", "--layers", bad])
+        assert out.exit_code == 2
+        assert "comma-separated" in out.output or "layers must be in 1..4" in out.output
+
+
+def test_membership_inference_rejects_layers_the_model_lacks():
+    model = MLP([4, 3, 2], seed=0)
+    x, y = np.eye(4), np.array([0, 1, 0, 1])
+    for layers in ([0], [3], []):
+        with pytest.raises(InputError, match=r"layers must be in 1\.\.2"):
+            membership_inference(model, (x, y), (x, y), layers=layers, runs=1, epochs=1)
 
 
 def test_privfl_imports_without_torch():

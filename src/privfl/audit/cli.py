@@ -76,12 +76,16 @@ def _layer_table(title: str, rows: list[dict[str, Any]], extra: tuple[str, ...] 
 
 
 def _layers(text: str | None) -> list[int] | None:
+    """Parse a comma-separated list of layers or classes (None = the default)."""
     if text is None:
         return None
     try:
-        return [int(part) for part in text.split(",") if part.strip()]
+        chosen = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise InputError(f"--layers must be comma-separated integers, got {text!r}") from None
+        chosen = []
+    if not chosen:
+        raise InputError(f"expected comma-separated integers such as 2,3; got {text!r}")
+    return chosen
 
 
 @audit_app.command("membership")
@@ -189,15 +193,6 @@ def _plot_membership(res: dict[str, Any], path: Path) -> None:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     console.print(f"figure written to {path}")
-
-
-def _layers(text: str | None) -> list[int] | None:
-    if text is None:
-        return None
-    try:
-        return [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise InputError(f"layers must be comma-separated integers, got {text!r}") from None
 
 
 @audit_app.command("inversion")
