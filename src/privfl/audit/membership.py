@@ -102,8 +102,7 @@ def _build(shapes: dict[str, tuple[int, ...]]) -> Any:
                 nn.ReLU(),
                 nn.Linear(128, 64),
                 nn.ReLU(),
-                nn.Linear(64, 1),
-                nn.Sigmoid(),
+                nn.Linear(64, 1),  # the logit; the membership probability is its sigmoid
             )
 
         def forward(self, inputs: dict[str, Any]) -> Any:
@@ -157,7 +156,7 @@ def attack_once(
     shapes = {n: tuple(feats_in[n].shape[1:]) for n in names}
     model = _build(shapes)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    loss_fn = torch.nn.BCELoss()
+    loss_fn = torch.nn.BCEWithLogitsLoss()
     half = max(1, batch // 2)
     for _ in range(epochs):
         model.train()
@@ -171,9 +170,11 @@ def attack_once(
     model.eval()
     with torch.no_grad():
         x, y = tensors(te_in, te_out)
-        scores = model(x).numpy()
+        # rank by logits: float32 sigmoids saturate at 1.0 for confident members *and*
+        # non-members, and those ties hide the low-FPR end of the ROC curve
+        scores = model(x).double().numpy()
     labels = y.numpy()
-    acc = float(((scores >= 0.5) == (labels == 1)).mean())
+    acc = float(((scores >= 0.0) == (labels == 1)).mean())
     return acc, float(roc_auc_score(labels, scores)), _tpr_at_fpr(labels, scores)
 
 
