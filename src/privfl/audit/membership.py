@@ -3,9 +3,10 @@ the attacker sees only the exposed layer ``i``.
 
 For layer ``i`` the attack model gets (a) layer ``i``'s output alone, or (b) the output, the
 gradient of layer ``i``'s weight matrix and the one-hot label, plus (c) the loss for the output
-layer. Architecture as in Nasr et al.: a dense branch (->64) per output, a convolutional branch
-over the weight gradient whose kernel spans one row of output units (100 filters, then dense
-512->256->64), dense branches for the label and the loss, combined by 256->128->64->1 sigmoid;
+layer. Architecture as in Nasr et al.: a dense branch (->64) per output, a branch over the
+weight gradient whose kernel spans one row of output units (100 filters, written as the
+equivalent shared dense map; then dense 512->256->64), dense branches for the label and the
+loss, combined by 256->128->64->1 (a logit; its sigmoid is the membership probability);
 Adam (lr 1e-3), 100 epochs, balanced member/non-member batches. The attacker knows half of the
 members and as many non-members; results are on the held-out half: accuracy (baseline 0.5),
 ROC AUC and TPR at 1% FPR, mean and max over the runs.
@@ -34,6 +35,15 @@ def _torch() -> Any:
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise InputError("the audit needs PyTorch: pip install 'privfl[audit]'") from exc
     return torch
+
+
+def exposed_layers(layers: Sequence[int] | None, depth: int) -> list[int]:
+    """The layers to attack in a model with ``depth`` weight layers: ``None`` means all of
+    them; otherwise a non-empty list of 1-based layers (``depth`` = the output layer)."""
+    chosen = list(range(1, depth + 1)) if layers is None else [int(i) for i in layers]
+    if not chosen or any(not 1 <= i <= depth for i in chosen):
+        raise InputError(f"layers must be in 1..{depth} (1-based, {depth} = output)")
+    return chosen
 
 
 @dataclass
@@ -200,9 +210,7 @@ def membership_inference(
     label (and the loss on the output layer), restricted to ``features``."""
     torch = _torch()
     torch.set_num_threads(1)  # these attack models are small: threads cost more than they save
-    layer_list = list(layers) if layers is not None else list(range(1, model.layers + 1))
-    if not layer_list or any(not 1 <= int(i) <= model.layers for i in layer_list):
-        raise InputError(f"layers must be in 1..{model.layers} (1-based, {model.layers} = output)")
+    layer_list = exposed_layers(layers, model.layers)
     rows = []
     for layer in layer_list:
         fin = layer_features(model, np.asarray(members[0], float), members[1], layer)

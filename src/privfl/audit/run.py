@@ -59,14 +59,11 @@ def membership_audit(
     """Per-layer membership table of the trained model (``layers``) and, with ``every``,
     the same attack on snapshots every ``every`` epochs (``over_training``). ``layers``
     restricts the attack to those exposed layers (1-based; default all)."""
-    from privfl.audit.membership import membership_inference
+    from privfl.audit.membership import exposed_layers, membership_inference
 
     start = time.perf_counter()
     s = audit_data.setting(dataset, seed)
-    depth = len(s.sizes) - 1
-    chosen = layers or list(range(1, depth + 1))
-    if any(not 1 <= i <= depth for i in chosen):
-        raise InputError(f"layers must be in 1..{depth} (1-based, {depth} = output)")
+    chosen = exposed_layers(layers, len(s.sizes) - 1)  # checked before the long training
     model, snaps = train_with_snapshots(
         s.sizes, s.x_members, s.y_members, s.epochs, s.batch_size, s.lr, every, seed
     )
