@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from privfl.audit.run import membership_audit
+from privfl.studies.audit import membership_audit
 
 TARGET_S = 300.0
 

@@ -28,7 +28,7 @@ import pandas as pd
 
 import privfl
 from privfl.datasets import deal
-from privfl.evaluation.provisioning import provision
+from privfl.federation.provisioning import provision
 
 BIN = Path(sys.executable).parent
 APP = Path(__file__).resolve().parents[1] / "examples" / "flower-fhauc"

@@ -24,7 +24,7 @@ import numpy as np
 
 from privfl.datasets import load_tabular
 from privfl.forest.revfrf import RevFRF
-from privfl.forest.study import one_feature_per_participant
+from privfl.studies.revfrf import one_feature_per_participant
 
 
 def mb(model: RevFRF) -> float:

@@ -244,7 +244,7 @@ def test_membership_inference_rejects_layers_the_model_lacks():
 def test_privfl_imports_without_torch():
     code = (
         "import sys; sys.modules['torch'] = None\n"
-        "import privfl, privfl.cli, privfl.audit.run, privfl.audit.membership\n"
+        "import privfl, privfl.cli, privfl.studies.audit, privfl.audit.membership\n"
         "from privfl.audit.membership import attack_once\n"
         "try:\n    attack_once({}, {}, [], 0)\n"
         "except Exception as e:\n    print(type(e).__name__, e)\n"

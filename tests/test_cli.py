@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 import privfl
 from privfl.cli import app
 from privfl.evaluation import fhauc
-from privfl.evaluation.provisioning import load_aggregator_keys, load_party_keys
+from privfl.federation.provisioning import load_aggregator_keys, load_party_keys
 
 runner = CliRunner()
 

@@ -11,7 +11,7 @@ from privfl.cli import app
 from privfl.errors import InputError
 from privfl.evaluation import dpauc as dp
 from privfl.evaluation.statistics import interior_thresholds, party_counts
-from privfl.evaluation.study import accuracy_study, draw_sample, leakage_study, split_parties
+from privfl.studies.fhauc_vs_dpauc import accuracy_study, draw_sample, leakage_study, split_parties
 
 
 def test_laplace_noise_scale_matches_one_over_eps_prime():
@@ -219,7 +219,7 @@ def test_cli_bench_accuracy_writes_json_and_plot(tmp_path, rng):
             "3",
             "--parties",
             "5",
-            "--json",
+            "--json-out",
             str(tmp_path / "o.json"),
             "--plot",
             str(tmp_path / "o.png"),

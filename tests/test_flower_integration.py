@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 
 import privfl
-from privfl.evaluation.provisioning import provision
+from privfl.federation.provisioning import provision
 
 pytestmark = pytest.mark.flower
 

@@ -206,7 +206,7 @@ def test_cli_forest_run_prints_the_effectiveness_table(tmp_path):
             "512",
             "--revoke",
             "0,1",
-            "--json",
+            "--json-out",
             str(tmp_path / "f.json"),
         ],
     )
@@ -217,7 +217,7 @@ def test_cli_forest_run_prints_the_effectiveness_table(tmp_path):
     out = CliRunner().invoke(
         app,
         ["forest", "run", "--dataset", "drug", "--trees", "3", "--depth", "3", "--key-bits",
-         "512", "--revoke", "0", "--diagnostics", "--json", str(tmp_path / "d.json")],
+         "512", "--revoke", "0", "--diagnostics", "--json-out", str(tmp_path / "d.json")],
     )  # fmt: skip
     assert out.exit_code == 0, out.output
     models = [r["model"] for r in json.loads((tmp_path / "d.json").read_text())[0]["rows"]]

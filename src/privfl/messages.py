@@ -5,10 +5,16 @@ its version, the protocol step, the 16-byte session id and the sender's name. Fi
 length-prefixed (``u32`` big-endian). Decoding is strict: a truncated buffer, trailing bytes,
 a foreign protocol, a stale session or an unexpected step each raise a typed
 :class:`~privfl.errors.ProtocolError` before any payload is interpreted.
+
+Each protocol frames its messages through one :class:`Codec` (its name and version), and
+every session id comes from :func:`new_session_id`. Sizes read from the wire are bounded
+before anything is allocated: :meth:`Reader.count` for item counts, :meth:`Reader.uint` for
+big integers (parsed here, never by a general deserialiser).
 """
 
 from __future__ import annotations
 
+import secrets
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,6 +28,12 @@ from privfl.errors import (
 
 MAGIC = b"PFL\x01"
 SESSION_ID_BYTES = 16
+MAX_TEXT_BYTES = 1024
+
+
+def new_session_id() -> bytes:
+    """A fresh random 16-byte session id (the only place session ids are made)."""
+    return secrets.token_bytes(SESSION_ID_BYTES)
 
 
 @dataclass(frozen=True)
@@ -65,6 +77,13 @@ class Writer:
         self._parts.append(struct.pack(">d", value))
         return self
 
+    def uint(self, value: int) -> Writer:
+        """A non-negative integer of any size: length-prefixed big-endian bytes."""
+        value = int(value)
+        if value < 0:
+            raise ValueError("uint fields hold non-negative integers")
+        return self.bytes_(value.to_bytes((value.bit_length() + 7) // 8, "big"))
+
     def list_(self, items: Sequence[bytes]) -> Writer:
         self.u32(len(items))
         for item in items:
@@ -102,21 +121,48 @@ class Reader:
     def f64(self) -> float:
         return float(struct.unpack(">d", self._take(8))[0])
 
-    def bytes_(self) -> bytes:
-        return bytes(self._take(self.u32()))
+    def f64_finite(self, what: str) -> float:
+        """A float that must be finite (NaN and infinities are malformed)."""
+        value = self.f64()
+        if value != value or value in (float("inf"), float("-inf")):
+            raise MalformedMessageError(f"{self._what}: {what} is not a finite number")
+        return value
 
-    def str_(self) -> str:
-        raw = self.bytes_()
+    def bytes_(self, max_bytes: int | None = None) -> bytes:
+        n = self.u32()
+        if max_bytes is not None and n > max_bytes:
+            raise MalformedMessageError(
+                f"{self._what} has a {n}-byte field where at most {max_bytes} are allowed"
+            )
+        return bytes(self._take(n))
+
+    def str_(self, max_bytes: int = MAX_TEXT_BYTES) -> str:
+        raw = self.bytes_(max_bytes)
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise MalformedMessageError(f"{self._what} has an invalid text field") from exc
 
+    def count(self, limit: int, what: str) -> int:
+        """A ``u32`` item count, refused above ``limit`` before anything is allocated."""
+        n = self.u32()
+        if n > limit:
+            raise MalformedMessageError(f"{self._what} claims {n} {what} (at most {limit})")
+        return n
+
+    def uint(self, max_bits: int, what: str = "integer") -> int:
+        """A non-negative integer written by :meth:`Writer.uint`, of at most ``max_bits``
+        bits (checked on the length before the bytes are converted); no leading zero byte."""
+        raw = self.bytes_((max_bits + 7) // 8)
+        if raw[:1] == b"\x00":
+            raise MalformedMessageError(f"{self._what}: {what} has a non-canonical encoding")
+        value = int.from_bytes(raw, "big")
+        if value.bit_length() > max_bits:
+            raise MalformedMessageError(f"{self._what}: {what} exceeds {max_bits} bits")
+        return value
+
     def list_(self, max_items: int = 1 << 20) -> list[bytes]:
-        count = self.u32()
-        if count > max_items:
-            raise MalformedMessageError(f"{self._what} claims {count} items (max {max_items})")
-        return [self.bytes_() for _ in range(count)]
+        return [self.bytes_() for _ in range(self.count(max_items, "items"))]
 
     def end(self) -> None:
         if self._pos != len(self._data):
@@ -170,3 +216,24 @@ def decode_message(
     payload = r.bytes_()
     r.end()
     return Header(proto, ver, st, sess, sender), payload
+
+
+@dataclass(frozen=True)
+class Codec:
+    """Frames the messages of one protocol (its name and version fixed once)."""
+
+    protocol: str
+    version: int
+
+    def encode(self, step: str, session: bytes, sender: str, payload: bytes) -> bytes:
+        return encode_message(Header(self.protocol, self.version, step, session, sender), payload)
+
+    def decode(
+        self, data: bytes, step: str | None = None, session: bytes | None = None
+    ) -> tuple[Header, Reader]:
+        """Check the header (protocol, version, step, session) and return a strict reader
+        over the payload, named after the step for error messages."""
+        header, payload = decode_message(
+            data, protocol=self.protocol, version=self.version, step=step, session=session
+        )
+        return header, Reader(payload, f"{self.protocol} {header.step}")

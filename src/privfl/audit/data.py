@@ -13,13 +13,10 @@ import tarfile
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
+from privfl._typing import FloatArray, IntArray
 from privfl.datasets import data_file
 from privfl.errors import InputError
-
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True)

@@ -31,10 +31,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from privfl._typing import FloatArray
 from privfl.errors import InputError
 from privfl.training.mlp import MLP
-
-FloatArray = npt.NDArray[np.float64]
 
 NOT_POSSIBLE = "not possible in this setting"
 

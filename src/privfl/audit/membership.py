@@ -23,10 +23,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from privfl._typing import FloatArray
 from privfl.errors import InputError
 from privfl.training.mlp import MLP, one_hot
-
-FloatArray = npt.NDArray[np.float64]
 
 
 def _torch() -> Any:

@@ -21,11 +21,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from privfl._typing import FloatArray, IntArray
 from privfl.errors import InputError
 from privfl.training.mlp import MLP, one_hot
-
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
 
 PROPERTY_DESCRIPTION = (
     "UCI Adult, task income > 50K; property: the batch contains women (sex is not a model input)"

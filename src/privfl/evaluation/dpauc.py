@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from privfl._typing import FloatArray
 from privfl.crypto.prng import SharedRandomness
 from privfl.errors import InputError
 from privfl.evaluation.reference import PartyData, validate_parties
@@ -52,7 +53,6 @@ from privfl.evaluation.statistics import (
     party_counts,
 )
 
-FloatArray = npt.NDArray[np.float64]
 MECHANISMS = ("laplace", "rr")
 
 

@@ -16,7 +16,7 @@ from privfl.errors import InputError
 from privfl.evaluation import fhauc, malicious
 from privfl.evaluation.reference import PartyData, validate_parties
 from privfl.evaluation.statistics import DEFAULT_THRESHOLDS, ScoreRange, interior_thresholds
-from privfl.federation.runner import InProcessRunner
+from privfl.runner import InProcessRunner
 
 log = logging.getLogger(__name__)
 

@@ -61,6 +61,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from privfl._typing import FloatArray
 from privfl.crypto.prng import SharedRandomness
 from privfl.errors import InputError
 
@@ -71,8 +72,6 @@ DEFAULT_HIDING_BITS = 0
 DEFAULT_MULTIPLIER_BITS = 1.0  # c in [1, 2^1)
 REQUIRED_ACCURACY = 1e-6
 MAX_SPLITS = 16
-
-FloatArray = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True)

@@ -32,10 +32,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from privfl.crypto import dtpkc
 from privfl.errors import InputError, ProtocolError
-from privfl.federation.runner import InProcessRunner
 from privfl.forest import roles
 from privfl.forest.tree import Node, Tree, is_pure, leaf_value, weighted_impurity
 from privfl.messages import Writer, decode_message
+from privfl.runner import InProcessRunner
 
 Partitions = Mapping[str, Any]
 

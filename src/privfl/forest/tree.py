@@ -8,8 +8,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
+from privfl._typing import FloatArray, IntArray
 
 
 @dataclass

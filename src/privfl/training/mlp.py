@@ -16,9 +16,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from privfl._typing import FloatArray
 from privfl.errors import InputError
-
-FloatArray = npt.NDArray[np.float64]
 
 
 def sigmoid(z: FloatArray) -> FloatArray:

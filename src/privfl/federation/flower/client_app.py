@@ -30,8 +30,8 @@ from flwr.common.logger import log
 
 from privfl.datasets import deal, read_table
 from privfl.evaluation import fhauc
-from privfl.evaluation.provisioning import load_party_keys
 from privfl.federation.flower.payload import pack, unpack
+from privfl.federation.provisioning import load_party_keys
 
 app = ClientApp()
 

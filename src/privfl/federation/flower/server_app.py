@@ -32,8 +32,8 @@ from flwr.serverapp import Grid, ServerApp
 
 from privfl.errors import PrivflError, ProtocolError
 from privfl.evaluation import fhauc
-from privfl.evaluation.provisioning import load_aggregator_keys
 from privfl.federation.flower.payload import pack, unpack
+from privfl.federation.provisioning import load_aggregator_keys
 
 app = ServerApp()
 

@@ -11,7 +11,16 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from privfl.clikit import console, guard
+from privfl.cli._kit import (
+    AsJson,
+    JsonOut,
+    PlotOut,
+    check_output_path,
+    console,
+    emit,
+    err_console,
+    guard,
+)
 from privfl.errors import InputError
 
 audit_app = typer.Typer(
@@ -20,8 +29,6 @@ audit_app = typer.Typer(
     no_args_is_help=True,
 )
 
-JsonOut = Annotated[Path | None, typer.Option("--json", help="Write the results as JSON.")]
-PlotOut = Annotated[Path | None, typer.Option("--plot", help="Write a PNG figure.")]
 Every = Annotated[
     int,
     typer.Option(
@@ -50,12 +57,6 @@ def _progress(label: str) -> tuple[Progress, Callable[[int], None], Callable[[in
         lambda n: bar.advance(task, n),
         lambda total: bar.update(task, total=total),
     )
-
-
-def _write(path: Path | None, result: Any) -> None:
-    if path is not None:
-        path.write_text(json.dumps(result, indent=2, default=float))
-        console.print(f"results written to {path}")
 
 
 def _layer_table(title: str, rows: list[dict[str, Any]], extra: tuple[str, ...] = ()) -> Table:
@@ -103,13 +104,17 @@ def membership(
             "default all.",
         ),
     ] = None,
+    as_json: AsJson = False,
     json_out: JsonOut = None,
     plot: PlotOut = None,
 ) -> None:
     """Layer-by-layer white-box membership inference (Nasr et al.) on SmartCryptNN's target
     model: per layer the output alone, then output + weight gradient + label (+ loss on the
     output layer). Accuracy baseline is 0.5."""
-    from privfl.audit.run import membership_audit
+    out = err_console if as_json else console
+    check_output_path(json_out, "--json-out")
+    check_output_path(plot, "--plot")
+    from privfl.studies.audit import membership_audit
 
     if runs < 1 or attack_epochs < 1:
         raise InputError("--runs and --attack-epochs must be positive")
@@ -118,7 +123,7 @@ def membership(
         res = membership_audit(
             dataset, epochs_every, runs, attack_epochs, seed, advance, total, _layers(layers)
         )
-    console.print(
+    out.print(
         f"{res['description']}: MLP {'-'.join(map(str, res['model']['sizes']))}, "
         f"{res['members']} members / {res['non_members']} non-members, train accuracy "
         f"{res['train_accuracy']:.3f}, test accuracy {res['test_accuracy']:.3f}"
@@ -137,7 +142,7 @@ def membership(
             f"{r['auc_max']:.4f}",
             f"{r['tpr_at_1pct_fpr']:.4f}",
         )
-    console.print(table)
+    out.print(table)
     if res["over_training"]:
         over = Table(title="Across training (accuracy, mean over runs)")
         keys = sorted({(r["layer"], r["features"]) for r in res["over_training"]})
@@ -151,9 +156,9 @@ def membership(
                 if r["epoch"] == epoch
             }
             over.add_row(str(epoch), *[f"{acc[k]:.3f}" for k in keys])
-        console.print(over)
-    console.print(f"{res['seconds']:.1f} s")
-    _write(json_out, res)
+        out.print(over)
+    out.print(f"{res['seconds']:.1f} s")
+    emit(res, as_json, json_out)
     if plot is not None:
         _plot_membership(res, plot)
 
@@ -192,7 +197,7 @@ def _plot_membership(res: dict[str, Any], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
-    console.print(f"figure written to {path}")
+    err_console.print(f"figure written to {path}")
 
 
 @audit_app.command("inversion")
@@ -211,12 +216,16 @@ def inversion(
     ] = None,
     steps: Annotated[int, typer.Option(help="Gradient steps per reconstruction.")] = 300,
     seed: Seed = 0,
+    as_json: AsJson = False,
     json_out: JsonOut = None,
     plot: PlotOut = None,
 ) -> None:
     """Model inversion (Fredrikson et al.): per snapshot, reconstruct each class by gradient
     descent on the input. Needs the first layer; without it: "not possible in this setting"."""
-    from privfl.audit.run import inversion_audit
+    out = err_console if as_json else console
+    check_output_path(json_out, "--json-out")
+    check_output_path(plot, "--plot")
+    from privfl.studies.audit import inversion_audit
 
     bar, advance, total = _progress(f"model inversion on {dataset}")
     with bar:
@@ -231,12 +240,12 @@ def inversion(
             advance,
             total,
         )
-    console.print(
+    out.print(
         f"{res['description']}: MLP {'-'.join(map(str, res['model']['sizes']))}, train accuracy "
         f"{res['train_accuracy']:.3f}, test accuracy {res['test_accuracy']:.3f}"
     )
     if res["result"] != "ran":
-        console.print(
+        out.print(
             f"model inversion with exposed layers {res['exposed_layers']}: {res['result']} "
             "(the attack needs layer 1)"
         )
@@ -253,14 +262,14 @@ def inversion(
                 f"{s['mean_baseline_rmse']:.3f}",
                 f"{sum(s['confidence']) / len(s['confidence']):.3f}",
             )
-        console.print(table)
-        console.print(
+        out.print(table)
+        out.print(
             "identified = the reconstruction correlates best with its own class mean "
             f"among {res['candidate_classes']} classes (chance {1 / res['candidate_classes']:.3f})"
         )
         if plot:
-            console.print(f"figure written to {plot}")
-    _write(json_out, res)
+            out.print(f"figure written to {plot}")
+    emit(res, as_json, json_out)
 
 
 @audit_app.command("property")
@@ -275,24 +284,27 @@ def property_(
         int, typer.Option(help="Batches with and without the property per snapshot.")
     ] = 200,
     seed: Seed = 0,
+    as_json: AsJson = False,
     json_out: JsonOut = None,
 ) -> None:
     """Property inference (Melis et al.): a 50-tree random forest on batch gradients of the
     exposed layers tells batches containing women from batches without (UCI Adult, sex not a
     model input)."""
-    from privfl.audit.run import property_audit
+    out = err_console if as_json else console
+    check_output_path(json_out, "--json-out")
+    from privfl.studies.audit import property_audit
 
     if runs < 1 or batches < 2:
         raise InputError("--runs must be positive and --batches at least 2")
     bar, advance, total = _progress("property inference on adult")
     with bar:
         res = property_audit(epochs_every, _layers(layers), runs, batches, seed, advance, total)
-    console.print(
+    out.print(
         f"{res['description']}; MLP {'-'.join(map(str, res['model']['sizes']))}, "
         f"train accuracy {res['train_accuracy']:.3f}, snapshots at epochs {res['snapshots']}"
     )
-    console.print(_layer_table(f"Property inference per layer ({runs} runs)", res["layers"]))
-    _write(json_out, res)
+    out.print(_layer_table(f"Property inference per layer ({runs} runs)", res["layers"]))
+    emit(res, as_json, json_out)
 
 
 @audit_app.command("recommend")

@@ -1,0 +1,190 @@
+"""``privfl auc`` and ``privfl demo``: FHAUC from the command line."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from privfl.cli._kit import console, fmt_bytes, guard, parse_score_range, print_json
+from privfl.errors import InputError
+
+
+@guard
+def auc(
+    file: Annotated[Path, typer.Argument(help="CSV (.csv, .csv.gz) or Parquet file.")],
+    score_column: Annotated[
+        str, typer.Option("--score-column", "-s", help="Column of model scores.")
+    ],
+    label_column: Annotated[
+        str, typer.Option("--label-column", "-l", help="Column of 0/1 labels.")
+    ],
+    party_column: Annotated[
+        str | None, typer.Option(help="Column naming each row's party (one party per value).")
+    ] = None,
+    parties: Annotated[
+        int | None, typer.Option(help="Deal rows at random to this many parties instead.")
+    ] = None,
+    thresholds: Annotated[int, typer.Option(help="Number N of decision points (>= 3).")] = 100,
+    score_range: Annotated[str, typer.Option(help="Declared score range 'low,high'.")] = "0,1",
+    seed: Annotated[int, typer.Option(help="Seed for dealing rows to parties.")] = 0,
+    compare: Annotated[
+        bool,
+        typer.Option(help="Also compute the plaintext binned AUC and scikit-learn's exact AUC."),
+    ] = False,
+    max_samples_per_party: Annotated[
+        int | None,
+        typer.Option(
+            help="Public bound on any party's sample count (semi-honest default 10^7; "
+            "malicious default: the largest party rounded up to a power of two)."
+        ),
+    ] = None,
+    security: Annotated[
+        str,
+        typer.Option(
+            help="'semi-honest' or 'malicious' (masks, splits, permutation, two executions, "
+            "verification by the parties)."
+        ),
+    ] = "semi-honest",
+    splits: Annotated[
+        int, typer.Option(help="Additive splits S per position (malicious only, 2..16).")
+    ] = 4,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Global ROC-AUC of scores held by several parties, computed under CKKS (FHAUC).
+
+    Example: privfl auc scores.csv -s score -l label --parties 15 --compare
+
+    Against a malicious aggregator: add --security malicious --splits 4 (the parties verify
+    the result and refuse to output one if the aggregator deviated).
+    """
+    import privfl
+
+    rng = parse_score_range(score_range)
+    data = load_parties(file, score_column, label_column, party_column, parties, seed, rng)
+    if security not in ("semi-honest", "malicious"):
+        raise InputError("--security must be 'semi-honest' or 'malicious'")
+    res = privfl.federated_auc(
+        data,
+        thresholds,
+        score_range=rng,
+        max_samples_per_party=max_samples_per_party,
+        security=security,
+        splits=splits,
+    )
+    out = res.to_dict()
+    if compare:
+        binned = privfl.binned_auc(data, thresholds, score_range=rng)
+        exact = privfl.exact_auc(data, score_range=rng)
+        out["compare"] = {
+            "binned_auc": binned,
+            "sklearn_auc": exact,
+            "abs_error_vs_binned": abs(res.auc - binned),
+            "abs_error_vs_sklearn": abs(res.auc - exact),
+        }
+    if as_json:
+        print_json(out)
+        return
+    table = Table(
+        title=f"FHAUC ({res.security}) on {file.name}: {res.num_parties} parties, "
+        f"N={res.thresholds}"
+    )
+    table.add_column("quantity")
+    table.add_column("value", justify="right")
+    table.add_row("FHAUC AUC", f"{res.auc:.8f}")
+    if compare:
+        table.add_row("plaintext binned AUC", f"{out['compare']['binned_auc']:.8f}")
+        table.add_row("scikit-learn exact AUC", f"{out['compare']['sklearn_auc']:.8f}")
+        table.add_row("|FHAUC - binned|", f"{out['compare']['abs_error_vs_binned']:.2e}")
+        table.add_row("|FHAUC - exact|", f"{out['compare']['abs_error_vs_sklearn']:.2e}")
+    if res.verified is not None:
+        table.add_row("verified (two executions agree)", str(res.verified))
+        table.add_row("cheating bound log2 P", f"{res.cheat_probability_log2:.1f}")
+    table.add_row("aggregator time", f"{res.timings['aggregator']:.3f} s")
+    table.add_row("slowest party encrypt", f"{res.timings['party_encrypt']:.3f} s")
+    table.add_row("upload per party", fmt_bytes(res.bytes["party_upload"]))
+    table.add_row("reply per party", fmt_bytes(res.bytes["aggregator_reply"]))
+    table.add_row("aggregator public context", fmt_bytes(res.bytes["setup_public_context"]))
+    console.print(table)
+
+
+def load_parties(
+    file: Path,
+    score_column: str,
+    label_column: str,
+    party_column: str | None,
+    parties: int | None,
+    seed: int,
+    score_range: tuple[float, float],
+) -> list[tuple[Any, Any]]:
+    """Read a CSV/Parquet file and split it into parties (by column or dealt at random)."""
+    import privfl
+    from privfl.datasets import deal, read_table
+
+    if (party_column is None) == (parties is None):
+        raise InputError("give exactly one of --party-column or --parties K")
+    df = read_table(file)
+    for col in (score_column, label_column, party_column):
+        if col is not None and col not in df.columns:
+            raise InputError(f"unknown column {col!r}; columns are {list(df.columns)}")
+    if party_column is not None:
+        groups = [g for _, g in df.groupby(party_column, sort=True)]
+        return [(g[score_column].to_numpy(), g[label_column].to_numpy()) for g in groups]
+    assert parties is not None
+    s = df[score_column].to_numpy()
+    y = df[label_column].to_numpy()
+    privfl.evaluation.reference.validate_parties([(s, y)], score_range)
+    return deal(s, y, parties, seed)  # type: ignore[return-value]
+
+
+@guard
+def demo(
+    parties: Annotated[int, typer.Option(help="Number of parties to deal the test set to.")] = 15,
+    thresholds: Annotated[int, typer.Option(help="Number N of decision points.")] = 100,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Train a model on scikit-learn's breast-cancer data, deal the test set to parties,
+    and compare FHAUC with the plaintext binned and exact AUCs."""
+    import privfl
+    from privfl.datasets import breast_cancer_scores, deal
+
+    start = time.perf_counter()
+    with console.status("training a logistic regression on breast-cancer data...", spinner="dots"):
+        scores, labels = breast_cancer_scores()
+    data = deal(scores, labels, parties, seed=0)
+    with console.status(f"running FHAUC with {parties} parties...", spinner="dots"):
+        res = privfl.federated_auc(data, thresholds)
+    binned = privfl.binned_auc(data, thresholds)
+    exact = privfl.exact_auc(data)
+    out = res.to_dict() | {
+        "dataset": "sklearn breast_cancer (test half, logistic regression scores)",
+        "samples": int(labels.size),
+        "binned_auc": binned,
+        "sklearn_auc": exact,
+        "wall_seconds": time.perf_counter() - start,
+    }
+    if as_json:
+        print_json(out)
+        return
+    table = Table(
+        title=f"FHAUC demo: {labels.size} test samples of breast-cancer data, "
+        f"{parties} parties, N={thresholds}"
+    )
+    for col in ("FHAUC AUC", "binned AUC", "sklearn AUC", "aggregator time", "bytes per party"):
+        table.add_column(col, justify="right")
+    table.add_row(
+        f"{res.auc:.6f}",
+        f"{binned:.6f}",
+        f"{exact:.6f}",
+        f"{res.timings['aggregator']:.3f} s",
+        f"{fmt_bytes(res.bytes['party_upload'])} up / "
+        f"{fmt_bytes(res.bytes['aggregator_reply'])} down",
+    )
+    console.print(table)
+    console.print(
+        f"|FHAUC - binned| = {abs(res.auc - binned):.1e}: the protocol computes the binned AUC "
+        "exactly; the gap to scikit-learn comes only from the N decision points."
+    )
