@@ -147,10 +147,10 @@ def test_keys_init_provisions_nodes_that_run_fhauc(tmp_path):
         p.receive_bundle(k.bundle)
         parties.append(p)
     cfg = agg.start_session(["site-a", "site-b", "site-c"], 50)
-    for p in parties:
-        p.receive_config(cfg)
-    reply = agg.handle_uploads([p.upload() for p in parties])
-    assert parties[1].finish(reply) == pytest.approx(privfl.binned_auc(data, 50), abs=1e-6)
+    start = agg.collect_joins({p.name: p.join(cfg) for p in parties})
+    result = agg.handle_uploads({p.name: p.upload(start) for p in parties})
+    got = parties[1].finish(result)
+    assert got.auc == pytest.approx(privfl.binned_auc(data, 50), abs=1e-6)
     # the aggregator's folder holds nothing secret
     assert sorted(f.name for f in (tmp_path / "k" / "aggregator").iterdir()) == [
         "public_setup.bin",

@@ -126,20 +126,29 @@ def test_party_larger_than_declared_maximum_is_rejected(rng):
 
 def test_too_many_samples_for_the_ckks_capacity_is_rejected(rng):
     with pytest.raises(InputError, match="exceed"):
-        privfl.federated_auc(make_parties(rng, 2, 10), 10, max_samples_per_party=10**15)
+        privfl.federated_auc(make_parties(rng, 2, 10), 10, max_samples_per_party=10**12)
 
 
 # ----------------------------------------------------------------------------- roles & messages
 class Deployment:
     """Roles wired by hand, to attack individual messages."""
 
-    def __init__(self, rng, count=3, n_points=50):
+    def __init__(self, rng, count=3, n_points=50, security="semi-honest", splits=4, **policy):
         self.names = [f"p{i}" for i in range(count)]
         self.ids = {n: keywrap.IdentityKey() for n in self.names}
         self.roster = {n: k.public_bytes for n, k in self.ids.items()}
         self.data = make_parties(rng, count, 200)
-        holder = fhauc.KeyHolder(self.names[0], self.ids[self.names[0]], self.roster)
-        self.public, self.bundles = holder.provision(n_points)
+        mode = fhauc.Security(security)
+        malicious = mode is fhauc.Security.MALICIOUS
+        defaults = {
+            "security": mode,
+            "max_points": n_points,
+            "max_splits": splits if malicious else 1,
+            "max_samples_per_party": 256 if malicious else 10**7,
+        }
+        self.policy = fhauc.Policy(**(defaults | policy))
+        self.holder = fhauc.KeyHolder(self.names[0], self.ids[self.names[0]], self.roster)
+        self.public, self.bundles = self.holder.provision(self.policy)
         self.agg = fhauc.Aggregator()
         self.agg.receive_setup(self.public)
         self.parties = []
@@ -147,26 +156,40 @@ class Deployment:
             p = fhauc.Party(n, self.ids[n], self.roster, self.names[0], s, y)
             p.receive_bundle(self.bundles[n])
             self.parties.append(p)
-        self.config = self.agg.start_session(self.names, n_points)
-        for p in self.parties:
-            p.receive_config(self.config)
-        self.n_points = n_points
+        self.by_name = {p.name: p for p in self.parties}
+        self.n_points, self.security, self.splits = n_points, mode, splits
+        self.new_session()
+
+    def new_session(self, agg=None):
+        agg = agg or self.agg
+        self.config = agg.start_session(self.names, self.n_points, security=self.security,
+                                        splits=self.splits)  # fmt: skip
+        self.joins = {p.name: p.join(self.config) for p in self.parties}
+        self.start = agg.collect_joins(self.joins)
+        self._uploads = None
+        return self.config
 
     def uploads(self):
-        return [p.upload() for p in self.parties]
+        if self._uploads is None:
+            self._uploads = {p.name: p.upload(self.start) for p in self.parties}
+        return dict(self._uploads)
+
+    def result(self):
+        return self.agg.handle_uploads(self.uploads())
 
 
 def test_hand_wired_roles_agree_with_reference(rng):
     d = Deployment(rng)
-    reply = d.agg.handle_uploads(d.uploads())
-    aucs = [p.finish(reply) for p in d.parties]
+    result = d.result()
+    aucs = [p.finish(result).auc for p in d.parties]
     assert aucs == pytest.approx([privfl.binned_auc(d.data, d.n_points)] * 3, abs=TOL)
 
 
 def test_aggregator_holds_no_secret_key_and_cannot_decrypt_uploads(rng):
     d = Deployment(rng)
     assert not d.agg.context.is_private
-    up = fhauc.Upload.from_bytes(d.uploads()[0], d.agg.context, d.agg.config.session)
+    msg = fhauc.PartyUpload.from_bytes(d.uploads()["p0"], d.agg.config.session, d.roster)
+    up = msg.open(d.agg.context, 1, 0, 40)[0]
     with pytest.raises(DecryptionNotPermittedError):
         d.agg.context.decrypt(up.t[0])
 
@@ -174,7 +197,7 @@ def test_aggregator_holds_no_secret_key_and_cannot_decrypt_uploads(rng):
 def test_message_from_another_session_is_rejected(rng):
     d = Deployment(rng)
     stale = d.uploads()
-    d.agg.start_session(d.names, d.n_points)  # new session id
+    d.new_session()  # new session id
     with pytest.raises(WrongSessionError):
         d.agg.handle_uploads(stale)
 
@@ -183,10 +206,10 @@ def test_message_from_another_protocol_or_step_is_rejected(rng):
     d = Deployment(rng)
     ups = d.uploads()
     with pytest.raises(UnexpectedStepError):
-        d.agg.handle_uploads([d.config, *ups[1:]])
-    foreign = ups[0].replace(b"fhauc", b"dpauc", 1)
+        d.agg.handle_uploads(ups | {"p0": d.config})
+    foreign = ups["p0"].replace(b"fhauc", b"dpauc", 1)
     with pytest.raises(WrongProtocolError):
-        d.agg.handle_uploads([foreign, *ups[1:]])
+        d.agg.handle_uploads(ups | {"p0": foreign})
 
 
 @pytest.mark.parametrize("cut", [0, 3, 20, 200, 100_000])
@@ -194,30 +217,30 @@ def test_truncated_upload_raises_malformed(rng, cut):
     d = Deployment(rng)
     ups = d.uploads()
     with pytest.raises(MalformedMessageError):
-        d.agg.handle_uploads([ups[0][:cut], *ups[1:]])
+        d.agg.handle_uploads(ups | {"p0": ups["p0"][:cut]})
 
 
 def test_trailing_garbage_is_rejected(rng):
     d = Deployment(rng)
     ups = d.uploads()
     with pytest.raises(MalformedMessageError, match="trailing"):
-        d.agg.handle_uploads([ups[0] + b"x", *ups[1:]])
+        d.agg.handle_uploads(ups | {"p0": ups["p0"] + b"x"})
 
 
 def test_missing_or_duplicated_upload_is_rejected(rng):
     d = Deployment(rng)
     ups = d.uploads()
-    with pytest.raises(ProtocolError, match="one upload from each"):
-        d.agg.handle_uploads(ups[:-1])
-    with pytest.raises(ProtocolError, match="one upload from each"):
-        d.agg.handle_uploads([ups[0], ups[0], ups[1]])
+    with pytest.raises(ProtocolError, match="no upload from"):
+        d.agg.handle_uploads({k: v for k, v in ups.items() if k != "p2"})
+    with pytest.raises(UnknownPartyError, match="arrived as"):
+        d.agg.handle_uploads(ups | {"p1": ups["p0"]})
 
 
 def test_truncated_reply_is_rejected_by_parties(rng):
     d = Deployment(rng)
-    reply = d.agg.handle_uploads(d.uploads())
+    result = d.result()
     with pytest.raises(MalformedMessageError):
-        d.parties[0].finish(reply[:-10])
+        d.parties[0].finish(result[:-10])
 
 
 def test_bundle_from_an_impostor_key_holder_is_rejected(rng):
@@ -226,7 +249,7 @@ def test_bundle_from_an_impostor_key_holder_is_rejected(rng):
     roster = dict(d.roster)
     roster["p0"] = mallory.public_bytes  # mallory's own view of the roster
     fake = fhauc.KeyHolder("p0", mallory, roster)
-    _, fake_bundles = fake.provision(50)
+    _, fake_bundles = fake.provision(d.policy)
     victim = fhauc.Party("p1", d.ids["p1"], d.roster, "p0")
     with pytest.raises(UnknownPartyError):
         victim.receive_bundle(fake_bundles["p1"])
@@ -240,7 +263,7 @@ def test_config_naming_unknown_party_is_rejected(rng):
 
 def test_keys_provisioned_for_small_n_refuse_larger_n(rng):
     d = Deployment(rng, n_points=50)
-    with pytest.raises(InputError, match="do not support"):
+    with pytest.raises(InputError, match="would refuse"):
         d.agg.start_session(d.names, 1000)
 
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import privfl
 from conftest import make_parties
 from privfl.errors import InputError, VerificationError
-from privfl.evaluation import malicious
+from privfl.evaluation.fhauc import malicious
 
 TOL = 1e-6
 

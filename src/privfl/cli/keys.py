@@ -8,8 +8,10 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from privfl.cli._kit import console, fmt_bytes, guard, print_json
+from privfl.cli._kit import AsJson, console, fmt_bytes, guard, print_json
 from privfl.errors import InputError
+from privfl.evaluation.fhauc.policy import DEFAULT_MAX_SAMPLES_PER_PARTY
+from privfl.evaluation.statistics import MAX_POINTS
 
 keys_app = typer.Typer(help="Provision keys for a real deployment.", no_args_is_help=True)
 
@@ -22,33 +24,57 @@ def keys_init(
     key_holder: Annotated[
         str | None, typer.Option(help="Party that generates the CKKS keys (default: the first).")
     ] = None,
+    security: Annotated[
+        str,
+        typer.Option(
+            help="Weakest mode the parties accept: 'semi-honest', or 'malicious' (then they "
+            "refuse semi-honest sessions: no downgrade by the aggregator)."
+        ),
+    ] = "semi-honest",
+    max_samples_per_party: Annotated[
+        int,
+        typer.Option(
+            help="Public bound on any party's sample count, fixed for every session (sizes the "
+            "CKKS headroom and the malicious masks, hence the verification tolerance)."
+        ),
+    ] = DEFAULT_MAX_SAMPLES_PER_PARTY,
+    executions: Annotated[
+        int,
+        typer.Option(
+            help="Independent executions of the malicious variant (2 = the paper; each extra "
+            "one shrinks the chance that a deviation goes unnoticed by about 2^-10)."
+        ),
+    ] = 2,
     max_thresholds: Annotated[
         int | None,
         typer.Option(help="Largest N to support (fewer Galois keys); default: every N."),
     ] = None,
     max_splits: Annotated[
-        int, typer.Option(help="Largest S the malicious variant will use with --max-thresholds.")
-    ] = 1,
+        int, typer.Option(help="Largest S the malicious variant may use (1..16).")
+    ] = 16,
+    min_parties: Annotated[
+        int, typer.Option(help="Smallest session a party joins (default 2).")
+    ] = 2,
     force: Annotated[bool, typer.Option(help="Overwrite a non-empty directory.")] = False,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print what was written as JSON.")
-    ] = False,
+    as_json: AsJson = False,
 ) -> None:
-    """Provision FHAUC: identity keys, the wrapped CKKS secret and seed for every party,
-    and the aggregator's public context."""
+    """Provision FHAUC: identity keys (X25519 + Ed25519), the wrapped CKKS secret, seed and
+    policy for every party, and the aggregator's public context and policy."""
+    from privfl.evaluation.fhauc.policy import Policy, Security
     from privfl.federation.provisioning import provision
 
     names = parties.split(",")
     if max_thresholds is not None and max_thresholds < 3:
         raise InputError("--max-thresholds must be at least 3")
-    path = provision(
-        names,
-        out,
-        key_holder=key_holder,
-        max_points=max_thresholds,
+    policy = Policy(
+        security=Security.parse(security),
+        max_samples_per_party=max_samples_per_party,
+        executions=executions,
+        max_points=max_thresholds if max_thresholds is not None else MAX_POINTS,
         max_splits=max_splits,
-        overwrite=force,
+        min_parties=min_parties,
     )
+    path = provision(names, out, policy, key_holder=key_holder, overwrite=force)
     files = sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file())
     sizes = {f: (path / f).stat().st_size for f in files}
     if as_json:

@@ -105,6 +105,7 @@ class CKKSParameters:
 
 
 DEFAULT_PARAMETERS = CKKSParameters()
+MAX_CIPHERTEXT_BYTES = 16 << 20  # a ring-32768 ciphertext with 16 primes, uncompressed
 # Largest absolute error of one freshly encrypted slot at scale 2^40: the measured maximum
 # over 20 x 4096 slots was 1152 / 2^40 = 2^-29.8 (std 274 / 2^40); one bit of margin.
 FRESH_NOISE_BOUND = 2.0**-29
@@ -294,27 +295,41 @@ class CKKSContext:
 
     @classmethod
     def deserialize(cls, data: bytes) -> CKKSContext:
-        """Inverse of :meth:`serialize_public` / :meth:`serialize_secret`."""
-        data = bytes(data)
+        """Inverse of :meth:`serialize_public` / :meth:`serialize_secret`; any malformed
+        input is a :class:`MalformedMessageError` (never a SEAL or Python exception)."""
+        try:
+            return cls._deserialize(bytes(data))
+        except MalformedMessageError:
+            raise
+        except (ValueError, TypeError, RuntimeError, OverflowError, MemoryError) as exc:
+            raise MalformedMessageError(f"invalid CKKS context ({exc})") from None
+
+    @classmethod
+    def _deserialize(cls, data: bytes) -> CKKSContext:
         if data[:8] not in (_PUBLIC_MAGIC, _SECRET_MAGIC):
             raise MalformedMessageError("not a privfl CKKS context")
         secret = data[:8] == _SECRET_MAGIC
         r = Reader(data[8:], "CKKS context")
-        params = CKKSParameters.read(Reader(r.bytes_(), "CKKS parameters"))
+        params = CKKSParameters.read(Reader(r.bytes_(256), "CKKS parameters"))
         if params.poly_modulus_degree not in (4096, 8192, 16384, 32768):
             raise MalformedMessageError("CKKS context: unsupported ring degree")
+        if not 2 <= len(params.coeff_mod_bit_sizes) <= 16 or not all(
+            17 <= b <= 60 for b in params.coeff_mod_bit_sizes
+        ):
+            raise MalformedMessageError("CKKS context: unsupported coefficient modulus")
+        if not 10 <= params.scale_bits <= 60:
+            raise MalformedMessageError("CKKS context: unsupported scale")
         probe = cls(params)
         sc = probe.seal_context
         if secret:
             sk = _load(seal.SecretKey, sc, r.bytes_(), "CKKS secret key")
-            steps = [r.u32() for _ in range(min(r.u32(), 64))]
+            steps = [r.u32() for _ in range(r.count(64, "rotation steps"))]
             r.end()
-            ctx = cls(params, secret_key=sk, rotation_steps=steps)
-            return ctx
+            return cls(params, secret_key=sk, rotation_steps=steps)
         pk_bytes = r.bytes_()
         pk = _load(seal.PublicKey, sc, pk_bytes, "CKKS public key") if pk_bytes else None
         rk = _load(seal.RelinKeys, sc, r.bytes_(), "CKKS relinearisation key")
-        steps = [r.u32() for _ in range(min(r.u32(), 64))]
+        steps = [r.u32() for _ in range(r.count(64, "rotation steps"))]
         gk_bytes = r.bytes_()
         gk = _load(seal.GaloisKeys, sc, gk_bytes, "CKKS Galois keys") if gk_bytes else None
         r.end()
@@ -361,7 +376,25 @@ class CKKSContext:
 
     def ciphertext_from_bytes(self, data: bytes) -> Ciphertext:
         """Load a ciphertext serialised under these parameters (validated by SEAL)."""
+        if len(data) > MAX_CIPHERTEXT_BYTES:
+            raise MalformedMessageError(f"ciphertext of {len(data)} bytes is too large")
         return Ciphertext(self, _load(seal.Ciphertext, self.seal_context, data, "ciphertext"))
+
+    def fresh_ciphertext_from_bytes(self, data: bytes, scale_bits: float) -> Ciphertext:
+        """Load a ciphertext that must be freshly encrypted: two polynomials, at the top
+        modulus level, not transparent, at scale ``2^scale_bits``. Anything else (another
+        scale or level, a three-part ciphertext) is a :class:`MalformedMessageError`."""
+        ct = self.ciphertext_from_bytes(data)
+        raw = ct.seal
+        if raw.size() != 2 or raw.is_transparent():
+            raise MalformedMessageError("ciphertext is not a fresh two-part ciphertext")
+        if raw.parms_id() != self.seal_context.first_parms_id():
+            raise MalformedMessageError("ciphertext is not at the top modulus level")
+        if not math.isclose(raw.scale, 2.0**scale_bits, rel_tol=1e-9):
+            raise MalformedMessageError(
+                f"ciphertext is at scale 2^{math.log2(raw.scale):.2f}, expected 2^{scale_bits:g}"
+            )
+        return ct
 
 
 # --------------------------------------------------------------------------- ciphertext

@@ -1,9 +1,10 @@
 """Wrapping a secret for one recipient: X25519 + HKDF-SHA256 + AES-256-GCM.
 
-Each party has a long-term X25519 identity key whose public half is pinned in a roster
-(the PKI assumption of FHAUC). The sender derives the wrapping key from two
-Diffie-Hellman values: ephemeral-static (fresh per wrap) and static-static (authenticates
-the sender: only the holder of the pinned sender key can compute it). The associated data
+Each party has a long-term identity (:mod:`privfl.crypto.identity`) whose public half is
+pinned in a roster (the PKI assumption of FHAUC); wrapping uses its X25519 half. The sender
+derives the wrapping key from two Diffie-Hellman values: ephemeral-static (fresh per wrap)
+and static-static (authenticates the sender: only the holder of the pinned sender key can
+compute it). The associated data
 binds the sender, the recipient, the purpose and the ephemeral key, so a wrapped secret
 cannot be redirected to another recipient or replayed as another kind of secret. A relay
 (the aggregator) sees only ciphertext.
@@ -16,51 +17,15 @@ from dataclasses import dataclass
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from privfl.crypto.identity import IdentityKey, PublicIdentity
 from privfl.errors import MalformedMessageError, UnknownPartyError
 from privfl.messages import Reader, Writer
 
-__all__ = ["IdentityKey", "WrappedSecret", "public_key_bytes", "unwrap", "wrap"]
-
-
-class IdentityKey:
-    """A party's long-term X25519 key pair."""
-
-    def __init__(self, private: X25519PrivateKey | None = None) -> None:
-        self._private = private or X25519PrivateKey.generate()
-
-    @property
-    def public_bytes(self) -> bytes:
-        return public_key_bytes(self._private.public_key())
-
-    def private_bytes(self) -> bytes:
-        return self._private.private_bytes(
-            serialization.Encoding.Raw,
-            serialization.PrivateFormat.Raw,
-            serialization.NoEncryption(),
-        )
-
-    @classmethod
-    def from_private_bytes(cls, data: bytes) -> IdentityKey:
-        if len(data) != 32:
-            raise MalformedMessageError("an X25519 private key is 32 bytes")
-        return cls(X25519PrivateKey.from_private_bytes(data))
-
-    def exchange(self, peer_public: bytes) -> bytes:
-        return self._private.exchange(_load_public(peer_public))
-
-
-def public_key_bytes(key: X25519PublicKey) -> bytes:
-    return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-
-
-def _load_public(data: bytes) -> X25519PublicKey:
-    if len(data) != 32:
-        raise MalformedMessageError("an X25519 public key is 32 bytes")
-    return X25519PublicKey.from_public_bytes(data)
+__all__ = ["IdentityKey", "WrappedSecret", "unwrap", "wrap"]
 
 
 @dataclass(frozen=True)
@@ -82,7 +47,7 @@ class WrappedSecret:
     @classmethod
     def from_bytes(cls, data: bytes) -> WrappedSecret:
         r = Reader(data, "wrapped secret")
-        out = cls(r.str_(), r.str_(), r.str_(), r.bytes_(), r.bytes_(), r.bytes_())
+        out = cls(r.str_(), r.str_(), r.str_(), r.bytes_(32), r.bytes_(12), r.bytes_())
         r.end()
         if len(out.ephemeral_public) != 32 or len(out.nonce) != 12:
             raise MalformedMessageError("wrapped secret has bad key or nonce length")
@@ -110,10 +75,12 @@ def wrap(
 ) -> WrappedSecret:
     """Seal ``secret`` so that only ``recipient`` can open it, authenticated as ``sender``."""
     eph = X25519PrivateKey.generate()
-    eph_pub = public_key_bytes(eph.public_key())
-    peer = _load_public(recipient_public)
+    eph_pub = eph.public_key().public_bytes(
+        serialization.Encoding.Raw, serialization.PublicFormat.Raw
+    )
+    peer = PublicIdentity.from_bytes(recipient_public)
     aad = _aad(sender, recipient, purpose, eph_pub)
-    key = _derive(eph.exchange(peer), sender_key.exchange(recipient_public), aad)
+    key = _derive(eph.exchange(peer.agreement_key()), sender_key.exchange(peer), aad)
     nonce = secrets.token_bytes(12)
     return WrappedSecret(
         sender, recipient, purpose, eph_pub, nonce, AESGCM(key).encrypt(nonce, secret, aad)
@@ -144,8 +111,8 @@ def unwrap(
         raise UnknownPartyError(f"{expected_sender!r} is not in the roster")
     aad = _aad(wrapped.sender, wrapped.recipient, wrapped.purpose, wrapped.ephemeral_public)
     key = _derive(
-        recipient_key.exchange(wrapped.ephemeral_public),
-        recipient_key.exchange(roster[expected_sender]),
+        recipient_key.exchange_raw(wrapped.ephemeral_public),
+        recipient_key.exchange(PublicIdentity.from_bytes(roster[expected_sender])),
         aad,
     )
     try:

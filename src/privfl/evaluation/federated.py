@@ -1,19 +1,36 @@
-"""High-level entry points: run FHAUC in one process and return a result."""
+"""High-level entry point: run FHAUC in one process and return a typed result.
+
+``federated_auc`` builds the roles (a key holder, one :class:`~.fhauc.Party` per data
+holder, the aggregator), provisions them, and runs :func:`~.fhauc.schedule.run_session`,
+the same step sequence the Flower ServerApp runs, through an in-process transport that
+moves real message bytes and times every role.
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
 
 from privfl.crypto import keywrap
 from privfl.crypto.ckks import DEFAULT_PARAMETERS, CKKSParameters
-from privfl.errors import InputError
-from privfl.evaluation import fhauc, malicious
+from privfl.errors import InputError, ProtocolError
+from privfl.evaluation import fhauc
+from privfl.evaluation.fhauc import malicious
+from privfl.evaluation.fhauc.layout import DEFAULT_MEMORY_LIMIT, estimate_cost
+from privfl.evaluation.fhauc.policy import (
+    DEFAULT_HIDING_BITS,
+    DEFAULT_MAX_SAMPLES_PER_PARTY,
+    DEFAULT_MULTIPLIER_BITS,
+    REQUIRED_ACCURACY,
+    Policy,
+    Security,
+)
+from privfl.evaluation.fhauc.schedule import SessionRequest, party_step, run_session
 from privfl.evaluation.reference import PartyData, validate_parties
 from privfl.evaluation.statistics import DEFAULT_THRESHOLDS, ScoreRange, interior_thresholds
 from privfl.runner import InProcessRunner
@@ -21,15 +38,20 @@ from privfl.runner import InProcessRunner
 log = logging.getLogger(__name__)
 
 
-@dataclass
+@dataclass(frozen=True)
 class AUCResult:
     """Outcome of a federated AUC run.
 
-    ``timings``: ``party_encrypt`` (slowest party), ``aggregator`` (including parsing the
-    uploads), ``party_decrypt`` (slowest party), ``setup`` (key generation and wrapping).
-    ``bytes``: ``party_upload`` (largest single party upload), ``aggregator_reply`` (per
-    party), ``setup_public_context`` (what the aggregator receives at setup),
-    ``setup_key_bundle`` (per party).
+    ``timings`` (seconds): ``party_encrypt`` (slowest party's upload step), ``aggregator``
+    (all its steps, including parsing the uploads), ``party_decrypt`` (slowest party's
+    result step), ``setup`` (key generation and wrapping). ``bytes``: ``party_upload``
+    (largest single party upload), ``aggregator_reply`` (per party), ``setup_public_context``
+    (what the aggregator receives at setup), ``setup_key_bundle`` (per party).
+    Malicious variant: ``verified``, ``precision`` (bound on |AUC - binned AUC| of an honest
+    run), ``tolerance`` (largest accepted spread of the executions), ``guarantee_log2``
+    (log2 of the probability that a deviating aggregator gets an AUC off by more than
+    ``required_accuracy`` accepted), ``executions`` and the paper's permutation bound
+    ``cheat_probability_log2``.
     """
 
     auc: float
@@ -38,12 +60,15 @@ class AUCResult:
     security: str
     timings: dict[str, float]
     bytes: dict[str, int]
-    party_aucs: list[float] = field(default_factory=list, repr=False)
+    party_aucs: tuple[float, ...] = field(default=(), repr=False)
     verified: bool | None = None
     cheat_probability: float | None = None
     cheat_probability_log2: float | None = None
     splits: int | None = None
     precision: float | None = None
+    tolerance: float | None = None
+    guarantee_log2: float | None = None
+    executions: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -55,16 +80,59 @@ class AUCResult:
             "bytes": self.bytes,
         }
         if self.verified is not None:
-            out["verified"] = self.verified
-            out["cheat_probability"] = self.cheat_probability
-            out["cheat_probability_log2"] = self.cheat_probability_log2
-            out["splits"] = self.splits
-            out["precision"] = self.precision
+            out |= {
+                "verified": self.verified,
+                "cheat_probability": self.cheat_probability,
+                "cheat_probability_log2": self.cheat_probability_log2,
+                "splits": self.splits,
+                "executions": self.executions,
+                "precision": self.precision,
+                "tolerance": self.tolerance,
+                "guarantee_log2": self.guarantee_log2,
+            }
         return out
 
 
 def party_names(count: int) -> list[str]:
     return [f"party-{i}" for i in range(count)]
+
+
+class InProcessTransport:
+    """Delivers each step's messages to in-process :class:`fhauc.Party` objects through the
+    runner (real bytes, sizes recorded per channel, each party's step timed)."""
+
+    CHANNELS: ClassVar[dict[str, str]] = {
+        "join": "party_join",
+        "upload": "party_encrypt",
+        "result": "party_decrypt",
+    }
+    UPSTREAM: ClassVar[dict[str, str]] = {
+        "join": "party_join_message",
+        "upload": "party_upload",
+        "result": "party_done",
+    }
+    DOWNSTREAM: ClassVar[dict[str, str]] = {
+        "join": "config",
+        "upload": "start",
+        "result": "aggregator_reply",
+    }
+
+    def __init__(self, parties: Sequence[fhauc.Party], runner: InProcessRunner) -> None:
+        self.parties = {p.name: p for p in parties}
+        self.runner = runner
+        self.results: dict[str, fhauc.PartyResult] = {}
+
+    def exchange(self, step: str, messages: Mapping[str, bytes]) -> dict[str, bytes]:
+        out = {}
+        for name, data in messages.items():
+            received = self.runner.send(self.DOWNSTREAM[step], data)
+            answer, result = self.runner.run(
+                self.CHANNELS[step], party_step, self.parties[name], step, received
+            )
+            if result is not None:
+                self.results[name] = result
+            out[name] = self.runner.send(self.UPSTREAM[step], answer)
+        return out
 
 
 def federated_auc(
@@ -76,43 +144,59 @@ def federated_auc(
     splits: int = 4,
     aggregator: fhauc.Aggregator | None = None,
     max_samples_per_party: int | None = None,
-    hiding_bits: int = malicious.DEFAULT_HIDING_BITS,
-    multiplier_bits: float = malicious.DEFAULT_MULTIPLIER_BITS,
+    hiding_bits: int = DEFAULT_HIDING_BITS,
+    multiplier_bits: float = DEFAULT_MULTIPLIER_BITS,
+    executions: int = 2,
+    required_accuracy: float = REQUIRED_ACCURACY,
     params: CKKSParameters = DEFAULT_PARAMETERS,
+    memory_limit: int = DEFAULT_MEMORY_LIMIT,
+    force: bool = False,
 ) -> AUCResult:
     """Global ROC-AUC of ``parties`` (a list of ``(scores, labels)``) under FHAUC.
 
     ``security="semi-honest"`` (default) or ``"malicious"`` (masks, multipliers, ``splits``
-    additive splits, a secret permutation, two executions and verification by the parties;
-    raises :class:`privfl.errors.VerificationError` if the aggregator deviates).
+    additive splits, a secret permutation, ``executions`` independent executions and
+    verification by the parties; raises :class:`privfl.errors.VerificationError` if the
+    aggregator deviates).
 
-    ``max_samples_per_party`` is the public bound on any party's size: it sizes the CKKS
-    headroom (semi-honest, default 10^7) or the masks (malicious; default: the smallest power
-    of two that holds the largest party, which tells the aggregator that size within a
-    factor 2; pass your own bound to hide it).
+    ``max_samples_per_party`` is the public bound on any party's size, fixed in every party's
+    provisioning: it sizes the CKKS headroom (semi-honest, default 10^7) or the masks
+    (malicious; default: the smallest power of two that holds the largest party, which tells
+    the aggregator that size within a factor 2; pass your own bound to hide it).
+    A session whose ciphertexts would need more than ``memory_limit`` bytes at the
+    aggregator is refused up front unless ``force``.
 
     Every party is a separate :class:`fhauc.Party` object; the aggregator (default
     :class:`fhauc.Aggregator`, or the instance you pass) only ever sees message bytes.
     Raises :class:`privfl.errors.InputError` for bad input and
     :class:`privfl.errors.ProtocolError` if the run fails; never returns a partial result.
     """
-    if security not in ("semi-honest", "malicious"):
-        raise InputError(f"security must be 'semi-honest' or 'malicious' (got {security!r})")
+    mode = Security.parse(security)
     data = validate_parties(parties, score_range)
-    if security == "malicious" and len(data) < 2:
-        raise InputError("the malicious variant needs at least 2 parties (zero-sum masks)")
     interior = interior_thresholds(thresholds, score_range)
     n_points = interior.size + 2
+    n_splits = _check_int(splits, "splits") if mode is Security.MALICIOUS else 1
     if max_samples_per_party is None:
-        if security == "malicious":
+        if mode is Security.MALICIOUS:
             largest = max(s.size for s, _ in data)
             max_samples_per_party = 1 << max(0, (largest - 1).bit_length())
         else:
-            max_samples_per_party = fhauc.DEFAULT_MAX_SAMPLES_PER_PARTY
-    n_splits = splits if security == "malicious" else 1
+            max_samples_per_party = DEFAULT_MAX_SAMPLES_PER_PARTY
+    policy = Policy(
+        mode,
+        _check_int(max_samples_per_party, "max_samples_per_party"),
+        _check_int(hiding_bits, "hiding_bits"),
+        float(multiplier_bits),
+        _check_int(executions, "executions"),
+        n_points,
+        n_splits,
+        1,
+        float(required_accuracy),
+    )
+    cfg_executions = policy.executions if mode is Security.MALICIOUS else 1
+    estimate_cost(params, n_points, len(data), n_splits, cfg_executions).check(memory_limit, force)
     names = party_names(len(data))
     runner = InProcessRunner()
-
     identities = {n: keywrap.IdentityKey() for n in names}
     roster = {n: k.public_bytes for n, k in identities.items()}
     holder = fhauc.KeyHolder(names[0], identities[names[0]], roster)
@@ -122,51 +206,25 @@ def federated_auc(
     ]
     agg = aggregator if aggregator is not None else fhauc.Aggregator()
 
-    # --- setup: key holder provisions; the aggregator relays bundles it cannot open
-    public, bundles = runner.run("setup", holder.provision, n_points, params, n_splits)
+    # setup: the key holder provisions; the aggregator relays bundles it cannot open
+    public, bundles = runner.run("setup", holder.provision, policy, params)
     runner.run("aggregator_setup", agg.receive_setup, runner.send("setup_public_context", public))
     for role in roles:
         runner.run(
             "party_setup", role.receive_bundle, runner.send("setup_key_bundle", bundles[role.name])
         )
-
-    # --- session
-    config = runner.run(
-        "aggregator_config",
-        agg.start_session,
-        names,
-        interior,
-        score_range,
-        max_samples_per_party,
-        security,
-        n_splits,
-        hiding_bits,
-        multiplier_bits,
-    )
-    for role in roles:
-        role.receive_config(runner.send("config", config))
-    executions = 2 if security == "malicious" else 1
-    per_party = []
-    for role in roles:
-        ups = runner.run("party_encrypt", role.uploads)
-        runner.send("party_upload", b"".join(ups))  # one party's whole upload
-        per_party.append(ups)
-    replies = [
-        runner.run("aggregator", agg.handle_uploads, [u[e] for u in per_party], e)
-        for e in range(executions)
-    ]
-    aucs = []
-    for role in roles:
-        received = [runner.send("aggregator_reply_part", r) for r in replies]
-        runner.sizes["aggregator_reply"].append(sum(len(r) for r in received))
-        aucs.append(runner.run("party_decrypt", role.finish_all, received))
+    transport = InProcessTransport(roles, runner)
+    request = SessionRequest(tuple(names), interior, score_range, mode, n_splits)
+    run_session(agg, transport, request, runner.run)
+    results = [transport.results[n] for n in names]
+    aucs = tuple(r.auc for r in results)
     if max(aucs) - min(aucs) > 1e-9:  # all parties decrypt the same ciphertexts
-        raise RuntimeError("parties disagree on the decrypted AUC")
-    result = AUCResult(
+        raise ProtocolError("parties disagree on the decrypted AUC")
+    base = AUCResult(
         auc=float(np.mean(aucs)),
         num_parties=len(roles),
         thresholds=n_points,
-        security=security,
+        security=mode.value,
         timings={
             "party_encrypt": runner.max_seconds("party_encrypt"),
             "aggregator": runner.total_seconds("aggregator"),
@@ -181,11 +239,29 @@ def federated_auc(
         },
         party_aucs=aucs,
     )
-    if security == "malicious":
-        log2p = agg.config.sizes().cheat_probability_log2() if agg.config else float("nan")
-        result.verified = True
-        result.cheat_probability_log2 = log2p
-        result.cheat_probability = 2.0**log2p
-        result.splits = n_splits
-        result.precision = max(r.last_precision or 0.0 for r in roles)
-    return result
+    if mode is Security.SEMI_HONEST:
+        return base
+    sizes = malicious.Sizes.for_session(
+        len(roles), n_points, n_splits, policy.max_samples_per_party, policy.hiding_bits
+    )
+    log2p = sizes.cheat_probability_log2()
+    return replace(
+        base,
+        verified=all(r.verified for r in results),
+        cheat_probability=2.0**log2p,
+        cheat_probability_log2=log2p,
+        splits=n_splits,
+        precision=max(r.precision or 0.0 for r in results),
+        tolerance=max(r.tolerance or 0.0 for r in results),
+        guarantee_log2=max(r.guarantee_log2 or 0.0 for r in results),
+        executions=policy.executions,
+    )
+
+
+def _check_int(value: Any, name: str) -> int:
+    """An int (or an integral float); a bool, a string or a fraction is an InputError."""
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.number):
+        raise InputError(f"{name} must be an integer, got {value!r}")
+    if isinstance(value, float | np.floating) and not float(value).is_integer():
+        raise InputError(f"{name} must be an integer, got {value!r}")
+    return int(value)

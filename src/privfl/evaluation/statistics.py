@@ -43,29 +43,65 @@ def interior_thresholds(
     thresholds: int | npt.ArrayLike = DEFAULT_THRESHOLDS,
     score_range: ScoreRange = (0.0, 1.0),
 ) -> npt.NDArray[np.float64]:
-    """The N-2 interior thresholds, strictly decreasing.
+    """The N-2 interior thresholds, strictly decreasing, inside the score range.
 
-    ``thresholds`` is either N, the number of decision points (interior thresholds
-    ``t_n = hi - (hi - lo) · n / (N-1)`` for ``n = 1..N-2``), or an explicit strictly
-    decreasing array of interior thresholds (then N = len + 2).
+    ``thresholds`` is either N, the number of decision points (an int, or a float with an
+    integral value such as ``100.0``; interior thresholds ``t_n = hi - (hi - lo) · n / (N-1)``
+    for ``n = 1..N-2``), or an explicit strictly decreasing array of interior thresholds inside
+    ``[lo, hi]`` (then N = len + 2). Anything else (a string, a bool, a fractional N, a
+    threshold outside the range) is an :class:`InputError`: a loose argument must never turn
+    into a silent wrong answer. N is capped at :data:`MAX_POINTS`.
     """
     lo, hi = _check_range(score_range)
-    if isinstance(thresholds, bool):
-        raise InputError("thresholds must be an integer N >= 3 or an array of thresholds")
-    if isinstance(thresholds, int | np.integer):
-        n = int(thresholds)
-        if n < 3:
-            raise InputError(f"need at least 3 decision points, got thresholds={n}")
+    n = _point_count(thresholds)
+    if n is not None:
         k = np.arange(1, n - 1, dtype=np.float64)
         return hi - (hi - lo) * k / (n - 1)
-    arr = np.asarray(thresholds, dtype=np.float64).ravel()
+    try:
+        arr = np.asarray(thresholds, dtype=np.float64).ravel()
+    except (TypeError, ValueError):
+        raise InputError(_THRESHOLDS_HELP + f" (got {thresholds!r})") from None
     if arr.size < 1:
         raise InputError("an explicit threshold array needs at least 1 interior threshold")
+    if arr.size + 2 > MAX_POINTS:
+        raise InputError(f"at most {MAX_POINTS} decision points are supported (got {arr.size + 2})")
     if not np.all(np.isfinite(arr)):
         raise InputError("thresholds must be finite (the ±inf ends are implicit)")
     if arr.size > 1 and not np.all(np.diff(arr) < 0):
         raise InputError("thresholds must be strictly decreasing")
+    if arr.min() < lo or arr.max() > hi:
+        raise InputError(
+            f"thresholds must lie inside the score range [{lo:g}, {hi:g}] (found "
+            f"{arr.min():.6g}..{arr.max():.6g}); pass score_range=(low, high) to match them"
+        )
     return arr
+
+
+MAX_POINTS = 1 << 22
+_THRESHOLDS_HELP = (
+    "thresholds must be an integer N >= 3 (the number of decision points) or a strictly "
+    "decreasing array of interior thresholds"
+)
+
+
+def _point_count(thresholds: Any) -> int | None:
+    """N when ``thresholds`` is a count (int or integral float), None for an array; raises
+    for strings, bools and fractional or out-of-range counts."""
+    if isinstance(thresholds, bool | np.bool_ | str | bytes):
+        raise InputError(_THRESHOLDS_HELP + f" (got {thresholds!r})")
+    if isinstance(thresholds, int | np.integer):
+        n = int(thresholds)
+    elif isinstance(thresholds, float | np.floating):
+        if not (np.isfinite(thresholds) and float(thresholds).is_integer()):
+            raise InputError(_THRESHOLDS_HELP + f" (got {thresholds!r})")
+        n = int(thresholds)
+    else:
+        return None
+    if n < 3:
+        raise InputError(f"need at least 3 decision points, got thresholds={n}")
+    if n > MAX_POINTS:
+        raise InputError(f"at most {MAX_POINTS} decision points are supported (got {n})")
+    return n
 
 
 def _check_range(score_range: Sequence[float]) -> ScoreRange:

@@ -1,13 +1,17 @@
 """Provisioning FHAUC nodes from files, the way FL operators provision them.
 
-``provision(parties, out_dir)`` runs the key holder's setup once and writes::
+``provision(parties, out_dir, policy)`` runs the key holder's setup once and writes::
 
-    out_dir/roster.json               # party -> X25519 public key (hex), and the key holder
-    out_dir/aggregator/public_setup.bin   # roster + public CKKS context (no secret key)
+    out_dir/roster.json               # party -> public identity (X25519 || Ed25519, hex)
+    out_dir/aggregator/public_setup.bin   # roster + public CKKS context + policy (no secret)
     out_dir/aggregator/roster.json
-    out_dir/<party>/identity.key      # the party's X25519 private key (mode 0600)
-    out_dir/<party>/bundle.bin        # secret context + seed, wrapped for this party only
+    out_dir/<party>/identity.key      # the party's private identity keys (mode 0600)
+    out_dir/<party>/bundle.bin        # secret context + seed + policy, wrapped for it alone
     out_dir/<party>/roster.json
+
+The policy (:class:`~privfl.evaluation.fhauc.policy.Policy`: security mode, size bound,
+executions, limits) is fixed here for every session these keys will run; the aggregator
+cannot change it.
 
 In a real deployment each party would create its own identity key and send only the public
 half; ``--roster`` support for that is in :func:`provision` via ``identities``.
@@ -23,8 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from privfl.crypto import keywrap
-from privfl.errors import InputError
+from privfl.crypto.identity import PUBLIC_BYTES
+from privfl.errors import InputError, MalformedMessageError
 from privfl.evaluation import fhauc
+from privfl.evaluation.fhauc.policy import Policy
 
 ROSTER_FILE = "roster.json"
 
@@ -72,10 +78,9 @@ def _write(path: Path, data: bytes, private: bool = False) -> None:
 def provision(
     parties: Sequence[str],
     out_dir: str | Path,
+    policy: Policy | None = None,
     *,
     key_holder: str | None = None,
-    max_points: int | None = None,
-    max_splits: int = 1,
     overwrite: bool = False,
 ) -> Path:
     """Create identity keys, run the key holder's setup and write every node's directory."""
@@ -84,12 +89,14 @@ def provision(
     if holder not in names:
         raise InputError(f"key holder {holder!r} is not one of the parties")
     out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{out} exists and is not a directory; choose another --out")
     if out.exists() and any(out.iterdir()) and not overwrite:
         raise InputError(f"{out} is not empty; pass --force to overwrite")
     identities = {n: keywrap.IdentityKey() for n in names}
     roster = {n: k.public_bytes for n, k in identities.items()}
     public, bundles = fhauc.KeyHolder(holder, identities[holder], roster).provision(
-        max_points, max_splits=max_splits
+        policy or Policy()
     )
     roster_json = json.dumps(
         {"key_holder": holder, "parties": {n: k.hex() for n, k in roster.items()}}, indent=2
@@ -110,9 +117,16 @@ def _read_roster(directory: Path) -> tuple[dict[str, bytes], str]:
         raise InputError(f"{path} not found: is this a directory written by `privfl keys init`?")
     try:
         raw = json.loads(path.read_text())
-        return {n: bytes.fromhex(k) for n, k in raw["parties"].items()}, str(raw["key_holder"])
-    except (ValueError, KeyError, TypeError) as exc:
+        roster = {str(n): bytes.fromhex(k) for n, k in raw["parties"].items()}
+        holder = str(raw["key_holder"])
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise InputError(f"{path} is not a valid roster") from exc
+    if any(len(k) != PUBLIC_BYTES for k in roster.values()):
+        raise InputError(
+            f"{path} pins keys of another privfl version (public identities are "
+            f"{PUBLIC_BYTES} bytes); re-provision with `privfl keys init`"
+        )
+    return roster, holder
 
 
 def load_party_keys(directory: str | Path, name: str | None = None) -> PartyKeys:
@@ -125,7 +139,10 @@ def load_party_keys(directory: str | Path, name: str | None = None) -> PartyKeys
     for f in ("identity.key", "bundle.bin"):
         if not (d / f).is_file():
             raise InputError(f"{d / f} not found")
-    identity = keywrap.IdentityKey.from_private_bytes((d / "identity.key").read_bytes())
+    try:
+        identity = keywrap.IdentityKey.from_private_bytes((d / "identity.key").read_bytes())
+    except MalformedMessageError as exc:
+        raise InputError(f"{d / 'identity.key'}: {exc}") from None
     if identity.public_bytes != roster[party]:
         raise InputError(f"{d / 'identity.key'} does not match {party!r}'s key in the roster")
     return PartyKeys(party, identity, roster, holder, (d / "bundle.bin").read_bytes())

@@ -1,70 +1,88 @@
-"""Flower ClientApp running an FHAUC party.
+"""Flower ClientApp running an FHAUC party through :func:`privfl.evaluation.fhauc.schedule.
+party_step`, the same step handler the in-process runner uses.
 
-Node configuration (``flower-supernode --node-config '...'``):
+Node configuration (``flower-supernode --node-config '...'``); node-local settings come only
+from here, never from the server's run configuration:
 
 ``keys-dir``       the party's folder written by ``privfl keys init`` (its name is the party)
 ``data-file``      CSV or Parquet with the party's scores and labels
 ``score-column``, ``label-column``   column names (default ``score`` and ``label``)
 ``output-dir``     where the result JSON is written (default: the current directory)
 
-In simulation (no ``keys-dir``), virtual node ``partition-id = k`` plays party
-``party-k`` with keys from ``<sim-keys-root>/party-k`` and the k-th of
-``num-partitions`` random partitions of ``sim-data-file`` (run configuration).
+Simulation only (a virtual node has no ``keys-dir``, only ``partition-id`` and
+``num-partitions``): virtual node ``k`` plays ``party-k`` with keys from
+``<sim-keys-root>/party-k`` and the k-th of ``num-partitions`` random partitions of
+``sim-data-file``, these and the column names and ``output-dir`` taken from the run
+configuration (in a simulation one operator runs every node).
 
 Every handler rebuilds the party from its key folder and data (a ClientApp may be a fresh
-process per message), so nothing secret is kept in Flower's state. The AUC is written to
-``output-dir/fhauc-<session>-<party>.json`` and logged on the node; it is never sent back.
+process per message); its progress through the session (which step it did last, its nonce)
+is kept in the node-local ``context.state``, so steps out of order are refused. The AUC is
+written to ``output-dir/fhauc-<session>-<party>.json`` and logged on the node; it is never
+sent back.
 """
 
 from __future__ import annotations
 
 import json
-from logging import ERROR, WARNING
+from logging import ERROR, INFO
 from pathlib import Path
-from typing import Any
 
-import numpy as np
-from flwr.app import Context, Message
+from flwr.app import ConfigRecord, Context, Message
 from flwr.clientapp import ClientApp
 from flwr.common.logger import log
 
+from privfl._typing import FloatArray, Int8Array
 from privfl.datasets import deal, read_table
+from privfl.errors import InputError
 from privfl.evaluation import fhauc
 from privfl.federation.flower.payload import pack, unpack
 from privfl.federation.provisioning import load_party_keys
 
 app = ClientApp()
+STATE = "privfl-fhauc"
 
 
-def _setting(context: Context, key: str, default: Any = None) -> Any:
+def _setting(context: Context, key: str, default: str) -> str:
+    """A node-local setting: node config only (plus the run config for virtual nodes)."""
     if key in context.node_config:
-        return context.node_config[key]
-    return context.run_config.get(key, default)
+        return str(context.node_config[key])
+    if "keys-dir" not in context.node_config and "partition-id" in context.node_config:
+        return str(context.run_config.get(key, default))
+    return default
 
 
-def _party_files(context: Context) -> tuple[Path, tuple[np.ndarray, np.ndarray]]:
+def _party_files(context: Context) -> tuple[Path, tuple[FloatArray, Int8Array]]:
     """(key folder, (scores, labels)) for this node."""
-    score_col = str(_setting(context, "score-column", "score"))
-    label_col = str(_setting(context, "label-column", "label"))
+    score_col = _setting(context, "score-column", "score")
+    label_col = _setting(context, "label-column", "label")
     if "keys-dir" in context.node_config:
         keys_dir = Path(str(context.node_config["keys-dir"]))
+        if "data-file" not in context.node_config:
+            raise InputError("node config has keys-dir but no data-file")
         df = read_table(str(context.node_config["data-file"]))
+        for col in (score_col, label_col):
+            if col not in df.columns:
+                raise InputError(f"the data file has no column {col!r}")
         return keys_dir, (df[score_col].to_numpy(), df[label_col].to_numpy())
+    if "partition-id" not in context.node_config:
+        raise InputError("node config needs keys-dir and data-file (or a simulation partition)")
     pid = int(context.node_config["partition-id"])
     parts = int(context.node_config["num-partitions"])
-    keys_dir = Path(str(context.run_config["sim-keys-root"])) / f"party-{pid}"
-    df = read_table(str(context.run_config["sim-data-file"]))
+    keys_dir = Path(_setting(context, "sim-keys-root", "keys")) / f"party-{pid}"
+    df = read_table(_setting(context, "sim-data-file", "scores.csv"))
     split = deal(df[score_col].to_numpy(), df[label_col].to_numpy(), parts, seed=0)
     return keys_dir, split[pid]
 
 
-def _party(context: Context, config: bytes | None) -> fhauc.Party:
+def _party(context: Context) -> fhauc.Party:
     keys_dir, (scores, labels) = _party_files(context)
     keys = load_party_keys(keys_dir)
     party = fhauc.Party(keys.name, keys.identity, keys.roster, keys.key_holder, scores, labels)
     party.receive_bundle(keys.bundle)
-    if config is not None:
-        party.receive_config(config)
+    record = context.state.get(STATE)
+    state = record.get("state") if isinstance(record, ConfigRecord) else None
+    party.restore(state if isinstance(state, bytes) else None)
     return party
 
 
@@ -73,56 +91,58 @@ def _fail(message: Message, exc: Exception) -> Message:
     return Message(pack(status="error", reason=f"{type(exc).__name__}: {exc}"), reply_to=message)
 
 
+def _write_result(context: Context, result: fhauc.PartyResult) -> Path:
+    out_dir = Path(_setting(context, "output-dir", "."))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"fhauc-{result.session[:12]}-{result.party}.json"
+    path.write_text(json.dumps(result.to_dict(), indent=2))
+    return path
+
+
+def _step(step: str, message: Message, context: Context) -> Message:
+    try:
+        blobs, _ = unpack(message.content, "the ServerApp")
+        if len(blobs) != 1:
+            raise InputError(f"step {step} carries {len(blobs)} messages, expected 1")
+        party = _party(context)
+        try:
+            answer, result = fhauc.party_step(party, step, blobs[0])
+        finally:  # a failed step still moves the state (e.g. a result is accepted once)
+            if party.state is not None:
+                context.state[STATE] = ConfigRecord({"state": party.state.to_bytes()})
+        if result is not None:
+            path = _write_result(context, result)
+            log(INFO, "privfl FHAUC result for %s: AUC = %.8f (written to %s)",
+                result.party, result.auc, path)  # fmt: skip
+    except Exception as exc:  # reported to the ServerApp, which names this node
+        return _fail(message, exc)
+    return Message(pack([answer], status="ok", party=party.name), reply_to=message)
+
+
 @app.query("fhauc_hello")
 def hello(message: Message, context: Context) -> Message:
-    """Say which party this node is."""
+    """Say which party this node is (checked cryptographically at the join)."""
     try:
         keys_dir, _ = _party_files(context)
         name = load_party_keys(keys_dir).name
-    except Exception as exc:  # reported to the ServerApp, which names this node
+    except Exception as exc:
         return _fail(message, exc)
     return Message(pack(status="ok", party=name), reply_to=message)
 
 
+@app.query("fhauc_join")
+def join(message: Message, context: Context) -> Message:
+    """Check the session config against the provisioned policy; answer with a signed join."""
+    return _step("join", message, context)
+
+
 @app.query("fhauc_upload")
 def upload(message: Message, context: Context) -> Message:
-    """Check the session configuration and return this party's encrypted statistics."""
-    try:
-        blobs, _ = unpack(message.content, "the ServerApp")
-        party = _party(context, blobs[0])
-        uploads = party.uploads()
-    except Exception as exc:
-        return _fail(message, exc)
-    return Message(pack(uploads, status="ok", party=party.name), reply_to=message)
+    """Check every party's join; return this party's signed encrypted statistics."""
+    return _step("upload", message, context)
 
 
 @app.query("fhauc_result")
 def result(message: Message, context: Context) -> Message:
     """Decrypt (and, against a malicious aggregator, verify) the result; write it locally."""
-    try:
-        blobs, _ = unpack(message.content, "the ServerApp")
-        config, replies = blobs[0], blobs[1:]
-        party = _party(context, config)
-        party.restore_session()
-        auc = party.finish_all(replies)
-        assert party.config is not None
-        out_dir = Path(str(_setting(context, "output-dir", ".")))
-        out_dir.mkdir(parents=True, exist_ok=True)
-        session = party.config.session.hex()[:12]
-        record = {
-            "party": party.name,
-            "auc": auc,
-            "session": party.config.session.hex(),
-            "security": party.config.security,
-            "thresholds": party.config.num_points,
-            "parties": list(party.config.parties),
-            "verified": party.config.security == "malicious",
-        }
-        path = out_dir / f"fhauc-{session}-{party.name}.json"
-        path.write_text(json.dumps(record, indent=2))
-        log(
-            WARNING, "privfl FHAUC result for %s: AUC = %.8f (written to %s)", party.name, auc, path
-        )
-    except Exception as exc:
-        return _fail(message, exc)
-    return Message(pack(status="ok", party=party.name), reply_to=message)
+    return _step("result", message, context)

@@ -1,28 +1,32 @@
-"""Flower ServerApp running the FHAUC aggregator.
+"""Flower ServerApp running the FHAUC aggregator through :func:`privfl.evaluation.fhauc.
+schedule.run_session`, the same step sequence ``privfl.federated_auc`` runs in process.
 
 Run configuration (``[tool.flwr.app.config]`` of the app, overridable with ``flwr run -c``):
 
 ``aggregator-keys``   directory written by ``privfl keys init`` (``.../aggregator``); only
-                      its public material is read
+                      its public material is read (the roster, the public CKKS context and
+                      the provisioned policy: size bound, executions, limits)
 ``thresholds``        N (default 100)
-``security``          ``"semi-honest"`` or ``"malicious"``; ``splits`` (S, default 4)
+``security``          ``"semi-honest"`` or ``"malicious"`` (default: the provisioned mode;
+                      the parties refuse a weaker one); ``splits`` (S, default 4)
 ``score-low``/``score-high``  declared score range (default 0 and 1)
-``max-samples-per-party``      public bound (default 10000000)
 ``parties``           comma-separated party names expected (default: every party in the roster)
 ``timeout``           seconds to wait for each round's replies (default 120)
 ``step-pause``        seconds to sleep between rounds (0; for failure-injection tests)
 
-Rounds: ``fhauc_hello`` (which node is which party), ``fhauc_upload`` (session configuration
-out, encrypted statistics back), ``fhauc_result`` (the encrypted results out; the parties
-decrypt, verify and write the AUC on their side). The ServerApp never sees, and never logs,
-any AUC. If a party does not answer in time or answers with a malformed message, the run
-stops with an error naming the party before any result is sent, so no AUC exists anywhere.
+Rounds: ``fhauc_hello`` (which node claims which party), then one round per protocol step:
+``fhauc_join`` (config out, signed joins back), ``fhauc_upload`` (all joins out, signed
+uploads back), ``fhauc_result`` (the encrypted results out; the parties decrypt, verify and
+write the AUC on their side, and answer with a signed status). The ServerApp never sees, and
+never logs, any AUC. A node that claims a party it cannot sign for is refused at the join; a
+party that does not answer in time, or answers with an error or a malformed message, stops
+the run with an error naming it before any result is sent.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from logging import ERROR, INFO
 from typing import Any
 
@@ -30,8 +34,9 @@ from flwr.app import ConfigRecord, Context, Message
 from flwr.common.logger import log
 from flwr.serverapp import Grid, ServerApp
 
-from privfl.errors import PrivflError, ProtocolError
+from privfl.errors import MalformedMessageError, PrivflError, ProtocolError
 from privfl.evaluation import fhauc
+from privfl.evaluation.fhauc.policy import Security
 from privfl.federation.flower.payload import pack, unpack
 from privfl.federation.provisioning import load_aggregator_keys
 
@@ -47,13 +52,9 @@ def _cfg(context: Context, key: str, default: Any) -> Any:
 
 
 def _round(
-    grid: Grid,
-    name: str,
-    targets: dict[int, str],
-    contents: dict[int, Any],
-    timeout: float,
+    grid: Grid, name: str, targets: Mapping[int, str], contents: Mapping[int, Any], timeout: float
 ) -> dict[int, tuple[list[bytes], dict[str, Any]]]:
-    """One protocol round: send each node its content, collect and check every reply."""
+    """One round: send each node its content, collect and check every reply."""
     messages = [
         Message(content=contents[node], dst_node_id=node, message_type=f"query.{name}")
         for node in targets
@@ -80,6 +81,28 @@ def _round(
     return got
 
 
+class FlowerTransport:
+    """Delivers each protocol step to the parties' SuperNodes over ``grid``."""
+
+    def __init__(self, grid: Grid, node_of: Mapping[str, int], timeout: float, pause: float):
+        self.grid, self.node_of, self.timeout, self.pause = grid, dict(node_of), timeout, pause
+        self.bytes_up: dict[str, int] = {}
+
+    def exchange(self, step: str, messages: Mapping[str, bytes]) -> dict[str, bytes]:
+        targets = {self.node_of[p]: p for p in messages}
+        contents = {self.node_of[p]: pack([m]) for p, m in messages.items()}
+        got = _round(self.grid, f"fhauc_{step}", targets, contents, self.timeout)
+        out = {}
+        for node, (blobs, _) in got.items():
+            if len(blobs) != 1:
+                raise PartyFailure(f"{targets[node]} answered step {step} with {len(blobs)} blobs")
+            out[targets[node]] = blobs[0]
+            self.bytes_up[step] = max(self.bytes_up.get(step, 0), len(blobs[0]))
+        log(INFO, "fhauc: %s round complete", step)
+        time.sleep(self.pause)
+        return out
+
+
 def _wait_for_nodes(grid: Grid, count: int, timeout: float) -> list[int]:
     deadline = time.monotonic() + timeout
     while True:
@@ -87,6 +110,20 @@ def _wait_for_nodes(grid: Grid, count: int, timeout: float) -> list[int]:
         if len(nodes) >= count or time.monotonic() > deadline:
             return nodes
         time.sleep(0.5)
+
+
+def _claims(hello: Mapping[int, tuple[list[bytes], dict[str, Any]]]) -> dict[str, int]:
+    """party -> node from the hello replies; a node without a claim or two nodes claiming
+    the same party stop the run (the claim is checked cryptographically at the join)."""
+    node_of: dict[str, int] = {}
+    for node, (_, meta) in hello.items():
+        party = meta.get("party")
+        if not isinstance(party, str) or not party:
+            raise PartyFailure(f"node {node} answered the hello without naming its party")
+        if party in node_of:
+            raise PartyFailure(f"nodes {node_of[party]} and {node} both claim to be {party!r}")
+        node_of[party] = node
+    return node_of
 
 
 @app.main()
@@ -105,7 +142,8 @@ def _run(grid: Grid, context: Context) -> None:
     expected = [p.strip() for p in wanted.split(",") if p.strip()] or sorted(keys.roster)
     timeout = float(_cfg(context, "timeout", 120.0))
     pause = float(_cfg(context, "step-pause", 0.0))
-    security = str(_cfg(context, "security", "semi-honest"))
+    mode = str(_cfg(context, "security", "")).strip()
+    security = Security.parse(mode) if mode else None
 
     agg = fhauc.Aggregator()
     agg.receive_setup(keys.public_setup)
@@ -113,62 +151,41 @@ def _run(grid: Grid, context: Context) -> None:
     nodes = _wait_for_nodes(grid, len(expected), timeout)
     log(INFO, "fhauc: %d SuperNodes connected, expecting %d parties", len(nodes), len(expected))
     hello = _round(
-        grid,
-        "fhauc_hello",
-        {n: f"node {n}" for n in nodes},
-        {n: pack(step="hello") for n in nodes},
-        timeout,
-    )
-    party_of = {node: str(meta["party"]) for node, (_, meta) in hello.items()}
-    node_of = {p: n for n, p in party_of.items() if p in expected}
-    absent = [p for p in expected if p not in node_of]
+        grid, "fhauc_hello", {n: f"node {n}" for n in nodes},
+        {n: pack(step="hello") for n in nodes}, timeout,
+    )  # fmt: skip
+    claims = _claims(hello)
+    absent = [p for p in expected if p not in claims]
     if absent:
-        raise PartyFailure(f"parties {absent} are not connected (connected: {sorted(node_of)})")
-    targets = {node_of[p]: p for p in expected}
+        raise PartyFailure(f"parties {absent} are not connected (connected: {sorted(claims)})")
     log(INFO, "fhauc: hello round complete: %s", ", ".join(expected))
     time.sleep(pause)
 
     started = time.perf_counter()
-    config = agg.start_session(
-        expected,
+    transport = FlowerTransport(grid, {p: claims[p] for p in expected}, timeout, pause)
+    request = fhauc.SessionRequest(
+        tuple(expected),
         int(_cfg(context, "thresholds", 100)),
         (float(_cfg(context, "score-low", 0.0)), float(_cfg(context, "score-high", 1.0))),
-        int(_cfg(context, "max-samples-per-party", fhauc.DEFAULT_MAX_SAMPLES_PER_PARTY)),
         security,
-        int(_cfg(context, "splits", 4)) if security == "malicious" else 1,
+        int(_cfg(context, "splits", 4)),
     )
-    uploads = _round(grid, "fhauc_upload", targets, {n: pack([config]) for n in targets}, timeout)
-    log(INFO, "fhauc: upload round complete")
-    time.sleep(pause)
-
-    assert agg.config is not None
-    agg_seconds = 0.0
-    replies = []
-    for e in range(agg.config.executions):
-        t0 = time.perf_counter()
-        try:
-            batch = [uploads[node_of[p]][0][e] for p in expected]
-        except IndexError:
-            raise PartyFailure("a party sent fewer uploads than the session needs") from None
-        try:
-            replies.append(agg.handle_uploads(batch, e))
-        except ProtocolError as exc:
-            raise PartyFailure(f"invalid upload: {exc}") from exc
-        agg_seconds += time.perf_counter() - t0
-    _round(grid, "fhauc_result", targets, {n: pack([config, *replies]) for n in targets}, timeout)
-    upload_bytes = max(sum(len(b) for b in blobs) for blobs, _ in uploads.values())
+    try:
+        report = fhauc.run_session(agg, transport, request)
+    except MalformedMessageError as exc:
+        raise PartyFailure(f"invalid message from a party: {exc}") from exc
     log(INFO,
-        "fhauc: done: %d parties, N=%d, %s; aggregator %.3f s, largest upload %d bytes, "
-        "reply %d bytes per party, wall %.1f s (the AUC is on the SuperNodes)",
-        len(expected), agg.config.num_points, security, agg_seconds, upload_bytes,
-        sum(len(r) for r in replies), time.perf_counter() - started,
+        "fhauc: done: %d parties, N=%d, %s, %d execution(s); largest upload %d bytes, "
+        "wall %.1f s (the AUC is on the SuperNodes)",
+        len(expected), report.num_points, report.security, report.executions,
+        transport.bytes_up.get("upload", 0), time.perf_counter() - started,
     )  # fmt: skip
     context.state["privfl"] = ConfigRecord(
         {
             "status": "ok",
+            "session": report.session,
             "parties": len(expected),
-            "aggregator_seconds": agg_seconds,
-            "party_upload_bytes": upload_bytes,
-            "reply_bytes": sum(len(r) for r in replies),
+            "completed": len(report.completed),
+            "party_upload_bytes": transport.bytes_up.get("upload", 0),
         }
     )

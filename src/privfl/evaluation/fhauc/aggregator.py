@@ -1,0 +1,226 @@
+"""The FHAUC aggregator: holds only the public CKKS context, the roster and the policy.
+
+Steps (each takes what it receives and returns what it sends):
+``start_session(...) -> SessionConfig`` · ``collect_joins(joins) -> Start`` ·
+``handle_uploads(uploads) -> Result`` · ``collect_done(dones)``.
+
+It learns the ciphertext sizes and which parties took part, nothing in plaintext: it can
+encrypt with the public key, add, multiply and rotate, but not decrypt. It rejects anything a
+non-member produced (every party message is signed with a roster key) and uploads that are
+not bound to this session's transcript. Subclass it and override :meth:`aggregate` to test
+robustness (see :mod:`privfl.evaluation.fhauc.tamper`).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping, Sequence
+
+import numpy.typing as npt
+
+from privfl.crypto.ckks import CKKSContext, add_all
+from privfl.errors import InputError, MalformedMessageError, ProtocolError, UnknownPartyError
+from privfl.evaluation.fhauc.layout import Layout
+from privfl.evaluation.fhauc.messages import (
+    AGGREGATOR,
+    Done,
+    PartyUpload,
+    PublicSetup,
+    Reply,
+    Result,
+    SessionConfig,
+    Start,
+    Upload,
+)
+from privfl.evaluation.fhauc.policy import Policy, Security
+from privfl.evaluation.fhauc.session import check_joins, transcript_hash
+from privfl.evaluation.fhauc.variant import variant_for
+from privfl.evaluation.statistics import DEFAULT_THRESHOLDS, ScoreRange, interior_thresholds
+from privfl.messages import new_session_id
+
+
+def random_multiplier(low_bits: float, high_bits: float) -> int:
+    """Integer c, log-uniform in ``[2^low_bits, 2^high_bits)``, from the OS CSPRNG. It is
+    applied at scale 1, so it costs no modulus level."""
+    u = secrets.randbits(53) / float(1 << 53)
+    return max(1, int(2 ** (low_bits + u * (high_bits - low_bits))))
+
+
+class Aggregator:
+    """The untrusted aggregator (see the module docstring).
+
+    Attributes a subclass may read in :meth:`aggregate`: ``context`` (public
+    :class:`CKKSContext`), ``config`` (:class:`SessionConfig`), ``layout`` (:class:`Layout`),
+    ``execution`` (the execution being aggregated) and ``multiplier_range``."""
+
+    name = AGGREGATOR
+
+    def __init__(self) -> None:
+        self.context: CKKSContext | None = None
+        self.roster: dict[str, bytes] = {}
+        self.policy: Policy | None = None
+        self.config: SessionConfig | None = None
+        self.layout: Layout | None = None
+        self.multiplier_range = (0.0, 0.0)
+        self.execution = 0
+        self.transcript: bytes | None = None
+
+    # ------------------------------------------------------------------ setup
+    def receive_setup(self, data: bytes) -> None:
+        """Load the public context, roster and policy the key holder provisioned."""
+        setup = PublicSetup.from_bytes(data)
+        context = CKKSContext.deserialize(setup.public_context)
+        if context.is_private:
+            raise ProtocolError("the aggregator must never receive a secret key")
+        self.context, self.roster, self.policy = context, dict(setup.roster), setup.policy
+
+    # ------------------------------------------------------------------ steps
+    def start_session(
+        self,
+        parties: Sequence[str],
+        thresholds: int | npt.ArrayLike = DEFAULT_THRESHOLDS,
+        score_range: ScoreRange = (0.0, 1.0),
+        security: str | Security | None = None,
+        splits: int = 4,
+    ) -> bytes:
+        """Announce a new session (fresh random id) to the parties; returns the config.
+
+        ``security`` defaults to the provisioned policy's mode; ``splits`` is used by the
+        malicious variant only."""
+        ctx, policy = self._ctx(), self._policy()
+        unknown = [p for p in parties if p not in self.roster]
+        if unknown:
+            raise UnknownPartyError(f"parties not in the provisioned roster: {unknown}")
+        mode = Security.parse(security) if security is not None else policy.security
+        cfg = SessionConfig(
+            new_session_id(),
+            tuple(parties),
+            interior_thresholds(thresholds, score_range),
+            (float(score_range[0]), float(score_range[1])),
+            mode,
+            int(splits) if mode is Security.MALICIOUS else 1,
+            self.name,
+        )
+        cfg.validate()
+        try:
+            cfg.check_policy(policy)
+        except ProtocolError as exc:
+            raise InputError(f"the parties would refuse this session: {exc}") from None
+        layout = Layout.for_terms(cfg.terms(), ctx.params.slots)
+        missing = set(layout.rotation_steps) - set(ctx.rotation_steps)
+        if missing:
+            raise InputError(
+                f"the provisioned keys do not support N={cfg.num_points} decision points "
+                f"with {cfg.splits} split(s) (missing rotations {sorted(missing)}); "
+                "re-provision with a larger --max-thresholds / --max-splits, or without them"
+            )
+        variant = variant_for(mode)
+        self.multiplier_range = variant.multiplier_range(ctx.params, cfg, policy)
+        self.config, self.layout, self.execution, self.transcript = cfg, layout, 0, None
+        return cfg.to_bytes()
+
+    def collect_joins(self, joins: Mapping[str, bytes]) -> bytes:
+        """Check every party's signed join (a non-member or a join to another config is
+        refused) and relay them all to every party."""
+        cfg = self._config()
+        checked = check_joins(cfg, list(joins.values()), self.roster)
+        self.transcript = transcript_hash(cfg, self._policy(), checked)
+        return Start(cfg.session, cfg.to_bytes(), tuple(joins[p] for p in cfg.parties)).to_bytes()
+
+    def handle_uploads(self, uploads: Mapping[str, bytes]) -> bytes:
+        """Verify each party's signed upload (sender, session, transcript, shape, scale),
+        aggregate every execution and return the result for the parties."""
+        cfg, ctx, layout, policy = self._config(), self._ctx(), self._layout(), self._policy()
+        if self.transcript is None:
+            raise ProtocolError("uploads arrived before the joins were collected")
+        variant = variant_for(cfg.security)
+        executions = variant.executions(policy)
+        scale = variant.upload_scale_bits(ctx.params, cfg, policy)
+        by_party: dict[str, list[Upload]] = {}
+        for claimed, data in uploads.items():
+            message = PartyUpload.from_bytes(data, cfg.session, self.roster)
+            if message.sender != claimed or message.sender not in cfg.parties:
+                raise UnknownPartyError(
+                    f"an upload signed by {message.sender!r} arrived as {claimed!r}'s"
+                )
+            if message.transcript != self.transcript:
+                raise ProtocolError(f"the upload of {message.sender} belongs to another session")
+            if len(message.executions) != executions:
+                raise MalformedMessageError(
+                    f"upload from {message.sender} has {len(message.executions)} executions, "
+                    f"expected {executions}"
+                )
+            by_party[message.sender] = message.open(
+                ctx, layout.chunks, layout.denominator_ciphertexts, scale
+            )
+        missing = [p for p in cfg.parties if p not in by_party]
+        if missing:
+            raise ProtocolError(f"no upload from {missing}")
+        replies = []
+        for e in range(executions):
+            self.execution = e
+            replies.append(self.aggregate([by_party[p][e] for p in cfg.parties]))
+        return Result(cfg.session, tuple(replies), self.name).to_bytes()
+
+    def collect_done(self, dones: Mapping[str, bytes]) -> list[str]:
+        """Check each party's signed status; returns the parties that reported success."""
+        cfg = self._config()
+        ok = []
+        for claimed, data in dones.items():
+            done = Done.from_bytes(data, cfg.session, self.roster)
+            if done.sender != claimed:
+                raise UnknownPartyError(
+                    f"a status signed by {done.sender!r} arrived as {claimed!r}'s"
+                )
+            if done.status == "ok":
+                ok.append(done.sender)
+        return ok
+
+    def aggregate(self, uploads: list[Upload]) -> Reply:
+        """Sum the parties' vectors, compute E(c·num) and E(c·TP·FP). Learns nothing.
+
+        ``uploads`` holds one :class:`Upload` per party, in the config's party order, for
+        execution :attr:`execution`."""
+        cfg, layout = self._config(), self._layout()
+        t = [add_all([u.t[k] for u in uploads]) for k in range(layout.chunks)]
+        f = [add_all([u.f[k] for u in uploads]) for k in range(layout.chunks)]
+        products = [t[k] * f[k] for k in range(layout.chunks)]
+        num = (add_all(products) if len(products) > 1 else products[0]).window_sum(layout.window)
+        if layout.folded:
+            den = t[0] * f[0].rotate(layout.window // 2)
+        else:
+            d = add_all([u.d[0] for u in uploads])
+            den = d * d.rotate(layout.slots // 2)
+        c = random_multiplier(*self.multiplier_range)
+        return Reply(cfg.session, num * c, den * c, self.execution, self.name)
+
+    # ------------------------------------------------------------------ state
+    @property
+    def session_config(self) -> SessionConfig:
+        """The current session's config (ProtocolError before :meth:`start_session`)."""
+        return self._config()
+
+    @property
+    def executions(self) -> int:
+        """Independent executions of the current session."""
+        return variant_for(self._config().security).executions(self._policy())
+
+    def _ctx(self) -> CKKSContext:
+        if self.context is None:
+            raise ProtocolError("the aggregator has not received the public setup")
+        return self.context
+
+    def _policy(self) -> Policy:
+        if self.policy is None:
+            raise ProtocolError("the aggregator has not received the public setup")
+        return self.policy
+
+    def _config(self) -> SessionConfig:
+        if self.config is None:
+            raise ProtocolError("no session started")
+        return self.config
+
+    def _layout(self) -> Layout:
+        if self.layout is None:
+            raise ProtocolError("no session started")
+        return self.layout

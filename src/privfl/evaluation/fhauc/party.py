@@ -1,0 +1,331 @@
+"""An FHAUC party: a data owner holding its scores, labels, the CKKS secret key and the seed.
+
+One method per protocol step, each taking the bytes it receives and returning the bytes it
+sends (or its result at the end); the steps must come in order, for one session at a time:
+
+``join(config) -> Join`` · ``upload(start) -> PartyUpload`` · ``finish(result) -> PartyResult``
+(then :meth:`Party.done` for the signed status the aggregator collects).
+
+What a party learns: the session's public parameters, the global AUC (the whole protocol's
+output) and, against a malicious aggregator, the size of ``TP·FP`` within a factor
+``2^w`` (the verification needs a lower bound on it). Never another party's counts.
+The party's progress through a session (:class:`SessionState`) can be exported and restored,
+so that a deployment that runs each step in a fresh process (a Flower ClientApp) keeps the
+order checks; the state holds nothing secret beyond the party's own two totals.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from privfl.crypto import keywrap, prng
+from privfl.crypto.ckks import CKKSContext
+from privfl.errors import InputError, MalformedMessageError, ProtocolError, UnknownPartyError
+from privfl.evaluation.fhauc.key_holder import BUNDLE_PURPOSE
+from privfl.evaluation.fhauc.layout import Layout
+from privfl.evaluation.fhauc.messages import (
+    NONCE_BYTES,
+    Done,
+    Join,
+    KeyBundle,
+    PartyUpload,
+    Result,
+    SessionConfig,
+    Start,
+    Upload,
+)
+from privfl.evaluation.fhauc.policy import Policy
+from privfl.evaluation.fhauc.session import check_start, new_nonce, session_key
+from privfl.evaluation.fhauc.variant import variant_for
+from privfl.evaluation.statistics import PartyCounts, party_counts, validate_party
+from privfl.messages import Reader, Writer
+
+log = logging.getLogger(__name__)
+
+
+class Stage(StrEnum):
+    JOINED = "joined"
+    UPLOADED = "uploaded"
+    FINISHED = "finished"
+
+
+@dataclass(frozen=True)
+class SessionState:
+    """Where a party is in its current session (what it needs for the next step)."""
+
+    stage: Stage
+    config: bytes
+    nonce: bytes
+    transcript: bytes = b""
+    positives: int = 0
+    negatives: int = 0
+
+    def to_bytes(self) -> bytes:
+        w = Writer().str_(self.stage.value).bytes_(self.config).bytes_(self.nonce)
+        return w.bytes_(self.transcript).u64(self.positives).u64(self.negatives).getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> SessionState:
+        r = Reader(data, "party session state")
+        try:
+            stage = Stage(r.str_(16))
+        except ValueError:
+            raise MalformedMessageError("party session state has an unknown stage") from None
+        out = cls(stage, r.bytes_(), r.bytes_(NONCE_BYTES), r.bytes_(32), r.u64(), r.u64())
+        r.end()
+        return out
+
+
+@dataclass(frozen=True)
+class PartyResult:
+    """A party's output of one session."""
+
+    party: str
+    session: str  # hex
+    auc: float
+    security: str
+    num_points: int
+    parties: tuple[str, ...]
+    verified: bool
+    precision: float | None = None
+    tolerance: float | None = None
+    spread: float | None = None
+    guarantee_log2: float | None = None
+    executions: int = 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "party": self.party,
+            "session": self.session,
+            "auc": self.auc,
+            "security": self.security,
+            "thresholds": self.num_points,
+            "parties": list(self.parties),
+            "verified": self.verified,
+            "precision": self.precision,
+            "tolerance": self.tolerance,
+            "spread": self.spread,
+            "guarantee_log2": self.guarantee_log2,
+            "executions": self.executions,
+        }
+
+
+class Party:
+    """A data owner (see the module docstring). Holds only its own secrets: its data, the
+    CKKS secret context, the shared seed and its identity key."""
+
+    def __init__(
+        self,
+        name: str,
+        identity: keywrap.IdentityKey,
+        roster: dict[str, bytes],
+        key_holder: str,
+        scores: npt.ArrayLike | None = None,
+        labels: npt.ArrayLike | None = None,
+    ) -> None:
+        if roster.get(name) != identity.public_bytes:
+            raise UnknownPartyError(f"party {name!r} is not in the roster with this identity key")
+        self.name, self.roster, self.key_holder = name, dict(roster), key_holder
+        self._identity = identity
+        self._scores, self._labels = scores, labels
+        self._context: CKKSContext | None = None
+        self._seed: bytes | None = None
+        self._policy: Policy | None = None
+        self.state: SessionState | None = None
+
+    # ------------------------------------------------------------------ setup
+    def receive_bundle(self, data: bytes) -> None:
+        """Unwrap the secret context, seed and policy (must come from the pinned key holder)."""
+        bundle = KeyBundle.from_bytes(data)
+        secret = keywrap.unwrap(
+            bundle.wrapped,
+            recipient=self.name,
+            recipient_key=self._identity,
+            roster=self.roster,
+            expected_sender=self.key_holder,
+            purpose=BUNDLE_PURPOSE,
+        )
+        r = Reader(secret, "key bundle")
+        context = CKKSContext.deserialize(r.bytes_())
+        seed = r.bytes_(prng.SEED_BYTES)
+        policy = Policy.from_bytes(r.bytes_(256))
+        r.end()
+        if not context.is_private or len(seed) != prng.SEED_BYTES:
+            raise MalformedMessageError("key bundle lacks the secret key or the seed")
+        self._context, self._seed, self._policy = context, seed, policy
+
+    @property
+    def policy(self) -> Policy:
+        if self._policy is None:
+            raise ProtocolError(f"party {self.name} has no key bundle yet")
+        return self._policy
+
+    def restore(self, state: bytes | None) -> None:
+        """Resume a session from :meth:`SessionState.to_bytes` (a fresh process per step)."""
+        self.state = SessionState.from_bytes(state) if state is not None else None
+
+    # ------------------------------------------------------------------ steps
+    def join(self, data: bytes) -> bytes:
+        """Check the announced config against this party's roster and policy, draw a fresh
+        nonce and answer with a signed Join. An unfinished earlier session is abandoned for
+        good: its nonce is forgotten, so none of its messages can be used again."""
+        config = self._check_config(data)
+        if self.state is not None and self.state.stage is not Stage.FINISHED:
+            log.info("party %s abandons session %s", self.name, self._session_hex())
+        self._count(config)  # refuse bad or oversized data before joining
+        nonce = new_nonce()
+        self.state = SessionState(Stage.JOINED, data, nonce)
+        return Join(config.session, self.name, config.digest, nonce).seal(self._identity)
+
+    def upload(self, data: bytes) -> bytes:
+        """Check every party's join, derive the session key and upload the encrypted
+        statistics of every execution, signed. Reveals only ciphertext sizes."""
+        state = self._expect(Stage.JOINED, "upload")
+        config = SessionConfig.from_bytes(state.config)
+        start = Start.from_bytes(data, config.session)
+        if start.config != state.config:
+            raise ProtocolError(
+                "the aggregator's start message carries another configuration than the one "
+                "this party joined"
+            )
+        checked = check_start(config, self.policy, start.joins, self.roster, self.name, state.nonce)
+        counts = self._count(config)
+        key = self._key(checked.transcript)
+        ctx, layout = self._ctx(), self._layout(config)
+        variant = variant_for(config.security)
+        packed = variant.pack(
+            counts, layout, config, self.policy, key, config.parties.index(self.name)
+        )
+        uploads = [
+            Upload(
+                self.name,
+                config.session,
+                [ctx.encrypt(v, p.scale_bits) for v in p.t],
+                [ctx.encrypt(v, p.scale_bits) for v in p.f],
+                [ctx.encrypt(v, p.scale_bits) for v in p.d],
+                e,
+            )
+            for e, p in enumerate(packed)
+        ]
+        self.state = SessionState(
+            Stage.UPLOADED,
+            state.config,
+            state.nonce,
+            checked.transcript,
+            counts.positives,
+            counts.negatives,
+        )
+        message = PartyUpload.build(config.session, self.name, checked.transcript, uploads)
+        return message.seal(self._identity)
+
+    def finish(self, data: bytes) -> PartyResult:
+        """Decrypt every execution's reply, verify (malicious) and output the global AUC.
+        A session finishes once: a second result for it is refused."""
+        state = self._expect(Stage.UPLOADED, "finish")
+        config = SessionConfig.from_bytes(state.config)
+        ctx, layout = self._ctx(), self._layout(config)
+        variant = variant_for(config.security)
+        executions = variant.executions(self.policy)
+        result = Result.from_bytes(data, ctx, config.session)
+        self.state = SessionState(Stage.FINISHED, state.config, state.nonce, state.transcript)
+        if [r.execution for r in result.replies] != list(range(executions)):
+            raise ProtocolError(
+                f"the result must hold executions 0..{executions - 1} in order, got "
+                f"{[r.execution for r in result.replies]}"
+            )
+        decoded = [
+            (
+                float(ctx.decrypt(r.numerator)[0]),
+                float(ctx.decrypt(r.denominator)[layout.denominator_slot]),
+            )
+            for r in result.replies
+        ]
+        counts = PartyCounts(
+            np.array([0, state.positives], dtype=np.int64),
+            np.array([0, state.negatives], dtype=np.int64),
+        )
+        key = self._key(state.transcript)
+        outcome = variant.recover(
+            decoded, counts, config, self.policy, key, config.parties.index(self.name)
+        )
+        return PartyResult(
+            self.name,
+            config.session.hex(),
+            outcome.auc,
+            config.security.value,
+            config.num_points,
+            config.parties,
+            outcome.verified,
+            outcome.precision,
+            outcome.tolerance,
+            outcome.spread,
+            outcome.guarantee_log2,
+            executions,
+        )
+
+    def done(self, status: str = "ok") -> bytes:
+        """The signed end-of-session status for the aggregator (never the AUC)."""
+        state = self._expect(Stage.FINISHED, "report its status")
+        session = SessionConfig.from_bytes(state.config).session
+        return Done(session, self.name, status).seal(self._identity)
+
+    # ------------------------------------------------------------------ internals
+    def _check_config(self, data: bytes) -> SessionConfig:
+        config = SessionConfig.from_bytes(data)
+        if self.name not in config.parties:
+            raise UnknownPartyError(f"party {self.name!r} is not part of this session")
+        unknown = [p for p in config.parties if p not in self.roster]
+        if unknown:
+            raise UnknownPartyError(f"session names parties outside the roster: {unknown}")
+        config.check_policy(self.policy)
+        variant = variant_for(config.security)
+        variant.multiplier_range(self._ctx().params, config, self.policy)  # raises if too big
+        variant.upload_scale_bits(self._ctx().params, config, self.policy)
+        self._layout(config)
+        return config
+
+    def _count(self, config: SessionConfig) -> PartyCounts:
+        """Validate the local data and count TP/FP at the session's decision points."""
+        if self._scores is None or self._labels is None:
+            raise InputError(f"party {self.name} has no data")
+        s, y = validate_party(self._scores, self._labels, config.score_range, self.name)
+        if s.size > self.policy.max_samples_per_party:
+            raise InputError(
+                f"party {self.name} has {s.size} samples, more than its provisioned "
+                f"max_samples_per_party={self.policy.max_samples_per_party}"
+            )
+        return party_counts(s, y, config.thresholds)
+
+    def _layout(self, config: SessionConfig) -> Layout:
+        layout = Layout.for_terms(config.terms(), self._ctx().params.slots)
+        return layout
+
+    def _key(self, transcript: bytes) -> bytes:
+        if self._seed is None:
+            raise ProtocolError(f"party {self.name} has no key bundle yet")
+        return session_key(self._seed, transcript)
+
+    def _ctx(self) -> CKKSContext:
+        if self._context is None:
+            raise ProtocolError(f"party {self.name} has no key bundle yet")
+        return self._context
+
+    def _expect(self, stage: Stage, step: str) -> SessionState:
+        if self.state is None or self.state.stage is not stage:
+            have = "no session" if self.state is None else f"stage '{self.state.stage.value}'"
+            raise ProtocolError(
+                f"party {self.name} cannot {step} now ({have}, expected '{stage.value}'): "
+                "steps out of order are refused"
+            )
+        return self.state
+
+    def _session_hex(self) -> str:
+        if self.state is None:
+            return "-"
+        return SessionConfig.from_bytes(self.state.config).session.hex()[:8]

@@ -1,0 +1,136 @@
+"""Aggregators that deviate from FHAUC, for robustness testing (the tamper suite).
+
+Each class is a small :class:`~privfl.evaluation.fhauc.Aggregator` subclass; against the
+malicious variant every one must make the parties raise
+:class:`~privfl.errors.VerificationError`. Use them as templates for your own::
+
+    from privfl.evaluation.tamper import DropParty
+    privfl.federated_auc(parties, security="malicious", aggregator=DropParty())
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from privfl.crypto.ckks import add_all
+from privfl.evaluation.fhauc.aggregator import Aggregator
+from privfl.evaluation.fhauc.messages import Reply, Upload
+
+__all__ = [
+    "TAMPERS",
+    "AddEncryptedConstant",
+    "DropParty",
+    "DuplicateParty",
+    "ForgeAUC099",
+    "PerExecution",
+    "ReplayFirstExecution",
+    "RotateSummedVector",
+    "ScaleNumerator",
+    "ScaleNumeratorInSecondExecutionOnly",
+    "SwapTwoPartiesBetweenExecutions",
+]
+
+
+class PerExecution(Aggregator):
+    """Records the uploads of execution 0 so execution 1 can misuse them."""
+
+    def aggregate(self, uploads: list[Upload]) -> Reply:
+        if self.execution == 0:
+            self.first: list[Upload] = list(uploads)
+        return self.tamper(uploads)
+
+    def tamper(self, uploads: list[Upload]) -> Reply:
+        return super().aggregate(uploads)
+
+    def honest(self, uploads: list[Upload]) -> Reply:
+        return Aggregator.aggregate(self, uploads)
+
+
+class DropParty(PerExecution):
+    def tamper(self, uploads: list[Upload]) -> Reply:
+        return self.honest(uploads[1:])
+
+
+class DuplicateParty(PerExecution):
+    def tamper(self, uploads: list[Upload]) -> Reply:
+        return self.honest([*uploads, uploads[0]])
+
+
+class SwapTwoPartiesBetweenExecutions(PerExecution):
+    def tamper(self, uploads: list[Upload]) -> Reply:
+        if self.execution == 1:
+            uploads = [self.first[0], self.first[1], *uploads[2:]]
+        return self.honest(uploads)
+
+
+class ReplayFirstExecution(PerExecution):
+    def tamper(self, uploads: list[Upload]) -> Reply:
+        return self.honest(self.first if self.execution == 1 else uploads)
+
+
+class RotateSummedVector(PerExecution):
+    def tamper(self, uploads: list[Upload]) -> Reply:
+        layout, cfg = self._layout(), self.session_config
+        t = add_all([u.t[0] for u in uploads]).rotate(1)
+        f = add_all([u.f[0] for u in uploads])
+        num = (t * f).window_sum(layout.window)
+        den = t * f.rotate(layout.window // 2)
+        return Reply(cfg.session, num * 2**20, den * 2**20, self.execution)
+
+
+class ScaleNumerator(PerExecution):
+    only_execution: int | None = None
+
+    def tamper(self, uploads: list[Upload]) -> Reply:
+        reply = self.honest(uploads)
+        if self.only_execution not in (None, self.execution):
+            return reply
+        return Reply(
+            reply.session,
+            reply.numerator.scale_by(1.001),
+            reply.denominator.scale_by(1.0),
+            reply.execution,
+        )
+
+
+class ScaleNumeratorInSecondExecutionOnly(ScaleNumerator):
+    only_execution = 1
+
+
+class AddEncryptedConstant(PerExecution):
+    """Adds E(k) to the numerator. With k = 1e10 the AUC would move by ~5e-4 here; see
+    test_undetectable_perturbations_are_harmless for a k too small to matter."""
+
+    constant = 1e10
+
+    def tamper(self, uploads: list[Upload]) -> Reply:
+        reply = self.honest(uploads)
+        ctx = self._ctx()
+        const = ctx.encrypt(
+            np.full(ctx.params.slots, self.constant), math.log2(reply.numerator.scale)
+        )
+        return Reply(reply.session, reply.numerator + const, reply.denominator, reply.execution)
+
+
+class ForgeAUC099(PerExecution):
+    def tamper(self, uploads: list[Upload]) -> Reply:
+        # fresh encryptions chosen so that the semi-honest formula X / (2Y) gives 0.99
+        ctx = self._ctx()
+        x = ctx.encrypt(np.full(ctx.params.slots, 1.98))
+        y = ctx.encrypt(np.full(ctx.params.slots, 1.0))
+        return Reply(self.session_config.session, x, y, self.execution)
+
+
+TAMPERS = [
+    DropParty,
+    DuplicateParty,
+    SwapTwoPartiesBetweenExecutions,
+    ReplayFirstExecution,
+    RotateSummedVector,
+    ScaleNumerator,
+    AddEncryptedConstant,
+    ForgeAUC099,
+    ScaleNumeratorInSecondExecutionOnly,
+]

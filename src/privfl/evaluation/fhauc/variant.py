@@ -1,0 +1,279 @@
+"""The two FHAUC variants as policies the roles call, instead of branching on the mode.
+
+* :class:`SemiHonest`: one execution; a party packs ``T^n = TP^n + TP^{n-1}`` and
+  ``F^n = FP^n - FP^{n-1}`` plus its totals and outputs ``X / (2Y)``; the aggregator's
+  multiplier ``c`` is log-uniform over what the CKKS capacity leaves.
+* :class:`Malicious`: ``K`` executions with masks, multipliers, splits and a permutation
+  derived from the session key (:mod:`~privfl.evaluation.fhauc.malicious`), verification of
+  the executions against each other, and the precision and guarantee bounds.
+
+Both produce a :class:`Outcome` the party turns into its result.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from privfl._typing import FloatArray
+from privfl.crypto.ckks import CKKSParameters
+from privfl.errors import InputError, InsufficientPrecisionError, ProtocolError, VerificationError
+from privfl.evaluation.fhauc import malicious
+from privfl.evaluation.fhauc.layout import Layout
+from privfl.evaluation.fhauc.messages import SessionConfig
+from privfl.evaluation.fhauc.policy import Policy, Security
+from privfl.evaluation.statistics import PartyCounts, numerator_vectors
+
+# a semi-honest AUC outside [0, 1] by more than this means a corrupted reply, not noise
+SEMI_HONEST_SLACK = 1e-6
+
+
+@dataclass(frozen=True)
+class Packed:
+    """One execution's slot vectors and the scale to encrypt them at (None = default)."""
+
+    t: list[FloatArray]
+    f: list[FloatArray]
+    d: list[FloatArray]
+    scale_bits: float | None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a party concludes from the decrypted replies."""
+
+    auc: float
+    verified: bool
+    precision: float | None = None
+    tolerance: float | None = None
+    spread: float | None = None
+    guarantee_log2: float | None = None
+
+
+class Variant(ABC):
+    """What differs between the modes, for the party and the aggregator."""
+
+    security: Security
+
+    @abstractmethod
+    def executions(self, policy: Policy) -> int: ...
+
+    @abstractmethod
+    def upload_scale_bits(
+        self, params: CKKSParameters, config: SessionConfig, policy: Policy
+    ) -> float:
+        """log2 of the scale every fresh upload ciphertext must have."""
+
+    @abstractmethod
+    def multiplier_range(
+        self, params: CKKSParameters, config: SessionConfig, policy: Policy
+    ) -> tuple[float, float]:
+        """log2 range of the aggregator's secret multiplier ``c``."""
+
+    @abstractmethod
+    def pack(
+        self,
+        counts: PartyCounts,
+        layout: Layout,
+        config: SessionConfig,
+        policy: Policy,
+        key: bytes,
+        party_index: int,
+    ) -> list[Packed]:
+        """The slot vectors of every execution for one party."""
+
+    @abstractmethod
+    def recover(
+        self,
+        decoded: Sequence[tuple[float, float]],
+        counts: PartyCounts,
+        config: SessionConfig,
+        policy: Policy,
+        key: bytes,
+        party_index: int,
+    ) -> Outcome:
+        """The AUC (and its checks) from each execution's decrypted ``(X, Y)``."""
+
+
+def semi_honest_multiplier_bits(params: CKKSParameters, parties: int, max_samples: int) -> float:
+    """log2 of the largest multiplier c the CKKS capacity allows for this session."""
+    max_total = parties * max_samples
+    max_num_bits = 2 * math.log2(max_total) - 1  # num <= 2PQ <= (P+Q)^2 / 2
+    bits = params.product_capacity_bits - max_num_bits
+    if bits < 0:
+        raise InputError(
+            f"{parties} parties x {max_samples} samples exceed what the CKKS parameters can "
+            f"hold exactly (capacity 2^{params.product_capacity_bits}); lower "
+            "max_samples_per_party"
+        )
+    return bits
+
+
+class SemiHonest(Variant):
+    security = Security.SEMI_HONEST
+
+    def executions(self, policy: Policy) -> int:
+        return 1
+
+    def upload_scale_bits(
+        self, params: CKKSParameters, config: SessionConfig, policy: Policy
+    ) -> float:
+        return float(params.scale_bits)
+
+    def multiplier_range(
+        self, params: CKKSParameters, config: SessionConfig, policy: Policy
+    ) -> tuple[float, float]:
+        return 0.0, semi_honest_multiplier_bits(
+            params, len(config.parties), policy.max_samples_per_party
+        )
+
+    def pack(
+        self,
+        counts: PartyCounts,
+        layout: Layout,
+        config: SessionConfig,
+        policy: Policy,
+        key: bytes,
+        party_index: int,
+    ) -> list[Packed]:
+        t, f = numerator_vectors(counts)
+        tv, fv, dv = layout.pack(
+            t.astype(np.float64),
+            f.astype(np.float64),
+            float(counts.positives),
+            float(counts.negatives),
+        )
+        return [Packed(tv, fv, dv, None)]
+
+    def recover(
+        self,
+        decoded: Sequence[tuple[float, float]],
+        counts: PartyCounts,
+        config: SessionConfig,
+        policy: Policy,
+        key: bytes,
+        party_index: int,
+    ) -> Outcome:
+        x, y = decoded[0]
+        if not (math.isfinite(x) and math.isfinite(y)) or y < 0.5:
+            raise ProtocolError(
+                "the aggregated denominator is zero: no positive or no negative labels "
+                "across all parties (or the reply is corrupted)"
+            )
+        auc = x / (2.0 * y)
+        if not -SEMI_HONEST_SLACK <= auc <= 1 + SEMI_HONEST_SLACK:
+            raise ProtocolError(
+                f"the reply decrypts to an AUC of {auc:.6g}, outside [0, 1]: the aggregator's "
+                "reply is corrupted; no AUC is output"
+            )
+        return Outcome(min(1.0, max(0.0, auc)), verified=False)
+
+
+class Malicious(Variant):
+    security = Security.MALICIOUS
+
+    def executions(self, policy: Policy) -> int:
+        return policy.executions
+
+    @staticmethod
+    def sizes(config: SessionConfig, policy: Policy) -> malicious.Sizes:
+        return malicious.Sizes.for_session(
+            len(config.parties),
+            config.num_points,
+            config.splits,
+            policy.max_samples_per_party,
+            policy.hiding_bits,
+        )
+
+    def upload_scale_bits(
+        self, params: CKKSParameters, config: SessionConfig, policy: Policy
+    ) -> float:
+        return float(self.sizes(config, policy).scale_bits)
+
+    def multiplier_range(
+        self, params: CKKSParameters, config: SessionConfig, policy: Policy
+    ) -> tuple[float, float]:
+        return malicious.multiplier_bounds(policy.multiplier_bits)
+
+    def pack(
+        self,
+        counts: PartyCounts,
+        layout: Layout,
+        config: SessionConfig,
+        policy: Policy,
+        key: bytes,
+        party_index: int,
+    ) -> list[Packed]:
+        sizes = self.sizes(config, policy)
+        t, f = numerator_vectors(counts)
+        out = []
+        for e in range(self.executions(policy)):
+            rnd = malicious.derive(key, e, party_index, sizes)
+            tv, fv, dt, df = malicious.masked_positions(
+                t, f, counts.positives, counts.negatives, rnd
+            )
+            tperm, fperm = malicious.split_and_permute(tv, fv, rnd, sizes)
+            tc, fc, dc = layout.pack(tperm, fperm, dt, df)
+            out.append(Packed(tc, fc, dc, float(sizes.scale_bits)))
+        return out
+
+    def recover(
+        self,
+        decoded: Sequence[tuple[float, float]],
+        counts: PartyCounts,
+        config: SessionConfig,
+        policy: Policy,
+        key: bytes,
+        party_index: int,
+    ) -> Outcome:
+        """Accept only if every execution recovers the same AUC within the tolerance;
+        otherwise raise :class:`VerificationError` and output nothing."""
+        sizes = self.sizes(config, policy)
+        executions = self.executions(policy)
+        own = max(1, counts.positives) * max(1, counts.negatives)
+        c_max = 2.0 ** malicious.multiplier_bounds(policy.multiplier_bits)[1]
+        aucs, d_low = [], float(own)
+        for e, (x, y) in enumerate(decoded):
+            if not (math.isfinite(x) and math.isfinite(y)) or y <= 0:
+                raise VerificationError("the aggregator's reply does not decrypt to a valid result")
+            rnd = malicious.derive(key, e, party_index, sizes)
+            d_low = max(d_low, y / (rnd.r2 * c_max))
+            aucs.append(malicious.recover_auc(x, y, rnd))
+        tol = sizes.tolerance(d_low)
+        spread = max(aucs) - min(aucs)
+        if not spread <= tol or not all(-tol <= a <= 1 + tol for a in aucs):
+            raise VerificationError(
+                f"the {executions} executions disagree (spread {spread:.3g}, tolerance "
+                f"{tol:.3g}): the aggregator deviated from the protocol; no AUC is output"
+            )
+        precision = sizes.precision(d_low, executions)
+        if precision > policy.required_accuracy:
+            raise InsufficientPrecisionError(
+                f"the verified AUC is only guaranteed to ±{precision:.1e} (required "
+                f"{policy.required_accuracy:.0e}): the masks for max_samples_per_party="
+                f"{policy.max_samples_per_party} are too wide for this little data; provision "
+                "a bound closer to the real party sizes"
+            )
+        auc = min(1.0, max(0.0, float(np.mean(aucs))))
+        return Outcome(
+            auc,
+            verified=True,
+            precision=precision,
+            tolerance=tol,
+            spread=spread,
+            guarantee_log2=malicious.guarantee_log2(tol, policy.required_accuracy, executions),
+        )
+
+
+VARIANTS: dict[Security, Variant] = {
+    Security.SEMI_HONEST: SemiHonest(),
+    Security.MALICIOUS: Malicious(),
+}
+
+
+def variant_for(security: Security) -> Variant:
+    return VARIANTS[security]
