@@ -113,12 +113,66 @@ def honest(runs: int) -> dict:
     return {"runs": runs, "false_alarms": alarms, "worst_abs_error": worst}
 
 
+def noise(runs: int) -> list[dict]:
+    """Calibrate the noise model: per setting, the rms of the executions' disagreement
+    (spread / sqrt 2 estimates one execution's std) against the model's sigma (the parties'
+    tolerance / 15, at their own lower bound on TP·FP). The model must stay above the
+    measured std everywhere, with margin."""
+    from privfl.evaluation.fhauc import malicious
+
+    rows = []
+    print(f"{'M':>3} {'N':>4} {'S':>2} {'n/party':>7} {'rate':>5} {'C':>8} {'meas std':>9} "
+          f"{'model':>9} {'ratio':>6} {'|err|max':>9} {'tol':>9} {'log2 G':>7}")  # fmt: skip
+    settings = [
+        (m, n, s, size, rate, bound)
+        for m in (2, 10, 50)
+        for n in (10, 100)
+        for s in (2, 4, 9)
+        for size, rate in ((50, 0.5), (1000, 0.5), (1000, 0.05), (10000, 0.3))
+        for bound in (None, 10**6)
+    ]
+    for i, (m, n, s, size, rate, bound) in enumerate(settings):
+        data = synthetic(m, size, seed=i, rate=rate)
+        ref = privfl.binned_auc(data, n)
+        spreads, errs, tols, guar = [], [], [], []
+        for _ in range(runs):
+            try:
+                res = privfl.federated_auc(
+                    data, n, security="malicious", splits=s, max_samples_per_party=bound
+                )
+            except privfl.InputError:  # InsufficientPrecisionError: masks too wide
+                break
+            spreads.append(res.spread)
+            errs.append(abs(res.auc - ref))
+            tols.append(res.tolerance)
+            guar.append(res.guarantee_log2)
+        if not spreads:
+            continue
+        c = bound or 1 << max(0, (size - 1).bit_length())
+        measured = float(np.sqrt(np.mean(np.square(spreads)) / 2))
+        model = float(np.mean(tols)) / malicious.TOLERANCE_SIGMAS
+        row = {
+            "parties": m, "N": n, "S": s, "per_party": size, "rate": rate, "bound": c,
+            "measured_std": measured, "model_sigma": model, "ratio": measured / model,
+            "max_abs_error": max(errs), "tolerance": float(np.mean(tols)),
+            "guarantee_log2": float(np.mean(guar)),
+        }  # fmt: skip
+        rows.append(row)
+        print(f"{m:>3} {n:>4} {s:>2} {size:>7} {rate:>5} {c:>8} {measured:>9.2e} {model:>9.2e} "
+              f"{measured / model:>6.3f} {max(errs):>9.2e} {row['tolerance']:>9.2e} "
+              f"{row['guarantee_log2']:>7.1f}", flush=True)  # fmt: skip
+    worst = max(r["ratio"] for r in rows)
+    print(f"largest measured std / model sigma: {worst:.3f} over {len(rows)} settings")
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=["grid", "tamper", "honest", "all"])
+    ap.add_argument("what", choices=["grid", "tamper", "honest", "noise", "all"])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--seeds", type=int, default=100)
     ap.add_argument("--runs", type=int, default=1000)
+    ap.add_argument("--noise-runs", type=int, default=8)
     ap.add_argument("--json")
     args = ap.parse_args()
     out = {}
@@ -128,6 +182,8 @@ def main() -> None:
         out["tamper"] = tamper(args.seeds)
     if args.what in ("honest", "all"):
         out["honest"] = honest(args.runs)
+    if args.what == "noise":
+        out["noise"] = noise(args.noise_runs)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(out, fh, indent=2)

@@ -67,6 +67,7 @@ class AUCResult:
     splits: int | None = None
     precision: float | None = None
     tolerance: float | None = None
+    spread: float | None = None
     guarantee_log2: float | None = None
     executions: int = 1
 
@@ -88,6 +89,7 @@ class AUCResult:
                 "executions": self.executions,
                 "precision": self.precision,
                 "tolerance": self.tolerance,
+                "spread": self.spread,
                 "guarantee_log2": self.guarantee_log2,
             }
         return out
@@ -253,6 +255,7 @@ def federated_auc(
         splits=n_splits,
         precision=max(r.precision or 0.0 for r in results),
         tolerance=max(r.tolerance or 0.0 for r in results),
+        spread=max(r.spread or 0.0 for r in results),
         guarantee_log2=max(r.guarantee_log2 or 0.0 for r in results),
         executions=policy.executions,
     )

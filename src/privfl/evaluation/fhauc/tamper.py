@@ -27,7 +27,9 @@ __all__ = [
     "PerExecution",
     "ReplayFirstExecution",
     "RotateSummedVector",
+    "DeflateDenominator",
     "ScaleNumerator",
+    "ScaleNumeratorEverywhere",
     "ScaleNumeratorInSecondExecutionOnly",
     "SwapTwoPartiesBetweenExecutions",
 ]
@@ -121,6 +123,43 @@ class ForgeAUC099(PerExecution):
         x = ctx.encrypt(np.full(ctx.params.slots, 1.98))
         y = ctx.encrypt(np.full(ctx.params.slots, 1.0))
         return Reply(self.session_config.session, x, y, self.execution)
+
+
+PRECISION_BITS = 24
+
+
+class ScaleNumeratorEverywhere(PerExecution):
+    """Multiplies the numerator by ``1 + epsilon`` in every execution (the tolerance-abuse
+    attack of issue 14, finding 3): the AUC moves by about ``epsilon (AUC + r1/(2 r0))``.
+    The factor is encoded at scale ``2^24`` (what the ciphertexts' headroom allows), so
+    ``epsilon`` is effectively rounded to a multiple of ``2^-24 = 6e-8``."""
+
+    epsilon = 1e-6
+
+    def __init__(self, epsilon: float | None = None) -> None:
+        super().__init__()
+        if epsilon is not None:
+            self.epsilon = epsilon
+
+    def tamper(self, uploads: list[Upload]) -> Reply:
+        reply = self.honest(uploads)
+        factor = reply.numerator.scale_by(1.0 + self.epsilon, precision_bits=PRECISION_BITS)
+        return Reply(reply.session, factor, reply.denominator.scale_by(1.0, PRECISION_BITS), reply.execution)
+
+
+class DeflateDenominator(ScaleNumeratorEverywhere):
+    """Divides the denominator by ``1 + epsilon`` in every execution, which also lowers the
+    parties' lower bound on TP·FP (a looser tolerance if it were trusted)."""
+
+    def tamper(self, uploads: list[Upload]) -> Reply:
+        reply = self.honest(uploads)
+        factor = 1.0 / (1.0 + self.epsilon)
+        return Reply(
+            reply.session,
+            reply.numerator.scale_by(1.0, PRECISION_BITS),
+            reply.denominator.scale_by(factor, PRECISION_BITS),
+            reply.execution,
+        )
 
 
 TAMPERS = [

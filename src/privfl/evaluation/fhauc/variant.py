@@ -52,6 +52,7 @@ class Outcome:
     tolerance: float | None = None
     spread: float | None = None
     guarantee_log2: float | None = None
+    d_low: float | None = None
 
 
 class Variant(ABC):
@@ -236,21 +237,22 @@ class Malicious(Variant):
         executions = self.executions(policy)
         own = max(1, counts.positives) * max(1, counts.negatives)
         c_max = 2.0 ** malicious.multiplier_bounds(policy.multiplier_bits)[1]
-        aucs, d_low = [], float(own)
-        for e, (x, y) in enumerate(decoded):
+        rnds = [malicious.derive(key, e, party_index, sizes) for e in range(len(decoded))]
+        d_low = float(own)
+        for (x, y), rnd in zip(decoded, rnds, strict=True):
             if not (math.isfinite(x) and math.isfinite(y)) or y <= 0:
                 raise VerificationError("the aggregator's reply does not decrypt to a valid result")
-            rnd = malicious.derive(key, e, party_index, sizes)
             d_low = max(d_low, y / (rnd.r2 * c_max))
-            aucs.append(malicious.recover_auc(x, y, rnd))
-        tol = sizes.tolerance(d_low)
+        aucs = [malicious.recover_auc(x, y, r) for (x, y), r in zip(decoded, rnds, strict=True)]
+        sigma = max(sizes.sigma_execution(r, d_low) for r in rnds)
+        tol = malicious.TOLERANCE_SIGMAS * sigma
         spread = max(aucs) - min(aucs)
         if not spread <= tol or not all(-tol <= a <= 1 + tol for a in aucs):
             raise VerificationError(
                 f"the {executions} executions disagree (spread {spread:.3g}, tolerance "
                 f"{tol:.3g}): the aggregator deviated from the protocol; no AUC is output"
             )
-        precision = sizes.precision(d_low, executions)
+        precision = malicious.PRECISION_SIGMAS * sigma / math.sqrt(executions)
         if precision > policy.required_accuracy:
             raise InsufficientPrecisionError(
                 f"the verified AUC is only guaranteed to ±{precision:.1e} (required "
@@ -266,6 +268,7 @@ class Malicious(Variant):
             tolerance=tol,
             spread=spread,
             guarantee_log2=malicious.guarantee_log2(tol, policy.required_accuracy, executions),
+            d_low=d_low,
         )
 
 

@@ -99,24 +99,33 @@ def _write_result(context: Context, result: fhauc.PartyResult) -> Path:
     return path
 
 
+def run_step(step: str, data: bytes, context: Context) -> tuple[str, bytes]:
+    """One protocol step on this node: rebuild the party, restore its session state from the
+    node-local ``context.state``, answer, save the state (also when the step fails, e.g. a
+    result is accepted once) and write the result file after the last step. Returns the
+    party's name and its answer."""
+    party = _party(context)
+    try:
+        answer, result = fhauc.party_step(party, step, data)
+    finally:
+        if party.state is not None:
+            context.state[STATE] = ConfigRecord({"state": party.state.to_bytes()})
+    if result is not None:
+        path = _write_result(context, result)
+        log(INFO, "privfl FHAUC result for %s: AUC = %.8f (written to %s)",
+            result.party, result.auc, path)  # fmt: skip
+    return party.name, answer
+
+
 def _step(step: str, message: Message, context: Context) -> Message:
     try:
         blobs, _ = unpack(message.content, "the ServerApp")
         if len(blobs) != 1:
             raise InputError(f"step {step} carries {len(blobs)} messages, expected 1")
-        party = _party(context)
-        try:
-            answer, result = fhauc.party_step(party, step, blobs[0])
-        finally:  # a failed step still moves the state (e.g. a result is accepted once)
-            if party.state is not None:
-                context.state[STATE] = ConfigRecord({"state": party.state.to_bytes()})
-        if result is not None:
-            path = _write_result(context, result)
-            log(INFO, "privfl FHAUC result for %s: AUC = %.8f (written to %s)",
-                result.party, result.auc, path)  # fmt: skip
+        name, answer = run_step(step, blobs[0], context)
     except Exception as exc:  # reported to the ServerApp, which names this node
         return _fail(message, exc)
-    return Message(pack([answer], status="ok", party=party.name), reply_to=message)
+    return Message(pack([answer], status="ok", party=name), reply_to=message)
 
 
 @app.query("fhauc_hello")
