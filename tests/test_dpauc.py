@@ -11,7 +11,8 @@ from privfl.cli import app
 from privfl.errors import InputError
 from privfl.evaluation import dpauc as dp
 from privfl.evaluation.statistics import interior_thresholds, party_counts
-from privfl.studies.fhauc_vs_dpauc import accuracy_study, draw_sample, leakage_study, split_parties
+from privfl.datasets import deal
+from privfl.studies.fhauc_vs_dpauc import accuracy_study, draw_sample, leakage_study
 
 
 def test_laplace_noise_scale_matches_one_over_eps_prime():
@@ -122,7 +123,7 @@ def test_fhauc_is_identical_across_runs_and_splits(rng):
     sample = draw_sample(scores, labels, 2000, 0)
     results = []
     for iid in (True, False):
-        data = split_parties(sample, 15, iid, 0)
+        data = deal(sample.scores, sample.labels, 15, 0, iid=iid)
         results += [privfl.federated_auc(data, 50).auc for _ in range(2)]
         if not iid:  # non-IID: contiguous score blocks
             assert all(a[0].max() <= b[0].min() for a, b in itertools.pairwise(data))
@@ -235,3 +236,19 @@ def test_cli_bench_accuracy_writes_json_and_plot(tmp_path, rng):
 def test_cli_bench_accuracy_needs_a_source():
     out = runner.invoke(app, ["bench", "accuracy"])
     assert out.exit_code == 2 and "exactly one" in out.output
+
+
+def test_deal_is_the_one_split_iid_random_or_non_iid_score_blocks(rng):
+    s, y = rng.random(103), (rng.random(103) < 0.5).astype(np.int8)
+    iid = deal(s, y, 5, seed=3)
+    order = np.random.default_rng(3).permutation(103)  # not secret: the documented deal
+    assert [p[0].tolist() for p in iid] == [s[i].tolist() for i in np.array_split(order, 5)]
+    blocks = deal(s, y, 5, seed=3, iid=False)
+    assert [p[0].size for p in blocks] == [21, 21, 21, 20, 20]
+    assert all(a[0].max() <= b[0].min() for a, b in itertools.pairwise(blocks))
+    for bad in ({"seed": -1}, {"seed": 1.5}, {"seed": True}, {"parties": 0}, {"parties": 200}):
+        kwargs = {"parties": 5} | bad
+        with pytest.raises(InputError):
+            deal(s, y, **kwargs)
+    with pytest.raises(InputError, match="labels"):
+        deal(s, y[:-1], 5)

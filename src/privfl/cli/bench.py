@@ -55,6 +55,7 @@ def bench_accuracy(
     check_output_path(plot, "--plot")
     from rich.progress import Progress
 
+    from privfl.datasets import deal
     from privfl.studies import fhauc_vs_dpauc as study
 
     if (dataset is None) == (data is None):
@@ -99,7 +100,7 @@ def bench_accuracy(
         )
         leak_size = max([s for s in size_list if s <= 10_000] or [min(size_list)])
         sample = study.draw_sample(scores, labels, leak_size, seed + leak_size)
-        party = study.split_parties(sample, parties, iid, seed)[0]
+        party = deal(sample.scores, sample.labels, parties, seed, iid=iid)[0]
         leak = study.leakage_study(
             party[0], party[1], leak_eps, (25, 50, 100), runs, seed, progress=advance
         )

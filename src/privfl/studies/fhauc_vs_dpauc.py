@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from privfl.datasets import deal
 from privfl.errors import InputError
 from privfl.evaluation import dpauc as dp
 from privfl.evaluation.federated import federated_auc
@@ -61,19 +62,6 @@ def draw_sample(
         if 0 < y.sum() < y.size:
             return Sample(scores[idx], y, replace)
     raise InputError(f"could not draw {size} examples containing both classes")
-
-
-def split_parties(
-    sample: Sample, parties: int, iid: bool, seed: int
-) -> list[tuple[npt.NDArray[np.float64], npt.NDArray[np.int8]]]:
-    """IID: random deal; non-IID: contiguous blocks after sorting by score."""
-    if parties > sample.scores.size:
-        raise InputError(f"{sample.scores.size} examples cannot be dealt to {parties} parties")
-    if iid:
-        order = np.random.default_rng(seed).permutation(sample.scores.size)  # not secret: split
-    else:
-        order = np.argsort(sample.scores, kind="stable")
-    return [(sample.scores[i], sample.labels[i]) for i in np.array_split(order, parties)]
 
 
 @dataclass
@@ -118,7 +106,7 @@ def accuracy_study(
     rows = []
     for size in sizes:
         sample = draw_sample(scores, labels, size, seed + size)
-        data = split_parties(sample, parties, iid, seed)
+        data = deal(sample.scores, sample.labels, parties, seed, iid=iid)
         exact = exact_auc(data)
         for n in thresholds:
             fh = federated_auc(data, n)
