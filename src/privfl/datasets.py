@@ -95,10 +95,8 @@ def deal(
         raise InputError(f"{s.size} scores but {y.size} labels")
     if parties > s.size:
         raise InputError(f"cannot deal {s.size} rows to {parties} parties (each needs a row)")
-    if iid:
-        order = np.random.default_rng(seed).permutation(s.size)  # not secret: a data split
-    else:
-        order = np.argsort(s, kind="stable")
+    rng = np.random.default_rng(seed)  # not secret: a data split
+    order = rng.permutation(s.size) if iid else np.argsort(s, kind="stable")
     return [(s[idx], y[idx]) for idx in np.array_split(order, int(parties))]
 
 
