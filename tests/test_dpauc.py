@@ -1,15 +1,12 @@
 import itertools
-import json
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
 import privfl
 from conftest import make_parties
-from privfl.cli import app
 from privfl.datasets import deal
 from privfl.errors import InputError
 from privfl.evaluation import dpauc as dp
@@ -291,85 +288,6 @@ def test_missing_dataset_file_has_a_clear_error(monkeypatch, tmp_path):
     monkeypatch.setenv("PRIVFL_DATA_DIR", str(tmp_path))
     with pytest.raises(DatasetNotFoundError, match="PRIVFL_DATA_DIR"):
         load_adult()
-
-
-runner = CliRunner()
-
-
-def test_cli_dpauc_with_attack(tmp_path, rng):
-    import pandas as pd
-
-    y = rng.integers(0, 2, 600)
-    s = np.clip(rng.normal(0.4 + 0.2 * y, 0.2), 0, 1)
-    path = tmp_path / "s.csv"
-    pd.DataFrame({"score": s, "label": y}).to_csv(path, index=False)
-    out = runner.invoke(
-        app,
-        [
-            "dpauc",
-            str(path),
-            "-s",
-            "score",
-            "-l",
-            "label",
-            "--parties",
-            "3",
-            "--epsilon",
-            "8",
-            "--attack",
-            "--json",
-            "--noise-seed",
-            "1",
-        ],
-    )
-    assert out.exit_code == 0, out.output
-    res = json.loads(out.stdout)
-    assert res["mechanism"] == "laplace" and len(res["attack"]) == 3
-    out = runner.invoke(
-        app,
-        ["dpauc", str(path), "-s", "score", "-l", "label", "--parties", "3", "--mechanism", "nope"],
-    )
-    assert out.exit_code == 2
-
-
-def test_cli_bench_accuracy_writes_json_and_plot(tmp_path, rng):
-    import pandas as pd
-
-    y = rng.integers(0, 2, 2000)
-    s = np.clip(rng.normal(0.4 + 0.2 * y, 0.2), 0, 1)
-    data = tmp_path / "scores.csv"
-    pd.DataFrame({"score": s, "label": y}).to_csv(data, index=False)
-    out = runner.invoke(
-        app,
-        [
-            "bench",
-            "accuracy",
-            "--data",
-            str(data),
-            "--sizes",
-            "100,1000",
-            "--thresholds",
-            "25",
-            "--runs",
-            "3",
-            "--parties",
-            "5",
-            "--json-out",
-            str(tmp_path / "o.json"),
-            "--plot",
-            str(tmp_path / "o.png"),
-        ],
-    )
-    assert out.exit_code == 0, out.output
-    res = json.loads((tmp_path / "o.json").read_text())
-    assert len(res["accuracy"]) == 2 and len(res["leakage"]["rows"]) == 12
-    assert (tmp_path / "o.png").stat().st_size > 10_000
-    assert "Table 1" in out.stdout and "Table 2" in out.stdout
-
-
-def test_cli_bench_accuracy_needs_a_source():
-    out = runner.invoke(app, ["bench", "accuracy"])
-    assert out.exit_code == 2 and "exactly one" in out.output
 
 
 def test_deal_is_the_one_split_iid_random_or_non_iid_score_blocks(rng):

@@ -1,0 +1,165 @@
+"""The DPAUC and bench commands: options, the JSON rule and exit code 2 for bad input."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+import privfl
+from privfl.cli import app
+from privfl.datasets import deal
+
+runner = CliRunner()
+
+
+def test_cli_dpauc_with_attack(tmp_path, rng):
+    y = rng.integers(0, 2, 600)
+    s = np.clip(rng.normal(0.4 + 0.2 * y, 0.2), 0, 1)
+    path = tmp_path / "s.csv"
+    pd.DataFrame({"score": s, "label": y}).to_csv(path, index=False)
+    out = runner.invoke(
+        app,
+        [
+            "dpauc",
+            str(path),
+            "-s",
+            "score",
+            "-l",
+            "label",
+            "--parties",
+            "3",
+            "--epsilon",
+            "8",
+            "--attack",
+            "--json",
+            "--noise-seed",
+            "1",
+        ],
+    )
+    assert out.exit_code == 0, out.output
+    res = json.loads(out.stdout)
+    assert res["mechanism"] == "laplace" and len(res["attack"]) == 3
+    out = runner.invoke(
+        app,
+        ["dpauc", str(path), "-s", "score", "-l", "label", "--parties", "3", "--mechanism", "nope"],
+    )
+    assert out.exit_code == 2
+
+
+def test_cli_bench_accuracy_writes_json_and_plot(tmp_path, rng):
+    y = rng.integers(0, 2, 2000)
+    s = np.clip(rng.normal(0.4 + 0.2 * y, 0.2), 0, 1)
+    data = tmp_path / "scores.csv"
+    pd.DataFrame({"score": s, "label": y}).to_csv(data, index=False)
+    out = runner.invoke(
+        app,
+        [
+            "bench",
+            "accuracy",
+            "--data",
+            str(data),
+            "--sizes",
+            "100,1000",
+            "--thresholds",
+            "25",
+            "--runs",
+            "3",
+            "--parties",
+            "5",
+            "--json-out",
+            str(tmp_path / "o.json"),
+            "--plot",
+            str(tmp_path / "o.png"),
+        ],
+    )
+    assert out.exit_code == 0, out.output
+    res = json.loads((tmp_path / "o.json").read_text())
+    assert len(res["accuracy"]) == 2 and len(res["leakage"]["rows"]) == 12
+    assert (tmp_path / "o.png").stat().st_size > 10_000
+    assert "Table 1" in out.stdout and "Table 2" in out.stdout
+
+
+def test_cli_bench_accuracy_needs_a_source():
+    out = runner.invoke(app, ["bench", "accuracy"])
+    assert out.exit_code == 2 and "exactly one" in out.output
+
+
+@pytest.fixture
+def scores_csv(tmp_path):
+    rng = np.random.default_rng(5)  # not secret: test data
+    y = rng.integers(0, 2, 60)
+    s = np.clip(rng.normal(0.4 + 0.2 * y, 0.2), 0, 1)
+    path = tmp_path / "s.csv"
+    pd.DataFrame({"score": s, "label": y, "pct": 100 * s}).to_csv(path, index=False)
+    return path, s, y
+
+
+def _dpauc(path, *extra, score="score"):
+    return runner.invoke(
+        app, ["dpauc", str(path), "-s", score, "-l", "label", "--parties", "3", *extra]
+    )
+
+
+@pytest.mark.parametrize(
+    "extra, reason",
+    [
+        (["--thresholds", "dpauc:x"], "'dpauc:N' needs an integer N >= 3"),
+        (["--thresholds", "dpauc:2"], "3 <= N"),
+        (["--thresholds", "1000000000"], "100,000"),
+        (["--thresholds", "20.5"], "unknown threshold grid"),
+        (["--epsilon", "nan"], "epsilon must be a finite number > 0"),
+        (["--epsilon", "-1"], "epsilon must be a finite number > 0"),
+        (["--noise-seed", "-1"], "seed must be a non-negative integer"),
+        (["--seed", "-1"], "seed must be a non-negative integer"),
+        (["--postprocess", "clip"], "postprocess must be one of"),
+        (["--calibration", "tight"], "calibration must be one of"),
+        (["--score-range", "1,0"], "--score-range"),
+        (["--json-out", "no/such/folder/x.json"], "does not exist"),
+    ],
+)
+def test_cli_dpauc_bad_input_exits_2_with_a_reason(scores_csv, extra, reason):
+    """Issue 14 findings 10 and 14: no traceback, exit code 2 and what to fix."""
+    out = _dpauc(scores_csv[0], *extra)
+    assert out.exit_code == 2, out.output
+    assert reason in " ".join(out.output.split())
+    assert "Traceback" not in out.output
+
+
+def test_cli_dpauc_takes_a_score_range(scores_csv):
+    path, _, _ = scores_csv
+    out = _dpauc(path, "--json", score="pct")
+    assert out.exit_code == 2 and "declared range" in " ".join(out.output.split())
+    out = _dpauc(path, "--json", "--score-range", "0,100", "--noise-seed", "1", score="pct")
+    assert out.exit_code == 0, out.output
+    res = json.loads(out.stdout)
+    ref = _dpauc(path, "--json", "--noise-seed", "1")
+    assert res["auc"] == pytest.approx(json.loads(ref.stdout)["auc"], abs=1e-9)
+
+
+def test_cli_dpauc_flags_impossible_aucs_in_table_and_json(scores_csv, tmp_path):
+    path, s, y = scores_csv
+    data = deal(s, y, 3, 0)
+    seed = next(
+        i for i in range(200) if privfl.dpauc(data, 20, 0.05, seed=i).noise_dominates
+    )  # a noise seed whose faithful AUC leaves [0, 1]
+    args = ["--thresholds", "20", "--epsilon", "0.05", "--noise-seed", str(seed)]
+    out = _dpauc(path, *args, "--json-out", str(tmp_path / "r.json"))
+    assert out.exit_code == 0, out.output
+    assert "noise dominates" in out.stdout
+    res = json.loads((tmp_path / "r.json").read_text())
+    assert res["noise_dominates"] is True and not 0 <= res["auc"] <= 1
+    out = _dpauc(path, *args, "--postprocess", "dpauc-authors", "--json")
+    res = json.loads(out.stdout)
+    assert res["noise_dominates"] is False and 0 <= res["auc"] <= 1
+    assert res["postprocess"] == "dpauc-authors"
+
+
+def test_cli_dpauc_calibration_sets_the_noise_scale(scores_csv):
+    path = scores_csv[0]
+    for calibration, scale in (("total-budget", 400), ("per-count", 1), ("sensitivity-2", 800)):
+        out = _dpauc(path, "--json", "--calibration", calibration)
+        assert out.exit_code == 0, out.output
+        res = json.loads(out.stdout)
+        assert res["calibration"] == calibration and res["noise_scale"] == pytest.approx(scale)
