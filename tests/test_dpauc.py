@@ -270,8 +270,13 @@ def test_accuracy_study_rows_have_every_column(rng):
     assert [r.size for r in rows] == [100, 1000]
     assert rows[1].with_replacement and not rows[0].with_replacement
     d = rows[0].to_dict()
-    assert set(d["dpauc"]) == {"laplace eps=1", "laplace eps=8", "rr eps=1", "rr eps=8"}
+    plain = {"laplace eps=1", "laplace eps=8", "rr eps=1", "rr eps=8"}
+    assert set(d["dpauc"]) == plain | {f"{k} dpauc-authors" for k in plain}
     assert abs(d["fhauc"] - d["binned"]) < 1e-6
+    for key, stats in rows[0].dpauc.items():
+        assert stats.runs == 4 and stats.non_finite_runs == 0
+        if key.endswith("dpauc-authors"):
+            assert stats.outside_unit_runs == 0
 
 
 def test_adult_loader_reads_the_shipped_files():

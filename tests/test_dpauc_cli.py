@@ -163,3 +163,39 @@ def test_cli_dpauc_calibration_sets_the_noise_scale(scores_csv):
         assert out.exit_code == 0, out.output
         res = json.loads(out.stdout)
         assert res["calibration"] == calibration and res["noise_scale"] == pytest.approx(scale)
+
+
+def test_cli_bench_checks_output_paths_and_options_before_any_work(tmp_path):
+    """Issue 14 finding 14: a missing folder used to fail after the whole study."""
+    import time
+
+    for extra, reason in (
+        (["--json-out", str(tmp_path / "no" / "r.json")], "does not exist"),
+        (["--plot", str(tmp_path / "no" / "r.png")], "does not exist"),
+        (["--calibration", "tight"], "--calibration must be one of"),
+        (["--thresholds", "25,1000000000"], "100,000"),
+        (["--seed", "-1"], "--seed must be a non-negative integer"),
+        (["--sizes", "10", "--parties", "15"], "at least --parties"),
+    ):
+        start = time.perf_counter()
+        out = runner.invoke(app, ["bench", "accuracy", "--dataset", "adult", *extra])
+        assert out.exit_code == 2, out.output
+        assert reason in " ".join(out.output.split())
+        assert time.perf_counter() - start < 5  # refused before training the Adult scorer
+
+
+def test_cli_bench_json_prints_only_json_with_both_postprocessings(tmp_path):
+    rng = np.random.default_rng(2)  # not secret: test data
+    y = rng.integers(0, 2, 300)
+    s = np.clip(rng.normal(0.4 + 0.2 * y, 0.2), 0, 1)
+    data = tmp_path / "scores.csv"
+    pd.DataFrame({"score": s, "label": y}).to_csv(data, index=False)
+    args = ["bench", "accuracy", "--data", str(data), "--sizes", "100", "--thresholds", "10"]
+    out = runner.invoke(app, [*args, "--runs", "2", "--parties", "3", "--epsilons", "0.01,8"])
+    assert out.exit_code == 0, out.output
+    assert "Lap ε=0.01 authors" in out.stdout and "noise dominates" in out.stdout
+    out = runner.invoke(app, [*args, "--runs", "2", "--parties", "3", "--json"])
+    res = json.loads(out.stdout)
+    cells = res["accuracy"][0]["dpauc"]
+    assert {"laplace eps=1", "laplace eps=1 dpauc-authors", "rr eps=8 dpauc-authors"} <= set(cells)
+    assert res["calibration"] == "total-budget"
