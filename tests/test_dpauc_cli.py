@@ -14,45 +14,32 @@ from privfl.datasets import deal
 runner = CliRunner()
 
 
-def test_cli_dpauc_with_attack(tmp_path, rng):
-    y = rng.integers(0, 2, 600)
+def _scores_csv(path, rng, n):
+    """n rows of (score, label, pct = 100 x score) written to ``path``."""
+    y = rng.integers(0, 2, n)
     s = np.clip(rng.normal(0.4 + 0.2 * y, 0.2), 0, 1)
-    path = tmp_path / "s.csv"
-    pd.DataFrame({"score": s, "label": y}).to_csv(path, index=False)
-    out = runner.invoke(
-        app,
-        [
-            "dpauc",
-            str(path),
-            "-s",
-            "score",
-            "-l",
-            "label",
-            "--parties",
-            "3",
-            "--epsilon",
-            "8",
-            "--attack",
-            "--json",
-            "--noise-seed",
-            "1",
-        ],
+    pd.DataFrame({"score": s, "label": y, "pct": 100 * s}).to_csv(path, index=False)
+    return path, s, y
+
+
+def _dpauc(path, *extra, score="score"):
+    return runner.invoke(
+        app, ["dpauc", str(path), "-s", score, "-l", "label", "--parties", "3", *extra]
     )
+
+
+def test_cli_dpauc_with_attack(tmp_path, rng):
+    path, _, _ = _scores_csv(tmp_path / "s.csv", rng, 600)
+    out = _dpauc(path, "--epsilon", "8", "--attack", "--json", "--noise-seed", "1")
     assert out.exit_code == 0, out.output
     res = json.loads(out.stdout)
     assert res["mechanism"] == "laplace" and len(res["attack"]) == 3
-    out = runner.invoke(
-        app,
-        ["dpauc", str(path), "-s", "score", "-l", "label", "--parties", "3", "--mechanism", "nope"],
-    )
+    out = _dpauc(path, "--mechanism", "nope")
     assert out.exit_code == 2
 
 
 def test_cli_bench_accuracy_writes_json_and_plot(tmp_path, rng):
-    y = rng.integers(0, 2, 2000)
-    s = np.clip(rng.normal(0.4 + 0.2 * y, 0.2), 0, 1)
-    data = tmp_path / "scores.csv"
-    pd.DataFrame({"score": s, "label": y}).to_csv(data, index=False)
+    data, _, _ = _scores_csv(tmp_path / "scores.csv", rng, 2000)
     out = runner.invoke(
         app,
         [
@@ -88,18 +75,7 @@ def test_cli_bench_accuracy_needs_a_source():
 
 @pytest.fixture
 def scores_csv(tmp_path):
-    rng = np.random.default_rng(5)  # not secret: test data
-    y = rng.integers(0, 2, 60)
-    s = np.clip(rng.normal(0.4 + 0.2 * y, 0.2), 0, 1)
-    path = tmp_path / "s.csv"
-    pd.DataFrame({"score": s, "label": y, "pct": 100 * s}).to_csv(path, index=False)
-    return path, s, y
-
-
-def _dpauc(path, *extra, score="score"):
-    return runner.invoke(
-        app, ["dpauc", str(path), "-s", score, "-l", "label", "--parties", "3", *extra]
-    )
+    return _scores_csv(tmp_path / "s.csv", np.random.default_rng(5), 60)  # not secret: test data
 
 
 @pytest.mark.parametrize(
@@ -185,11 +161,7 @@ def test_cli_bench_checks_output_paths_and_options_before_any_work(tmp_path):
 
 
 def test_cli_bench_json_prints_only_json_with_both_postprocessings(tmp_path):
-    rng = np.random.default_rng(2)  # not secret: test data
-    y = rng.integers(0, 2, 300)
-    s = np.clip(rng.normal(0.4 + 0.2 * y, 0.2), 0, 1)
-    data = tmp_path / "scores.csv"
-    pd.DataFrame({"score": s, "label": y}).to_csv(data, index=False)
+    data, _, _ = _scores_csv(tmp_path / "scores.csv", np.random.default_rng(2), 300)
     args = ["bench", "accuracy", "--data", str(data), "--sizes", "100", "--thresholds", "10"]
     out = runner.invoke(app, [*args, "--runs", "2", "--parties", "3", "--epsilons", "0.01,8"])
     assert out.exit_code == 0, out.output

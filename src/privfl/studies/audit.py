@@ -42,24 +42,22 @@ ADULT_ROWS = 6000
 
 @dataclass(frozen=True)
 class TargetModel:
-    """The audited MLP's layer sizes and training settings."""
+    """The audited MLP: layer sizes (input, hidden..., classes) and training settings."""
 
     sizes: tuple[int, ...]
-    epochs: int
-    batch: int
-    lr: float
+    hyper: Hyper
+
+    @classmethod
+    def of(cls, inputs: int, hyper: Hyper, classes: int) -> TargetModel:
+        return cls((inputs, *hyper.hidden, classes), hyper)
 
     @property
     def layers(self) -> int:
         return len(self.sizes) - 1
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "sizes": list(self.sizes),
-            "epochs": self.epochs,
-            "batch": self.batch,
-            "lr": self.lr,
-        }
+        h = self.hyper
+        return {"sizes": list(self.sizes), "epochs": h.epochs, "batch": h.batch, "lr": h.lr}
 
 
 @dataclass(frozen=True)
@@ -221,7 +219,7 @@ def membership_audit(
     return MembershipAudit(
         dataset,
         s.description,
-        TargetModel(tuple(s.sizes), s.epochs, s.batch_size, s.lr),
+        TargetModel(tuple(s.sizes), Hyper(s.hidden, s.epochs, s.batch_size, s.lr)),
         len(s.y_members),
         len(s.y_non_members),
         _accuracy(model, s.x_members, s.y_members),
@@ -257,20 +255,22 @@ def inversion_audit(
         train = np.concatenate([np.flatnonzero(y == k)[:FACES_TRAIN_PER_PERSON] for k in range(40)])
         test = np.setdiff1d(np.arange(y.size), train)
         xtr, ytr, xte, yte = x[train], y[train], x[test], y[test]
-        target = TargetModel((x.shape[1], *FACES.hidden, 40), FACES.epochs, FACES.batch, FACES.lr)
+        target = TargetModel.of(x.shape[1], FACES, 40)
         shape, init, desc = (64, 64), None, "AT&T / Olivetti faces, 40 people"
     elif dataset in audit_data.SETTINGS:
         s = audit_data.setting(dataset, seed)
         xtr, ytr, xte, yte = s.x_members, s.y_members, s.x_non_members, s.y_non_members
-        target, init = TargetModel(tuple(s.sizes), s.epochs, s.batch_size, s.lr), 1.0
+        hyper = Hyper(s.hidden, s.epochs, s.batch_size, s.lr)
+        target, init = TargetModel(tuple(s.sizes), hyper), 1.0
         side = round(float(np.sqrt(target.sizes[0])))
         shape, desc = (side, side), s.description
     else:
         raise InputError("inversion dataset must be 'faces' or one of the membership settings")
     seen = tuple(exposed_layers(exposed, target.layers))  # before the training, not after
     wanted = check_classes(classes, ytr)
+    h = target.hyper
     model, snaps = train_with_snapshots(
-        target.sizes, xtr, ytr, target.epochs, target.batch, target.lr, every, seed, init
+        target.sizes, xtr, ytr, h.epochs, h.batch, h.lr, every, seed, init
     )
     if on_total:
         on_total(len(snaps) * len(wanted))
@@ -312,10 +312,10 @@ def property_audit(
     _check_count("runs", runs)
     _check_count("batches", batches, 2)
     x, y, prop = adult_property_data(ADULT_ROWS, check_seed(seed))
-    target = TargetModel((x.shape[1], *ADULT.hidden, 2), ADULT.epochs, ADULT.batch, ADULT.lr)
+    target = TargetModel.of(x.shape[1], ADULT, 2)
     layer_list = exposed_layers(layers, target.layers)
     model, snaps = train_with_snapshots(
-        target.sizes, x, y, target.epochs, target.batch, target.lr, every, seed
+        target.sizes, x, y, ADULT.epochs, ADULT.batch, ADULT.lr, every, seed
     )
     if on_total:
         on_total(len(layer_list) * runs)
