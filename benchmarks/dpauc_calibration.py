@@ -20,6 +20,7 @@ import time
 
 import numpy as np
 
+from privfl._typing import FloatArray, Int8Array
 from privfl.studies.fhauc_vs_dpauc import accuracy_study, leakage_study, variant_key
 
 SIZE, PARTIES = 458_000, 15
@@ -30,7 +31,7 @@ PAPER_TABLE1 = {  # FHAUC paper, Table 1, DPAUC_Lap spread on Criteo, by (epsilo
 CALIBRATIONS = ("total-budget", "sensitivity-2", "per-count")
 
 
-def criteo_like(size: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def criteo_like(size: int, seed: int = 0) -> tuple[FloatArray, Int8Array]:
     """Scores uniform on [0, 1], labels Bernoulli(score) (exact AUC 5/6)."""
     rng = np.random.default_rng(seed)  # not secret: simulated evaluation data
     scores = rng.random(size)

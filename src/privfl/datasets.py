@@ -46,9 +46,7 @@ def data_file(*parts: str) -> Path:
     return path
 
 
-def breast_cancer_scores(
-    seed: int = 0, test_fraction: float = 0.5
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int8]]:
+def breast_cancer_scores(seed: int = 0, test_fraction: float = 0.5) -> tuple[FloatArray, Int8Array]:
     """Scores of a logistic-regression model on the held-out part of scikit-learn's bundled
     Wisconsin breast-cancer data (569 samples): (test scores in [0, 1], test labels)."""
     from sklearn.datasets import load_breast_cancer
@@ -154,7 +152,7 @@ def load_adult(part: str = "train") -> Any:
     return df
 
 
-def adult_scores(seed: int = 0) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int8]]:
+def adult_scores(seed: int = 0) -> tuple[FloatArray, Int8Array]:
     """Scores of a gradient-boosting model trained on Adult's training part, on its test part
     (16,281 real scores in [0, 1] with their labels)."""
     from sklearn.ensemble import HistGradientBoostingClassifier

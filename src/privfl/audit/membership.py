@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from privfl._typing import FloatArray
+from privfl._typing import FloatArray, IntArray
 from privfl.audit.recommend import recommend_layers
 from privfl.errors import InputError
 from privfl.training.mlp import MLP, one_hot
@@ -143,7 +143,7 @@ def _build(shapes: dict[str, tuple[int, ...]]) -> Any:
     return Attack()
 
 
-def _tpr_at_fpr(labels: np.ndarray, scores: np.ndarray, fpr_max: float = 0.01) -> float:
+def _tpr_at_fpr(labels: FloatArray, scores: FloatArray, fpr_max: float = 0.01) -> float:
     from sklearn.metrics import roc_curve
 
     fpr, tpr, _ = roc_curve(labels, scores)
@@ -177,7 +177,7 @@ def attack_once(
     }
     truth = torch.tensor(np.r_[np.ones(n_in), np.zeros(n_out)], dtype=torch.float32)
 
-    def tensors(idx_in: np.ndarray, idx_out: np.ndarray) -> tuple[dict[str, Any], Any]:
+    def tensors(idx_in: IntArray, idx_out: IntArray) -> tuple[dict[str, Any], Any]:
         idx = torch.as_tensor(np.concatenate([idx_in, n_in + idx_out]))
         return {n: t[idx] for n, t in data.items()}, truth[idx]
 

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from privfl._typing import FloatArray, IntArray
+from privfl._typing import BoolArray, FloatArray, IntArray
 from privfl.audit.membership import exposed_layers
 from privfl.errors import InputError
 from privfl.training.mlp import MLP, one_hot
@@ -46,9 +46,7 @@ class PropertyRow:
         return dict(vars(self))
 
 
-def adult_property_data(
-    rows: int = 6000, seed: int = 0
-) -> tuple[FloatArray, IntArray, npt.NDArray[np.bool_]]:
+def adult_property_data(rows: int = 6000, seed: int = 0) -> tuple[FloatArray, IntArray, BoolArray]:
     """Adult training rows as model inputs without ``sex`` (standardised numeric columns and
     one-hot categories), the income label and the property (sex == Female)."""
     import pandas as pd
@@ -86,7 +84,7 @@ def batch_gradients(
 
 
 def sample_batches(
-    prop: npt.NDArray[np.bool_],
+    prop: BoolArray,
     count: int,
     size: int,
     fraction: float,
