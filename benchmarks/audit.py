@@ -25,23 +25,23 @@ def main() -> None:
     args = parser.parse_args()
     res = membership_audit(args.dataset, runs=args.runs, attack_epochs=args.attack_epochs)
     print(
-        f"{res['dataset']}: train accuracy {res['train_accuracy']:.3f}, "
-        f"test accuracy {res['test_accuracy']:.3f}"
+        f"{res.dataset}: train accuracy {res.train_accuracy:.3f}, "
+        f"test accuracy {res.test_accuracy:.3f}"
     )
     print(f"{'layer':>5} {'features':<28} {'acc':>7} {'acc max':>7} {'auc':>7} {'tpr@1%':>7}")
-    for r in res["layers"]:
+    for r in res.layers:
         print(
-            f"{r['layer']:>5} {r['features']:<28} {r['accuracy']:7.4f} {r['accuracy_max']:7.4f} "
-            f"{r['auc']:7.4f} {r['tpr_at_1pct_fpr']:7.4f}"
+            f"{r.layer:>5} {r.features:<28} {r.accuracy:7.4f} {r.accuracy_max:7.4f} "
+            f"{r.auc:7.4f} {r.tpr_at_1pct_fpr:7.4f}"
         )
-    verdict = "meets" if res["seconds"] < TARGET_S else "MISSES"
+    verdict = "meets" if res.seconds < TARGET_S else "MISSES"
     print(
         f"whole membership audit ({args.runs} runs, {args.attack_epochs} attack epochs): "
-        f"{res['seconds']:.1f} s, {verdict} the {TARGET_S:.0f} s target"
+        f"{res.seconds:.1f} s, {verdict} the {TARGET_S:.0f} s target"
     )
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump(res, fh, indent=2)
+            json.dump(res.to_dict(), fh, indent=2)
 
 
 if __name__ == "__main__":

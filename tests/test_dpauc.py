@@ -1,28 +1,36 @@
 import itertools
-import json
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import privfl
 from conftest import make_parties
-from privfl.cli import app
+from privfl.datasets import deal
 from privfl.errors import InputError
 from privfl.evaluation import dpauc as dp
 from privfl.evaluation.statistics import interior_thresholds, party_counts
-from privfl.studies.fhauc_vs_dpauc import accuracy_study, draw_sample, leakage_study, split_parties
+from privfl.studies.fhauc_vs_dpauc import accuracy_study, draw_sample, leakage_study
 
 
-def test_laplace_noise_scale_matches_one_over_eps_prime():
-    n_points, eps = 50, 2.0
-    scale = dp.laplace_scale(eps, n_points)
-    assert scale == pytest.approx(4 * n_points / eps)
+@pytest.mark.parametrize(
+    "calibration, expected",
+    [("total-budget", 4 * 50 / 2.0), ("per-count", 1 / 2.0), ("sensitivity-2", 8 * 50 / 2.0)],
+)
+def test_laplace_noise_spread_matches_its_calibrated_scale(calibration, expected):
+    """200,000 draws at a fixed seed: sd = sqrt(2) b within 1.5 % (about 6 standard errors: the
+    relative standard error of a Laplace sample's sd is sqrt(5/4n) = 0.25 %), E|z| = b within 6
+    standard errors, and a Kolmogorov-Smirnov test against Lap(b) does not reject at 0.1 %."""
+    from scipy import stats
+
+    scale = dp.laplace_scale(2.0, 50, calibration)
+    assert scale == pytest.approx(expected)
     z = dp.NoiseSource(seed=11).laplace(scale, 200_000)
-    # E|Lap(b)| = b and sd(|Lap(b)|) = b: 6 standard errors of tolerance
+    assert np.std(z) == pytest.approx(np.sqrt(2) * scale, rel=0.015)
     assert abs(np.abs(z).mean() - scale) < 6 * scale / np.sqrt(z.size)
     assert abs(z.mean()) < 6 * np.sqrt(2) * scale / np.sqrt(z.size)
-    assert np.var(z) == pytest.approx(2 * scale**2, rel=0.03)
+    assert stats.kstest(z, "laplace", args=(0.0, scale)).pvalue > 1e-3
 
 
 def test_laplace_release_adds_noise_of_that_scale_to_all_four_counts(rng):
@@ -106,14 +114,138 @@ def test_dpauc_threshold_grid_is_non_uniform():
     "kwargs, match",
     [
         ({"mechanism": "gauss"}, "mechanism"),
-        ({"epsilon": 0}, "epsilon"),
+        ({"postprocess": "clip"}, "postprocess must be one of none, dpauc-authors"),
+        ({"calibration": "tight"}, "calibration must be one of"),
+        ({"epsilon": 0}, "epsilon must be a finite number > 0"),
+        ({"epsilon": -1.0}, "epsilon must be a finite number > 0"),
         ({"epsilon": float("nan")}, "epsilon"),
+        ({"epsilon": float("inf")}, "epsilon"),
+        ({"epsilon": True}, "epsilon"),
+        ({"epsilon": "1"}, "epsilon"),
+        ({"epsilon": 10**400}, "epsilon"),
+        ({"epsilon": 1e-320}, "too small"),
+        ({"seed": -1}, "seed must be a non-negative integer"),
+        ({"seed": 1.5}, "seed must be a non-negative integer"),
+        ({"seed": "5"}, "seed must be a non-negative integer"),
         ({"thresholds": "uniform"}, "unknown threshold grid"),
+        ({"thresholds": "20"}, "unknown threshold grid"),
+        ({"thresholds": "dpauc:abc"}, r"'dpauc:N' needs an integer N >= 3"),
+        ({"thresholds": "dpauc:"}, r"'dpauc:N' needs an integer N >= 3"),
+        ({"thresholds": "dpauc:2"}, "3 <= N"),
+        ({"thresholds": 2}, "3 <= N"),
+        ({"thresholds": 100.5}, "not a whole number"),
+        ({"thresholds": True}, "bool"),
+        ({"thresholds": [2.0, 0.5]}, "inside the score range"),
+        ({"thresholds": [0.2, 0.5]}, "strictly decreasing"),
+        ({"thresholds": [[0.5]]}, "one-dimensional"),
+        ({"thresholds": ["a"]}, "numbers"),
     ],
 )
 def test_bad_dpauc_arguments(rng, kwargs, match):
     with pytest.raises(InputError, match=match):
         privfl.dpauc(make_parties(rng, 2, 20), **kwargs)
+
+
+def test_huge_n_is_refused_up_front_with_the_limit_named(rng):
+    """Issue 14 finding 11: N = 10^9 used to die in a MemoryError; now nothing is allocated."""
+    parties = make_parties(rng, 2, 20)
+    for thresholds in (10**9, "dpauc:1000000000", np.zeros(10**6)):
+        with pytest.raises(InputError, match="100,000"):
+            privfl.dpauc(parties, thresholds)
+
+
+def test_an_integral_float_n_is_n(rng):
+    parties = make_parties(rng, 3, 50)
+    assert privfl.dpauc(parties, 100.0, seed=1).auc == privfl.dpauc(parties, 100, seed=1).auc
+
+
+def test_rr_at_huge_epsilon_is_exact_instead_of_overflowing(rng):
+    """Issue 14 finding 11: ε = 1000 overflowed in 1/(1+e^ε); ρ is now e^-ε/(1+e^-ε) = 0."""
+    parties = make_parties(rng, 3, 200)
+    truth = privfl.binned_auc(parties, 30)
+    for eps in (1000.0, 1e300):
+        assert dp.flip_probability(eps) == 0.0
+        assert privfl.dpauc(parties, 30, eps, "rr", seed=1).auc == pytest.approx(truth, abs=1e-12)
+    assert dp.flip_probability(1.0) == pytest.approx(1 / (1 + np.e))
+
+
+@pytest.mark.parametrize("mechanism", dp.MECHANISMS)
+@pytest.mark.parametrize("postprocess", dp.POSTPROCESSING)
+def test_both_variants_are_unbiased_in_the_limit_of_large_epsilon(rng, mechanism, postprocess):
+    """The mean over 30 runs is within 5 standard errors of the binned AUC at ε = 3000 and
+    10^6, and within 1e-5 at 10^6 (Laplace b = 100/ε per count). At small ε only the faithful
+    variant stays unbiased: sorting noisy points by FPR pulls the authors' AUC down (README)."""
+    parties = make_parties(rng, 15, 200)
+    truth = privfl.binned_auc(parties, 25)
+    for eps in (3000.0, 1e6):
+        aucs = np.array(
+            [
+                privfl.dpauc(parties, 25, eps, mechanism, seed=i, postprocess=postprocess).auc
+                for i in range(30)
+            ]
+        )
+        assert abs(aucs.mean() - truth) <= 5 * aucs.std() / np.sqrt(aucs.size) + 1e-12
+    assert abs(aucs.mean() - truth) < 1e-5
+
+
+def test_the_faithful_laplace_variant_is_unbiased_at_small_epsilon(rng):
+    parties = make_parties(rng, 15, 200)
+    truth = privfl.binned_auc(parties, 25)
+    aucs = np.array([privfl.dpauc(parties, 25, 30.0, seed=i).auc for i in range(100)])
+    assert abs(aucs.mean() - truth) <= 5 * aucs.std() / np.sqrt(aucs.size)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    size=st.integers(4, 60),
+    parties=st.integers(1, 4),
+    eps=st.sampled_from([1e-3, 0.1, 1.0, 8.0]),
+    n=st.integers(3, 40),
+    seed=st.integers(0, 2**32),
+)
+def test_the_authors_variant_never_returns_an_auc_outside_the_unit_interval(
+    size, parties, eps, n, seed
+):
+    data_rng = np.random.default_rng(seed)  # not secret: synthetic test data
+    y = np.r_[0, 1, data_rng.integers(0, 2, size - 2)]
+    s = data_rng.random(size)
+    data = deal(s, y, min(parties, size), seed)
+    res = privfl.dpauc(data, n, eps, seed=seed, postprocess="dpauc-authors")
+    assert 0.0 <= res.auc <= 1.0 and not res.noise_dominates
+
+
+def test_noise_dominates_is_flagged_and_the_authors_variant_repairs_it(rng):
+    """Tiny data, tiny ε: the faithful AUC leaves [0, 1] (flagged); the same release under the
+    authors' post-processing stays inside."""
+    parties = make_parties(rng, 3, 10)
+    outside = [privfl.dpauc(parties, 20, 0.05, seed=i) for i in range(20)]
+    flagged = [r for r in outside if r.noise_dominates]
+    assert flagged and all(not 0 <= r.auc <= 1 for r in flagged)
+    assert flagged[0].to_dict()["noise_dominates"] is True
+    for r in flagged:
+        auc, _ = dp.aggregate(r.noisy_counts, "dpauc-authors")
+        assert 0.0 <= auc <= 1.0
+
+
+def test_authors_postprocessing_changes_nothing_on_rr_counts(rng):
+    parties = make_parties(rng, 4, 300)
+    for seed in range(5):
+        a = privfl.dpauc(parties, 30, 1.0, "rr", seed=seed)
+        b = privfl.dpauc(parties, 30, 1.0, "rr", seed=seed, postprocess="dpauc-authors")
+        assert a.auc == b.auc and a.noisy_auc == b.noisy_auc
+
+
+def test_authors_postprocessing_clips_sorts_and_empties_points():
+    z = np.zeros(4)
+    tp, fn = np.array([0.0, 3.0, -2.0, 10.0]), np.array([10.0, 7.0, 12.0, 0.0])
+    fp, tn = np.array([0.0, 6.0, 2.0, 10.0]), np.array([10.0, 4.0, 8.0, 0.0])
+    # (FPR, TPR): (0, 0), (0.6, 0.3), (0.2, 0 after clipping), (1, 1): sorted 0, 0.2, 0.6, 1
+    expected = 0.2 * 0 + 0.4 * 0.15 + 0.4 * 0.65
+    assert dp.trapezoid_auc(tp, fp, tn, fn, "dpauc-authors") == pytest.approx(expected)
+    assert dp.trapezoid_auc(tp, fp, tn, fn) != pytest.approx(expected)
+    # a point whose FP + TN is zero after clipping becomes (0, 0)
+    fp, tn = np.array([-1.0, 0, 0, 5]), np.array([-1.0, 5, 5, 0])
+    assert dp.trapezoid_auc(z + 5, fp, tn, z + 5, "dpauc-authors") == pytest.approx(0.5)
 
 
 def test_fhauc_is_identical_across_runs_and_splits(rng):
@@ -122,7 +254,7 @@ def test_fhauc_is_identical_across_runs_and_splits(rng):
     sample = draw_sample(scores, labels, 2000, 0)
     results = []
     for iid in (True, False):
-        data = split_parties(sample, 15, iid, 0)
+        data = deal(sample.scores, sample.labels, 15, 0, iid=iid)
         results += [privfl.federated_auc(data, 50).auc for _ in range(2)]
         if not iid:  # non-IID: contiguous score blocks
             assert all(a[0].max() <= b[0].min() for a, b in itertools.pairwise(data))
@@ -138,8 +270,13 @@ def test_accuracy_study_rows_have_every_column(rng):
     assert [r.size for r in rows] == [100, 1000]
     assert rows[1].with_replacement and not rows[0].with_replacement
     d = rows[0].to_dict()
-    assert set(d["dpauc"]) == {"laplace eps=1", "laplace eps=8", "rr eps=1", "rr eps=8"}
+    plain = {"laplace eps=1", "laplace eps=8", "rr eps=1", "rr eps=8"}
+    assert set(d["dpauc"]) == plain | {f"{k} dpauc-authors" for k in plain}
     assert abs(d["fhauc"] - d["binned"]) < 1e-6
+    for key, stats in rows[0].dpauc.items():
+        assert stats.runs == 4 and stats.non_finite_runs == 0
+        if key.endswith("dpauc-authors"):
+            assert stats.outside_unit_runs == 0
 
 
 def test_adult_loader_reads_the_shipped_files():
@@ -158,80 +295,17 @@ def test_missing_dataset_file_has_a_clear_error(monkeypatch, tmp_path):
         load_adult()
 
 
-runner = CliRunner()
-
-
-def test_cli_dpauc_with_attack(tmp_path, rng):
-    import pandas as pd
-
-    y = rng.integers(0, 2, 600)
-    s = np.clip(rng.normal(0.4 + 0.2 * y, 0.2), 0, 1)
-    path = tmp_path / "s.csv"
-    pd.DataFrame({"score": s, "label": y}).to_csv(path, index=False)
-    out = runner.invoke(
-        app,
-        [
-            "dpauc",
-            str(path),
-            "-s",
-            "score",
-            "-l",
-            "label",
-            "--parties",
-            "3",
-            "--epsilon",
-            "8",
-            "--attack",
-            "--json",
-            "--noise-seed",
-            "1",
-        ],
-    )
-    assert out.exit_code == 0, out.output
-    res = json.loads(out.stdout)
-    assert res["mechanism"] == "laplace" and len(res["attack"]) == 3
-    out = runner.invoke(
-        app,
-        ["dpauc", str(path), "-s", "score", "-l", "label", "--parties", "3", "--mechanism", "nope"],
-    )
-    assert out.exit_code == 2
-
-
-def test_cli_bench_accuracy_writes_json_and_plot(tmp_path, rng):
-    import pandas as pd
-
-    y = rng.integers(0, 2, 2000)
-    s = np.clip(rng.normal(0.4 + 0.2 * y, 0.2), 0, 1)
-    data = tmp_path / "scores.csv"
-    pd.DataFrame({"score": s, "label": y}).to_csv(data, index=False)
-    out = runner.invoke(
-        app,
-        [
-            "bench",
-            "accuracy",
-            "--data",
-            str(data),
-            "--sizes",
-            "100,1000",
-            "--thresholds",
-            "25",
-            "--runs",
-            "3",
-            "--parties",
-            "5",
-            "--json-out",
-            str(tmp_path / "o.json"),
-            "--plot",
-            str(tmp_path / "o.png"),
-        ],
-    )
-    assert out.exit_code == 0, out.output
-    res = json.loads((tmp_path / "o.json").read_text())
-    assert len(res["accuracy"]) == 2 and len(res["leakage"]["rows"]) == 12
-    assert (tmp_path / "o.png").stat().st_size > 10_000
-    assert "Table 1" in out.stdout and "Table 2" in out.stdout
-
-
-def test_cli_bench_accuracy_needs_a_source():
-    out = runner.invoke(app, ["bench", "accuracy"])
-    assert out.exit_code == 2 and "exactly one" in out.output
+def test_deal_is_the_one_split_iid_random_or_non_iid_score_blocks(rng):
+    s, y = rng.random(103), (rng.random(103) < 0.5).astype(np.int8)
+    iid = deal(s, y, 5, seed=3)
+    order = np.random.default_rng(3).permutation(103)  # not secret: the documented deal
+    assert [p[0].tolist() for p in iid] == [s[i].tolist() for i in np.array_split(order, 5)]
+    blocks = deal(s, y, 5, seed=3, iid=False)
+    assert [p[0].size for p in blocks] == [21, 21, 21, 20, 20]
+    assert all(a[0].max() <= b[0].min() for a, b in itertools.pairwise(blocks))
+    for bad in ({"seed": -1}, {"seed": 1.5}, {"seed": True}, {"parties": 0}, {"parties": 200}):
+        kwargs = {"parties": 5} | bad
+        with pytest.raises(InputError):
+            deal(s, y, **kwargs)
+    with pytest.raises(InputError, match="labels"):
+        deal(s, y[:-1], 5)

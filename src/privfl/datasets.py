@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from privfl._typing import FloatArray, Int8Array
 from privfl.errors import InputError
 
 DATA_ENV = "PRIVFL_DATA_DIR"
@@ -45,9 +46,7 @@ def data_file(*parts: str) -> Path:
     return path
 
 
-def breast_cancer_scores(
-    seed: int = 0, test_fraction: float = 0.5
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int8]]:
+def breast_cancer_scores(seed: int = 0, test_fraction: float = 0.5) -> tuple[FloatArray, Int8Array]:
     """Scores of a logistic-regression model on the held-out part of scikit-learn's bundled
     Wisconsin breast-cancer data (569 samples): (test scores in [0, 1], test labels)."""
     from sklearn.datasets import load_breast_cancer
@@ -65,18 +64,38 @@ def breast_cancer_scores(
     return model.predict_proba(xte)[:, 1].astype(np.float64), yte.astype(np.int8)
 
 
+def check_seed(seed: object, what: str = "seed") -> int:
+    """``seed`` as an int: a non-negative integer (not a bool, not a float), else InputError."""
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise InputError(f"{what} must be a non-negative integer, got {seed!r}")
+    return int(seed)
+
+
 def deal(
-    scores: npt.ArrayLike, labels: npt.ArrayLike, parties: int, seed: int = 0
-) -> list[tuple[npt.NDArray[np.float64], npt.NDArray[np.int8]]]:
-    """Deal rows to ``parties`` parties at random (seeded), as evenly as possible."""
-    s = np.asarray(scores, dtype=np.float64)
-    y = np.asarray(labels).astype(np.int8)
-    if parties < 1:
-        raise InputError("the number of parties must be at least 1")
+    scores: npt.ArrayLike,
+    labels: npt.ArrayLike,
+    parties: int,
+    seed: int = 0,
+    *,
+    iid: bool = True,
+) -> list[tuple[FloatArray, Int8Array]]:
+    """Rows dealt to ``parties`` parties as evenly as possible (sizes differ by at most one).
+
+    IID (default): a random deal (a permutation seeded by ``seed``). Non-IID (``iid=False``,
+    DPAUC's skewed split): contiguous blocks after a stable sort by score, so party 0 holds the
+    lowest scores; ``seed`` is then unused."""
+    s = np.asarray(scores, dtype=np.float64).ravel()
+    y = np.asarray(labels).ravel().astype(np.int8)
+    check_seed(seed)
+    if isinstance(parties, bool) or not isinstance(parties, int | np.integer) or parties < 1:
+        raise InputError(f"the number of parties must be an integer >= 1, got {parties!r}")
+    if s.size != y.size:
+        raise InputError(f"{s.size} scores but {y.size} labels")
     if parties > s.size:
         raise InputError(f"cannot deal {s.size} rows to {parties} parties (each needs a row)")
-    order = np.random.default_rng(seed).permutation(s.size)  # not secret: a data split
-    return [(s[idx], y[idx]) for idx in np.array_split(order, parties)]
+    rng = np.random.default_rng(seed)  # not secret: a data split
+    order = rng.permutation(s.size) if iid else np.argsort(s, kind="stable")
+    return [(s[idx], y[idx]) for idx in np.array_split(order, int(parties))]
 
 
 def read_table(path: str | Path) -> Any:
@@ -133,7 +152,7 @@ def load_adult(part: str = "train") -> Any:
     return df
 
 
-def adult_scores(seed: int = 0) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int8]]:
+def adult_scores(seed: int = 0) -> tuple[FloatArray, Int8Array]:
     """Scores of a gradient-boosting model trained on Adult's training part, on its test part
     (16,281 real scores in [0, 1] with their labels)."""
     from sklearn.ensemble import HistGradientBoostingClassifier

@@ -32,13 +32,14 @@ import numpy as np
 import numpy.typing as npt
 
 from privfl._typing import FloatArray
+from privfl.audit.membership import exposed_layers
 from privfl.errors import InputError
 from privfl.training.mlp import MLP
 
 NOT_POSSIBLE = "not possible in this setting"
 
 
-@dataclass
+@dataclass(frozen=True)
 class InversionResult:
     """One snapshot: per class, the reconstruction and its distances."""
 
@@ -114,17 +115,13 @@ def model_inversion(
     result is the string :data:`NOT_POSSIBLE`."""
     if not snapshots:
         raise InputError("model_inversion needs at least one (epoch, model) snapshot")
-    layers = snapshots[0][1].layers
-    if exposed is not None and 1 not in exposed:
-        return NOT_POSSIBLE
-    if exposed is not None and any(not 1 <= i <= layers for i in exposed):
-        raise InputError(f"exposed layers must be in 1..{layers}")
+    seen = exposed_layers(exposed, snapshots[0][1].layers)  # a layer the model lacks: refused
     x = np.asarray(x_train, dtype=np.float64)
     y = np.asarray(y_train, dtype=np.int64)
-    labels = sorted(set(y.tolist())) if classes is None else list(classes)
+    labels = check_classes(classes, y)
+    if 1 not in seen:
+        return NOT_POSSIBLE
     means = {k: x[y == k].mean(axis=0) for k in sorted(set(y.tolist()))}
-    if any(k not in means for k in labels):
-        raise InputError("every attacked class needs training images")
     keys = list(means)
     mean_matrix = np.stack([means[k] for k in keys])
     out = []
@@ -144,6 +141,20 @@ def model_inversion(
                 progress(1)
         out.append(InversionResult(epoch, labels, rmse, base, ident, corr, conf, np.stack(images)))
     return out
+
+
+def check_classes(classes: Sequence[int] | None, y_train: npt.ArrayLike) -> list[int]:
+    """The classes to reconstruct: all training classes (``None``) or distinct ones that have
+    training images, else InputError naming the available range."""
+    present = sorted(set(np.asarray(y_train).tolist()))
+    if classes is None:
+        return present
+    wanted = list(dict.fromkeys(classes))
+    if not wanted or any(isinstance(k, bool) or k not in present for k in wanted):
+        raise InputError(
+            f"classes must be training classes ({present[0]}..{present[-1]}); got {list(classes)}"
+        )
+    return [int(k) for k in wanted]
 
 
 def _correlations(matrix: FloatArray, v: FloatArray) -> FloatArray:

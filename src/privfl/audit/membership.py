@@ -23,9 +23,20 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from privfl._typing import FloatArray
+from privfl._typing import FloatArray, IntArray
+from privfl.audit.recommend import recommend_layers
 from privfl.errors import InputError
 from privfl.training.mlp import MLP, one_hot
+
+__all__ = [
+    "FEATURE_SETS",
+    "MembershipRow",
+    "attack_once",
+    "exposed_layers",
+    "layer_features",
+    "membership_inference",
+    "recommend_layers",  # moved to privfl.audit.recommend; kept importable from here
+]
 
 
 def _torch() -> Any:
@@ -38,15 +49,23 @@ def _torch() -> Any:
 
 def exposed_layers(layers: Sequence[int] | None, depth: int) -> list[int]:
     """The layers to attack in a model with ``depth`` weight layers: ``None`` means all of
-    them; otherwise a non-empty list of 1-based layers (``depth`` = the output layer)."""
-    chosen = list(range(1, depth + 1)) if layers is None else [int(i) for i in layers]
-    if not chosen or any(not 1 <= i <= depth for i in chosen):
+    them; otherwise a non-empty list of distinct 1-based integer layers (``depth`` = the
+    output layer), in the given order."""
+    if layers is None:
+        return list(range(1, depth + 1))
+    chosen = list(dict.fromkeys(layers))
+    if not chosen or any(
+        isinstance(i, bool) or not isinstance(i, int | np.integer) or not 1 <= i <= depth
+        for i in chosen
+    ):
         raise InputError(f"layers must be in 1..{depth} (1-based, {depth} = output)")
-    return chosen
+    return [int(i) for i in chosen]
 
 
-@dataclass
+@dataclass(frozen=True)
 class MembershipRow:
+    """One attack setting on one layer: mean (and max) over the runs."""
+
     layer: int
     features: str
     accuracy: float
@@ -124,7 +143,7 @@ def _build(shapes: dict[str, tuple[int, ...]]) -> Any:
     return Attack()
 
 
-def _tpr_at_fpr(labels: np.ndarray, scores: np.ndarray, fpr_max: float = 0.01) -> float:
+def _tpr_at_fpr(labels: FloatArray, scores: FloatArray, fpr_max: float = 0.01) -> float:
     from sklearn.metrics import roc_curve
 
     fpr, tpr, _ = roc_curve(labels, scores)
@@ -158,7 +177,7 @@ def attack_once(
     }
     truth = torch.tensor(np.r_[np.ones(n_in), np.zeros(n_out)], dtype=torch.float32)
 
-    def tensors(idx_in: np.ndarray, idx_out: np.ndarray) -> tuple[dict[str, Any], Any]:
+    def tensors(idx_in: IntArray, idx_out: IntArray) -> tuple[dict[str, Any], Any]:
         idx = torch.as_tensor(np.concatenate([idx_in, n_in + idx_out]))
         return {n: t[idx] for n, t in data.items()}, truth[idx]
 
@@ -240,22 +259,3 @@ def membership_inference(
                 )
             )
     return rows
-
-
-def recommend_layers(
-    results: Sequence[Any], max_leakage: float = 0.55, layers: int | None = None
-) -> list[int]:
-    """Smallest contiguous group of last layers to encrypt so that every attack on the layers
-    left exposed stays at or below ``max_leakage`` (accuracy; SmartCryptNN §V-E). Layers
-    without a result row count as not leaking: attack every layer you may leave exposed."""
-    rows = [r if isinstance(r, dict) else r.to_dict() for r in results]
-    total = layers or max(r["layer"] for r in rows)
-    worst = {
-        layer: max((r["accuracy"] for r in rows if r["layer"] == layer), default=0.0)
-        for layer in range(1, total + 1)
-    }
-    for k in range(0, total + 1):
-        exposed = range(1, total - k + 1)
-        if all(worst[layer] <= max_leakage for layer in exposed):
-            return list(range(total - k + 1, total + 1))
-    return list(range(1, total + 1))

@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from privfl._typing import FloatArray, IntArray
+from privfl._typing import BoolArray, FloatArray, IntArray
+from privfl.audit.membership import exposed_layers
 from privfl.errors import InputError
 from privfl.training.mlp import MLP, one_hot
 
@@ -30,8 +31,10 @@ PROPERTY_DESCRIPTION = (
 )
 
 
-@dataclass
+@dataclass(frozen=True)
 class PropertyRow:
+    """Property inference on one exposed layer: mean (and max) over the runs."""
+
     layer: int
     accuracy: float
     auc: float
@@ -43,9 +46,7 @@ class PropertyRow:
         return dict(vars(self))
 
 
-def adult_property_data(
-    rows: int = 6000, seed: int = 0
-) -> tuple[FloatArray, IntArray, npt.NDArray[np.bool_]]:
+def adult_property_data(rows: int = 6000, seed: int = 0) -> tuple[FloatArray, IntArray, BoolArray]:
     """Adult training rows as model inputs without ``sex`` (standardised numeric columns and
     one-hot categories), the income label and the property (sex == Female)."""
     import pandas as pd
@@ -83,7 +84,7 @@ def batch_gradients(
 
 
 def sample_batches(
-    prop: npt.NDArray[np.bool_],
+    prop: BoolArray,
     count: int,
     size: int,
     fraction: float,
@@ -127,10 +128,7 @@ def property_inference(
     p = np.asarray(prop, dtype=bool)
     if not (x.shape[0] == y_arr.size == p.size):
         raise InputError("x, y and the property must have the same number of rows")
-    total = snapshots[0][1].layers
-    layer_list = list(layers) if layers is not None else list(range(1, total + 1))
-    if any(not 1 <= i <= total for i in layer_list):
-        raise InputError(f"layers must be in 1..{total}")
+    layer_list = exposed_layers(layers, snapshots[0][1].layers)
     rows = []
     for layer in layer_list:
         res = []

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
+import numpy as np
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
@@ -22,6 +23,10 @@ from privfl.cli._kit import (
     guard,
 )
 from privfl.errors import InputError
+
+if TYPE_CHECKING:
+    from privfl.audit.property import PropertyRow
+    from privfl.audit.recommend import Recommendation
 
 audit_app = typer.Typer(
     help="Gray-box privacy audit of an MLP: which layers leak membership, reconstructions "
@@ -48,7 +53,7 @@ def _progress(label: str) -> tuple[Progress, Callable[[int], None], Callable[[in
         TextColumn("{task.completed}/{task.total}"),
         TimeElapsedColumn(),
         TimeRemainingColumn(),
-        console=console,
+        console=err_console,  # stdout stays for tables or the one JSON object
         transient=True,
     )
     task = bar.add_task(label, total=None)
@@ -59,19 +64,17 @@ def _progress(label: str) -> tuple[Progress, Callable[[int], None], Callable[[in
     )
 
 
-def _layer_table(title: str, rows: list[dict[str, Any]], extra: tuple[str, ...] = ()) -> Table:
+def _layer_table(title: str, rows: Sequence[PropertyRow]) -> Table:
     table = Table(title=title)
-    cols = ("layer", *extra, "accuracy", "accuracy max", "auc", "auc max")
-    for c in cols:
+    for c in ("layer", "accuracy", "accuracy max", "auc", "auc max"):
         table.add_column(c, justify="right")
     for r in rows:
         table.add_row(
-            str(r["layer"]),
-            *[str(r[e]) for e in extra],
-            f"{r['accuracy']:.4f}",
-            f"{r['accuracy_max']:.4f}",
-            f"{r['auc']:.4f}",
-            f"{r['auc_max']:.4f}",
+            str(r.layer),
+            f"{r.accuracy:.4f}",
+            f"{r.accuracy_max:.4f}",
+            f"{r.auc:.4f}",
+            f"{r.auc_max:.4f}",
         )
     return table
 
@@ -114,90 +117,48 @@ def membership(
     out = err_console if as_json else console
     check_output_path(json_out, "--json-out")
     check_output_path(plot, "--plot")
-    from privfl.studies.audit import membership_audit
+    from privfl.studies.audit import membership_audit, plot_membership
 
-    if runs < 1 or attack_epochs < 1:
-        raise InputError("--runs and --attack-epochs must be positive")
     bar, advance, total = _progress(f"membership attacks on {dataset}")
     with bar:
         res = membership_audit(
             dataset, epochs_every, runs, attack_epochs, seed, advance, total, _layers(layers)
         )
     out.print(
-        f"{res['description']}: MLP {'-'.join(map(str, res['model']['sizes']))}, "
-        f"{res['members']} members / {res['non_members']} non-members, train accuracy "
-        f"{res['train_accuracy']:.3f}, test accuracy {res['test_accuracy']:.3f}"
+        f"{res.description}: MLP {'-'.join(map(str, res.model.sizes))}, "
+        f"{res.members} members / {res.non_members} non-members, train accuracy "
+        f"{res.train_accuracy:.3f}, test accuracy {res.test_accuracy:.3f}"
     )
-    last = len(res["model"]["sizes"]) - 1
+    last = res.model.layers
     table = Table(title=f"Membership inference per layer ({runs} runs; layer {last} = output)")
     for c in ("layer", "features", "accuracy", "acc. max", "auc", "auc max", "tpr@1%fpr"):
         table.add_column(c, justify="right")
-    for r in res["layers"]:
+    for r in res.layers:
         table.add_row(
-            str(r["layer"]),
-            r["features"],
-            f"{r['accuracy']:.4f}",
-            f"{r['accuracy_max']:.4f}",
-            f"{r['auc']:.4f}",
-            f"{r['auc_max']:.4f}",
-            f"{r['tpr_at_1pct_fpr']:.4f}",
+            str(r.layer),
+            r.features,
+            f"{r.accuracy:.4f}",
+            f"{r.accuracy_max:.4f}",
+            f"{r.auc:.4f}",
+            f"{r.auc_max:.4f}",
+            f"{r.tpr_at_1pct_fpr:.4f}",
         )
     out.print(table)
-    if res["over_training"]:
+    if res.over_training:
         over = Table(title="Across training (accuracy, mean over runs)")
-        keys = sorted({(r["layer"], r["features"]) for r in res["over_training"]})
+        keys = sorted({(r.layer, r.features) for _, r in res.over_training})
         over.add_column("epoch", justify="right")
         for layer, feats in keys:
             over.add_column(f"L{layer} {feats}", justify="right")
-        for epoch in sorted({r["epoch"] for r in res["over_training"]}):
-            acc = {
-                (r["layer"], r["features"]): r["accuracy"]
-                for r in res["over_training"]
-                if r["epoch"] == epoch
-            }
+        for epoch in sorted({e for e, _ in res.over_training}):
+            acc = {(r.layer, r.features): r.accuracy for e, r in res.over_training if e == epoch}
             over.add_row(str(epoch), *[f"{acc[k]:.3f}" for k in keys])
         out.print(over)
-    out.print(f"{res['seconds']:.1f} s")
+    out.print(f"{res.seconds:.1f} s")
     emit(res, as_json, json_out)
     if plot is not None:
-        _plot_membership(res, plot)
-
-
-def _plot_membership(res: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    panels = 2 if res["over_training"] else 1
-    fig, axes = plt.subplots(1, panels, figsize=(6 * panels, 4), squeeze=False)
-    ax = axes[0, 0]
-    rows = res["layers"]
-    labels = [f"L{r['layer']}\n" + r["features"].replace("+", "+\n") for r in rows]
-    ax.bar(range(len(rows)), [r["accuracy"] for r in rows], color="tab:blue", label="mean")
-    ax.scatter(range(len(rows)), [r["accuracy_max"] for r in rows], color="k", label="max")
-    ax.axhline(0.5, color="gray", linestyle="--", linewidth=1)
-    ax.set_xticks(range(len(rows)), labels, fontsize=6)
-    ax.set_ylim(0.4, 1.0)
-    ax.set_ylabel("attack accuracy")
-    ax.set_title(f"Membership inference per layer ({res['dataset']})")
-    ax.legend(fontsize=7)
-    if panels == 2:
-        ax = axes[0, 1]
-        keys = sorted({(r["layer"], r["features"]) for r in res["over_training"]})
-        for key in keys:
-            pts = [(r["epoch"], r["accuracy"]) for r in res["over_training"]
-                   if (r["layer"], r["features"]) == key]  # fmt: skip
-            ax.plot(*zip(*pts, strict=True), marker="o", markersize=3, label=f"L{key[0]} {key[1]}")
-        ax.axhline(0.5, color="gray", linestyle="--", linewidth=1)
-        ax.set_xlabel("training epoch")
-        ax.set_ylabel("attack accuracy")
-        ax.set_title("Across training")
-        ax.legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    err_console.print(f"figure written to {path}")
+        plot_membership(res, str(plot))
+        err_console.print(f"figure written to {plot}")
 
 
 @audit_app.command("inversion")
@@ -241,31 +202,31 @@ def inversion(
             total,
         )
     out.print(
-        f"{res['description']}: MLP {'-'.join(map(str, res['model']['sizes']))}, train accuracy "
-        f"{res['train_accuracy']:.3f}, test accuracy {res['test_accuracy']:.3f}"
+        f"{res.description}: MLP {'-'.join(map(str, res.model.sizes))}, train accuracy "
+        f"{res.train_accuracy:.3f}, test accuracy {res.test_accuracy:.3f}"
     )
-    if res["result"] != "ran":
+    if res.result != "ran":
         out.print(
-            f"model inversion with exposed layers {res['exposed_layers']}: {res['result']} "
+            f"model inversion with exposed layers {list(res.exposed_layers)}: {res.result} "
             "(the attack needs layer 1)"
         )
     else:
         table = Table(title="Model inversion per snapshot (mean over classes)")
         for c in ("epoch", "identified", "correlation", "rmse", "gray-start rmse", "confidence"):
             table.add_column(c, justify="right")
-        for s in res["snapshots"]:
+        for snap in res.snapshots:
             table.add_row(
-                str(s["epoch"]),
-                f"{s['identification_rate']:.3f}",
-                f"{s['mean_correlation']:.3f}",
-                f"{s['mean_rmse']:.3f}",
-                f"{s['mean_baseline_rmse']:.3f}",
-                f"{sum(s['confidence']) / len(s['confidence']):.3f}",
+                str(snap.epoch),
+                f"{np.mean(snap.identified):.3f}",
+                f"{np.mean(snap.correlation):.3f}",
+                f"{np.mean(snap.rmse):.3f}",
+                f"{np.mean(snap.baseline_rmse):.3f}",
+                f"{np.mean(snap.confidence):.3f}",
             )
         out.print(table)
         out.print(
             "identified = the reconstruction correlates best with its own class mean "
-            f"among {res['candidate_classes']} classes (chance {1 / res['candidate_classes']:.3f})"
+            f"among {res.candidate_classes} classes (chance {1 / res.candidate_classes:.3f})"
         )
         if plot:
             out.print(f"figure written to {plot}")
@@ -294,16 +255,14 @@ def property_(
     check_output_path(json_out, "--json-out")
     from privfl.studies.audit import property_audit
 
-    if runs < 1 or batches < 2:
-        raise InputError("--runs must be positive and --batches at least 2")
     bar, advance, total = _progress("property inference on adult")
     with bar:
         res = property_audit(epochs_every, _layers(layers), runs, batches, seed, advance, total)
     out.print(
-        f"{res['description']}; MLP {'-'.join(map(str, res['model']['sizes']))}, "
-        f"train accuracy {res['train_accuracy']:.3f}, snapshots at epochs {res['snapshots']}"
+        f"{res.description}; MLP {'-'.join(map(str, res.model.sizes))}, "
+        f"train accuracy {res.train_accuracy:.3f}, snapshots at epochs {list(res.snapshots)}"
     )
-    out.print(_layer_table(f"Property inference per layer ({runs} runs)", res["layers"]))
+    out.print(_layer_table(f"Property inference per layer ({runs} runs)", res.layers))
     emit(res, as_json, json_out)
 
 
@@ -314,7 +273,8 @@ def recommend(
         list[Path], typer.Argument(help="JSON results of 'audit membership' / 'audit property'.")
     ],
     max_leakage: Annotated[
-        float, typer.Option(help="Highest attack accuracy tolerated on an exposed layer.")
+        float,
+        typer.Option(help="Highest attack accuracy tolerated on an exposed layer, in (0.5, 1]."),
     ] = 0.55,
     features: Annotated[
         str | None,
@@ -323,52 +283,41 @@ def recommend(
             "adversary sees activations but no gradients (default: all rows)."
         ),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    as_json: AsJson = False,
+    json_out: JsonOut = None,
 ) -> None:
     """The smallest group of last layers to encrypt so that every attack on the layers left
-    exposed stays at or below --max-leakage (SmartCryptNN §V-E)."""
-    from privfl.audit.membership import recommend_layers
+    exposed stays at or below --max-leakage (SmartCryptNN §V-E). All results must come from
+    the same model (same layer sizes and dataset)."""
+    from privfl.audit.recommend import check_max_leakage, recommend_from_results
 
-    rows: list[dict[str, Any]] = []
-    depth = set()
+    check_output_path(json_out, "--json-out")
+    check_max_leakage(max_leakage)
+    loaded = []
     for path in results:
         try:
-            res = json.loads(path.read_text())
+            loaded.append((str(path), json.loads(path.read_text())))
         except (OSError, ValueError) as exc:
             raise InputError(f"cannot read {path}: {exc}") from None
-        if not isinstance(res, dict) or not isinstance(res.get("layers"), list):
-            raise InputError(f"{path} has no 'layers' list (run 'privfl audit ... --json')")
-        rows += res["layers"]
-        if "model" in res:
-            depth.add(len(res["model"]["sizes"]) - 1)
-    if features is not None:
-        keep = {f.strip() for f in features.split(",") if f.strip()}
-        rows = [r for r in rows if r.get("features", "") in keep or "features" not in r]
-    if not rows:
-        raise InputError("the results hold no layer rows (check --features)")
-    if len(depth) > 1:
-        raise InputError("the results come from models with different numbers of layers")
-    layers = depth.pop() if depth else None
-    chosen = recommend_layers(rows, max_leakage, layers)
-    total = layers or max(r["layer"] for r in rows)
-    worst = {
-        str(i): max((r["accuracy"] for r in rows if r["layer"] == i), default=None)
-        for i in range(1, total + 1)
-    }
-    out = {"encrypt_layers": chosen, "max_leakage": max_leakage, "worst_accuracy_per_layer": worst}
-    if as_json:
-        console.print_json(json.dumps(out))
-        return
-    exposed = list(range(1, total - len(chosen) + 1))
+    keep = None if features is None else [f.strip() for f in features.split(",") if f.strip()]
+    rec = recommend_from_results(loaded, max_leakage, keep)
+    if not as_json:
+        _print_recommendation(rec)
+    emit(rec, as_json, json_out)
+
+
+def _print_recommendation(rec: Recommendation) -> None:
+    chosen, total, limit = list(rec.encrypt_layers), rec.layers, rec.max_leakage
     if not chosen:
-        console.print(f"encrypt nothing: every attack stays at or below {max_leakage}")
-    elif not exposed:
+        console.print(f"encrypt nothing: every attack stays at or below {limit}")
+    elif not rec.exposed_layers:
+        worst = rec.worst_accuracy_per_layer[1]
         console.print(
-            f"encrypt all {total} layers: even layer 1 alone leaks more than {max_leakage} "
-            f"(worst attack accuracy {worst['1']:.3f})"
+            f"encrypt all {total} layers: even layer 1 alone leaks more than {limit} "
+            f"(worst attack accuracy {worst:.3f})"
         )
     else:
         console.print(
-            f"encrypt layers {chosen} of {total}: every attack on layers {exposed} stays at or "
-            f"below {max_leakage}"
+            f"encrypt layers {chosen} of {total}: every attack on layers "
+            f"{list(rec.exposed_layers)} stays at or below {limit}"
         )

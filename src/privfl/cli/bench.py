@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import numpy as np
 import typer
@@ -22,6 +23,10 @@ from privfl.cli._kit import (
     ints,
 )
 from privfl.errors import InputError
+
+if TYPE_CHECKING:
+    from privfl._typing import FloatArray, Int8Array
+    from privfl.studies.fhauc_vs_dpauc import AccuracyRow, DPStats, LeakageRow
 
 bench_app = typer.Typer(help="Studies that reproduce the papers' tables.", no_args_is_help=True)
 
@@ -45,16 +50,29 @@ def bench_accuracy(
     ] = True,
     leak_epsilons: Annotated[str, typer.Option(help="Epsilons of the leakage table.")] = "1,2,4,8",
     seed: Annotated[int, typer.Option(help="Seed of the sampling and noise (reproducible).")] = 0,
+    calibration: Annotated[
+        str,
+        typer.Option(
+            help="DPAUC_Lap noise per count: 'total-budget' (4N/eps), 'per-count' (1/eps) or "
+            "'sensitivity-2' (8N/eps, reproduces the spread of FHAUC's Table 1)."
+        ),
+    ] = "total-budget",
     as_json: AsJson = False,
     json_out: JsonOut = None,
     plot: PlotOut = None,
 ) -> None:
     """FHAUC vs DPAUC accuracy (FHAUC's Table 1) and DPAUC's count leakage (Table 2);
-    --plot writes |AUC - exact| against the size."""
+    --plot writes |AUC - exact| against the size.
+
+    Every DPAUC setting is reported twice on the same noise: faithful (no post-processing, the
+    FHAUC paper's reading) and with the DPAUC authors' post-processing (counts clipped at 0,
+    points sorted by FPR)."""
     check_output_path(json_out, "--json-out")
     check_output_path(plot, "--plot")
     from rich.progress import Progress
 
+    from privfl.datasets import check_seed, deal
+    from privfl.evaluation.dpauc import CALIBRATIONS, MAX_DECISION_POINTS
     from privfl.studies import fhauc_vs_dpauc as study
 
     if (dataset is None) == (data is None):
@@ -63,8 +81,15 @@ def bench_accuracy(
     eps_list, leak_eps = floats(epsilons, "--epsilons"), floats(leak_epsilons, "--leak-epsilons")
     if runs < 1 or parties < 1:
         raise InputError("--runs and --parties must be at least 1")
-    if any(n < 3 for n in n_list):
-        raise InputError("every N in --thresholds must be at least 3")
+    if any(not 3 <= n <= MAX_DECISION_POINTS for n in n_list):
+        raise InputError(f"every N in --thresholds must be in 3..{MAX_DECISION_POINTS:,}")
+    if min(size_list) < max(2, parties):
+        raise InputError(
+            f"every --sizes value must be at least 2 and at least --parties ({parties})"
+        )
+    if calibration not in CALIBRATIONS:
+        raise InputError(f"--calibration must be one of {', '.join(CALIBRATIONS)}")
+    check_seed(seed, "--seed")
     if dataset is not None:
         if dataset != "adult":
             raise InputError(f"unknown dataset {dataset!r} (available: adult)")
@@ -95,21 +120,28 @@ def bench_accuracy(
             bar.advance(task, k)
 
         rows = study.accuracy_study(
-            scores, labels, size_list, n_list, eps_list, parties, runs, iid, seed, progress=advance
-        )
+            scores, labels, size_list, n_list, eps_list, parties, runs, iid, seed,
+            progress=advance, calibration=calibration,
+        )  # fmt: skip
         leak_size = max([s for s in size_list if s <= 10_000] or [min(size_list)])
         sample = study.draw_sample(scores, labels, leak_size, seed + leak_size)
-        party = study.split_parties(sample, parties, iid, seed)[0]
+        party = deal(sample.scores, sample.labels, parties, seed, iid=iid)[0]
         leak = study.leakage_study(
-            party[0], party[1], leak_eps, (25, 50, 100), runs, seed, progress=advance
-        )
-    _print_accuracy_tables(rows, leak, eps_list, source, parties, runs, iid, leak_size, party)
+            party[0], party[1], leak_eps, (25, 50, 100), runs, seed, progress=advance,
+            calibration=calibration,
+        )  # fmt: skip
+    if not as_json:
+        _print_accuracy_tables(
+            rows, leak, eps_list, f"{source}; {parties} parties ({'IID' if iid else 'non-IID'})",
+            runs, calibration, leak_size, party,
+        )  # fmt: skip
     emit(
         {
             "source": source,
             "parties": parties,
             "runs": runs,
             "split": "iid" if iid else "non-iid",
+            "calibration": calibration,
             "accuracy": [r.to_dict() for r in rows],
             "leakage": {
                 "party_samples": int(party[1].size),
@@ -124,34 +156,35 @@ def bench_accuracy(
         study.plot_errors(rows, str(plot))
 
 
-def _pm(stats: dict[str, float]) -> str:
-    m, sd = stats["mean"], stats["std"]
-    return f"{m:.3f}±{sd:.3f}" if abs(m) < 10 and sd < 10 else f"{m:.3g}±{sd:.3g}"
+def _pm(stats: DPStats) -> str:
+    m, sd = stats.mean, stats.std
+    cell = f"{m:.3f}±{sd:.3f}" if abs(m) < 10 and sd < 10 else f"{m:.3g}±{sd:.3g}"
+    return cell + ("†" if stats.outside_unit_runs else "")
 
 
 def _print_accuracy_tables(
-    rows: Any,
-    leak: Any,
+    rows: Sequence[AccuracyRow],
+    leak: Sequence[LeakageRow],
     eps_list: list[float],
-    source: str,
-    parties: int,
+    setting: str,
     runs: int,
-    iid: bool,
+    calibration: str,
     leak_size: int,
-    party: Any,
+    party: tuple[FloatArray, Int8Array],
 ) -> None:
-    split = "IID" if iid else "non-IID"
+    from privfl.studies.fhauc_vs_dpauc import variant_key
+
     t1 = Table(
-        title=f"Table 1: AUC on {source}; {parties} parties ({split}); "
-        f"DPAUC mean ± std over {runs} runs"
+        title=f"Table 1: AUC on {setting}; DPAUC mean ± std over {runs} runs, "
+        f"Laplace calibration {calibration}"
     )
     for col in ("size", "N", "scikit-learn", "FHAUC"):
         t1.add_column(col, justify="right")
-    keys = [f"{m} eps={e:g}" for m in ("laplace", "rr") for e in eps_list]
+    keys = [variant_key("laplace", e, pp) for e in eps_list for pp in ("none", "dpauc-authors")]
+    keys += [variant_key("rr", e) for e in eps_list]
     for k in keys:
-        t1.add_column(
-            k.replace("laplace eps=", "Lap ε=").replace("rr eps=", "RR ε="), justify="right"
-        )
+        label = k.replace("laplace eps=", "Lap ε=").replace("rr eps=", "RR ε=")
+        t1.add_column(label.replace(" dpauc-authors", " authors"), justify="right")
     for r in rows:
         size = f"{r.size}" + ("*" if r.with_replacement else "")
         t1.add_row(
@@ -159,9 +192,15 @@ def _print_accuracy_tables(
             str(r.thresholds),
             f"{r.sklearn:.4f}",
             f"{r.fhauc:.4f}",
-            *[_pm(r.dpauc[k]) for k in keys],
+            *[_pm(r.dpauc[k]) if k in r.dpauc else "" for k in keys],
         )
     console.print(t1)
+    console.print(
+        "authors = the DPAUC authors' post-processing of the same runs (counts clipped at 0, "
+        "points sorted by FPR); on RR's exact noisy-label counts it changes nothing (JSON)."
+    )
+    if any(s.outside_unit_runs for r in rows for s in r.dpauc.values()):
+        console.print("† some runs gave an AUC outside [0, 1]: noise dominates (count in JSON)")
     if any(r.with_replacement for r in rows):
         console.print(
             "* more examples than the data has: resampled with replacement from the real scores"
@@ -172,13 +211,13 @@ def _print_accuracy_tables(
     )
     for col in ("epsilon", "N", "total", "positives", "negatives"):
         t2.add_column(col, justify="right")
-    for r in leak:
+    for lr in leak:
         t2.add_row(
-            f"{r.epsilon:g}",
-            str(r.thresholds),
-            f"{r.total[0]:.1f} ± {r.total[1]:.1f}",
-            f"{r.positives[0]:.1f} ± {r.positives[1]:.1f}",
-            f"{r.negatives[0]:.1f} ± {r.negatives[1]:.1f}",
+            f"{lr.epsilon:g}",
+            str(lr.thresholds),
+            f"{lr.total[0]:.1f} ± {lr.total[1]:.1f}",
+            f"{lr.positives[0]:.1f} ± {lr.positives[1]:.1f}",
+            f"{lr.negatives[0]:.1f} ± {lr.negatives[1]:.1f}",
         )
     console.print(t2)
     console.print("FHAUC reveals none of these counts: the aggregator only sees ciphertexts.")

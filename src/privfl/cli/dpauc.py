@@ -3,14 +3,36 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
 import typer
 from rich.table import Table
 
-from privfl.cli._kit import console, guard, print_json
+from privfl.cli._kit import (
+    AsJson,
+    JsonOut,
+    check_output_path,
+    console,
+    emit,
+    guard,
+    parse_score_range,
+)
 from privfl.cli.fhauc import load_parties
+
+if TYPE_CHECKING:
+    from privfl.evaluation.dpauc import DPAUCResult
+
+NOISE_NOTE = "outside [0, 1]: noise dominates"
+
+
+def parse_thresholds(text: str) -> int | str:
+    """``--thresholds``: an integer N, or a grid name (``dpauc``, ``dpauc:N``) that the library
+    checks and refuses with a one-line reason."""
+    try:
+        return int(text)
+    except ValueError:
+        return text.strip()
 
 
 @guard
@@ -27,10 +49,25 @@ def dpauc(
     thresholds: Annotated[
         str, typer.Option(help="N decision points, or 'dpauc' / 'dpauc:N' for DPAUC's grid.")
     ] = "100",
+    score_range: Annotated[str, typer.Option(help="Declared score range 'low,high'.")] = "0,1",
     epsilon: Annotated[float, typer.Option(help="Privacy budget epsilon (> 0).")] = 1.0,
     mechanism: Annotated[
         str, typer.Option(help="'laplace' or 'rr' (randomized response).")
     ] = "laplace",
+    postprocess: Annotated[
+        str,
+        typer.Option(
+            help="'none' (FHAUC paper's reimplementation) or 'dpauc-authors' (counts clipped at "
+            "0, points sorted by FPR: the AUC stays in [0, 1])."
+        ),
+    ] = "none",
+    calibration: Annotated[
+        str,
+        typer.Option(
+            help="Laplace scale per count: 'total-budget' (4N/eps), 'per-count' (1/eps, the "
+            "DPAUC authors' script) or 'sensitivity-2' (8N/eps, FHAUC's Table 1 spread)."
+        ),
+    ] = "total-budget",
     noise_seed: Annotated[
         int | None, typer.Option(help="Seed for a reproducible run (default: OS randomness).")
     ] = None,
@@ -38,16 +75,30 @@ def dpauc(
     attack: Annotated[
         bool, typer.Option(help="Also run the server's count-inference attack on every party.")
     ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    as_json: AsJson = False,
+    json_out: JsonOut = None,
 ) -> None:
-    """DPAUC baseline: differentially private federated AUC (and what it leaks)."""
+    """DPAUC baseline: differentially private federated AUC (and what it leaks).
+
+    Example: privfl dpauc scores.csv -s score -l label --parties 15 --epsilon 1 --attack
+    """
     import privfl
     from privfl.evaluation.dpauc import infer_party_counts
 
-    data = load_parties(file, score_column, label_column, party_column, parties, seed, (0.0, 1.0))
-    thr: Any = int(thresholds) if thresholds.isdigit() else thresholds
-    res = privfl.dpauc(data, thr, epsilon, mechanism, noise_seed)
-    out = res.to_dict() | {"sklearn_auc": privfl.exact_auc(data)}
+    check_output_path(json_out, "--json-out")
+    rng = parse_score_range(score_range)
+    data = load_parties(file, score_column, label_column, party_column, parties, seed, rng)
+    res = privfl.dpauc(
+        data,
+        parse_thresholds(thresholds),
+        epsilon,
+        mechanism,
+        noise_seed,
+        score_range=rng,
+        postprocess=postprocess,
+        calibration=calibration,
+    )
+    out = res.to_dict() | {"sklearn_auc": privfl.exact_auc(data, score_range=rng)}
     if attack:
         rows = []
         for k, rel in enumerate(res.noisy_counts):
@@ -63,13 +114,20 @@ def dpauc(
                 }
             )
         out["attack"] = rows
-    if as_json:
-        print_json(out)
-        return
-    table = Table(title=f"DPAUC ({mechanism}, epsilon={epsilon:g}, N={res.thresholds})")
+    if not as_json:
+        _print_tables(res, out, epsilon, attack)
+    emit(out, as_json, json_out)
+
+
+def _print_tables(res: DPAUCResult, out: dict[str, Any], epsilon: float, attack: bool) -> None:
+    table = Table(
+        title=f"DPAUC ({res.mechanism}, epsilon={epsilon:g}, N={res.thresholds}, "
+        f"post-processing {res.postprocess})"
+    )
     table.add_column("quantity")
     table.add_column("value", justify="right")
-    table.add_row("DPAUC AUC", f"{res.auc:.6f}")
+    note = f"  ({NOISE_NOTE})" if res.noise_dominates else ""
+    table.add_row("DPAUC AUC", f"{res.auc:.6f}{note}")
     table.add_row("scikit-learn exact AUC", f"{out['sklearn_auc']:.6f}")
     table.add_row("|error|", f"{abs(res.auc - out['sklearn_auc']):.2e}")
     console.print(table)

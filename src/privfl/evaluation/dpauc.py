@@ -1,28 +1,33 @@
 """DPAUC (Sun et al.): differentially private federated AUC, the baseline FHAUC beats.
 
-Two mechanisms (ARCHITECTURE §5), implemented faithfully:
+Two mechanisms (ARCHITECTURE §5):
 
-* ``"laplace"`` (DPAUC_Lap): every party adds independent ``Lap(1/ε')`` noise, ``ε' = ε/(4N)``
-  (sensitivity 1, basic composition over the 4N released counts), to TP, FP, TN and FN at
-  every one of the N decision points. The server sums the noisy counts, computes
-  ``TPR = TP/(TP+FN)`` and ``FPR = FP/(FP+TN)`` per point and the trapezoid area. No clipping,
-  no monotone repair.
-* ``"rr"`` (DPAUC_RR): every label is flipped with probability ``ρ = 1/(1+e^ε)``; the parties
-  release exact counts of the noisy labels; the server computes the AUC of the noisy labels
-  and debiases it: with ``a = P(y=0 | ỹ=1)`` and ``b = P(y=1 | ỹ=0)`` estimated from ``ρ`` and
-  the noisy class prior, ``AUC = (AUC~ - (a + b)/2) / (1 - a - b)``.
+* ``"laplace"`` (DPAUC_Lap): every party adds independent Laplace noise to TP, FP, TN and FN
+  at each of the N decision points; the server sums them and takes the trapezoid area under
+  ``(FP/(FP+TN), TP/(TP+FN))``.
+* ``"rr"`` (DPAUC_RR): every label is flipped with probability ``ρ = 1/(1+e^ε)``; the server
+  debiases the AUC of the noisy labels with ``a = P(y=0 | ỹ=1)``, ``b = P(y=1 | ỹ=0)`` (from ρ
+  and the noisy prior): ``AUC = (AUC~ - (a + b)/2) / (1 - a - b)``, since true (pos, neg) pairs
+  weigh ``(1-a)(1-b)`` and win with AUC, (neg, pos) pairs weigh ``ab`` and win with 1 - AUC,
+  same-class pairs win half the time: ``AUC~ = AUC (1 - a - b) + (a + b)/2``.
 
-  Why ``(a + b)/2`` (ARCHITECTURE §5 writes ``(a + b - 2ab)/2``, which is biased): over the
-  pairs (observed positive, observed negative), true (pos, neg) pairs have weight
-  ``(1-a)(1-b)`` and win with probability AUC, (neg, pos) pairs weight ``ab`` and win with
-  ``1 - AUC``, same-class pairs weight ``(1-a)b + a(1-b)`` and win with 1/2, so
-  ``AUC~ = AUC (1 - a - b) + ab + (a + b - 2ab)/2 = AUC (1 - a - b) + (a + b)/2``; the ``ab``
-  of the (neg, pos) pairs is what the architecture's formula drops.
+``postprocess``: ``"none"`` (default; the FHAUC paper's reimplementation: no clipping, no
+reordering, so small sizes can give AUCs outside [0, 1], flagged by
+:attr:`DPAUCResult.noise_dominates`) or ``"dpauc-authors"`` (the DPAUC authors' code: every
+*summed* count clipped at zero, a point with TP+FN or FP+TN then zero becomes (0, 0), points
+sorted by FPR before the trapezoid, so the AUC lies in [0, 1]; a no-op on RR's exact counts).
 
-Noise comes from diffprivlib's Laplace mechanism (its parameter checks and its 4-uniform
-sampler, evaluated on arrays) fed by an AES-256-CTR stream: keyed by :mod:`secrets` by default,
-or by a hash of ``seed`` when a reproducible experiment is wanted (still a CSPRNG stream;
-numpy's generator is never used).
+``calibration`` of DPAUC_Lap (Laplace scale ``b`` on every count; README derives them):
+``"total-budget"`` (default; ε for the whole release, sensitivity 1 per count, ε/(4N) per
+count: ``b = 4N/ε``; ARCHITECTURE §5, the DPAUC authors' accounting, FHAUC's Table 2);
+``"per-count"`` (ε of each count, the authors' script's ``--dp_noise_epsilon``: ``b = 1/ε``,
+total 4Nε); ``"sensitivity-2"`` (ε/(4N) per count but each charged the L1 sensitivity 2 of a
+flip on one point's quadruple, TP<->FP or FN<->TN: ``b = 8N/ε``, a double count that
+reproduces the spread of FHAUC's Table 1). All are ε-label-DP; the tight ``b`` is 2N/ε.
+
+Noise comes from diffprivlib's Laplace sampler (its 4-uniform formula, on arrays) fed by an
+AES-256-CTR stream keyed by :mod:`secrets`, or by a hash of ``seed`` when a reproducible
+experiment is wanted (still a CSPRNG stream; numpy's generator is never used).
 
 :func:`infer_party_counts` is the server's attack: from one party's released counts it
 estimates the party's numbers of positives and negatives (mean over the N points), which
@@ -41,8 +46,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from privfl._typing import FloatArray
+from privfl._typing import FloatArray, Int8Array
 from privfl.crypto.prng import SharedRandomness
+from privfl.datasets import check_seed
 from privfl.errors import InputError
 from privfl.evaluation.reference import PartyData, validate_parties
 from privfl.evaluation.statistics import (
@@ -54,14 +60,49 @@ from privfl.evaluation.statistics import (
 )
 
 MECHANISMS = ("laplace", "rr")
+POSTPROCESSING = ("none", "dpauc-authors")
+CALIBRATIONS = ("total-budget", "per-count", "sensitivity-2")
+# Decision points are capped so that a typo (N = 10^9) is refused before anything is allocated:
+# every party releases 4N floats and draws 16N uniforms per run.
+MAX_DECISION_POINTS = 100_000
+
+
+def _choice(value: object, allowed: tuple[str, ...], what: str) -> str:
+    if not isinstance(value, str) or value not in allowed:
+        raise InputError(f"{what} must be one of {', '.join(allowed)}; got {value!r}")
+    return value
+
+
+def check_epsilon(epsilon: object) -> float:
+    """ε as a float: a finite number > 0, else InputError."""
+    value = math.nan
+    if isinstance(epsilon, int | float | np.integer | np.floating) and not isinstance(
+        epsilon, bool
+    ):
+        try:
+            value = float(epsilon)
+        except OverflowError:  # an int beyond the float range
+            value = math.inf
+    if not (math.isfinite(value) and value > 0):
+        raise InputError(
+            f"epsilon must be a finite number > 0 (the privacy budget); got {epsilon!r:.40}"
+        )
+    return value
+
+
+def _check_points(n: int) -> int:
+    if not 3 <= n <= MAX_DECISION_POINTS:
+        raise InputError(
+            f"DPAUC needs 3 <= N <= {MAX_DECISION_POINTS:,} decision points; got {n:,}"
+        )
+    return n
 
 
 def dpauc_thresholds(n_points: int, score_range: ScoreRange = (0.0, 1.0)) -> FloatArray:
-    """DPAUC's original non-uniform grid of ``n_points - 2`` interior thresholds (strictly
-    decreasing): half of them in the bottom fifth of the range, a quarter in [0.2, 0.5] and a
-    quarter in [0.5, 1] (in units of the range)."""
-    if n_points < 3:
-        raise InputError("need at least 3 decision points")
+    """DPAUC's non-uniform grid of ``n_points - 2`` distinct interior thresholds, decreasing:
+    half in the bottom fifth of the range, a quarter in [0.2, 0.5], a quarter in [0.5, 1]
+    (the authors' three ``linspace`` calls also repeat 0.2 and 0.5 and include both ends)."""
+    _check_points(n_points)
     k = n_points - 2
     lo, hi = float(score_range[0]), float(score_range[1])
     n1 = (k + 1) // 2
@@ -77,17 +118,43 @@ def dpauc_thresholds(n_points: int, score_range: ScoreRange = (0.0, 1.0)) -> Flo
     return (lo + (hi - lo) * np.sort(grid))[::-1].copy()
 
 
-def resolve_thresholds(
-    thresholds: int | str | npt.ArrayLike, score_range: ScoreRange
-) -> FloatArray:
-    """Interior thresholds from N, ``"dpauc"`` (with N=100) / ``"dpauc:N"``, or an array."""
+def resolve_thresholds(thresholds: object, score_range: ScoreRange) -> FloatArray:
+    """The interior thresholds: from an integer N (or an integral float) of uniform decision
+    points, ``"dpauc"`` (DPAUC's grid, N = 100) / ``"dpauc:N"``, or an explicit strictly
+    decreasing array inside the score range. Anything else is an InputError saying what to pass."""
+    usage = "pass an integer N >= 3, 'dpauc', 'dpauc:N' or a decreasing array of thresholds"
     if isinstance(thresholds, str):
-        name, _, count = thresholds.partition(":")
+        name, sep, count = thresholds.partition(":")
         if name != "dpauc":
-            raise InputError(f"unknown threshold grid {thresholds!r} (use N, 'dpauc' or 'dpauc:N')")
-        n = int(count) if count else DEFAULT_THRESHOLDS
-        return dpauc_thresholds(n, score_range)
-    return interior_thresholds(thresholds, score_range)
+            raise InputError(f"unknown threshold grid {thresholds!r}: {usage}")
+        if not sep:
+            return dpauc_thresholds(DEFAULT_THRESHOLDS, score_range)
+        if not count.strip().isdecimal():
+            raise InputError(f"'dpauc:N' needs an integer N >= 3; got {thresholds!r}")
+        return dpauc_thresholds(_check_points(int(count)), score_range)
+    if isinstance(thresholds, bool):
+        raise InputError(f"thresholds must not be a bool: {usage}")
+    if isinstance(thresholds, float | np.floating):
+        if not float(thresholds).is_integer():
+            raise InputError(f"thresholds={thresholds!r} is not a whole number: {usage}")
+        thresholds = int(thresholds)
+    if isinstance(thresholds, int | np.integer):
+        return interior_thresholds(_check_points(int(thresholds)), score_range)
+    try:
+        arr = np.asarray(thresholds, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InputError(f"thresholds must be numbers: {usage}") from None
+    if arr.ndim != 1:
+        raise InputError(f"an explicit threshold array must be one-dimensional: {usage}")
+    _check_points(arr.size + 2)
+    interior = interior_thresholds(arr, score_range)
+    lo, hi = score_range
+    if interior.min() < lo or interior.max() > hi:
+        raise InputError(
+            f"thresholds must lie inside the score range [{lo}, {hi}] "
+            f"(found {interior.min():.6g}..{interior.max():.6g})"
+        )
+    return interior
 
 
 class NoiseSource:
@@ -97,7 +164,7 @@ class NoiseSource:
         if seed is None:
             key = secrets.token_bytes(32)
         else:
-            key = hashlib.sha256(f"privfl-dpauc-seed:{int(seed)}".encode()).digest()
+            key = hashlib.sha256(f"privfl-dpauc-seed:{check_seed(seed)}".encode()).digest()
         self._stream = SharedRandomness(key, "dpauc-noise")
 
     def uniform(self, size: int) -> FloatArray:
@@ -112,13 +179,17 @@ class NoiseSource:
         return np.asarray(-scale * standard, dtype=np.float64)
 
 
-def laplace_scale(epsilon: float, n_points: int) -> float:
-    """Scale of the per-count Laplace noise: sensitivity 1 / ε', ε' = ε / (4N), checked by
-    diffprivlib's mechanism."""
+def laplace_scale(epsilon: float, n_points: int, calibration: str = "total-budget") -> float:
+    """Scale ``b`` of the Laplace noise on every count: sensitivity / ε_count for the named
+    calibration (module docstring), checked by diffprivlib's mechanism."""
     from diffprivlib.mechanisms import Laplace
 
-    eps_prime = epsilon / (4 * n_points)
-    mech = Laplace(epsilon=eps_prime, sensitivity=1.0, random_state=secrets.SystemRandom())
+    _choice(calibration, CALIBRATIONS, "calibration")
+    eps_count = epsilon if calibration == "per-count" else epsilon / (4 * n_points)
+    sensitivity = 2.0 if calibration == "sensitivity-2" else 1.0
+    if not (eps_count > 0 and math.isfinite(sensitivity / eps_count)):
+        raise InputError(f"epsilon={epsilon:g} is too small: the Laplace scale is not finite")
+    mech = Laplace(epsilon=eps_count, sensitivity=sensitivity, random_state=secrets.SystemRandom())
     return float(mech.sensitivity / (mech.epsilon - math.log(1 - mech.delta)))
 
 
@@ -133,9 +204,10 @@ class NoisyCounts:
     mechanism: str
     epsilon: float
     flip_probability: float = 0.0  # ρ for randomized response
+    scale: float = 0.0  # b of the Laplace noise on every count
 
 
-@dataclass
+@dataclass(frozen=True)
 class DPAUCResult:
     """DPAUC's AUC, the per-party released counts and the settings."""
 
@@ -143,26 +215,52 @@ class DPAUCResult:
     mechanism: str
     epsilon: float
     thresholds: int
-    noisy_counts: list[NoisyCounts] = field(repr=False)
+    noisy_counts: tuple[NoisyCounts, ...] = field(repr=False)
     noisy_auc: float | None = None  # RR: the AUC of the noisy labels before debiasing
+    postprocess: str = "none"
+    calibration: str = "total-budget"
+
+    @property
+    def noise_dominates(self) -> bool:
+        """The AUC is outside [0, 1] (or undefined): the noise swamps the counts."""
+        return not 0.0 <= self.auc <= 1.0
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "auc": self.auc,
+            "noise_dominates": self.noise_dominates,
             "mechanism": self.mechanism,
             "epsilon": self.epsilon,
             "thresholds": self.thresholds,
             "parties": len(self.noisy_counts),
+            "postprocess": self.postprocess,
+            "calibration": self.calibration,
+            "noise_scale": self.noisy_counts[0].scale,  # Laplace's b (0 for RR)
+            "flip_probability": self.noisy_counts[0].flip_probability,  # RR's ρ (0 for Laplace)
             "noisy_auc": self.noisy_auc,
         }
 
 
-def trapezoid_auc(tp: FloatArray, fp: FloatArray, tn: FloatArray, fn: FloatArray) -> float:
-    """Trapezoid area under (FPR, TPR) over the decision points, as the server computes it."""
-    with np.errstate(divide="ignore", invalid="ignore"):
+def trapezoid_auc(
+    tp: FloatArray, fp: FloatArray, tn: FloatArray, fn: FloatArray, postprocess: str = "none"
+) -> float:
+    """Trapezoid area under (FPR, TPR) over the decision points, as the server computes it:
+    as they come (``"none"``), or clipped, emptied to (0, 0) and sorted by FPR
+    (``"dpauc-authors"``; the area then lies in [0, 1])."""
+    authors = _choice(postprocess, POSTPROCESSING, "postprocess") == "dpauc-authors"
+    if authors:
+        tp, fp, tn, fn = (np.maximum(c, 0.0) for c in (tp, fp, tn, fn))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         tpr = tp / (tp + fn)
         fpr = fp / (fp + tn)
-    return float(np.sum((fpr[1:] - fpr[:-1]) * (tpr[1:] + tpr[:-1]) / 2.0))
+        if authors:
+            empty = (tp + fn == 0) | (fp + tn == 0)
+            tpr, fpr = np.where(empty, 0.0, tpr), np.where(empty, 0.0, fpr)
+            order = np.argsort(fpr, kind="stable")
+            tpr, fpr = tpr[order], fpr[order]
+        area = float(np.sum((fpr[1:] - fpr[:-1]) * (tpr[1:] + tpr[:-1]) / 2.0))
+    # exactly in [0, 1] after sorting; only rounding of the sum could step out by an ulp
+    return min(max(area, 0.0), 1.0) if authors else area
 
 
 def _full_counts(c: PartyCounts) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
@@ -171,26 +269,27 @@ def _full_counts(c: PartyCounts) -> tuple[FloatArray, FloatArray, FloatArray, Fl
     return tp, fp, c.negatives - fp, c.positives - tp
 
 
-def laplace_release(counts: PartyCounts, epsilon: float, noise: NoiseSource) -> NoisyCounts:
-    """One party's DPAUC_Lap release: Lap(4N/ε) added to TP, FP, TN, FN at every point."""
+def laplace_release(
+    counts: PartyCounts, epsilon: float, noise: NoiseSource, calibration: str = "total-budget"
+) -> NoisyCounts:
+    """One party's DPAUC_Lap release: Lap(b) added to TP, FP, TN, FN at every point, with
+    ``b`` from :func:`laplace_scale` (4N/ε by default)."""
     n = counts.tp.size
-    scale = laplace_scale(epsilon, n)
+    scale = laplace_scale(epsilon, n, calibration)
     tp, fp, tn, fn = _full_counts(counts)
     z = noise.laplace(scale, 4 * n).reshape(4, n)
-    return NoisyCounts(tp + z[0], fp + z[1], tn + z[2], fn + z[3], "laplace", epsilon)
+    return NoisyCounts(tp + z[0], fp + z[1], tn + z[2], fn + z[3], "laplace", epsilon, 0.0, scale)
 
 
 def flip_probability(epsilon: float) -> float:
-    """ρ = 1 / (1 + e^ε)."""
-    return 1.0 / (1.0 + math.exp(epsilon))
+    """ρ = 1 / (1 + e^ε), computed as e^-ε / (1 + e^-ε) so that a large ε gives ρ -> 0
+    instead of overflowing."""
+    small = math.exp(-epsilon)
+    return small / (1.0 + small)
 
 
 def rr_release(
-    scores: FloatArray,
-    labels: npt.NDArray[np.int8],
-    interior: FloatArray,
-    epsilon: float,
-    noise: NoiseSource,
+    scores: FloatArray, labels: Int8Array, interior: FloatArray, epsilon: float, noise: NoiseSource
 ) -> NoisyCounts:
     """One party's DPAUC_RR release: exact counts of labels flipped with probability ρ."""
     rho = flip_probability(epsilon)
@@ -201,24 +300,31 @@ def rr_release(
 
 
 def debias_rr(noisy_auc: float, noisy_positive_rate: float, rho: float) -> float:
-    """Debias the AUC of randomly flipped labels: (AUC~ - (a + b)/2) / (1 - a - b)."""
+    """Debias the AUC of randomly flipped labels: (AUC~ - (a + b)/2) / (1 - a - b).
+
+    NaN when it is undefined: every noisy label in one class, or ρ = 1/2 in floating point."""
+    if not (0.0 < noisy_positive_rate < 1.0 and rho < 0.5 and math.isfinite(noisy_auc)):
+        return math.nan
     prior = (noisy_positive_rate - rho) / (1.0 - 2.0 * rho)  # estimated P(y = 1)
     a = (1.0 - prior) * rho / noisy_positive_rate  # P(y=0 | ỹ=1)
     b = prior * rho / (1.0 - noisy_positive_rate)  # P(y=1 | ỹ=0)
     return (noisy_auc - (a + b) / 2.0) / (1.0 - a - b)
 
 
-def aggregate(releases: Sequence[NoisyCounts]) -> tuple[float, float | None]:
-    """Server side: sum the releases, compute the AUC (debiased for RR)."""
+def aggregate(
+    releases: Sequence[NoisyCounts], postprocess: str = "none"
+) -> tuple[float, float | None]:
+    """Server side: sum the releases and compute the AUC (debiased for RR); returns
+    ``(auc, noisy-label AUC or None)``."""
     tp = np.sum([r.tp for r in releases], axis=0)
     fp = np.sum([r.fp for r in releases], axis=0)
     tn = np.sum([r.tn for r in releases], axis=0)
     fn = np.sum([r.fn for r in releases], axis=0)
-    auc = trapezoid_auc(tp, fp, tn, fn)
+    auc = trapezoid_auc(tp, fp, tn, fn, postprocess)
     if releases[0].mechanism == "laplace":
         return auc, None
     total = tp[-1] + fn[-1] + fp[-1] + tn[-1]
-    rate = (tp[-1] + fn[-1]) / total
+    rate = float((tp[-1] + fn[-1]) / total)
     return debias_rr(auc, rate, releases[0].flip_probability), auc
 
 
@@ -230,38 +336,46 @@ def dpauc(
     seed: int | None = None,
     *,
     score_range: ScoreRange = (0.0, 1.0),
+    postprocess: str = "none",
+    calibration: str = "total-budget",
 ) -> DPAUCResult:
     """DPAUC over ``parties`` (a list of ``(scores, labels)``).
 
     ``thresholds``: N (FHAUC's uniform decision points, the default), ``"dpauc"`` or
-    ``"dpauc:N"`` (DPAUC's non-uniform grid), or an explicit decreasing array.
-    ``seed``: ``None`` for fresh OS randomness, or an integer for a reproducible run."""
-    if mechanism not in MECHANISMS:
-        raise InputError(f"mechanism must be one of {MECHANISMS}, got {mechanism!r}")
-    if not (isinstance(epsilon, int | float) and math.isfinite(epsilon) and epsilon > 0):
-        raise InputError(f"epsilon must be a positive number, got {epsilon!r}")
+    ``"dpauc:N"`` (DPAUC's non-uniform grid), or an explicit decreasing array inside
+    ``score_range``. ``seed``: ``None`` for fresh OS randomness, or a non-negative integer for
+    a reproducible run. ``postprocess`` and ``calibration``: see the module docstring."""
+    _choice(mechanism, MECHANISMS, "mechanism")
+    _choice(postprocess, POSTPROCESSING, "postprocess")
+    _choice(calibration, CALIBRATIONS, "calibration")
+    eps = check_epsilon(epsilon)
+    noise = NoiseSource(None if seed is None else check_seed(seed, "seed"))
     data = validate_parties(parties, score_range)
     interior = resolve_thresholds(thresholds, score_range)
-    noise = NoiseSource(seed)
-    return run_dpauc(data, interior, float(epsilon), mechanism, noise)
+    return run_dpauc(data, interior, eps, mechanism, noise, None, postprocess, calibration)
 
 
 def run_dpauc(
-    data: Sequence[tuple[FloatArray, npt.NDArray[np.int8]]],
+    data: Sequence[tuple[FloatArray, Int8Array]],
     interior: FloatArray,
     epsilon: float,
     mechanism: str,
     noise: NoiseSource,
     counts: Sequence[PartyCounts] | None = None,
+    postprocess: str = "none",
+    calibration: str = "total-budget",
 ) -> DPAUCResult:
-    """DPAUC on validated data (``counts`` may be passed to skip recounting for Laplace)."""
+    """DPAUC on validated data (``counts`` may be passed to skip recounting for Laplace).
+    The result keeps every release, so :func:`aggregate` can post-process the same run again."""
     if mechanism == "laplace":
         cs = counts if counts is not None else [party_counts(s, y, interior) for s, y in data]
-        releases = [laplace_release(c, epsilon, noise) for c in cs]
+        releases = tuple(laplace_release(c, epsilon, noise, calibration) for c in cs)
     else:
-        releases = [rr_release(s, y, interior, epsilon, noise) for s, y in data]
-    auc, noisy = aggregate(releases)
-    return DPAUCResult(auc, mechanism, epsilon, interior.size + 2, releases, noisy)
+        releases = tuple(rr_release(s, y, interior, epsilon, noise) for s, y in data)
+    auc, noisy = aggregate(releases, postprocess)
+    return DPAUCResult(
+        auc, mechanism, epsilon, interior.size + 2, releases, noisy, postprocess, calibration
+    )
 
 
 def infer_party_counts(released: NoisyCounts) -> tuple[float, float]:
@@ -274,6 +388,8 @@ def infer_party_counts(released: NoisyCounts) -> tuple[float, float]:
     neg = float(np.mean(released.fp + released.tn))
     if released.mechanism == "rr":
         rho = released.flip_probability
+        if rho >= 0.5:  # ε so small that ρ rounds to 1/2: the labels carry nothing
+            return math.nan, math.nan
         total = pos + neg
         pos = (pos - rho * total) / (1.0 - 2.0 * rho)
         neg = total - pos

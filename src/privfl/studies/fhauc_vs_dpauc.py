@@ -1,10 +1,11 @@
 """The accuracy and leakage study comparing FHAUC with DPAUC (FHAUC's Tables 1 and 2).
 
 ``accuracy_study``: for each global test size, sample that many scored examples, deal them to
-the parties (IID: at random; non-IID: contiguous blocks after sorting by score, DPAUC's
-definition), and compare scikit-learn's exact AUC, FHAUC's AUC (one run: it is
-deterministic) and DPAUC's mean and standard deviation over ``runs`` for every epsilon and
-both mechanisms.
+the parties (:func:`privfl.datasets.deal`: IID at random, or non-IID contiguous score blocks,
+DPAUC's definition), and compare scikit-learn's exact AUC, FHAUC's AUC (one run: it is
+deterministic) and DPAUC's mean and standard deviation over ``runs`` for every epsilon, both
+mechanisms and both post-processings (the faithful one and the DPAUC authors'; each run's
+releases are post-processed both ways, so the two columns are paired).
 
 ``leakage_study``: the server's count-inference attack on one party's DPAUC_Lap release, mean
 and standard deviation over ``runs`` of the error (in samples) of its estimates of the party's
@@ -20,8 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
+from privfl._typing import FloatArray, Int8Array
+from privfl.datasets import deal
 from privfl.errors import InputError
 from privfl.evaluation import dpauc as dp
 from privfl.evaluation.federated import federated_auc
@@ -39,18 +41,16 @@ def _derived_seed(*parts: Any) -> int:
 Progress = Callable[[int], None]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Sample:
     """The scored examples of one study size and how they were drawn."""
 
-    scores: npt.NDArray[np.float64]
-    labels: npt.NDArray[np.int8]
+    scores: FloatArray
+    labels: Int8Array
     with_replacement: bool
 
 
-def draw_sample(
-    scores: npt.NDArray[np.float64], labels: npt.NDArray[np.int8], size: int, seed: int
-) -> Sample:
+def draw_sample(scores: FloatArray, labels: Int8Array, size: int, seed: int) -> Sample:
     """``size`` examples: without replacement when the data has that many, else resampled
     with replacement (the study reports which)."""
     rng = np.random.default_rng(seed)  # not secret: which examples form the test set
@@ -63,27 +63,54 @@ def draw_sample(
     raise InputError(f"could not draw {size} examples containing both classes")
 
 
-def split_parties(
-    sample: Sample, parties: int, iid: bool, seed: int
-) -> list[tuple[npt.NDArray[np.float64], npt.NDArray[np.int8]]]:
-    """IID: random deal; non-IID: contiguous blocks after sorting by score."""
-    if parties > sample.scores.size:
-        raise InputError(f"{sample.scores.size} examples cannot be dealt to {parties} parties")
-    if iid:
-        order = np.random.default_rng(seed).permutation(sample.scores.size)  # not secret: split
-    else:
-        order = np.argsort(sample.scores, kind="stable")
-    return [(sample.scores[i], sample.labels[i]) for i in np.array_split(order, parties)]
+def variant_key(mechanism: str, epsilon: float, postprocess: str = "none") -> str:
+    """The column name of one DPAUC setting: ``"laplace eps=1"``, ``"laplace eps=1
+    dpauc-authors"``..."""
+    key = f"{mechanism} eps={epsilon:g}"
+    return key if postprocess == "none" else f"{key} {postprocess}"
 
 
-@dataclass
+@dataclass(frozen=True)
+class DPStats:
+    """DPAUC's AUC over the runs of one setting: mean, standard deviation and mean absolute
+    error against the exact AUC over the finite runs; how many runs were not finite and how
+    many left [0, 1] (noise dominates)."""
+
+    mean: float
+    std: float
+    mean_abs_error: float
+    non_finite_runs: int
+    outside_unit_runs: int
+    runs: int
+
+    @classmethod
+    def of(cls, aucs: Sequence[float], exact: float) -> DPStats:
+        arr = np.asarray(aucs, dtype=np.float64)
+        fin = arr[np.isfinite(arr)]
+        nan = float("nan")
+        return cls(
+            float(fin.mean()) if fin.size else nan,
+            float(fin.std()) if fin.size else nan,
+            float(np.abs(fin - exact).mean()) if fin.size else nan,
+            int(arr.size - fin.size),
+            int(np.sum((fin < 0.0) | (fin > 1.0))),
+            int(arr.size),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+
+@dataclass(frozen=True)
 class AccuracyRow:
+    """One (size, N) row of Table 1: the references and every DPAUC setting's statistics."""
+
     size: int
     thresholds: int
     sklearn: float
     binned: float
     fhauc: float
-    dpauc: dict[str, dict[str, float]] = field(default_factory=dict)  # "laplace eps=1" -> stats
+    dpauc: dict[str, DPStats] = field(default_factory=dict)  # variant_key -> stats
     with_replacement: bool = False
 
     def to_dict(self) -> dict[str, Any]:
@@ -94,7 +121,7 @@ class AccuracyRow:
             "binned": self.binned,
             "fhauc": self.fhauc,
             "fhauc_abs_error": abs(self.fhauc - self.sklearn),
-            "dpauc": self.dpauc,
+            "dpauc": {k: v.to_dict() for k, v in self.dpauc.items()},
             "sample": "resampled with replacement"
             if self.with_replacement
             else "without replacement",
@@ -102,8 +129,8 @@ class AccuracyRow:
 
 
 def accuracy_study(
-    scores: npt.NDArray[np.float64],
-    labels: npt.NDArray[np.int8],
+    scores: FloatArray,
+    labels: Int8Array,
     sizes: Sequence[int],
     thresholds: Sequence[int],
     epsilons: Sequence[float],
@@ -113,48 +140,52 @@ def accuracy_study(
     seed: int = 0,
     mechanisms: Sequence[str] = dp.MECHANISMS,
     progress: Progress | None = None,
+    *,
+    calibration: str = "total-budget",
+    postprocessing: Sequence[str] = dp.POSTPROCESSING,
 ) -> list[AccuracyRow]:
-    """Table 1: rows size x N; sklearn, FHAUC and DPAUC mean/std per epsilon and mechanism."""
+    """Table 1: rows size x N; sklearn, FHAUC and DPAUC statistics per epsilon, mechanism and
+    post-processing (:func:`variant_key`), with the Laplace noise of ``calibration``."""
     rows = []
     for size in sizes:
         sample = draw_sample(scores, labels, size, seed + size)
-        data = split_parties(sample, parties, iid, seed)
+        data = deal(sample.scores, sample.labels, parties, seed, iid=iid)
         exact = exact_auc(data)
         for n in thresholds:
             fh = federated_auc(data, n)
-            row = AccuracyRow(
-                size, n, exact, binned_auc(data, n), fh.auc, {}, sample.with_replacement
-            )
             interior = interior_thresholds(n)
             counts = [party_counts(s, y, interior) for s, y in data]
+            stats: dict[str, DPStats] = {}
             for mech in mechanisms:
                 for eps in epsilons:
                     noise = dp.NoiseSource(seed=_derived_seed(seed, size, n, mech, float(eps)))
-                    aucs = []
+                    aucs: dict[str, list[float]] = {pp: [] for pp in postprocessing}
                     for _ in range(runs):
-                        res = dp.run_dpauc(data, interior, float(eps), mech, noise, counts)
-                        aucs.append(res.auc)
+                        res = dp.run_dpauc(
+                            data, interior, float(eps), mech, noise, counts,
+                            calibration=calibration,
+                        )  # fmt: skip
+                        for pp in postprocessing:
+                            aucs[pp].append(dp.aggregate(res.noisy_counts, pp)[0])
                         if progress:
                             progress(1)
-                    arr = np.asarray(aucs)
-                    finite = arr[np.isfinite(arr)]
-                    row.dpauc[f"{mech} eps={eps:g}"] = {
-                        "mean": float(finite.mean()) if finite.size else float("nan"),
-                        "std": float(finite.std()) if finite.size else float("nan"),
-                        "mean_abs_error": float(np.abs(finite - exact).mean())
-                        if finite.size
-                        else float("nan"),
-                        "non_finite_runs": int(arr.size - finite.size),
-                    }
-            rows.append(row)
+                    for pp, values in aucs.items():
+                        stats[variant_key(mech, eps, pp)] = DPStats.of(values, exact)
+            rows.append(
+                AccuracyRow(
+                    size, n, exact, binned_auc(data, n), fh.auc, stats, sample.with_replacement
+                )
+            )
     return rows
 
 
-@dataclass
+@dataclass(frozen=True)
 class LeakageRow:
+    """One (epsilon, N) row of Table 2: mean and std of the attack's |error| in samples."""
+
     epsilon: float
     thresholds: int
-    total: tuple[float, float]  # mean, std of |error| in samples
+    total: tuple[float, float]
     positives: tuple[float, float]
     negatives: tuple[float, float]
 
@@ -169,13 +200,15 @@ class LeakageRow:
 
 
 def leakage_study(
-    party_scores: npt.NDArray[np.float64],
-    party_labels: npt.NDArray[np.int8],
+    party_scores: FloatArray,
+    party_labels: Int8Array,
     epsilons: Sequence[float] = (1, 2, 4, 8),
     thresholds: Sequence[int] = (25, 50, 100),
     runs: int = 100,
     seed: int = 0,
     progress: Progress | None = None,
+    *,
+    calibration: str = "total-budget",
 ) -> list[LeakageRow]:
     """Table 2: error of the count-inference attack on one party's DPAUC_Lap release."""
     pos_true = int(party_labels.sum())
@@ -187,7 +220,7 @@ def leakage_study(
             noise = dp.NoiseSource(seed=_derived_seed(seed, "leak", float(eps), n))
             errs = []
             for _ in range(runs):
-                rel = dp.laplace_release(counts, float(eps), noise)
+                rel = dp.laplace_release(counts, float(eps), noise, calibration)
                 pos, neg = dp.infer_party_counts(rel)
                 errs.append(
                     (abs(pos + neg - pos_true - neg_true), abs(pos - pos_true), abs(neg - neg_true))
@@ -230,9 +263,9 @@ def plot_errors(rows: Sequence[AccuracyRow], path: str) -> None:
         )
         for key in sub[0].dpauc:
             style = "x--" if key.startswith("laplace") else "s:"
-            ax.plot(
-                sizes, [r.dpauc[key]["mean_abs_error"] for r in sub], style, label=f"DPAUC {key}"
-            )
+            if key.endswith("dpauc-authors"):
+                style = "d-."
+            ax.plot(sizes, [r.dpauc[key].mean_abs_error for r in sub], style, label=f"DPAUC {key}")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("global test size")
