@@ -21,13 +21,13 @@ from privfl.evaluation.fhauc.messages import Reply, Upload
 __all__ = [
     "TAMPERS",
     "AddEncryptedConstant",
+    "DeflateDenominator",
     "DropParty",
     "DuplicateParty",
     "ForgeAUC099",
     "PerExecution",
     "ReplayFirstExecution",
     "RotateSummedVector",
-    "DeflateDenominator",
     "ScaleNumerator",
     "ScaleNumeratorEverywhere",
     "ScaleNumeratorInSecondExecutionOnly",
@@ -144,7 +144,9 @@ class ScaleNumeratorEverywhere(PerExecution):
     def tamper(self, uploads: list[Upload]) -> Reply:
         reply = self.honest(uploads)
         factor = reply.numerator.scale_by(1.0 + self.epsilon, precision_bits=PRECISION_BITS)
-        return Reply(reply.session, factor, reply.denominator.scale_by(1.0, PRECISION_BITS), reply.execution)
+        return Reply(
+            reply.session, factor, reply.denominator.scale_by(1.0, PRECISION_BITS), reply.execution
+        )
 
 
 class DeflateDenominator(ScaleNumeratorEverywhere):
