@@ -17,12 +17,13 @@ from privfl.errors import (
     VerificationError,
 )
 from privfl.evaluation import fhauc
-from privfl.evaluation.fhauc.messages import Join, PartyUpload, SessionConfig, Start
+from privfl.evaluation.fhauc.messages import Join, SessionConfig, Start
 from privfl.evaluation.fhauc.tamper import (
     DeflateDenominator,
     PerExecution,
     ScaleNumeratorEverywhere,
 )
+from privfl.evaluation.fhauc.uploads import PartyUpload
 from privfl.evaluation.fhauc.variant import variant_for
 from test_fhauc import Deployment
 

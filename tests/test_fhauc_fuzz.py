@@ -19,14 +19,13 @@ from privfl.evaluation.fhauc.messages import (
     Done,
     Join,
     KeyBundle,
-    PartyUpload,
     PublicSetup,
-    Result,
     SessionConfig,
     Start,
 )
 from privfl.evaluation.fhauc.party import SessionState
 from privfl.evaluation.fhauc.policy import Policy
+from privfl.evaluation.fhauc.uploads import PartyUpload, Result
 from privfl.messages import Reader, decode_message
 from test_fhauc import Deployment
 

@@ -37,23 +37,30 @@ zstd compression) into an in-memory file; every load error is turned into
 
 from __future__ import annotations
 
-import functools
 import math
-import os
-import tempfile
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import tenseal.sealapi as seal
 
+from privfl.crypto.ckks_ciphertext import Ciphertext, add_all
+from privfl.crypto.seal_io import (
+    DEFAULT_PARAMETERS,
+    MAX_CIPHERTEXT_BYTES,
+    CKKSParameters,
+    load,
+    save,
+    seal_objects,
+    window_steps,
+)
 from privfl.errors import DecryptionNotPermittedError, MalformedMessageError
 from privfl.messages import Reader, Writer
 
 __all__ = [
     "DEFAULT_PARAMETERS",
+    "FRESH_NOISE_BOUND",
     "CKKSContext",
     "CKKSParameters",
     "Ciphertext",
@@ -61,127 +68,11 @@ __all__ = [
     "window_steps",
 ]
 
-T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class CKKSParameters:
-    """Ring degree, coefficient modulus bit sizes (last = special prime) and scale."""
-
-    poly_modulus_degree: int = 8192
-    coeff_mod_bit_sizes: tuple[int, ...] = (53, 53, 52, 60)
-    scale_bits: int = 40
-
-    @property
-    def slots(self) -> int:
-        """Number of complex slots = n / 2."""
-        return self.poly_modulus_degree // 2
-
-    @property
-    def data_modulus_bits(self) -> int:
-        """Bits of the ciphertext modulus (all primes but the special one)."""
-        return sum(self.coeff_mod_bit_sizes[:-1])
-
-    @property
-    def product_capacity_bits(self) -> int:
-        """log2 of the largest |value| a product of two fresh ciphertexts can hold (with a
-        5-bit margin for noise and sign): data modulus - 2 * scale - 1 - 5."""
-        return self.data_modulus_bits - 2 * self.scale_bits - 6
-
-    def to_bytes(self) -> bytes:
-        w = Writer().u32(self.poly_modulus_degree).u32(self.scale_bits)
-        w.u32(len(self.coeff_mod_bit_sizes))
-        for b in self.coeff_mod_bit_sizes:
-            w.u32(b)
-        return w.getvalue()
-
-    @classmethod
-    def read(cls, r: Reader) -> CKKSParameters:
-        n, scale_bits, k = r.u32(), r.u32(), r.u32()
-        if k > 64:
-            raise MalformedMessageError("CKKS parameters: too many primes")
-        bits = tuple(r.u32() for _ in range(k))
-        return cls(n, bits, scale_bits)
-
-
-DEFAULT_PARAMETERS = CKKSParameters()
-MAX_CIPHERTEXT_BYTES = 16 << 20  # a ring-32768 ciphertext with 16 primes, uncompressed
 # Largest absolute error of one freshly encrypted slot at scale 2^40: the measured maximum
 # over 20 x 4096 slots was 1152 / 2^40 = 2^-29.8 (std 274 / 2^40); one bit of margin.
 FRESH_NOISE_BOUND = 2.0**-29
 _PUBLIC_MAGIC = b"PFLCKKSP"
 _SECRET_MAGIC = b"PFLCKKSS"
-
-
-# --------------------------------------------------------------------------- serialisation
-def _save(obj: Any) -> bytes:
-    """Serialise a SEAL object (or Serializable<...>) with SEAL's own format."""
-    if hasattr(os, "memfd_create"):
-        fd = os.memfd_create("privfl-seal")
-        try:
-            obj.save(f"/proc/self/fd/{fd}")
-            size = os.fstat(fd).st_size
-            return os.pread(fd, size, 0)
-        finally:
-            os.close(fd)
-    with tempfile.TemporaryDirectory() as tmp:  # pragma: no cover - non-Linux fallback
-        path = os.path.join(tmp, "obj")
-        obj.save(path)
-        with open(path, "rb") as fh:
-            return fh.read()
-
-
-def _load(factory: Callable[[], T], seal_context: Any, data: bytes, what: str) -> T:
-    """Load a SEAL object; any failure (truncation, wrong parameters) is MalformedMessage."""
-    if not data:
-        raise MalformedMessageError(f"{what}: empty")
-    obj = factory()
-    if hasattr(os, "memfd_create"):
-        fd = os.memfd_create("privfl-seal")
-        try:
-            os.write(fd, data)
-            try:
-                obj.load(seal_context, f"/proc/self/fd/{fd}")  # type: ignore[attr-defined]
-            except Exception as exc:
-                raise MalformedMessageError(f"{what}: invalid or truncated ({exc})") from exc
-        finally:
-            os.close(fd)
-        return obj
-    with tempfile.TemporaryDirectory() as tmp:  # pragma: no cover - non-Linux fallback
-        path = os.path.join(tmp, "obj")
-        with open(path, "wb") as fh:
-            fh.write(data)
-        try:
-            obj.load(seal_context, path)  # type: ignore[attr-defined]
-        except Exception as exc:
-            raise MalformedMessageError(f"{what}: invalid or truncated ({exc})") from exc
-        return obj
-
-
-def window_steps(window: int) -> list[int]:
-    """Rotation steps of a rotate-and-sum over ``window`` slots: 1, 2, 4, ..., window/2."""
-    if window < 1 or window & (window - 1):
-        raise ValueError("window must be a power of two")
-    return [1 << k for k in range(int(math.log2(window)))]
-
-
-# --------------------------------------------------------------------------- context
-@functools.lru_cache(maxsize=8)
-def _seal_objects(params: CKKSParameters) -> tuple[Any, Any, Any]:
-    """SEALContext, encoder and evaluator for ``params`` (public objects, cached: building
-    the NTT tables takes ~15 ms)."""
-    parms = seal.EncryptionParameters(seal.SCHEME_TYPE.CKKS)
-    parms.set_poly_modulus_degree(params.poly_modulus_degree)
-    parms.set_coeff_modulus(
-        seal.CoeffModulus.Create(params.poly_modulus_degree, list(params.coeff_mod_bit_sizes))
-    )
-    context = seal.SEALContext(parms, True, seal.SEC_LEVEL_TYPE.TC128)
-    if not context.parameters_set():
-        raise ValueError(
-            "CKKS parameters rejected by SEAL (128-bit security): "
-            + context.parameters_error_message()
-        )
-    return context, seal.CKKSEncoder(context), seal.Evaluator(context)
 
 
 class CKKSContext:
@@ -204,7 +95,7 @@ class CKKSContext:
         rotation_steps: Sequence[int] = (),
     ) -> None:
         self.params = params
-        self.seal_context, self.encoder, self.evaluator = _seal_objects(params)
+        self.seal_context, self.encoder, self.evaluator = seal_objects(params)
         self._secret_key = secret_key
         self.public_key = public_key
         self.relin_keys = relin_keys
@@ -247,12 +138,12 @@ class CKKSContext:
         w = Writer().bytes_(params.to_bytes())
         public_key = seal.PublicKey()  # TenSEAL does not bind the seeded public key form
         keygen.create_public_key(public_key)
-        w.bytes_(_save(public_key))
-        w.bytes_(_save(keygen.create_relin_keys()))
+        w.bytes_(save(public_key))
+        w.bytes_(save(keygen.create_relin_keys()))
         w.u32(len(steps))
         for s in steps:
             w.u32(s)
-        w.bytes_(_save(keygen.create_galois_keys(ctx.galois_elements(steps))) if steps else b"")
+        w.bytes_(save(keygen.create_galois_keys(ctx.galois_elements(steps))) if steps else b"")
         ctx._public_bytes = _PUBLIC_MAGIC + w.getvalue()
         return ctx
 
@@ -287,7 +178,7 @@ class CKKSContext:
         a party never evaluates."""
         if self._secret_key is None:
             raise DecryptionNotPermittedError("this context holds no secret key")
-        w = Writer().bytes_(self.params.to_bytes()).bytes_(_save(self._secret_key))
+        w = Writer().bytes_(self.params.to_bytes()).bytes_(save(self._secret_key))
         w.u32(len(self.rotation_steps))
         for s in self.rotation_steps:
             w.u32(s)
@@ -322,16 +213,16 @@ class CKKSContext:
         probe = cls(params)
         sc = probe.seal_context
         if secret:
-            sk = _load(seal.SecretKey, sc, r.bytes_(), "CKKS secret key")
+            sk = load(seal.SecretKey, sc, r.bytes_(), "CKKS secret key")
             steps = [r.u32() for _ in range(r.count(64, "rotation steps"))]
             r.end()
             return cls(params, secret_key=sk, rotation_steps=steps)
         pk_bytes = r.bytes_()
-        pk = _load(seal.PublicKey, sc, pk_bytes, "CKKS public key") if pk_bytes else None
-        rk = _load(seal.RelinKeys, sc, r.bytes_(), "CKKS relinearisation key")
+        pk = load(seal.PublicKey, sc, pk_bytes, "CKKS public key") if pk_bytes else None
+        rk = load(seal.RelinKeys, sc, r.bytes_(), "CKKS relinearisation key")
         steps = [r.u32() for _ in range(r.count(64, "rotation steps"))]
         gk_bytes = r.bytes_()
-        gk = _load(seal.GaloisKeys, sc, gk_bytes, "CKKS Galois keys") if gk_bytes else None
+        gk = load(seal.GaloisKeys, sc, gk_bytes, "CKKS Galois keys") if gk_bytes else None
         r.end()
         ctx = cls(params, public_key=pk, relin_keys=rk, galois_keys=gk, rotation_steps=steps)
         ctx._public_bytes = data
@@ -358,7 +249,7 @@ class CKKSContext:
         self.encoder.encode(vec.tolist(), float(2.0**bits), plain)
         if self._secret_key is not None:
             serializable = self._encryptor.encrypt_symmetric(plain)
-            data = _save(serializable)
+            data = save(serializable)
             return Ciphertext(self, None, data)
         ct = seal.Ciphertext()
         self._encryptor.encrypt(plain, ct)
@@ -378,7 +269,7 @@ class CKKSContext:
         """Load a ciphertext serialised under these parameters (validated by SEAL)."""
         if len(data) > MAX_CIPHERTEXT_BYTES:
             raise MalformedMessageError(f"ciphertext of {len(data)} bytes is too large")
-        return Ciphertext(self, _load(seal.Ciphertext, self.seal_context, data, "ciphertext"))
+        return Ciphertext(self, load(seal.Ciphertext, self.seal_context, data, "ciphertext"))
 
     def fresh_ciphertext_from_bytes(self, data: bytes, scale_bits: float) -> Ciphertext:
         """Load a ciphertext that must be freshly encrypted: two polynomials, at the top
@@ -395,158 +286,3 @@ class CKKSContext:
                 f"ciphertext is at scale 2^{math.log2(raw.scale):.2f}, expected 2^{scale_bits:g}"
             )
         return ct
-
-
-# --------------------------------------------------------------------------- ciphertext
-class Ciphertext:
-    """A CKKS ciphertext bound to its context, with the operations FHAUC needs.
-
-    Operators return new ciphertexts: ``a + b``, ``a - b``, ``a * b`` (ciphertext product,
-    relinearised, *not* rescaled), ``a * k`` for an integer ``k`` (scale unchanged),
-    ``a + array`` (plaintext addition at the ciphertext's scale), :meth:`rotate`,
-    :meth:`window_sum`. ``to_bytes`` is SEAL's serialisation; a freshly encrypted
-    ciphertext keeps its seeded (compact) form until it is first used.
-    """
-
-    __slots__ = ("_bytes", "_seal", "context")
-
-    def __init__(self, context: CKKSContext, ct: Any | None, data: bytes | None = None) -> None:
-        self.context = context
-        self._seal = ct
-        self._bytes = data
-
-    @property
-    def seal(self) -> Any:
-        """The underlying SEAL ciphertext (loaded on first use)."""
-        if self._seal is None:
-            assert self._bytes is not None
-            self._seal = _load(
-                seal.Ciphertext, self.context.seal_context, self._bytes, "ciphertext"
-            )
-        return self._seal
-
-    @property
-    def scale(self) -> float:
-        return float(self.seal.scale)
-
-    def to_bytes(self) -> bytes:
-        if self._bytes is None:
-            self._bytes = _save(self._seal)
-        return self._bytes
-
-    def _new(self, ct: Any) -> Ciphertext:
-        return Ciphertext(self.context, ct)
-
-    def _check_same_scale(self, other: Ciphertext) -> None:
-        if not math.isclose(self.scale, other.scale, rel_tol=1e-9):
-            raise ValueError(
-                f"ciphertexts at different scales (2^{math.log2(self.scale):.1f} vs "
-                f"2^{math.log2(other.scale):.1f}) cannot be added"
-            )
-
-    def __add__(self, other: Ciphertext | npt.ArrayLike) -> Ciphertext:
-        ev = self.context.evaluator
-        out = seal.Ciphertext()
-        if isinstance(other, Ciphertext):
-            self._check_same_scale(other)
-            ev.add(self.seal, other.seal, out)
-        else:
-            ev.add_plain(self.seal, self._encode_like(other), out)
-        return self._new(out)
-
-    def __sub__(self, other: Ciphertext | npt.ArrayLike) -> Ciphertext:
-        ev = self.context.evaluator
-        out = seal.Ciphertext()
-        if isinstance(other, Ciphertext):
-            self._check_same_scale(other)
-            ev.sub(self.seal, other.seal, out)
-        else:
-            ev.sub_plain(self.seal, self._encode_like(other), out)
-        return self._new(out)
-
-    def __neg__(self) -> Ciphertext:
-        out = seal.Ciphertext()
-        self.context.evaluator.negate(self.seal, out)
-        return self._new(out)
-
-    def __mul__(self, other: Ciphertext | int) -> Ciphertext:
-        ev = self.context.evaluator
-        out = seal.Ciphertext()
-        if isinstance(other, Ciphertext):
-            if self.context.relin_keys is None:
-                raise ValueError("ciphertext multiplication needs relinearisation keys")
-            ev.multiply(self.seal, other.seal, out)
-            ev.relinearize_inplace(out, self.context.relin_keys)
-            return self._new(out)
-        if isinstance(other, int | np.integer) and not isinstance(other, bool):
-            k = int(other)
-            if abs(k) >= 2**62:
-                raise ValueError("integer multiplier too large")
-            if k == 0:
-                return self - self
-            plain = seal.Plaintext()
-            self.context.encoder.encode(k, self.seal.parms_id(), 1.0, plain)
-            ev.multiply_plain(self.seal, plain, out)
-            return self._new(out)
-        raise TypeError(
-            "a ciphertext can be multiplied by a ciphertext or an integer "
-            f"(got {type(other).__name__})"
-        )
-
-    __rmul__ = __mul__
-
-    def scale_by(self, factor: float, precision_bits: int = 30) -> Ciphertext:
-        """Multiply every slot by a real ``factor`` (encoded at scale ``2^precision_bits``,
-        so the result's scale grows by that much and uses that much more capacity)."""
-        if not math.isfinite(factor):
-            raise ValueError("factor must be finite")
-        plain = seal.Plaintext()
-        self.context.encoder.encode(
-            float(factor), self.seal.parms_id(), float(2**precision_bits), plain
-        )
-        out = seal.Ciphertext()
-        self.context.evaluator.multiply_plain(self.seal, plain, out)
-        return self._new(out)
-
-    def _encode_like(self, values: npt.ArrayLike) -> Any:
-        vec = np.asarray(values, dtype=np.float64).ravel()
-        plain = seal.Plaintext()
-        if vec.size == 1:
-            self.context.encoder.encode(float(vec[0]), self.seal.parms_id(), self.scale, plain)
-        else:
-            self.context.encoder.encode(vec.tolist(), self.seal.parms_id(), self.scale, plain)
-        return plain
-
-    def rotate(self, steps: int) -> Ciphertext:
-        """Rotate the slot vector left by ``steps`` (needs the matching Galois key(s))."""
-        gk = self.context.galois_keys
-        if gk is None:
-            raise ValueError("this context holds no Galois keys; rotations are impossible")
-        out = seal.Ciphertext()
-        try:
-            self.context.evaluator.rotate_vector(self.seal, int(steps), gk, out)
-        except Exception as exc:
-            raise ValueError(f"cannot rotate by {steps}: missing Galois key ({exc})") from exc
-        return self._new(out)
-
-    def window_sum(self, window: int) -> Ciphertext:
-        """Rotate-and-sum: slot i receives the sum of slots i..i+window-1 (cyclically).
-
-        For a vector that is periodic with period ``window`` every slot receives the total of
-        one period; ``log2(window)`` rotations."""
-        acc = self
-        for step in window_steps(window):
-            acc = acc + acc.rotate(step)
-        return acc
-
-
-def add_all(cts: Sequence[Ciphertext]) -> Ciphertext:
-    """Sum of a non-empty list of ciphertexts (SEAL ``add_many``)."""
-    if not cts:
-        raise ValueError("nothing to add")
-    first = cts[0]
-    for other in cts[1:]:
-        first._check_same_scale(other)
-    out = seal.Ciphertext()
-    first.context.evaluator.add_many([c.seal for c in cts], out)
-    return Ciphertext(first.context, out)

@@ -12,20 +12,11 @@ robustness tests, :mod:`~.tamper`.
 from privfl.evaluation.fhauc.aggregator import Aggregator
 from privfl.evaluation.fhauc.key_holder import KeyHolder
 from privfl.evaluation.fhauc.layout import Layout
-from privfl.evaluation.fhauc.messages import (
-    Join,
-    KeyBundle,
-    PartyUpload,
-    PublicSetup,
-    Reply,
-    Result,
-    SessionConfig,
-    Start,
-    Upload,
-)
+from privfl.evaluation.fhauc.messages import Join, KeyBundle, PublicSetup, SessionConfig, Start
 from privfl.evaluation.fhauc.party import Party, PartyResult
 from privfl.evaluation.fhauc.policy import DEFAULT_MAX_SAMPLES_PER_PARTY, Policy, Security
 from privfl.evaluation.fhauc.schedule import SessionReport, SessionRequest, party_step, run_session
+from privfl.evaluation.fhauc.uploads import PartyUpload, Reply, Result, Upload
 
 __all__ = [
     "DEFAULT_MAX_SAMPLES_PER_PARTY",

@@ -21,19 +21,10 @@ import numpy.typing as npt
 from privfl.crypto.ckks import CKKSContext, add_all
 from privfl.errors import InputError, MalformedMessageError, ProtocolError, UnknownPartyError
 from privfl.evaluation.fhauc.layout import Layout
-from privfl.evaluation.fhauc.messages import (
-    AGGREGATOR,
-    Done,
-    PartyUpload,
-    PublicSetup,
-    Reply,
-    Result,
-    SessionConfig,
-    Start,
-    Upload,
-)
+from privfl.evaluation.fhauc.messages import AGGREGATOR, Done, PublicSetup, SessionConfig, Start
 from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.evaluation.fhauc.session import check_joins, transcript_hash
+from privfl.evaluation.fhauc.uploads import PartyUpload, Reply, Result, Upload
 from privfl.evaluation.fhauc.variant import variant_for
 from privfl.evaluation.statistics import DEFAULT_THRESHOLDS, ScoreRange, interior_thresholds
 from privfl.messages import new_session_id

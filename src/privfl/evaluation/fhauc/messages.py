@@ -1,6 +1,7 @@
 """FHAUC's wire messages: typed frozen dataclasses with explicit ``to_bytes``/``from_bytes``.
 
-Steps of one session (ARCHITECTURE §4, with the session hardening of issue 14)::
+Steps of one session (ARCHITECTURE §4, with the session hardening of issue 14); the
+ciphertext-carrying messages (``PartyUpload``, ``Result``) are in :mod:`.uploads`::
 
     aggregator -> party   config   SessionConfig   the announced session
     party -> aggregator   join     Join            signed: session, config digest, fresh nonce
@@ -20,18 +21,16 @@ size read from the wire is bounded before anything is allocated.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
 from privfl._typing import FloatArray
 from privfl.crypto import keywrap
-from privfl.crypto.ckks import Ciphertext, CKKSContext
 from privfl.crypto.identity import PUBLIC_BYTES, SIGNATURE_BYTES, IdentityKey, verify_signed
 from privfl.errors import InputError, MalformedMessageError, ProtocolError
 from privfl.evaluation.fhauc.policy import (
-    MAX_EXECUTIONS,
     MAX_PARTIES,
     MAX_SPLITS,
     Policy,
@@ -48,8 +47,6 @@ SIGNATURE_DOMAIN = "privfl/fhauc/v2"
 NONCE_BYTES = 32
 DIGEST_BYTES = 32
 MAX_NAME_BYTES = 128
-MAX_CIPHERTEXTS = 4096  # per vector and execution: 4096 chunks = 16.7 M slots
-MAX_CIPHERTEXT_BYTES = 4 << 20
 AGGREGATOR = "aggregator"
 
 
@@ -57,13 +54,13 @@ def _signed_data(step: str, session: bytes, sender: str, body: bytes) -> bytes:
     return Writer().str_(step).bytes_(session).str_(sender).bytes_(body).getvalue()
 
 
-def _seal(identity: IdentityKey, step: str, session: bytes, sender: str, body: bytes) -> bytes:
+def seal(identity: IdentityKey, step: str, session: bytes, sender: str, body: bytes) -> bytes:
     """Frame ``body`` with a signature by ``identity`` over (step, session, sender, body)."""
     sig = identity.sign(SIGNATURE_DOMAIN, _signed_data(step, session, sender, body))
     return CODEC.encode(step, session, sender, Writer().bytes_(body).bytes_(sig).getvalue())
 
 
-def _open(
+def open_signed(
     data: bytes, step: str, session: bytes | None, roster: Mapping[str, bytes]
 ) -> tuple[str, bytes, Reader]:
     """Check the header and the sender's signature; returns (sender, session, body reader)."""
@@ -208,11 +205,11 @@ class Join:
         return Writer().bytes_(self.config_digest).bytes_(self.nonce).getvalue()
 
     def seal(self, identity: IdentityKey) -> bytes:
-        return _seal(identity, self.STEP, self.session, self.sender, self.body())
+        return seal(identity, self.STEP, self.session, self.sender, self.body())
 
     @classmethod
     def from_bytes(cls, data: bytes, session: bytes, roster: Mapping[str, bytes]) -> Join:
-        sender, sess, r = _open(data, cls.STEP, session, roster)
+        sender, sess, r = open_signed(data, cls.STEP, session, roster)
         digest, nonce = r.bytes_(DIGEST_BYTES), r.bytes_(NONCE_BYTES)
         r.end()
         if len(digest) != DIGEST_BYTES or len(nonce) != NONCE_BYTES:
@@ -244,139 +241,6 @@ class Start:
         return cls(header.session, config, joins, header.sender)
 
 
-# ============================================================================ uploads
-@dataclass(frozen=True)
-class Upload:
-    """One party's ciphertexts for one execution (what :meth:`Aggregator.aggregate` gets).
-
-    ``t``/``f``: the T and F vector chunks; ``d``: denominator ciphertexts (empty in the folded
-    layout, where TP and FP ride in ``t`` and ``f``)."""
-
-    sender: str
-    session: bytes
-    t: list[Ciphertext]
-    f: list[Ciphertext]
-    d: list[Ciphertext] = field(default_factory=list)
-    execution: int = 0
-
-
-@dataclass(frozen=True)
-class PartyUpload:
-    """A party's signed upload: the session transcript hash and, per execution, the raw
-    ciphertext bytes (loaded and checked by :meth:`open`)."""
-
-    session: bytes
-    sender: str
-    transcript: bytes
-    executions: tuple[tuple[tuple[bytes, ...], tuple[bytes, ...], tuple[bytes, ...]], ...]
-
-    STEP = "upload"
-
-    @classmethod
-    def build(
-        cls, session: bytes, sender: str, transcript: bytes, uploads: Sequence[Upload]
-    ) -> PartyUpload:
-        return cls(
-            session,
-            sender,
-            transcript,
-            tuple(
-                (
-                    tuple(c.to_bytes() for c in u.t),
-                    tuple(c.to_bytes() for c in u.f),
-                    tuple(c.to_bytes() for c in u.d),
-                )
-                for u in uploads
-            ),
-        )
-
-    def body(self) -> bytes:
-        w = Writer().bytes_(self.transcript).u32(len(self.executions))
-        for t, f, d in self.executions:
-            w.list_(list(t)).list_(list(f)).list_(list(d))
-        return w.getvalue()
-
-    def seal(self, identity: IdentityKey) -> bytes:
-        return _seal(identity, self.STEP, self.session, self.sender, self.body())
-
-    @classmethod
-    def from_bytes(cls, data: bytes, session: bytes, roster: Mapping[str, bytes]) -> PartyUpload:
-        """Check the signature before anything else; then the structure (bounded)."""
-        sender, sess, r = _open(data, cls.STEP, session, roster)
-        transcript = r.bytes_(DIGEST_BYTES)
-        execs = []
-        for _ in range(r.count(MAX_EXECUTIONS, "executions")):
-            vectors = tuple(tuple(r.list_(MAX_CIPHERTEXTS)) for _ in range(3))
-            execs.append((vectors[0], vectors[1], vectors[2]))
-        r.end()
-        return cls(sess, sender, transcript, tuple(execs))
-
-    def open(
-        self, context: CKKSContext, chunks: int, d_count: int, scale_bits: float
-    ) -> list[Upload]:
-        """Load every ciphertext, checking the shape and that each is a fresh ciphertext at
-        the session's scale: a mismatch is a MalformedMessageError naming the sender."""
-        out = []
-        for e, (t, f, d) in enumerate(self.executions):
-            if (len(t), len(f), len(d)) != (chunks, chunks, d_count):
-                raise MalformedMessageError(
-                    f"upload from {self.sender} has {len(t)}/{len(f)}/{len(d)} ciphertexts in "
-                    f"execution {e}, expected {chunks}/{chunks}/{d_count}"
-                )
-            try:
-                loaded = [
-                    [context.fresh_ciphertext_from_bytes(b, scale_bits) for b in vec]
-                    for vec in (t, f, d)
-                ]
-            except MalformedMessageError as exc:
-                raise MalformedMessageError(f"upload from {self.sender}: {exc}") from None
-            out.append(Upload(self.sender, self.session, loaded[0], loaded[1], loaded[2], e))
-        return out
-
-
-# ============================================================================ replies
-@dataclass(frozen=True)
-class Reply:
-    """The aggregator's answer for one execution: ``numerator`` encrypts c·num in every slot,
-    ``denominator`` encrypts c·TP·FP at :attr:`Layout.denominator_slot`."""
-
-    session: bytes
-    numerator: Ciphertext
-    denominator: Ciphertext
-    execution: int = 0
-    sender: str = AGGREGATOR
-
-
-@dataclass(frozen=True)
-class Result:
-    """Aggregator -> every party: the replies of all executions."""
-
-    session: bytes
-    replies: tuple[Reply, ...]
-    sender: str = AGGREGATOR
-
-    STEP = "result"
-
-    def to_bytes(self) -> bytes:
-        w = Writer().u32(len(self.replies))
-        for rep in self.replies:
-            w.u32(rep.execution).bytes_(rep.numerator.to_bytes())
-            w.bytes_(rep.denominator.to_bytes())
-        return CODEC.encode(self.STEP, self.session, self.sender, w.getvalue())
-
-    @classmethod
-    def from_bytes(cls, data: bytes, context: CKKSContext, session: bytes) -> Result:
-        header, r = CODEC.decode(data, cls.STEP, session)
-        replies = []
-        for _ in range(r.count(MAX_EXECUTIONS, "executions")):
-            execution = r.u32()
-            num = context.ciphertext_from_bytes(r.bytes_(MAX_CIPHERTEXT_BYTES))
-            den = context.ciphertext_from_bytes(r.bytes_(MAX_CIPHERTEXT_BYTES))
-            replies.append(Reply(header.session, num, den, execution, header.sender))
-        r.end()
-        return cls(header.session, tuple(replies), header.sender)
-
-
 @dataclass(frozen=True)
 class Done:
     """A party's signed end of session: its status, never its result."""
@@ -388,13 +252,13 @@ class Done:
     STEP = "done"
 
     def seal(self, identity: IdentityKey) -> bytes:
-        return _seal(
+        return seal(
             identity, self.STEP, self.session, self.sender, Writer().str_(self.status).getvalue()
         )
 
     @classmethod
     def from_bytes(cls, data: bytes, session: bytes, roster: Mapping[str, bytes]) -> Done:
-        sender, sess, r = _open(data, cls.STEP, session, roster)
+        sender, sess, r = open_signed(data, cls.STEP, session, roster)
         status = r.str_(64)
         r.end()
         return cls(sess, sender, status)

@@ -34,14 +34,12 @@ from privfl.evaluation.fhauc.messages import (
     Done,
     Join,
     KeyBundle,
-    PartyUpload,
-    Result,
     SessionConfig,
     Start,
-    Upload,
 )
 from privfl.evaluation.fhauc.policy import Policy
 from privfl.evaluation.fhauc.session import check_start, new_nonce, session_key
+from privfl.evaluation.fhauc.uploads import PartyUpload, Result, Upload
 from privfl.evaluation.fhauc.variant import variant_for
 from privfl.evaluation.statistics import PartyCounts, party_counts, validate_party
 from privfl.messages import Reader, Writer

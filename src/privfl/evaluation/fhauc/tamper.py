@@ -16,7 +16,7 @@ import numpy as np
 
 from privfl.crypto.ckks import add_all
 from privfl.evaluation.fhauc.aggregator import Aggregator
-from privfl.evaluation.fhauc.messages import Reply, Upload
+from privfl.evaluation.fhauc.uploads import Reply, Upload
 
 __all__ = [
     "TAMPERS",

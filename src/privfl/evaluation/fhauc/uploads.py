@@ -1,0 +1,161 @@
+"""FHAUC's ciphertext-carrying messages: a party's signed upload and the aggregator's result.
+
+:class:`Upload` and :class:`Reply` are the per-execution views the aggregator's
+:meth:`~privfl.evaluation.fhauc.aggregator.Aggregator.aggregate` takes and returns;
+:class:`PartyUpload` and :class:`Result` are what travels. Every ciphertext is loaded by SEAL
+under the session's parameters and checked (two parts, top level, the session's scale)
+before it is used; counts are bounded before anything is allocated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from privfl.crypto.ckks import Ciphertext, CKKSContext
+from privfl.crypto.identity import IdentityKey
+from privfl.errors import MalformedMessageError
+from privfl.evaluation.fhauc.messages import (
+    AGGREGATOR,
+    CODEC,
+    DIGEST_BYTES,
+    open_signed,
+    seal,
+)
+from privfl.evaluation.fhauc.policy import MAX_EXECUTIONS
+from privfl.messages import Writer
+
+MAX_CIPHERTEXTS = 4096  # per vector and execution: 4096 chunks = 16.7 M slots
+MAX_CIPHERTEXT_BYTES = 4 << 20
+
+
+@dataclass(frozen=True)
+class Upload:
+    """One party's ciphertexts for one execution (what :meth:`Aggregator.aggregate` gets).
+
+    ``t``/``f``: the T and F vector chunks; ``d``: denominator ciphertexts (empty in the folded
+    layout, where TP and FP ride in ``t`` and ``f``)."""
+
+    sender: str
+    session: bytes
+    t: list[Ciphertext]
+    f: list[Ciphertext]
+    d: list[Ciphertext] = field(default_factory=list)
+    execution: int = 0
+
+
+@dataclass(frozen=True)
+class PartyUpload:
+    """A party's signed upload: the session transcript hash and, per execution, the raw
+    ciphertext bytes (loaded and checked by :meth:`open`)."""
+
+    session: bytes
+    sender: str
+    transcript: bytes
+    executions: tuple[tuple[tuple[bytes, ...], tuple[bytes, ...], tuple[bytes, ...]], ...]
+
+    STEP = "upload"
+
+    @classmethod
+    def build(
+        cls, session: bytes, sender: str, transcript: bytes, uploads: Sequence[Upload]
+    ) -> PartyUpload:
+        return cls(
+            session,
+            sender,
+            transcript,
+            tuple(
+                (
+                    tuple(c.to_bytes() for c in u.t),
+                    tuple(c.to_bytes() for c in u.f),
+                    tuple(c.to_bytes() for c in u.d),
+                )
+                for u in uploads
+            ),
+        )
+
+    def body(self) -> bytes:
+        w = Writer().bytes_(self.transcript).u32(len(self.executions))
+        for t, f, d in self.executions:
+            w.list_(list(t)).list_(list(f)).list_(list(d))
+        return w.getvalue()
+
+    def seal(self, identity: IdentityKey) -> bytes:
+        return seal(identity, self.STEP, self.session, self.sender, self.body())
+
+    @classmethod
+    def from_bytes(cls, data: bytes, session: bytes, roster: Mapping[str, bytes]) -> PartyUpload:
+        """Check the signature before anything else; then the structure (bounded)."""
+        sender, sess, r = open_signed(data, cls.STEP, session, roster)
+        transcript = r.bytes_(DIGEST_BYTES)
+        execs = []
+        for _ in range(r.count(MAX_EXECUTIONS, "executions")):
+            vectors = tuple(tuple(r.list_(MAX_CIPHERTEXTS)) for _ in range(3))
+            execs.append((vectors[0], vectors[1], vectors[2]))
+        r.end()
+        return cls(sess, sender, transcript, tuple(execs))
+
+    def open(
+        self, context: CKKSContext, chunks: int, d_count: int, scale_bits: float
+    ) -> list[Upload]:
+        """Load every ciphertext, checking the shape and that each is a fresh ciphertext at
+        the session's scale: a mismatch is a MalformedMessageError naming the sender."""
+        out = []
+        for e, (t, f, d) in enumerate(self.executions):
+            if (len(t), len(f), len(d)) != (chunks, chunks, d_count):
+                raise MalformedMessageError(
+                    f"upload from {self.sender} has {len(t)}/{len(f)}/{len(d)} ciphertexts in "
+                    f"execution {e}, expected {chunks}/{chunks}/{d_count}"
+                )
+            try:
+                loaded = [
+                    [context.fresh_ciphertext_from_bytes(b, scale_bits) for b in vec]
+                    for vec in (t, f, d)
+                ]
+            except MalformedMessageError as exc:
+                raise MalformedMessageError(f"upload from {self.sender}: {exc}") from None
+            out.append(Upload(self.sender, self.session, loaded[0], loaded[1], loaded[2], e))
+        return out
+
+
+# ============================================================================ replies
+@dataclass(frozen=True)
+class Reply:
+    """The aggregator's answer for one execution: ``numerator`` encrypts c·num in every slot,
+    ``denominator`` encrypts c·TP·FP at :attr:`Layout.denominator_slot`."""
+
+    session: bytes
+    numerator: Ciphertext
+    denominator: Ciphertext
+    execution: int = 0
+    sender: str = AGGREGATOR
+
+
+@dataclass(frozen=True)
+class Result:
+    """Aggregator -> every party: the replies of all executions."""
+
+    session: bytes
+    replies: tuple[Reply, ...]
+    sender: str = AGGREGATOR
+
+    STEP = "result"
+
+    def to_bytes(self) -> bytes:
+        w = Writer().u32(len(self.replies))
+        for rep in self.replies:
+            w.u32(rep.execution).bytes_(rep.numerator.to_bytes())
+            w.bytes_(rep.denominator.to_bytes())
+        return CODEC.encode(self.STEP, self.session, self.sender, w.getvalue())
+
+    @classmethod
+    def from_bytes(cls, data: bytes, context: CKKSContext, session: bytes) -> Result:
+        header, r = CODEC.decode(data, cls.STEP, session)
+        replies = []
+        for _ in range(r.count(MAX_EXECUTIONS, "executions")):
+            execution = r.u32()
+            num = context.ciphertext_from_bytes(r.bytes_(MAX_CIPHERTEXT_BYTES))
+            den = context.ciphertext_from_bytes(r.bytes_(MAX_CIPHERTEXT_BYTES))
+            replies.append(Reply(header.session, num, den, execution, header.sender))
+        r.end()
+        return cls(header.session, tuple(replies), header.sender)
