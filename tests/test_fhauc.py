@@ -279,3 +279,45 @@ def test_custom_aggregator_subclass_is_used(rng):
     res = privfl.federated_auc(parties, 20, aggregator=Counting())
     assert calls == [["party-0", "party-1", "party-2"]]
     assert res.auc == pytest.approx(privfl.binned_auc(parties, 20), abs=TOL)
+
+
+def reachable(obj, seen=None):
+    """Every object reachable from ``obj`` through attributes, containers and dataclasses."""
+    seen = set() if seen is None else seen
+    if id(obj) in seen or isinstance(obj, str | int | float | bool | type(None)):
+        return
+    seen.add(id(obj))
+    yield obj
+    children = []
+    if isinstance(obj, dict):
+        children = [*obj.keys(), *obj.values()]
+    elif isinstance(obj, list | tuple | set | frozenset):
+        children = list(obj)
+    elif hasattr(obj, "__dict__") and not isinstance(obj, type):
+        children = list(vars(obj).values())
+    for child in children:
+        yield from reachable(child, seen)
+
+
+def test_roles_hold_only_their_own_secrets(rng):
+    d = Deployment(rng)
+    seed = d.parties[0]._seed
+    privates = {n: k.private_bytes() for n, k in d.ids.items()}
+
+    def secrets_in(role):
+        found = set()
+        for o in reachable(role):
+            if isinstance(o, fhauc.Party.__mro__[0]) and o is not role:
+                found.add("another party object")
+            if isinstance(o, keywrap.IdentityKey):
+                found.add(next(n for n, b in privates.items() if b == o.private_bytes()))
+            if isinstance(o, bytes) and o == seed:
+                found.add("seed")
+            if getattr(o, "is_private", False):
+                found.add("ckks secret key")
+        return found
+
+    assert secrets_in(d.agg) == set()  # no seed, no identity key, no CKKS secret key
+    for p in d.parties:
+        assert secrets_in(p) == {p.name, "seed", "ckks secret key"}
+    assert secrets_in(d.holder) == {"p0"}  # it generated keys but keeps none of them

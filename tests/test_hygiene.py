@@ -48,3 +48,115 @@ def test_library_code_does_not_print():
 def test_protocol_code_never_imports_flower():
     for path in (SRC / "evaluation").rglob("*.py"):
         assert "flwr" not in path.read_text(), path
+
+
+# ----------------------------------------------------------------------------- layering
+# ARCHITECTURE §1: crypto imports nothing of privfl but errors/messages; the protocol packages
+# import crypto and the core modules, never federation/, studies/ or cli/; federation imports
+# the protocols; studies the library; cli anything. Units are core modules or packages.
+CORE = {"errors", "messages", "runner", "_typing", "datasets"}
+PROTOCOLS = {"evaluation", "forest", "training", "audit"}
+ALLOWED: dict[str, set[str] | None] = {
+    "errors": set(),
+    "_typing": set(),
+    "runner": set(),
+    "messages": {"errors"},
+    "datasets": {"errors", "_typing"},
+    "crypto": {"errors", "messages", "_typing"},
+    **{p: CORE | {"crypto"} | PROTOCOLS for p in PROTOCOLS},
+    "federation": CORE | {"crypto"} | PROTOCOLS,
+    "studies": CORE | {"crypto", "federation"} | PROTOCOLS,
+    "cli": None,  # anything
+}
+
+
+def unit(module: str) -> str:
+    """'privfl.crypto.ckks' -> 'crypto', 'privfl.errors' -> 'errors', 'privfl' -> ''."""
+    return module.split(".")[1] if "." in module else ""
+
+
+def privfl_imports(path: Path) -> set[str]:
+    """Every privfl module a file imports (top level or inside functions)."""
+    import ast
+
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("privfl")}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("privfl"):
+            found.add(str(node.module))
+    return found
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(SRC.parent).with_suffix("")
+    return ".".join(p for p in rel.parts if p != "__init__")
+
+
+def unit_edges() -> dict[str, set[str]]:
+    """unit -> the other units its modules import (the facade privfl/__init__ excluded)."""
+    graph: dict[str, set[str]] = {}
+    for path in SRC.rglob("*.py"):
+        src = unit(module_name(path))
+        if not src:
+            continue
+        targets = {unit(t) for t in privfl_imports(path)} - {src, ""}
+        graph.setdefault(src, set()).update(targets)
+    return graph
+
+
+def layering_violations(graph: dict[str, set[str]]) -> list[str]:
+    out = []
+    for src, targets in graph.items():
+        allowed = ALLOWED.get(src, set())
+        if allowed is not None:
+            out += [f"{src} imports {t}" for t in sorted(targets - allowed)]
+    return out
+
+
+def test_imports_follow_the_layering():
+    violations = layering_violations(unit_edges())
+    assert not violations, "layering violations:\n" + "\n".join(violations)
+
+
+def test_nothing_but_the_cli_imports_studies_or_the_cli():
+    offenders = [
+        f"{src} imports {t}"
+        for src, targets in unit_edges().items()
+        for t in targets
+        if t in ("cli", "studies") and src != "cli"
+    ]
+    assert not offenders, offenders
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+
+    def visit(node: str, path: list[str]) -> list[str] | None:
+        state[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*path, node, nxt]
+            if state.get(nxt) is None and (cycle := visit(nxt, [*path, node])):
+                return cycle
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node, [])):
+            return cycle
+    return None
+
+
+def test_the_packages_form_no_cycle():
+    cycle = find_cycle(unit_edges())
+    assert cycle is None, "package cycle: " + " -> ".join(cycle or [])
+
+
+def test_the_layering_checks_can_fail():
+    assert layering_violations({"crypto": {"evaluation"}}) == ["crypto imports evaluation"]
+    assert layering_violations({"evaluation": {"federation", "cli"}}) == [
+        "evaluation imports cli",
+        "evaluation imports federation",
+    ]
+    assert find_cycle({"a": {"b"}, "b": {"a"}}) == ["a", "b", "a"]
