@@ -28,6 +28,7 @@ import pandas as pd
 
 import privfl
 from privfl.datasets import deal
+from privfl.evaluation.fhauc.policy import DEFAULT_MAX_SAMPLES_PER_PARTY, Policy, Security
 from privfl.federation.provisioning import provision
 
 BIN = Path(sys.executable).parent
@@ -57,9 +58,15 @@ def main() -> None:
     home.mkdir()
     port = free_port()
     names = [f"party-{k}" for k in range(args.parties)]
-    provision(
-        names, root / "keys", max_points=100, max_splits=4 if args.security == "malicious" else 1
+    bound = args.max_samples_per_party or 1 << (-(-args.samples // args.parties) - 1).bit_length()
+    malicious = args.security == "malicious"
+    policy = Policy(
+        Security.parse(args.security),
+        max_samples_per_party=bound if malicious else DEFAULT_MAX_SAMPLES_PER_PARTY,
+        max_points=100,
+        max_splits=4 if malicious else 1,
     )
+    provision(names, root / "keys", policy)
     rng = np.random.default_rng(0)  # not secret: benchmark data
     y = rng.integers(0, 2, args.samples)
     s = np.clip(rng.normal(0.4 + 0.2 * y, 0.2), 0, 1)
@@ -93,13 +100,10 @@ def main() -> None:
                 if sock.connect_ex(("127.0.0.1", port)) == 0:
                     break
             time.sleep(0.2)
-        bound = (
-            args.max_samples_per_party or 1 << (-(-args.samples // args.parties) - 1).bit_length()
-        )
         cfg = (
             f"aggregator-keys='{root / 'keys' / 'aggregator'}' sim-keys-root='{root / 'keys'}' "
             f"sim-data-file='{root / 'scores.csv'}' output-dir='{root / 'out'}' "
-            f"security='{args.security}' timeout=600.0 max-samples-per-party={bound}"
+            f"security='{args.security}' timeout=600.0"
         )
         start = time.perf_counter()
         run = subprocess.run(
