@@ -220,3 +220,70 @@ def test_auc_bad_security_exits_2(scores_csv):
         ],
     )
     assert out.exit_code == 2
+
+
+# ----------------------------------------------------------------------------- issue 14, #14
+def auc_cli(path, *extra):
+    return runner.invoke(app, ["auc", str(path), "-s", "score", "-l", "label", *extra])
+
+
+def test_rows_without_a_party_are_refused_not_silently_dropped(tmp_path, scores_csv):
+    _, df = scores_csv
+    df = df.copy()
+    df.loc[df.index[:67], "site"] = None
+    path = tmp_path / "blank.csv"
+    df.to_csv(path, index=False)
+    out = auc_cli(path, "--party-column", "site", "--compare")
+    assert out.exit_code == 2 and "67 of 900 rows" in out.output
+
+
+@pytest.mark.parametrize(
+    "extra, reason",
+    [
+        (["--parties", "3", "--seed", "-1"], ""),
+        (["--parties", "3", "--thresholds", "4000000"], "GiB"),
+        (["--parties", "3", "--thresholds", "10000000"], "at most"),
+        (["--parties", "3", "--security", "malicious", "--splits", "40"], "splits"),
+        (["--parties", "3", "--security", "malicious", "--executions", "1"], "executions"),
+    ],
+)
+def test_bad_auc_settings_exit_2_without_a_traceback(scores_csv, extra, reason):
+    out = auc_cli(scores_csv[0], *extra)
+    assert out.exit_code == 2, out.output
+    assert reason in out.output and "Traceback" not in out.output
+
+
+def test_an_unwritable_json_out_is_refused_before_the_run(tmp_path, scores_csv):
+    out = auc_cli(scores_csv[0], "--parties", "3", "--json-out", str(tmp_path / "no" / "x.json"))
+    assert out.exit_code == 2 and "does not exist" in out.output
+
+
+def test_json_out_writes_the_same_object_json_prints(tmp_path, scores_csv):
+    target = tmp_path / "r.json"
+    out = auc_cli(scores_csv[0], "--parties", "3", "--json", "--json-out", str(target))
+    assert out.exit_code == 0
+    assert json.loads(target.read_text()) == json.loads(out.stdout)
+
+
+def test_keys_init_into_an_existing_file_exits_2(tmp_path):
+    target = tmp_path / "keys"
+    target.write_text("not a folder")
+    out = runner.invoke(app, ["keys", "init", "--parties", "a,b", "--out", str(target)])
+    assert out.exit_code == 2 and "not a directory" in out.output
+
+
+def test_keys_init_writes_the_policy_the_parties_enforce(tmp_path):
+    out = runner.invoke(
+        app,
+        ["keys", "init", "--parties", "a,b", "--out", str(tmp_path / "k"), "--security",
+         "malicious", "--max-samples-per-party", "512", "--executions", "3"],
+    )  # fmt: skip
+    assert out.exit_code == 0, out.output
+    agg = fhauc.Aggregator()
+    agg.receive_setup(load_aggregator_keys(tmp_path / "k" / "aggregator").public_setup)
+    assert agg.policy.security is fhauc.Security.MALICIOUS
+    assert (agg.policy.max_samples_per_party, agg.policy.executions) == (512, 3)
+    party = load_party_keys(tmp_path / "k" / "b")
+    p = fhauc.Party(party.name, party.identity, party.roster, party.key_holder)
+    p.receive_bundle(party.bundle)
+    assert p.policy == agg.policy

@@ -102,7 +102,8 @@ def bench_accuracy(
         import privfl
         from privfl.datasets import read_table
 
-        assert data is not None
+        if data is None:  # checked above: exactly one of --dataset / --data
+            raise InputError("give --data FILE")
         df = read_table(data)
         for col in (score_column, label_column):
             if col not in df.columns:

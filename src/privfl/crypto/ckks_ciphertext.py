@@ -11,6 +11,7 @@ import numpy.typing as npt
 import tenseal.sealapi as seal
 
 from privfl.crypto.seal_io import load, save, window_steps
+from privfl.errors import MalformedMessageError
 
 if TYPE_CHECKING:
     from privfl.crypto.ckks import CKKSContext
@@ -39,7 +40,8 @@ class Ciphertext:
     def seal(self) -> Any:
         """The underlying SEAL ciphertext (loaded on first use)."""
         if self._seal is None:
-            assert self._bytes is not None
+            if self._bytes is None:
+                raise MalformedMessageError("a ciphertext with neither a SEAL object nor bytes")
             self._seal = load(seal.Ciphertext, self.context.seal_context, self._bytes, "ciphertext")
         return self._seal
 
