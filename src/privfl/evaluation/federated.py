@@ -253,10 +253,10 @@ def federated_auc(
         cheat_probability=2.0**log2p,
         cheat_probability_log2=log2p,
         splits=n_splits,
-        precision=max(r.precision or 0.0 for r in results),
-        tolerance=max(r.tolerance or 0.0 for r in results),
-        spread=max(r.spread or 0.0 for r in results),
-        guarantee_log2=max(r.guarantee_log2 or 0.0 for r in results),
+        precision=max(r.outcome.precision or 0.0 for r in results),
+        tolerance=max(r.outcome.tolerance or 0.0 for r in results),
+        spread=max(r.outcome.spread or 0.0 for r in results),
+        guarantee_log2=max(r.outcome.guarantee_log2 or 0.0 for r in results),
         executions=policy.executions,
     )
 

@@ -40,7 +40,7 @@ from privfl.evaluation.fhauc.messages import (
 from privfl.evaluation.fhauc.policy import Policy
 from privfl.evaluation.fhauc.session import check_start, new_nonce, session_key
 from privfl.evaluation.fhauc.uploads import PartyUpload, Result, Upload
-from privfl.evaluation.fhauc.variant import variant_for
+from privfl.evaluation.fhauc.variant import Outcome, PartyView, variant_for
 from privfl.evaluation.statistics import PartyCounts, party_counts, validate_party
 from privfl.messages import Reader, Writer
 
@@ -82,36 +82,33 @@ class SessionState:
 
 @dataclass(frozen=True)
 class PartyResult:
-    """A party's output of one session."""
+    """A party's output of one session: the session's public facts and the outcome."""
 
     party: str
     session: str  # hex
-    auc: float
     security: str
     num_points: int
     parties: tuple[str, ...]
-    verified: bool
-    precision: float | None = None
-    tolerance: float | None = None
-    spread: float | None = None
-    guarantee_log2: float | None = None
-    executions: int = 1
+    executions: int
+    outcome: Outcome
+
+    @property
+    def auc(self) -> float:
+        return self.outcome.auc
+
+    @property
+    def verified(self) -> bool:
+        return self.outcome.verified
 
     def to_dict(self) -> dict[str, Any]:
+        o = self.outcome
         return {
-            "party": self.party,
-            "session": self.session,
-            "auc": self.auc,
-            "security": self.security,
-            "thresholds": self.num_points,
-            "parties": list(self.parties),
-            "verified": self.verified,
-            "precision": self.precision,
-            "tolerance": self.tolerance,
-            "spread": self.spread,
-            "guarantee_log2": self.guarantee_log2,
-            "executions": self.executions,
-        }
+            "party": self.party, "session": self.session, "auc": o.auc,
+            "security": self.security, "thresholds": self.num_points,
+            "parties": list(self.parties), "verified": o.verified,
+            "executions": self.executions, "precision": o.precision,
+            "tolerance": o.tolerance, "spread": o.spread, "guarantee_log2": o.guarantee_log2,
+        }  # fmt: skip
 
 
 class Party:
@@ -197,9 +194,8 @@ class Party:
         key = self._key(checked.transcript)
         ctx, layout = self._ctx(), self._layout(config)
         variant = variant_for(config.security)
-        packed = variant.pack(
-            counts, layout, config, self.policy, key, config.parties.index(self.name)
-        )
+        view = PartyView(config, self.policy, key, config.parties.index(self.name))
+        packed = variant.pack(counts, layout, view)
         uploads = [
             Upload(
                 self.name,
@@ -249,22 +245,16 @@ class Party:
             np.array([0, state.negatives], dtype=np.int64),
         )
         key = self._key(state.transcript)
-        outcome = variant.recover(
-            decoded, counts, config, self.policy, key, config.parties.index(self.name)
-        )
+        view = PartyView(config, self.policy, key, config.parties.index(self.name))
+        outcome = variant.recover(decoded, counts, view)
         return PartyResult(
             self.name,
             config.session.hex(),
-            outcome.auc,
             config.security.value,
             config.num_points,
             config.parties,
-            outcome.verified,
-            outcome.precision,
-            outcome.tolerance,
-            outcome.spread,
-            outcome.guarantee_log2,
             executions,
+            outcome,
         )
 
     def done(self, status: str = "ok") -> bytes:

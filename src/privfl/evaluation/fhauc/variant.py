@@ -43,6 +43,17 @@ class Packed:
 
 
 @dataclass(frozen=True)
+class PartyView:
+    """What one party brings to its variant's arithmetic for one session: the config, its
+    policy, the session key and its index in the config's party list."""
+
+    config: SessionConfig
+    policy: Policy
+    key: bytes
+    index: int
+
+
+@dataclass(frozen=True)
 class Outcome:
     """What a party concludes from the decrypted replies."""
 
@@ -76,26 +87,12 @@ class Variant(ABC):
         """log2 range of the aggregator's secret multiplier ``c``."""
 
     @abstractmethod
-    def pack(
-        self,
-        counts: PartyCounts,
-        layout: Layout,
-        config: SessionConfig,
-        policy: Policy,
-        key: bytes,
-        party_index: int,
-    ) -> list[Packed]:
+    def pack(self, counts: PartyCounts, layout: Layout, view: PartyView) -> list[Packed]:
         """The slot vectors of every execution for one party."""
 
     @abstractmethod
     def recover(
-        self,
-        decoded: Sequence[tuple[float, float]],
-        counts: PartyCounts,
-        config: SessionConfig,
-        policy: Policy,
-        key: bytes,
-        party_index: int,
+        self, decoded: Sequence[tuple[float, float]], counts: PartyCounts, view: PartyView
     ) -> Outcome:
         """The AUC (and its checks) from each execution's decrypted ``(X, Y)``."""
 
@@ -132,15 +129,7 @@ class SemiHonest(Variant):
             params, len(config.parties), policy.max_samples_per_party
         )
 
-    def pack(
-        self,
-        counts: PartyCounts,
-        layout: Layout,
-        config: SessionConfig,
-        policy: Policy,
-        key: bytes,
-        party_index: int,
-    ) -> list[Packed]:
+    def pack(self, counts: PartyCounts, layout: Layout, view: PartyView) -> list[Packed]:
         t, f = numerator_vectors(counts)
         tv, fv, dv = layout.pack(
             t.astype(np.float64),
@@ -151,13 +140,7 @@ class SemiHonest(Variant):
         return [Packed(tv, fv, dv, None)]
 
     def recover(
-        self,
-        decoded: Sequence[tuple[float, float]],
-        counts: PartyCounts,
-        config: SessionConfig,
-        policy: Policy,
-        key: bytes,
-        party_index: int,
+        self, decoded: Sequence[tuple[float, float]], counts: PartyCounts, view: PartyView
     ) -> Outcome:
         x, y = decoded[0]
         if not (math.isfinite(x) and math.isfinite(y)) or y < 0.5:
@@ -200,20 +183,12 @@ class Malicious(Variant):
     ) -> tuple[float, float]:
         return malicious.multiplier_bounds(policy.multiplier_bits)
 
-    def pack(
-        self,
-        counts: PartyCounts,
-        layout: Layout,
-        config: SessionConfig,
-        policy: Policy,
-        key: bytes,
-        party_index: int,
-    ) -> list[Packed]:
-        sizes = self.sizes(config, policy)
+    def pack(self, counts: PartyCounts, layout: Layout, view: PartyView) -> list[Packed]:
+        sizes = self.sizes(view.config, view.policy)
         t, f = numerator_vectors(counts)
         out = []
-        for e in range(self.executions(policy)):
-            rnd = malicious.derive(key, e, party_index, sizes)
+        for e in range(self.executions(view.policy)):
+            rnd = malicious.derive(view.key, e, view.index, sizes)
             tv, fv, dt, df = malicious.masked_positions(
                 t, f, counts.positives, counts.negatives, rnd
             )
@@ -223,21 +198,15 @@ class Malicious(Variant):
         return out
 
     def recover(
-        self,
-        decoded: Sequence[tuple[float, float]],
-        counts: PartyCounts,
-        config: SessionConfig,
-        policy: Policy,
-        key: bytes,
-        party_index: int,
+        self, decoded: Sequence[tuple[float, float]], counts: PartyCounts, view: PartyView
     ) -> Outcome:
         """Accept only if every execution recovers the same AUC within the tolerance;
         otherwise raise :class:`VerificationError` and output nothing."""
-        sizes = self.sizes(config, policy)
-        executions = self.executions(policy)
+        sizes = self.sizes(view.config, view.policy)
+        executions = self.executions(view.policy)
         own = max(1, counts.positives) * max(1, counts.negatives)
-        c_max = 2.0 ** malicious.multiplier_bounds(policy.multiplier_bits)[1]
-        rnds = [malicious.derive(key, e, party_index, sizes) for e in range(len(decoded))]
+        c_max = 2.0 ** malicious.multiplier_bounds(view.policy.multiplier_bits)[1]
+        rnds = [malicious.derive(view.key, e, view.index, sizes) for e in range(len(decoded))]
         d_low = float(own)
         for (x, y), rnd in zip(decoded, rnds, strict=True):
             if not (math.isfinite(x) and math.isfinite(y)) or y <= 0:
@@ -253,11 +222,11 @@ class Malicious(Variant):
                 f"{tol:.3g}): the aggregator deviated from the protocol; no AUC is output"
             )
         precision = malicious.PRECISION_SIGMAS * sigma / math.sqrt(executions)
-        if precision > policy.required_accuracy:
+        if precision > view.policy.required_accuracy:
             raise InsufficientPrecisionError(
                 f"the verified AUC is only guaranteed to ±{precision:.1e} (required "
-                f"{policy.required_accuracy:.0e}): the masks for max_samples_per_party="
-                f"{policy.max_samples_per_party} are too wide for this little data; provision "
+                f"{view.policy.required_accuracy:.0e}): the masks for max_samples_per_party="
+                f"{view.policy.max_samples_per_party} are too wide for this little data; provision "
                 "a bound closer to the real party sizes"
             )
         auc = min(1.0, max(0.0, float(np.mean(aucs))))
@@ -267,7 +236,7 @@ class Malicious(Variant):
             precision=precision,
             tolerance=tol,
             spread=spread,
-            guarantee_log2=malicious.guarantee_log2(tol, policy.required_accuracy, executions),
+            guarantee_log2=malicious.guarantee_log2(tol, view.policy.required_accuracy, executions),
             d_low=d_low,
         )
 
