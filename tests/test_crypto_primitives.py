@@ -263,3 +263,91 @@ def test_tampered_wrapped_secret_is_rejected():
         )
     with pytest.raises(MalformedMessageError):
         keywrap.WrappedSecret.from_bytes(w.to_bytes()[:-5])
+
+
+# ----------------------------------------------------------------------------- identities
+from privfl.crypto.identity import IdentityKey, PublicIdentity, verify_signed  # noqa: E402
+
+
+@given(st.binary(max_size=200), st.text(max_size=20), st.integers(0, 10**6))
+@settings(max_examples=30)
+def test_a_signature_verifies_only_for_its_signer_data_and_domain(data, domain, flip):
+    ids, roster = _roster("a", "b")
+    sig = ids["a"].sign(domain, data)
+    verify_signed(roster, "a", sig, domain, data)
+    with pytest.raises(UnknownPartyError):
+        verify_signed(roster, "b", sig, domain, data)  # another roster key
+    with pytest.raises(UnknownPartyError):
+        verify_signed(roster, "a", sig, domain + "x", data)  # another purpose
+    if data:
+        changed = bytearray(data)
+        changed[flip % len(data)] ^= 1 + flip % 255
+        with pytest.raises(UnknownPartyError):
+            verify_signed(roster, "a", sig, domain, bytes(changed))
+    with pytest.raises(UnknownPartyError):
+        verify_signed(roster, "mallory", sig, domain, data)
+
+
+def test_identity_keys_round_trip_and_refuse_old_or_short_files():
+    key = IdentityKey()
+    again = IdentityKey.from_private_bytes(key.private_bytes())
+    assert again.public == key.public
+    assert PublicIdentity.from_bytes(key.public_bytes) == key.public
+    with pytest.raises(MalformedMessageError, match="re-provision"):
+        IdentityKey.from_private_bytes(key.private_bytes()[:32])  # a 32-byte key of v1
+    with pytest.raises(MalformedMessageError):
+        PublicIdentity.from_bytes(key.public_bytes[:32])
+
+
+# ----------------------------------------------------------------------------- session keys
+from privfl.evaluation.fhauc.messages import Join, SessionConfig  # noqa: E402
+from privfl.evaluation.fhauc.policy import Policy, Security  # noqa: E402
+from privfl.evaluation.fhauc.session import session_key, transcript_hash  # noqa: E402
+
+
+def _config(**change):
+    base = {
+        "session": b"\x01" * 16,
+        "parties": ("a", "b"),
+        "thresholds": np.array([0.75, 0.5, 0.25]),
+        "score_range": (0.0, 1.0),
+        "security": Security.MALICIOUS,
+        "splits": 4,
+    }
+    return SessionConfig(**(base | change))
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"session": b"\x02" * 16},
+        {"parties": ("b", "a")},
+        {"thresholds": np.array([0.75, 0.5, 0.2])},
+        {"score_range": (0.0, 2.0)},
+        {"security": Security.SEMI_HONEST, "splits": 1},
+        {"splits": 3},
+    ],
+)
+def test_every_config_field_changes_the_session_key(change):
+    seed, policy = bytes(32), Policy(Security.MALICIOUS)
+    nonces = [Join(b"\x01" * 16, p, b"", bytes([i]) * 32) for i, p in enumerate("ab")]
+    ref = session_key(seed, transcript_hash(_config(), policy, nonces))
+    other = _config(**change)
+    joins = [Join(other.session, j.sender, b"", j.nonce) for j in nonces]
+    assert session_key(seed, transcript_hash(other, policy, joins)) != ref
+
+
+@given(st.binary(min_size=32, max_size=32), st.integers(1, 10**6))
+@settings(max_examples=20)
+def test_the_session_key_is_a_function_of_seed_policy_and_every_nonce(nonce, bound):
+    seed, cfg = bytes(32), _config()
+    joins = [Join(cfg.session, "a", b"", nonce), Join(cfg.session, "b", b"", bytes(32))]
+    policy = Policy(Security.MALICIOUS, max_samples_per_party=bound)
+    key = session_key(seed, transcript_hash(cfg, policy, joins))
+    assert key == session_key(seed, transcript_hash(cfg, policy, list(reversed(joins))))
+    flipped = bytes([nonce[0] ^ 1]) + nonce[1:]
+    joins2 = [Join(cfg.session, "a", b"", flipped), joins[1]]
+    assert session_key(seed, transcript_hash(cfg, policy, joins2)) != key
+    other_policy = Policy(Security.MALICIOUS, max_samples_per_party=bound + 1)
+    assert session_key(seed, transcript_hash(cfg, other_policy, joins)) != key
+    assert session_key(bytes([1]) + seed[1:], transcript_hash(cfg, policy, joins)) != key
