@@ -50,7 +50,17 @@ from privfl.forest.messages import (
     ValueRequest,
     unseal,
 )
-from privfl.forest.tree import Leaf, Node, Region, Split, Tree, is_pure, leaf_value, vote
+from privfl.forest.tree import (
+    Leaf,
+    Node,
+    Region,
+    Split,
+    Tree,
+    encode_labels,
+    is_pure,
+    leaf_value,
+    vote,
+)
 from privfl.forest.tree import weighted_impurity as impurity
 
 
@@ -64,33 +74,6 @@ class RevocationReport:
     rebuilt_nodes: int
     seconds: float = 0.0
     refreshed_ciphertexts: int = 0
-
-
-def encode_labels(labels: object, task: str, n: int) -> tuple[FloatArray, np.ndarray]:
-    """Labels as floats (class indices, or targets) and the classes; InputError otherwise."""
-    if labels is None:
-        raise InputError("labels are missing (None)")
-    try:
-        y = np.asarray(labels)
-        if y.ndim != 1:
-            raise InputError(f"labels must be one value per row (1-D), got shape {y.shape}")
-        if y.size != n:
-            raise InputError(
-                f"labels and partitions have different numbers of rows ({y.size}, {n})"
-            )
-        if task == "regression":
-            values = y.astype(np.float64)
-            if not np.all(np.isfinite(values)):
-                raise InputError("regression targets must be finite numbers")
-            return values, np.empty(0)
-        if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
-            raise InputError("class labels contain NaN or infinite values")
-        classes, index = np.unique(y, return_inverse=True)
-    except (TypeError, ValueError) as exc:
-        if isinstance(exc, InputError):
-            raise
-        raise InputError(f"labels cannot be read as {task} targets: {exc}") from None
-    return index.astype(np.float64), classes
 
 
 def _mask(n: int, rows: np.ndarray) -> BoolArray:
@@ -236,15 +219,30 @@ class CenterServer:
         return None if best is None else best[1:]
 
     # -------------------------------------------------------------------- prediction
+    def secure_add(
+        self, a: dtpkc.Ciphertext, b: dtpkc.Ciphertext, holder: str
+    ) -> Job[dtpkc.Ciphertext]:
+        """HoAdd with CC: Enc(x + y) under h_CS · h_holder (see :func:`.secure_ops.secure_add`)."""
+        self._op += 1
+        key = self._holder_key(holder)
+        return (yield from secure_ops.secure_add(self._material(), self._op, a, b, holder, key))
+
+    def secure_less_than(self, x: dtpkc.Ciphertext, y: dtpkc.Ciphertext, holder: str) -> Job[bool]:
+        """HoLT with CC, ParHDec1 by ``holder``, ParHDec2 here: is x < y?"""
+        self._op += 1
+        key = self._holder_key(holder)
+        return (
+            yield from secure_ops.secure_less_than(self._material(), self._op, x, y, holder, key)
+        )
+
+    def _holder_key(self, holder: str) -> dtpkc.PublicKey:
+        if holder not in self._roster:
+            raise UnknownPartyError(f"{holder!r} is not a participant")
+        return self._roster[holder].public
+
     def _compare(self, x: dtpkc.Ciphertext, node: Split) -> Job[bool]:
         """HoLT(x, split) with CC, ParHDec1 by the provider, ParHDec2 here: x < s?"""
-        self._op += 1
-        key = self._roster[node.provider].public
-        return (
-            yield from secure_ops.secure_less_than(
-                self._material(), self._op, x, node.encrypted_split, node.provider, key
-            )
-        )
+        return (yield from self.secure_less_than(x, node.encrypted_split, node.provider))
 
     def _decoded(self, values: FloatArray) -> np.ndarray:
         if self.task == "classification":

@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from privfl.crypto import dtpkc
 from privfl.errors import InputError, MalformedMessageError
-from privfl.forest.messages import CC, KGC, RESERVED_NAMES, SessionConfig, seal, unseal
+from privfl.forest.messages import CC, CS, KGC, RESERVED_NAMES, SessionConfig, seal, unseal
 from privfl.messages import Reader, Writer
 
 MAX_PARTICIPANTS = 4096
@@ -159,7 +159,7 @@ class KeyGenerationCenter:
         self._cs_public = sk_cs.public
         lam1, lam2 = dtpkc.split_strong_key(prm, self._secret)
         keys = {h.name: dtpkc.new_key_pair(prm) for h in hellos}
-        self.issued = {name: k.public for name, k in keys.items()}
+        self.issued = {CS: sk_cs.public, **{name: k.public for name, k in keys.items()}}
         roster = tuple(
             RosterEntry(h.name, keys[h.name].public, h.n_columns,
                         Ed25519PublicKey.from_public_bytes(h.verify_key))

@@ -5,14 +5,17 @@ which times each role's own steps (keys ``cs``, ``cc``, ``participant``; setup s
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from privfl.crypto import dtpkc
 from privfl.errors import ProtocolError
 from privfl.forest.center_server import CenterServer
 from privfl.forest.computation_provider import ComputationProvider
 from privfl.forest.kgc import KeyGenerationCenter
-from privfl.forest.messages import Job
+from privfl.forest.messages import Job, SessionConfig
 from privfl.forest.participant import Participant
+from privfl.messages import new_session_id
 from privfl.runner import InProcessRunner
 
 T = TypeVar("T")
@@ -63,3 +66,36 @@ def provision(
     for name, p in participants.items():
         data = runner.send("kgc->participant", grants.participants[name])
         runner.run("participant_setup", p.install_keys, data)
+
+
+@dataclass
+class SecureOpsWorld:
+    """A CS, a CC and key holders (participants) provisioned by a KGC, without a forest:
+    to run HoAdd and HoLT on their own (``world.run(world.cs.secure_less_than(x, y, "u"))``).
+    ``public_key(name)`` is a holder's public key (``public_key("CS")`` the CS's)."""
+
+    runner: InProcessRunner
+    kgc: KeyGenerationCenter
+    cs: CenterServer
+    cc: ComputationProvider
+    holders: dict[str, Participant]
+
+    def run(self, job: Job[T]) -> T:
+        return drive(self.runner, job, {**self.holders, self.cc.name: self.cc})
+
+    def public_key(self, name: str) -> dtpkc.PublicKey:
+        return self.kgc.issued[name]
+
+
+def secure_ops_world(
+    key_bits: int = dtpkc.MIN_KEY_BITS, holders: tuple[str, ...] = ("u",), *,
+    allow_insecure_key_bits: bool = False,
+) -> SecureOpsWorld:  # fmt: skip
+    """Provision a :class:`SecureOpsWorld` (one-sample, one-column holders)."""
+    config = SessionConfig(new_session_id(), 1, 1, 1, 2, 1,
+                           allow_insecure_key_bits=allow_insecure_key_bits)  # fmt: skip
+    runner, cc = InProcessRunner(), ComputationProvider(config)
+    parties = {name: Participant(name, [[0.0]], config) for name in holders}
+    cs, kgc = CenterServer(config, [0]), KeyGenerationCenter(config, key_bits)
+    provision(runner, kgc, cs, cc, parties)
+    return SecureOpsWorld(runner, kgc, cs, cc, parties)

@@ -22,8 +22,12 @@ and :class:`~privfl.forest.participant.Participant` call them.
    bit, which the blinding coin ``c`` (kept by the CS) maps to ``[x < y]``. This is the one
    deviation from the issue's HoLT: CS applies the coin *after* ParHDec1 (``u = [u' == c]``)
    instead of homomorphically before it, so what the holder strips is exactly what CC signed.
-4. CC refuses a blinded difference ``l = ±r(2x+1-2y)`` with ``|l| >= 2^(sigma+ell+2)``: out of
-   range inputs no longer give a silent wrong bit (a wrapped value passes with prob. 2^-62).
+4. CC refuses a blinded difference ``l = ±r(2x+1-2y)`` with ``|l| >= 2^(sigma+ell+2)``: an
+   out-of-range input no longer gives a silent wrong bit. A generic wrapped value passes with
+   probability 2^-62; residues with a small rational structure (x ≈ N/2 or k·N/3, whose
+   multiple by 2r can wrap to a small number) cannot be told apart by CC. The first line of
+   defence is therefore the encoders, which refuse |m| >= 2^ell; only a participant that
+   encrypts its own input by hand gets past them, and it steers nothing it does not own.
 
 Residual, inherent to RevFRF: the CS learns the outcome of each comparison it runs, and it
 can encrypt any value under a public key; a malicious CS could therefore binary-search a

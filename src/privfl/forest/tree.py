@@ -1,5 +1,6 @@
-"""RevFRF's trees as the center server stores them (typed ``Leaf | Split`` nodes), split
-scoring and leaf values. Pure data and arithmetic: no messages, no keys."""
+"""RevFRF's trees as the center server stores them (typed ``Leaf | Split`` nodes), label
+encoding, split scoring, leaf values and votes. Pure data and arithmetic: no messages, no
+keys."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import numpy as np
 
 from privfl._typing import BoolArray, FloatArray, IntArray
 from privfl.crypto import dtpkc
+from privfl.errors import InputError
 
 
 @dataclass(frozen=True, eq=False)
@@ -136,3 +138,30 @@ def vote(leaves: FloatArray, task: str, classes: int) -> FloatArray:
         counts = np.stack([(leaves == c).sum(axis=0) for c in range(classes)])
         return np.asarray(np.argmax(counts, axis=0), dtype=np.float64)
     return np.asarray(leaves.mean(axis=0), dtype=np.float64)
+
+
+def encode_labels(labels: object, task: str, n: int) -> tuple[FloatArray, np.ndarray]:
+    """Labels as floats (class indices, or targets) and the classes; InputError otherwise."""
+    if labels is None:
+        raise InputError("labels are missing (None)")
+    try:
+        y = np.asarray(labels)
+        if y.ndim != 1:
+            raise InputError(f"labels must be one value per row (1-D), got shape {y.shape}")
+        if y.size != n:
+            raise InputError(
+                f"labels and partitions have different numbers of rows ({y.size}, {n})"
+            )
+        if task == "regression":
+            values = y.astype(np.float64)
+            if not np.all(np.isfinite(values)):
+                raise InputError("regression targets must be finite numbers")
+            return values, np.empty(0)
+        if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
+            raise InputError("class labels contain NaN or infinite values")
+        classes, index = np.unique(y, return_inverse=True)
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, InputError):
+            raise
+        raise InputError(f"labels cannot be read as {task} targets: {exc}") from None
+    return index.astype(np.float64), classes
