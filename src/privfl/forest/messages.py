@@ -281,7 +281,8 @@ class NodeBatch:
         cls, data: bytes, step: str, config: SessionConfig, sender: str, max_items: int,
         mask_bits: int, answers: NodeBatch | None = None,
     ) -> NodeBatch:  # fmt: skip
-        """``mask_bits`` bounds every mask; a reply must match its request item by item."""
+        """A request's masks have exactly ``mask_bits`` bits; a reply must match its request
+        item by item (the same nodes, one bit per row asked)."""
         r = unseal(data, step, config, sender)
         count = r.count(max_items, "nodes")
         if answers is not None and count != len(answers.nodes):
@@ -293,8 +294,8 @@ class NodeBatch:
                 expect_ids(ids, answers.nodes[i], step)
                 if size != int(answers.masks[i].sum()):
                     raise StaleMessageError(f"{step}: {size} bits for the rows asked")
-            elif size > mask_bits:
-                raise MalformedMessageError(f"{step}: a mask of {size} bits (at most {mask_bits})")
+            elif size != mask_bits:
+                raise MalformedMessageError(f"{step}: a mask of {size} bits, not {mask_bits}")
             nodes.append(ids)
             masks.append(read_mask(r, size, f"{step} mask"))
         r.end()
