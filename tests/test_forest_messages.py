@@ -17,19 +17,9 @@ from _forest_fuzz import decode_safely, payloads
 from privfl.crypto import dtpkc
 from privfl.errors import MalformedMessageError, UnknownPartyError, WrongSessionError
 from privfl.forest import RevFRF, schedule
+from privfl.forest import messages as fm
 from privfl.forest.kgc import Hello, KeyGrant
-from privfl.forest.messages import (
-    CODEC,
-    CiphertextReply,
-    NodeBatch,
-    NodeRequest,
-    Proposals,
-    Query,
-    RevocationRequest,
-    SessionConfig,
-    StaleMessageError,
-)
-from privfl.forest.secure_ops import HoAddRequest, HoLTRequest, HoLTResult, RefreshBatch, Reply
+from privfl.forest.secure_ops import BlindedRequest, HoLTResult, RefreshBatch, Reply
 from privfl.messages import Writer
 
 KEYS = {"key_bits": 512, "allow_insecure_key_bits": True}  # INSECURE, for speed only
@@ -60,7 +50,7 @@ def session():
 
 
 def header(data):
-    return CODEC.decode(data)[0]
+    return fm.CODEC.decode(data)[0]
 
 
 def pair(log, ask, answer):
@@ -81,52 +71,52 @@ def cases(model, log):
     cfg, params = cs.config, cs._material().sk.public.params
     node_ask, proposals = pair(log, "node-request", "proposals")
     owner = header(proposals).sender
-    node_req = NodeRequest.from_bytes(node_ask, cfg, 1)
+    node_req = fm.NodeRequest.from_bytes(node_ask, cfg, 1)
     value_ask, value_up = pair(log, "value-request", "value-upload")
-    ids = (lambda r: (r.u32(), r.u32(), r.u32()))(CODEC.decode(value_ask)[1])
+    ids = (lambda r: (r.u32(), r.u32(), r.u32()))(fm.CODEC.decode(value_ask)[1])
     provider = header(value_up).sender
     plain_ask, plain_answer = pair(log, "plain-compare", "plain-compared")
-    plain_req = NodeBatch.from_bytes(plain_ask, "plain-compare", cfg, "CS", 64, 3)
+    plain_req = fm.NodeBatch.from_bytes(plain_ask, "plain-compare", cfg, "CS", 64, 3)
     hoadd_ask, hoadd_answer = pair(log, "hoadd-request", "hoadd-response")
-    op = HoAddRequest.from_bytes(hoadd_ask, cfg, params).op
-    kinds = (("holt-request", HoLTRequest), ("hoadd-request", HoAddRequest))
+    hoadd = BlindedRequest.from_bytes(hoadd_ask, "hoadd-request", cfg, params)
     active_holt, active_hoadd = (next(  # a comparison for a holder the CC still serves
         d for d in log if header(d).step == step
-        and kind.from_bytes(d, cfg, params).holder not in model.revoked
-    ) for step, kind in kinds)  # fmt: skip
-    holder = cs._roster[HoAddRequest.from_bytes(hoadd_ask, cfg, params).holder].public
+        and BlindedRequest.from_bytes(d, step, cfg, params).holder not in model.revoked
+    ) for step in ("holt-request", "hoadd-request"))  # fmt: skip
+    op, holder = hoadd.op, cs._roster[hoadd.holder].public
     joint = dtpkc.joint_public_key(holder, cs._material().sk.public)
     return {
-        "node-request": (node_ask, lambda b: NodeRequest.from_bytes(b, cfg, 1),
+        "node-request": (node_ask, lambda b: fm.NodeRequest.from_bytes(b, cfg, 1),
                          lambda m: m.members.size == cfg.n_samples and len(m.columns) <= 1),
-        "proposals": (proposals, lambda b: Proposals.from_bytes(b, cfg, node_req, owner),
+        "proposals": (proposals, lambda b: fm.Proposals.from_bytes(b, cfg, node_req, owner),
                       lambda m: all(v.size == node_req.members.sum() for v in m.go_right)
                       and len(m.columns) <= cfg.candidates),
-        "split-upload": (first(log, "split-upload"), lambda b: CiphertextReply.from_bytes(
+        "split-upload": (first(log, "split-upload"), lambda b: fm.CiphertextReply.from_bytes(
             b, "split-upload", cfg, cs._roster[header(b).sender].public, None, (0, 0, 0)),
             lambda m: 0 < m.value.c1 < params.n2),
-        "value-upload": (value_up, lambda b: CiphertextReply.from_bytes(
+        "value-upload": (value_up, lambda b: fm.CiphertextReply.from_bytes(
             b, "value-upload", cfg, cs._roster[provider].public, provider, ids),
             lambda m: 0 < m.value.c2 < params.n2),
-        "plain-compare": (plain_ask, lambda b: NodeBatch.from_bytes(
+        "plain-compare": (plain_ask, lambda b: fm.NodeBatch.from_bytes(
             b, "plain-compare", cfg, "CS", 64, 3), lambda m: all(v.size <= 3 for v in m.masks)),
-        "plain-compared": (plain_answer, lambda b: NodeBatch.from_bytes(
+        "plain-compared": (plain_answer, lambda b: fm.NodeBatch.from_bytes(
             b, "plain-compared", cfg, header(plain_answer).sender, 64, 3, plain_req),
             lambda m: len(m.nodes) == len(plain_req.nodes)),
-        "hoadd-request": (hoadd_ask, lambda b: HoAddRequest.from_bytes(b, cfg, params),
-                          lambda m: 0 < m.tx < params.n2),
+        "hoadd-request": (hoadd_ask, lambda b: BlindedRequest.from_bytes(
+            b, "hoadd-request", cfg, params), lambda m: len(m.values) == len(m.shares) == 2),
         "hoadd-response": (hoadd_answer, lambda b: Reply.from_bytes(
             b, "hoadd-response", cfg, "CC", op, joint), lambda m: m.op == op),
         "holt-request": (first(log, "holt-request"),
-                         lambda b: HoLTRequest.from_bytes(b, cfg, params), lambda m: True),
+                         lambda b: BlindedRequest.from_bytes(b, "holt-request", cfg, params),
+                         lambda m: len(m.values) == len(m.shares) == 1),
         "holt-result": (first(log, "holt-result"), lambda b: HoLTResult.from_bytes(
             b, "holt-result", cfg, "CC", params), lambda m: len(m.signature) <= 64),
         "refreshed": (first(log, "refreshed"), lambda b: RefreshBatch.from_bytes(
             b, "refreshed", cfg, "CC", params), lambda m: len(m.values) <= cfg.max_internal_nodes),
-        "query": (first(log, "query"), lambda b: Query.from_bytes(
+        "query": (first(log, "query"), lambda b: fm.Query.from_bytes(
             b, cfg, "r", cs._requesters["r"], 3), lambda m: len(m.values) == 3),
         "revocation": (first(log, "revocation"),
-                       lambda b: RevocationRequest.from_bytes(b, cfg), lambda m: True),
+                       lambda b: fm.RevocationRequest.from_bytes(b, cfg), lambda m: True),
         "cs-keys": (first(log, "cs-keys"), lambda b: KeyGrant.from_bytes(b, "cs-keys", cfg),
                     lambda m: len(m.roster) <= 4096),
         "participant-keys": (first(log, "participant-keys"),
@@ -191,33 +181,33 @@ def test_a_node_request_for_a_million_candidates_is_refused_at_once(session):
     participant = next(iter(model.participants.values()))
     mask = np.ones(cfg.n_samples, dtype=bool)
     for probe, candidates in [(32, 10**6), (10**6, 8), (2**32 - 1, 2**32 - 1)]:
-        data = NodeRequest(0, 0, mask, (0,), probe, candidates).to_bytes(cfg)
+        data = fm.NodeRequest(0, 0, mask, (0,), probe, candidates).to_bytes(cfg)
         start = time.perf_counter()
         with pytest.raises(MalformedMessageError, match="agreed"):
             participant.handle(data)
         assert time.perf_counter() - start < 0.1
     body = Writer().u32(0).u32(0).bytes_(b"\xff" * 5).u32(2**32 - 1)  # 4 billion columns
     with pytest.raises(MalformedMessageError, match="columns"):
-        participant.handle(CODEC.encode("node-request", cfg.session, "CS", body.getvalue()))
+        participant.handle(fm.CODEC.encode("node-request", cfg.session, "CS", body.getvalue()))
     for mask_bytes in (b"\xff" * 4, b"\xff" * 6, b"\xff" * 1000):  # 40 samples = 5 bytes
         body = Writer().u32(0).u32(0).bytes_(mask_bytes).u32(0).u32(32).u32(8)
         with pytest.raises(MalformedMessageError):
-            participant.handle(CODEC.encode("node-request", cfg.session, "CS", body.getvalue()))
+            participant.handle(fm.CODEC.encode("node-request", cfg.session, "CS", body.getvalue()))
     body = Writer().u32(99).u32(0).bytes_(b"\xff" * 5).u32(0).u32(32).u32(8)  # no tree 99
     with pytest.raises(MalformedMessageError, match="tree 99"):
-        participant.handle(CODEC.encode("node-request", cfg.session, "CS", body.getvalue()))
+        participant.handle(fm.CODEC.encode("node-request", cfg.session, "CS", body.getvalue()))
 
 
 def test_a_reply_about_another_node_is_stale(session):
     model, log, _ = session
     cfg = model.center_server.config
     node_ask, proposals = pair(log, "node-request", "proposals")
-    request = NodeRequest.from_bytes(node_ask, cfg, 1)
+    request = fm.NodeRequest.from_bytes(node_ask, cfg, 1)
     other = dataclasses.replace(request, node=request.node + 1)
-    with pytest.raises(StaleMessageError):
-        Proposals.from_bytes(proposals, cfg, other, header(proposals).sender)
+    with pytest.raises(fm.StaleMessageError):
+        fm.Proposals.from_bytes(proposals, cfg, other, header(proposals).sender)
     with pytest.raises(UnknownPartyError):  # and from whom it was expected
-        Proposals.from_bytes(proposals, cfg, request, "someone else")
+        fm.Proposals.from_bytes(proposals, cfg, request, "someone else")
 
 
 # ------------------------------------------------------------------ finding 12: revocation
@@ -226,7 +216,7 @@ def revocation(model, name, timestamp_ms=None, nonce=b"N" * 16, session=None, ke
     cfg = p._config
     signed_cfg = cfg if session is None else dataclasses.replace(cfg, session=session)
     ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
-    request = RevocationRequest.sign(key or p._signing_key, signed_cfg, name, nonce, ts)
+    request = fm.RevocationRequest.sign(key or p._signing_key, signed_cfg, name, nonce, ts)
     return request.to_bytes(cfg)
 
 
@@ -235,13 +225,13 @@ def test_revocation_requests_must_be_fresh_unreplayed_and_bound_to_the_session()
     name = next(n for n in model.participants if n not in model.revoked)
     now = int(time.time() * 1000)
     for ts, match in [(0, "older"), (now - 301_000, "older"), (now + 3_600_000, "future")]:
-        with pytest.raises(StaleMessageError, match=match):
+        with pytest.raises(fm.StaleMessageError, match=match):
             model.revoke(name, request=revocation(model, name, ts))
     with pytest.raises(UnknownPartyError, match="invalid signature"):  # signed for another run
         model.revoke(name, request=revocation(model, name, session=b"S" * 16))
-    other = SessionConfig(b"S" * 16, 40, 2, 3, 32, 8, allow_insecure_key_bits=True)
+    other = fm.SessionConfig(b"S" * 16, 40, 2, 3, 32, 8, allow_insecure_key_bits=True)
     p = model.participants[name]
-    foreign = RevocationRequest.sign(p._signing_key, other, name, b"F" * 16, now).to_bytes(other)
+    foreign = fm.RevocationRequest.sign(p._signing_key, other, name, b"F" * 16, now).to_bytes(other)
     with pytest.raises(WrongSessionError):
         model.revoke(name, request=foreign)
     valid = revocation(model, name, nonce=b"R" * 16)
@@ -249,7 +239,7 @@ def test_revocation_requests_must_be_fresh_unreplayed_and_bound_to_the_session()
     assert name in model.revoked
     # the same bytes again reach the CS as a replay (the facade's own check bypassed)
     cs = model.center_server
-    with pytest.raises(StaleMessageError, match="replayed"):
+    with pytest.raises(fm.StaleMessageError, match="replayed"):
         schedule.drive(model.runner, cs.revoke(valid), model._peers())
 
 
@@ -258,9 +248,11 @@ def test_a_revocation_request_names_its_sender(session):
     name = next(n for n in model.participants if n not in model.revoked)
     cfg = model.center_server.config
     p = model.participants[name]
-    request = RevocationRequest.sign(p._signing_key, cfg, name, b"X" * 16, int(time.time() * 1e3))
+    request = fm.RevocationRequest.sign(
+        p._signing_key, cfg, name, b"X" * 16, int(time.time() * 1e3)
+    )
     body = Writer().str_(name).bytes_(request.nonce).u64(request.timestamp_ms)
-    relabelled = CODEC.encode("revocation", cfg.session, "mallory", body.bytes_(
+    relabelled = fm.CODEC.encode("revocation", cfg.session, "mallory", body.bytes_(
         request.signature).getvalue())  # fmt: skip
     with pytest.raises(UnknownPartyError, match="mallory"):
         model.revoke(name, request=relabelled)

@@ -18,12 +18,20 @@ from privfl.errors import (
 )
 from privfl.forest import schedule
 from privfl.forest.messages import CC, CODEC, CS, SessionConfig, StaleMessageError
-from privfl.forest.secure_ops import HoAddRequest, HoLTRequest, HoLTResult, Reply
+from privfl.forest.secure_ops import BlindedRequest, HoLTResult, Reply
 
 
 @pytest.fixture(scope="module")
 def world():
     return schedule.secure_ops_world(512, ("u", "a"), allow_insecure_key_bits=True)
+
+
+def hoadd(*fields):
+    return BlindedRequest("hoadd-request", *fields)
+
+
+def holt(*fields):
+    return BlindedRequest("holt-request", *fields)
 
 
 def secrets_of(world):
@@ -78,11 +86,11 @@ def test_a_malicious_cs_cannot_make_the_cc_add_into_its_own_key(world):
     t1 = dtpkc.partial_decrypt_strong1(cs.lam1, enc_m)
     t2 = dtpkc.partial_decrypt_strong1(cs.lam1, zero)
     for target in (CS, "mallory", ""):
-        request = HoAddRequest(1, target, enc_m, zero, t1, t2).to_bytes(cs.config)
+        request = hoadd(1, target, (enc_m, zero), (t1, t2)).to_bytes(cs.config)
         with pytest.raises(UnknownPartyError, match="registered"):
             world.cc.handle(request)
     # naming a registered holder gives a ciphertext the CS cannot open alone
-    request = HoAddRequest(1, "u", enc_m, zero, t1, t2).to_bytes(cs.config)
+    request = hoadd(1, "u", (enc_m, zero), (t1, t2)).to_bytes(cs.config)
     joint = dtpkc.joint_public_key(cs.sk.public, world.public_key("u"))
     reply = Reply.from_bytes(world.cc.handle(request), "hoadd-response", cs.config, CC, 1, joint)
     assert dtpkc.decrypt(cs.sk, reply.value) != m
@@ -94,7 +102,7 @@ def test_a_malicious_cs_cannot_name_its_own_key_as_the_holt_result_key(world):
     t = dtpkc.partial_decrypt_strong1(cs.lam1, blinded)
     for holder in (CS, "mallory"):
         with pytest.raises(UnknownPartyError, match="registered"):
-            world.cc.handle(HoLTRequest(7, holder, blinded, t).to_bytes(cs.config))
+            world.cc.handle(holt(7, holder, (blinded,), (t,)).to_bytes(cs.config))
 
 
 def test_a_participant_refuses_to_partially_decrypt_what_is_not_a_signed_comparison(world):
@@ -108,13 +116,13 @@ def test_a_participant_refuses_to_partially_decrypt_what_is_not_a_signed_compari
     # a genuine CC-signed result with its ciphertext swapped for the secret
     blinded = dtpkc.encrypt(cs.sk.public, -5)
     t = dtpkc.partial_decrypt_strong1(cs.lam1, blinded)
-    data = world.cc.handle(HoLTRequest(4, "u", blinded, t).to_bytes(cs.config))
+    data = world.cc.handle(holt(4, "u", (blinded,), (t,)).to_bytes(cs.config))
     genuine = HoLTResult.from_bytes(data, "holt-result", cs.config, CC, cs.sk.public.params)
     swapped = HoLTResult(genuine.op, "u", under_joint, genuine.signature)
     with pytest.raises(UnknownPartyError, match="signed by the CC"):
         u.handle(swapped.to_bytes("partial-decrypt", cs.config, CS))
     # a genuine result for another holder
-    data = world.cc.handle(HoLTRequest(5, "a", blinded, t).to_bytes(cs.config))
+    data = world.cc.handle(holt(5, "a", (blinded,), (t,)).to_bytes(cs.config))
     for_a = HoLTResult.from_bytes(data, "holt-result", cs.config, CC, cs.sk.public.params)
     with pytest.raises(UnknownPartyError, match="meant for 'a'"):
         u.handle(for_a.to_bytes("partial-decrypt", cs.config, CS))
@@ -171,7 +179,7 @@ def test_replies_for_another_operation_or_session_are_refused(world):
     joint = dtpkc.joint_public_key(cs.sk.public, world.public_key("u"))
     job = world.cs.secure_add(cx, cx, "u")
     out = next(job)
-    request = HoAddRequest.from_bytes(out.data, cs.config, joint.params)
+    request = BlindedRequest.from_bytes(out.data, "hoadd-request", cs.config, joint.params)
     stale = Reply(request.op + 1, dtpkc.encrypt(joint, 0)).to_bytes("hoadd-response", cs.config, CC)
     with pytest.raises(StaleMessageError):
         job.send(stale)

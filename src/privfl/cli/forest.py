@@ -42,12 +42,7 @@ def forest_run(
         int, typer.Option(help="DT-PKC modulus size |N| (2048 minimum; 3072 for 128-bit).")
     ] = 2048,
     insecure_key_bits: Annotated[
-        bool,
-        typer.Option(
-            "--insecure-key-bits",
-            help="INSECURE: allow --key-bits below 2048 (down to 512), for tests and "
-            "comparisons with the paper's 1024-bit keys only.",
-        ),
+        bool, typer.Option(help="INSECURE: allow --key-bits 512..2046 (tests, paper's 1024).")
     ] = False,
     seed: Annotated[int, typer.Option(help="Seed of the split and the forests.")] = 0,
     rho: Annotated[

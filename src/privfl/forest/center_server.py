@@ -39,15 +39,14 @@ from privfl.forest.messages import (
     CiphertextReply,
     Job,
     NodeBatch,
+    NodeQuery,
     NodeRequest,
     Outgoing,
     Proposals,
     Query,
     RevocationRequest,
     SessionConfig,
-    SplitRequest,
     StaleMessageError,
-    ValueRequest,
     unseal,
 )
 from privfl.forest.tree import (
@@ -176,7 +175,7 @@ class CenterServer:
         if best is None:
             return leaf, []
         owner, index, feature, right = best
-        request = SplitRequest(tree.tree_id, node_id, index)
+        request = NodeQuery("split-request", tree.tree_id, node_id, index)
         reply = yield Outgoing(owner, request.to_bytes(self.config))
         split = CiphertextReply.from_bytes(
             reply, "split-upload", self.config, self._roster[owner].public, owner,
@@ -258,7 +257,8 @@ class CenterServer:
                 node = tree.root
                 while isinstance(node, Split):
                     ids = (tree.tree_id, node.node_id, i)
-                    reply = yield Outgoing(node.provider, ValueRequest(*ids).to_bytes(self.config))
+                    ask = NodeQuery("value-request", *ids).to_bytes(self.config)
+                    reply = yield Outgoing(node.provider, ask)
                     key = self._roster[node.provider].public
                     x = CiphertextReply.from_bytes(
                         reply, "value-upload", self.config, key, node.provider, ids

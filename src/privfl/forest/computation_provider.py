@@ -5,16 +5,14 @@ for what it learns and why it cannot be used to decrypt for the CS)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from privfl.crypto import dtpkc
-from privfl.errors import ProtocolError, UnexpectedStepError
+from privfl.errors import ProtocolError
 from privfl.forest import secure_ops
 from privfl.forest.kgc import Hello, KeyGrant
-from privfl.forest.messages import CC, CS, KGC, SessionConfig, step_of, unseal
-from privfl.forest.secure_ops import HoAddRequest, HoLTRequest, RefreshBatch
+from privfl.forest.messages import CC, CS, KGC, SessionConfig, dispatch, unseal
+from privfl.forest.secure_ops import BlindedRequest, RefreshBatch
 
 
 class ComputationProvider:
@@ -51,28 +49,31 @@ class ComputationProvider:
 
     def handle(self, data: bytes) -> bytes:
         """Answer one request of the CS."""
-        handlers: dict[str, Callable[[bytes, dtpkc.StrongKeyShare], bytes]] = {
-            HoAddRequest.STEP: self._hoadd,
-            HoLTRequest.STEP: self._holt,
+        handlers = {
+            "hoadd-request": self._hoadd,
+            "holt-request": self._holt,
             "refresh-request": self._refresh,
         }
-        step = step_of(data, self._config)
-        if step not in handlers:
-            raise UnexpectedStepError(f"CC does not answer '{step}' messages")
+        return dispatch(data, self._config, handlers, CC)
+
+    def _share(self) -> dtpkc.StrongKeyShare:
         if self._lam2 is None:
             raise ProtocolError("CC has no keys yet")
-        return handlers[step](data, self._lam2)
+        return self._lam2
 
-    def _hoadd(self, data: bytes, lam2: dtpkc.StrongKeyShare) -> bytes:
-        request = HoAddRequest.from_bytes(data, self._config, lam2.params)
+    def _hoadd(self, data: bytes) -> bytes:
+        lam2 = self._share()
+        request = BlindedRequest.from_bytes(data, "hoadd-request", self._config, lam2.params)
         reply = secure_ops.cc_hoadd(lam2, self._holders, request)
         return reply.to_bytes("hoadd-response", self._config, CC)
 
-    def _holt(self, data: bytes, lam2: dtpkc.StrongKeyShare) -> bytes:
-        request = HoLTRequest.from_bytes(data, self._config, lam2.params)
+    def _holt(self, data: bytes) -> bytes:
+        lam2 = self._share()
+        request = BlindedRequest.from_bytes(data, "holt-request", self._config, lam2.params)
         result = secure_ops.cc_holt(lam2, self._holders, self._signing_key, self._config, request)
         return result.to_bytes("holt-result", self._config, CC)
 
-    def _refresh(self, data: bytes, lam2: dtpkc.StrongKeyShare) -> bytes:
-        batch = RefreshBatch.from_bytes(data, "refresh-request", self._config, CS, lam2.params)
+    def _refresh(self, data: bytes) -> bytes:
+        params = self._share().params
+        batch = RefreshBatch.from_bytes(data, "refresh-request", self._config, CS, params)
         return secure_ops.cc_refresh(batch).to_bytes("refreshed", self._config, CC)

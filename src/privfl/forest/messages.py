@@ -14,7 +14,7 @@ messages that receive each reply (:data:`Job`); :mod:`privfl.forest.schedule` mo
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import ClassVar, TypeVar
 
@@ -24,7 +24,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from privfl._typing import BoolArray
 from privfl.crypto import dtpkc
-from privfl.errors import MalformedMessageError, ProtocolError, UnknownPartyError
+from privfl.errors import (
+    MalformedMessageError,
+    ProtocolError,
+    UnexpectedStepError,
+    UnknownPartyError,
+)
 from privfl.messages import Codec, Reader, Writer
 
 CODEC = Codec("revfrf", 2)
@@ -85,6 +90,16 @@ def unseal(data: bytes, step: str, config: SessionConfig, sender: str | None) ->
 def step_of(data: bytes, config: SessionConfig) -> str:
     """The step a message claims (header checked, payload untouched), for dispatching."""
     return CODEC.decode(data, None, config.session)[0].step
+
+
+def dispatch(
+    data: bytes, config: SessionConfig, handlers: Mapping[str, Callable[[bytes], bytes]], who: str
+) -> bytes:
+    """Hand a message to the handler of its step; any other step is refused."""
+    step = step_of(data, config)
+    if step not in handlers:
+        raise UnexpectedStepError(f"{who} does not answer '{step}' messages")
+    return handlers[step](data)
 
 
 def pack_mask(mask: BoolArray) -> bytes:
@@ -192,22 +207,24 @@ class Proposals:
 
 
 @dataclass(frozen=True)
-class SplitRequest:
-    """CS -> winning participant: upload candidate ``index`` of node (tree, node)."""
+class NodeQuery:
+    """CS -> a participant, about one of its nodes: ``split-request`` (upload candidate
+    ``index``, the winner) or ``value-request`` (FRF-Test: encrypt test row ``index``)."""
 
-    STEP: ClassVar[str] = "split-request"
+    STEPS: ClassVar[tuple[str, str]] = ("split-request", "value-request")
+    step: str
     tree: int
     node: int
     index: int
 
     def to_bytes(self, config: SessionConfig) -> bytes:
-        return seal(self.STEP, config, CS, Writer().u32(self.tree).u32(self.node).u32(self.index))
+        return seal(self.step, config, CS, Writer().u32(self.tree).u32(self.node).u32(self.index))
 
     @classmethod
-    def from_bytes(cls, data: bytes, config: SessionConfig) -> SplitRequest:
-        r = unseal(data, cls.STEP, config, CS)
+    def from_bytes(cls, data: bytes, step: str, config: SessionConfig) -> NodeQuery:
+        r = unseal(data, step, config, CS)
         tree, node = _ids(r, config)
-        out = cls(tree, node, r.u32())
+        out = cls(step, tree, node, r.u32())
         r.end()
         return out
 
@@ -237,27 +254,6 @@ class CiphertextReply:
         value = dtpkc.Ciphertext.read(r, key.params, key)
         r.end()
         return cls(*expect, value, step)
-
-
-@dataclass(frozen=True)
-class ValueRequest:
-    """CS -> provider (FRF-Test): encrypt your value of test row ``row`` for node (tree, node)."""
-
-    STEP: ClassVar[str] = "value-request"
-    tree: int
-    node: int
-    row: int
-
-    def to_bytes(self, config: SessionConfig) -> bytes:
-        return seal(self.STEP, config, CS, Writer().u32(self.tree).u32(self.node).u32(self.row))
-
-    @classmethod
-    def from_bytes(cls, data: bytes, config: SessionConfig) -> ValueRequest:
-        r = unseal(data, cls.STEP, config, CS)
-        tree, node = _ids(r, config)
-        out = cls(tree, node, r.u32())
-        r.end()
-        return out
 
 
 @dataclass(frozen=True, eq=False)

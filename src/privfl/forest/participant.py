@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from privfl._typing import FloatArray
 from privfl.crypto import dtpkc
-from privfl.errors import InputError, ProtocolError, UnexpectedStepError
+from privfl.errors import InputError, ProtocolError
 from privfl.forest import secure_ops
 from privfl.forest.kgc import Hello, KeyGrant
 from privfl.forest.messages import (
@@ -27,15 +27,14 @@ from privfl.forest.messages import (
     RESERVED_NAMES,
     CiphertextReply,
     NodeBatch,
+    NodeQuery,
     NodeRequest,
     Proposals,
     Query,
     RevocationRequest,
     SessionConfig,
-    SplitRequest,
     StaleMessageError,
-    ValueRequest,
-    step_of,
+    dispatch,
 )
 
 
@@ -115,18 +114,15 @@ class Participant:
 
     def handle(self, data: bytes) -> bytes:
         """Answer one message of the CS."""
-        handlers: dict[str, Callable[[bytes], bytes]] = {
+        handlers = {
             NodeRequest.STEP: self._proposals,
-            SplitRequest.STEP: self._upload_split,
-            ValueRequest.STEP: self._upload_value,
+            "split-request": self._upload_split,
+            "value-request": self._upload_value,
             "plain-compare": self._compare_plain,
             "forget": self._forget,
             "partial-decrypt": self._partial_decrypt,
         }
-        step = step_of(data, self._config)
-        if step not in handlers:
-            raise UnexpectedStepError(f"{self.name} does not answer '{step}' messages")
-        return handlers[step](data)
+        return dispatch(data, self._config, handlers, self.name)
 
     def _keys(self) -> dtpkc.SecretKey:
         if self._sk is None:
@@ -158,7 +154,7 @@ class Participant:
 
     def _upload_split(self, data: bytes) -> bytes:
         """Record the winning split and send it encrypted under θ_u's public key."""
-        req, sk = SplitRequest.from_bytes(data, self._config), self._keys()
+        req, sk = NodeQuery.from_bytes(data, "split-request", self._config), self._keys()
         if self._pending is None or self._pending[0] != (req.tree, req.node):
             raise StaleMessageError(f"{self.name} proposed nothing for node {req.tree, req.node}")
         if req.index >= len(self._pending[1]):
@@ -183,13 +179,13 @@ class Participant:
 
     def _upload_value(self, data: bytes) -> bytes:
         """FRF-Test: the test row's value of the node's column, encrypted under θ_u's key."""
-        req, sk = ValueRequest.from_bytes(data, self._config), self._keys()
+        req, sk = NodeQuery.from_bytes(data, "value-request", self._config), self._keys()
         col, _ = self._split(req.tree, req.node)
         rows = self._test_rows()
-        if req.row >= rows.shape[0]:
-            raise ProtocolError(f"{self.name} holds {rows.shape[0]} rows, not row {req.row}")
-        value = self._encrypt(sk, float(rows[req.row, col]))
-        return CiphertextReply(req.tree, req.node, req.row, value, "value-upload").to_bytes(
+        if req.index >= rows.shape[0]:
+            raise ProtocolError(f"{self.name} holds {rows.shape[0]} rows, not row {req.index}")
+        value = self._encrypt(sk, float(rows[req.index, col]))
+        return CiphertextReply(req.tree, req.node, req.index, value, "value-upload").to_bytes(
             self._config, self.name
         )
 

@@ -93,21 +93,22 @@ class RevFRF:
         self._requesters: dict[str, Requester] = {}
 
     # ------------------------------------------------------------------------ roles
-    @property
-    def center_server(self) -> CenterServer:
+    def _fitted(self) -> tuple[CenterServer, ComputationProvider, dict[str, Participant]]:
         if not hasattr(self, "_cs"):
             raise InputError("fit the forest first")
-        return self._cs
+        return self._cs, self._cc, self._participants
 
     @property
-    def participants(self) -> Mapping[str, Participant]:
-        return dict(self._participants) if self.center_server else {}
+    def center_server(self) -> CenterServer:
+        return self._fitted()[0]
 
     @property
     def computation_provider(self) -> ComputationProvider:
-        if not hasattr(self, "_cc"):
-            raise InputError("fit the forest first")
-        return self._cc
+        return self._fitted()[1]
+
+    @property
+    def participants(self) -> Mapping[str, Participant]:
+        return dict(self._fitted()[2])
 
     @property
     def trees(self) -> list[Tree]:

@@ -66,58 +66,35 @@ def _op(r: Reader, want: int, what: str) -> None:
 
 
 @dataclass(frozen=True)
-class HoAddRequest:
-    """CS -> CC: the blinded inputs X, Y, their PSDec1 shares, and the holder whose joint
-    key the sum goes under."""
+class BlindedRequest:
+    """CS -> CC: blinded ciphertexts, their PSDec1 shares and the holder whose joint key the
+    answer goes under: ``hoadd-request`` (X, Y) or ``holt-request`` ([[l]])."""
 
-    STEP: ClassVar[str] = "hoadd-request"
+    COUNTS: ClassVar[dict[str, int]] = {"hoadd-request": 2, "holt-request": 1}
+    step: str
     op: int
     holder: str
-    x: dtpkc.Ciphertext
-    y: dtpkc.Ciphertext
-    tx: dtpkc.Mpz
-    ty: dtpkc.Mpz
+    values: tuple[dtpkc.Ciphertext, ...]
+    shares: tuple[dtpkc.Mpz, ...]
 
     def to_bytes(self, config: SessionConfig) -> bytes:
-        w = self.y.write(self.x.write(Writer().u64(self.op).str_(self.holder)))
-        return seal(self.STEP, config, CS, w.uint(int(self.tx)).uint(int(self.ty)))
+        w = Writer().u64(self.op).str_(self.holder)
+        for value, share in zip(self.values, self.shares, strict=True):
+            value.write(w).uint(int(share))
+        return seal(self.step, config, CS, w)
 
     @classmethod
     def from_bytes(
-        cls, data: bytes, config: SessionConfig, params: dtpkc.PublicParams
-    ) -> HoAddRequest:
-        r = unseal(data, cls.STEP, config, CS)
+        cls, data: bytes, step: str, config: SessionConfig, params: dtpkc.PublicParams
+    ) -> BlindedRequest:
+        r = unseal(data, step, config, CS)
         op, holder = r.u64(), r.str_(256)
-        x, y = dtpkc.Ciphertext.read(r, params), dtpkc.Ciphertext.read(r, params)
-        tx, ty = params.read_unit(r, "PSDec1 of X"), params.read_unit(r, "PSDec1 of Y")
+        values, shares = [], []
+        for _ in range(cls.COUNTS[step]):
+            values.append(dtpkc.Ciphertext.read(r, params))
+            shares.append(params.read_unit(r, "a PSDec1 share"))
         r.end()
-        return cls(op, holder, x, y, tx, ty)
-
-
-@dataclass(frozen=True)
-class HoLTRequest:
-    """CS -> CC: the blinded difference [[l]] under the holder's joint key and PSDec1(l)."""
-
-    STEP: ClassVar[str] = "holt-request"
-    op: int
-    holder: str
-    blinded: dtpkc.Ciphertext
-    t: dtpkc.Mpz
-
-    def to_bytes(self, config: SessionConfig) -> bytes:
-        w = self.blinded.write(Writer().u64(self.op).str_(self.holder))
-        return seal(self.STEP, config, CS, w.uint(int(self.t)))
-
-    @classmethod
-    def from_bytes(
-        cls, data: bytes, config: SessionConfig, params: dtpkc.PublicParams
-    ) -> HoLTRequest:
-        r = unseal(data, cls.STEP, config, CS)
-        op, holder = r.u64(), r.str_(256)
-        blinded = dtpkc.Ciphertext.read(r, params)
-        t = params.read_unit(r, "PSDec1 of l")
-        r.end()
-        return cls(op, holder, blinded, t)
+        return cls(step, op, holder, tuple(values), tuple(shares))
 
 
 @dataclass(frozen=True)
@@ -235,7 +212,8 @@ def secure_add(
     x = dtpkc.add(a, dtpkc.encrypt_residue(a.public_key, a1))
     y = dtpkc.add(b, dtpkc.encrypt_residue(b.public_key, a2))
     t1, t2 = dtpkc.partial_decrypt_strong1(cs.lam1, x), dtpkc.partial_decrypt_strong1(cs.lam1, y)
-    reply = yield Outgoing(CC, HoAddRequest(op, holder, x, y, t1, t2).to_bytes(cs.config))
+    request = BlindedRequest("hoadd-request", op, holder, (x, y), (t1, t2))
+    reply = yield Outgoing(CC, request.to_bytes(cs.config))
     s = Reply.from_bytes(reply, "hoadd-response", cs.config, CC, op, joint).value
     return dtpkc.add(s, dtpkc.encrypt_residue(joint, -(a1 + a2)))
 
@@ -257,7 +235,8 @@ def secure_less_than(
     diff = yield from secure_add(cs, op, first, dtpkc.negate(second), holder, holder_key)
     blinded = dtpkc.scale(diff, r)
     t = dtpkc.partial_decrypt_strong1(cs.lam1, blinded)
-    reply = yield Outgoing(CC, HoLTRequest(op, holder, blinded, t).to_bytes(cs.config))
+    request = BlindedRequest("holt-request", op, holder, (blinded,), (t,))
+    reply = yield Outgoing(CC, request.to_bytes(cs.config))
     result = HoLTResult.from_bytes(reply, "holt-result", cs.config, CC, prm)
     expect_ids((result.op,), (op,), "holt-result")
     if result.holder != holder:
@@ -279,20 +258,22 @@ def _holder_key(registry: Mapping[str, dtpkc.PublicKey], holder: str) -> dtpkc.P
 
 
 def cc_hoadd(
-    lam2: dtpkc.StrongKeyShare, registry: Mapping[str, dtpkc.PublicKey], request: HoAddRequest
+    lam2: dtpkc.StrongKeyShare, registry: Mapping[str, dtpkc.PublicKey], request: BlindedRequest
 ) -> Reply:
     """HoAdd step 2 (CC): S = PSDec2(X) + PSDec2(Y) mod N, returned as Enc(S) under the
     registered holder's joint key. CC learns S, which α1 + α2 makes uniform."""
     target = _holder_key(registry, request.holder)
     n = lam2.params.n
-    s = dtpkc.partial_decrypt_strong2(lam2, request.x, request.tx)
-    s += dtpkc.partial_decrypt_strong2(lam2, request.y, request.ty)
+    s = sum(
+        dtpkc.partial_decrypt_strong2(lam2, value, share)
+        for value, share in zip(request.values, request.shares, strict=True)
+    )
     return Reply(request.op, dtpkc.encrypt_residue(target, s % n))
 
 
 def cc_holt(
     lam2: dtpkc.StrongKeyShare, registry: Mapping[str, dtpkc.PublicKey],
-    signing_key: Ed25519PrivateKey, config: SessionConfig, request: HoLTRequest,
+    signing_key: Ed25519PrivateKey, config: SessionConfig, request: BlindedRequest,
 ) -> HoLTResult:  # fmt: skip
     """HoLT step 2 (CC): l = PSDec2([[l]]); refuse |l| >= 2^(sigma+ell+2) (inputs beyond
     2^ell) and l = 0 (not a comparison); u' = 1 iff l is negative (l > N/2 as an element of
@@ -300,7 +281,7 @@ def cc_holt(
     CC learns u', which the CS's secret coin makes independent of [x < y]."""
     target = _holder_key(registry, request.holder)
     prm = lam2.params
-    blinded = dtpkc.partial_decrypt_strong2(lam2, request.blinded, request.t)
+    blinded = dtpkc.partial_decrypt_strong2(lam2, request.values[0], request.shares[0])
     if blinded == 0 or abs(blinded) >= 1 << (prm.sigma + prm.ell + 2):
         raise ProtocolError(
             "HoLT: the blinded difference is outside the range the parameters allow "
