@@ -73,6 +73,7 @@ def run(bits: int) -> dict:
     secure = model.predict(row)
     wall = time.perf_counter() - start
     prediction = {
+        "comparisons": len(model.runner.seconds["cc"]) // 2,  # CC answers HoAdd, then HoLT
         "wall_s": wall,
         "cs_s": secs(model, "cs"),
         "participant_s": secs(model, "participant"),
@@ -145,7 +146,8 @@ def main() -> None:
         print(
             f"|N|={bits} secure prediction, 10 trees depth 10, one row: CS {p['cs_s']:.2f} s, "
             f"participants {p['participant_s']:.2f} s, CC {p['cc_s']:.2f} s, {p['mb']:.2f} MB "
-            f"(wall {p['wall_s']:.2f} s)"
+            f"(wall {p['wall_s']:.2f} s; {p['comparisons']} comparisons, "
+            f"{p['wall_s'] / p['comparisons'] * 1e3:.1f} ms each)"
         )
         for rv in r["revocation"]:
             print(

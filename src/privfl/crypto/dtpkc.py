@@ -1,15 +1,11 @@
-"""DT-PKC primitives (Liu et al. 2016), the normative maths of privfl's DT-PKC issue on gmpy2.
-
-Primitives only (HoAdd/HoLT between center server and computation provider live in
-:mod:`privfl.forest.secure_ops`): system generation (the KGC's maths, returning its secrets to
-the caller), weak keys, ``Enc_h(m) = (h^r (1+mN), g^r)`` for signed ``|m| < 2^ell``, weak
-decryption, PSDec1/PSDec2, ParHDec1, HReEnc, HEncRef (with a fresh *refresh key*), same-key
-arithmetic, fixed point, and byte encodings. |N| below :data:`MIN_KEY_BITS` (2048) is refused
-unless the caller passes ``allow_insecure_key_bits=True`` (tests, the paper's 1024 bits);
-3072 bits give 128-bit security. Wire integers are parsed with ``Reader.uint`` (bounded,
-canonical), never by a general deserialiser, and range-checked (units below N², |N| and the
-HoLT condition on bit lengths) before any exponentiation. Randomness from :mod:`secrets`.
-"""
+"""DT-PKC primitives (Liu et al. 2016) on gmpy2, as privfl's DT-PKC issue specifies them:
+system generation (the KGC's maths; its secrets go to the caller), weak keys, encryption of
+signed ``|m| < 2^ell``, weak decryption, PSDec1/PSDec2, ParHDec1, HReEnc, HEncRef (with a fresh
+*refresh key*), same-key arithmetic, fixed point and byte encodings. HoAdd/HoLT live in
+:mod:`privfl.forest.secure_ops`. |N| < 2048 bits is refused without ``allow_insecure_key_bits``
+(3072 bits give 128-bit security). Wire integers are parsed with ``Reader.uint`` (bounded,
+canonical; never a general deserialiser) and range-checked (units below N², |N|, the HoLT
+condition on bit lengths) before any exponentiation. Randomness from :mod:`secrets`."""
 
 from __future__ import annotations
 
@@ -27,15 +23,11 @@ from privfl.messages import Reader, Writer
 
 Mpz = Any  # a gmpy2.mpz (gmpy2 ships no type stubs)
 
-MIN_KEY_BITS = 2048
-INSECURE_MIN_KEY_BITS = 512
-MAX_KEY_BITS = 8192
-SIGMA_BITS = 80  # bits of HoLT's blinding factor
-MIN_SIGMA_BITS, MIN_ELL_BITS = 40, 64
+MIN_KEY_BITS, INSECURE_MIN_KEY_BITS, MAX_KEY_BITS = 2048, 512, 8192
+SIGMA_BITS, MIN_SIGMA_BITS, MIN_ELL_BITS = 80, 40, 64  # sigma: bits of HoLT's blinding factor
 RANGE_MARGIN_BITS = 64  # a wrapped HoLT difference passes the CC's range check w.p. 2^-62
-MR_ROUNDS = 64
-DEFAULT_FRACTION_BITS = 32
-FIXED_BASE_WINDOW = 5
+MR_ROUNDS, DEFAULT_FRACTION_BITS = 64, 32
+FIXED_BASE_WINDOW, TABLE_AFTER_USES = 5, 4
 
 
 def check_key_bits(bits: object, allow_insecure_key_bits: bool = False) -> int:
@@ -80,10 +72,19 @@ def _table(base: Mpz, modulus: Mpz, exponent_bits: int) -> tuple[list[Mpz], ...]
     return tuple(rows)
 
 
+_BASE_USES: dict[tuple[Mpz, Mpz], int] = {}
+
+
 def _pow_fixed(base: Mpz, e: Mpz, params: PublicParams) -> Mpz:
-    """base^e mod N² for 0 < e <= N/4 from the base's cached window table (|e|/w products)."""
+    """base^e mod N², 0 < e <= N/4: powmod for a base's first uses, then its window table."""
+    key = (mpz(base), params.n2)
+    if _BASE_USES.setdefault(key, 0) < TABLE_AFTER_USES:
+        if len(_BASE_USES) > 4096:
+            _BASE_USES.clear()
+        _BASE_USES[key] = _BASE_USES.get(key, 0) + 1
+        return gmpy2.powmod(base, e, params.n2)
     r, e, mask = mpz(1), mpz(e), (1 << FIXED_BASE_WINDOW) - 1
-    for row in _table(mpz(base), params.n2, params.bits):  # every window, whatever its digit
+    for row in _table(key[0], params.n2, params.bits):  # every window, whatever its digit
         r = r * row[int(e & mask)] % params.n2
         e >>= FIXED_BASE_WINDOW
     return r

@@ -139,7 +139,7 @@ class RevFRF:
         self._cc = ComputationProvider(config)
         self._kgc = KeyGenerationCenter(config, self.key_bits)
         schedule.provision(self.runner, self._kgc, cs, self._cc, participants)
-        self._cs, self._participants, self._columns = cs, participants, mats
+        self._cs, self._participants, self._requesters = cs, participants, {}
         schedule.drive(self.runner, cs.fit(), self._peers())
         return self
 
