@@ -330,3 +330,74 @@ def test_the_isolation_walk_would_find_a_leaked_secret(session):
             self.cache = {"x": [(1, leaked)]}
 
     assert leaked in integers(Leaky())
+
+
+@given(st.data())
+@settings(max_examples=80)
+def test_well_framed_requests_with_wrong_sizes_reach_a_participant_only_as_typed_errors(
+    session, data
+):
+    """Structure-aware fuzzing: the real encoders, with sizes and ids a hostile CS picks."""
+    model = session[0]
+    cfg = model.center_server.config
+    name = next(n for n in model.participants if n not in model.revoked)
+    participant = model.participants[name]
+    splits = sorted(participant._splits) or [(0, 0)]
+    ids = st.one_of(st.sampled_from(splits), st.tuples(st.integers(0, 3), st.integers(0, 40)))
+    bits = st.integers(0, 90).map(lambda n: np.ones(n, dtype=bool))
+    kind = data.draw(st.sampled_from(["plain-compare", "forget", "node", "split", "value"]))
+    if kind in ("plain-compare", "forget"):
+        items = data.draw(st.lists(st.tuples(ids, bits), max_size=4))
+        message = fm.NodeBatch(kind, tuple(i for i, _ in items), tuple(m for _, m in items))
+        payload = message.to_bytes(cfg, "CS")
+    elif kind == "node":
+        columns = tuple(data.draw(st.lists(st.integers(0, 3), max_size=3)))
+        tree, node = data.draw(ids)
+        probe, count = data.draw(st.sampled_from([(32, 8), (2, 1), (32, 9)]))
+        payload = fm.NodeRequest(tree, node, data.draw(bits), columns, probe, count).to_bytes(cfg)
+    else:
+        tree, node = data.draw(ids)
+        step = "split-request" if kind == "split" else "value-request"
+        payload = fm.NodeQuery(step, tree, node, data.draw(st.integers(0, 50))).to_bytes(cfg)
+    decode_safely(participant.handle, payload)
+
+
+def test_a_plain_comparison_mask_must_cover_exactly_the_rows_held(session):
+    model = session[0]
+    cfg = model.center_server.config
+    participant = next(p for p in model.participants.values() if p._splits)
+    held = participant._rows.shape[0]
+    node = sorted(participant._splits)[0]
+    for size in (held - 1, held + 1, 0):
+        ask = fm.NodeBatch("plain-compare", (node,), (np.ones(size, dtype=bool),))
+        with pytest.raises(MalformedMessageError, match="mask"):
+            participant.handle(ask.to_bytes(cfg, "CS"))
+
+
+@given(st.data())
+@settings(max_examples=60)
+def test_well_framed_replies_with_wrong_sizes_reach_the_cs_only_as_typed_errors(session, data):
+    """Proposals and CC replies built by the real encoders with hostile sizes and values."""
+    model, log, _ = session
+    cfg = model.center_server.config
+    node_ask, proposals = pair(log, "node-request", "proposals")
+    owner = header(proposals).sender
+    request = fm.NodeRequest.from_bytes(node_ask, cfg, 1)
+    n_node = int(request.members.sum())
+    count = data.draw(st.integers(0, 10))
+    masks = tuple(
+        np.ones(data.draw(st.sampled_from([n_node, n_node - 1, n_node + 1, 0])), dtype=bool)
+        for _ in range(count)
+    )
+    columns = tuple(data.draw(st.sampled_from([0, 1])) for _ in range(count))
+    reply = fm.Proposals(request.tree, request.node, columns, masks).to_bytes(cfg, owner)
+    out = decode_safely(lambda b: fm.Proposals.from_bytes(b, cfg, request, owner), reply)
+    if out is not None:
+        assert all(m.size == n_node for m in out.go_right) and len(out.columns) <= cfg.candidates
+    params = model.center_server._material().sk.public.params
+    values = data.draw(st.lists(st.integers(0, 2 * int(params.n2)), min_size=2, max_size=2))
+    body = Writer().u64(1).str_("b")
+    for v in values:
+        body.uint(v).uint(values[0]).uint(v)  # C1, C2, a PSDec1 share: any integers
+    crafted = fm.CODEC.encode("hoadd-request", cfg.session, "CS", body.getvalue())
+    decode_safely(model.computation_provider.handle, crafted)
