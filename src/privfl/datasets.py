@@ -7,6 +7,7 @@ naming the path and the environment variable that overrides the data directory.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -193,45 +194,58 @@ def _codes(df: Any) -> Any:
     return out.astype("float64")
 
 
-def load_tabular(name: str, seed: int = 0) -> dict[str, Any]:
-    """A RevFRF benchmark dataset as ``{"task", "x_train", "y_train", "x_test", "y_test",
-    "features", "description"}`` (DataFrames / arrays; categorical columns as codes).
+@dataclass(frozen=True, eq=False)
+class TabularDataset:
+    """A RevFRF benchmark dataset: float feature matrices (categorical columns as integer
+    codes), targets, the feature names and a one-line description."""
+
+    name: str
+    task: str
+    x_train: npt.NDArray[np.float64]
+    y_train: npt.NDArray[Any]
+    x_test: npt.NDArray[np.float64]
+    y_test: npt.NDArray[Any]
+    features: tuple[str, ...]
+    description: str
+
+    @property
+    def n_features(self) -> int:
+        return len(self.features)
+
+
+def load_tabular(name: str, seed: int = 0) -> TabularDataset:
+    """A RevFRF benchmark dataset (see :class:`TabularDataset`).
 
     Classification: ``adult`` (income > 50K; UCI train/test split), ``bank`` (bank-full, y),
     ``wine`` (red + white, quality as class; colour as a feature), ``drug`` (cannabis use in
     the last year, CL3-CL6, from the 12 personality/demographic features).
     Regression: ``appliances`` (Appliances Wh), ``coil2000`` (CARAVAN, UCI train/eval split),
     ``bike`` (hourly cnt). Without a given split, 30% of the rows are held out (seeded)."""
+    if name not in TABULAR_DATASETS:
+        raise InputError(f"unknown dataset {name!r}; choose from {', '.join(TABULAR_DATASETS)}")
     import pandas as pd
     from sklearn.model_selection import train_test_split
 
-    def split(x: Any, y: Any, task: str, desc: str) -> dict[str, Any]:
+    def dataset(task: str, xtr: Any, ytr: Any, xte: Any, yte: Any, desc: str) -> TabularDataset:
+        return TabularDataset(
+            name, task, np.asarray(xtr, dtype=np.float64), np.asarray(ytr),
+            np.asarray(xte, dtype=np.float64), np.asarray(yte), tuple(map(str, xtr.columns)), desc,
+        )  # fmt: skip
+
+    def split(x: Any, y: Any, task: str, desc: str) -> TabularDataset:
         strat = y if task == "classification" else None
         xtr, xte, ytr, yte = train_test_split(
             x, y, test_size=0.3, random_state=seed, stratify=strat
         )
-        return {
-            "task": task,
-            "x_train": xtr,
-            "y_train": np.asarray(ytr),
-            "x_test": xte,
-            "y_test": np.asarray(yte),
-            "features": list(x.columns),
-            "description": desc,
-        }
+        return dataset(task, xtr, ytr, xte, yte, desc)
 
     if name == "adult":
         tr, te = load_adult("train"), load_adult("test")
         both = _codes(pd.concat([tr, te]).drop(columns=["income"]).fillna("missing"))
-        return {
-            "task": "classification",
-            "x_train": both.iloc[: len(tr)],
-            "y_train": tr["income"].to_numpy(),
-            "x_test": both.iloc[len(tr) :],
-            "y_test": te["income"].to_numpy(),
-            "features": list(both.columns),
-            "description": "UCI Adult, income > 50K (train 32,561 / test 16,281)",
-        }
+        return dataset(
+            "classification", both.iloc[: len(tr)], tr["income"].to_numpy(), both.iloc[len(tr) :],
+            te["income"].to_numpy(), "UCI Adult, income > 50K (train 32,561 / test 16,281)",
+        )  # fmt: skip
     if name == "bank":
         df = pd.read_csv(data_file("bank_marketing", "bank-full.csv.gz"), sep=";")
         y = (df.pop("y") == "yes").astype(int).to_numpy()
@@ -300,15 +314,10 @@ def load_tabular(name: str, seed: int = 0) -> dict[str, Any]:
         xtr.columns = [f"v{i + 1}" for i in range(85)]
         xte = te.astype("float64")
         xte.columns = xtr.columns
-        return {
-            "task": "regression",
-            "x_train": xtr,
-            "y_train": tr[85].to_numpy(dtype=float),
-            "x_test": xte,
-            "y_test": yte.astype(float),
-            "features": list(xtr.columns),
-            "description": "UCI COIL 2000, CARAVAN (train 5,822 / eval 4,000)",
-        }
+        return dataset(
+            "regression", xtr, tr[85].to_numpy(dtype=float), xte, yte.astype(float),
+            "UCI COIL 2000, CARAVAN (train 5,822 / eval 4,000)",
+        )  # fmt: skip
     if name == "bike":
         df = pd.read_csv(data_file("bike_sharing", "hour.csv.gz"))
         y = df["cnt"].astype("float64").to_numpy()

@@ -38,7 +38,12 @@ def forest_run(
         str, typer.Option(help="Numbers of revoked participants to evaluate.")
     ] = "0,1,2,3,4,5",
     level: Annotated[int, typer.Option(help="Revocation level (1 or 2).")] = 1,
-    key_bits: Annotated[int, typer.Option(help="DT-PKC modulus size |N|.")] = 2048,
+    key_bits: Annotated[
+        int, typer.Option(help="DT-PKC modulus size |N| (2048 minimum; 3072 for 128-bit).")
+    ] = 2048,
+    insecure_key_bits: Annotated[
+        bool, typer.Option(help="INSECURE: allow --key-bits 512..2046 (tests, paper's 1024).")
+    ] = False,
     seed: Annotated[int, typer.Option(help="Seed of the split and the forests.")] = 0,
     rho: Annotated[
         int, typer.Option(help="ϱ: samples a participant probes for a feature's min and max.")
@@ -62,8 +67,9 @@ def forest_run(
     """Effectiveness of RevFRF (RevFRF's Tables 2 and 3) against a non-federated forest,
     with 0..k participants revoked."""
     check_output_path(json_out, "--json-out")
-    from privfl.datasets import TABULAR_DATASETS
-    from privfl.studies.revfrf import effectiveness
+    from privfl.crypto.dtpkc import MIN_KEY_BITS, check_key_bits
+    from privfl.datasets import TABULAR_DATASETS, load_tabular
+    from privfl.studies.revfrf import check_revocations, effectiveness
 
     if participants != "one-per-feature":
         raise InputError("--participants supports 'one-per-feature'")
@@ -76,34 +82,36 @@ def forest_run(
         raise InputError(
             "--revoke values must be >= 0, --trees, --depth and --candidates >= 1, --rho >= 2"
         )
+    if level not in (1, 2):
+        raise InputError(f"--level must be 1 or 2, got {level}")
+    if key_bits < MIN_KEY_BITS and not insecure_key_bits:
+        raise InputError(
+            f"--key-bits {key_bits} is insecure (1024 bits is about 80-bit security); use "
+            f">= {MIN_KEY_BITS}, or add --insecure-key-bits for tests and paper comparisons"
+        )
+    check_key_bits(key_bits, insecure_key_bits)
+    datasets = [load_tabular(name, seed) for name in names]
+    for data in datasets:  # before any forest is grown
+        check_revocations(data, counts)
     results = []
-    for name in names:
+    for data in datasets:
         with console.status(
-            f"{name}: growing {trees} trees with {key_bits}-bit DT-PKC..."
+            f"{data.name}: growing {trees} trees with {key_bits}-bit DT-PKC..."
         ) as status:
             res = effectiveness(
-                name,
-                trees,
-                depth,
-                counts,
-                key_bits,
-                level,
-                seed,
-                progress=lambda msg: status.update(msg),
-                reuse_variant=reuse_variant,
-                rho=rho,
-                candidates=candidates,
-            )
+                data, trees, depth, counts, key_bits, level, seed,
+                progress=lambda msg: status.update(msg), reuse_variant=reuse_variant, rho=rho,
+                candidates=candidates, allow_insecure_key_bits=insecure_key_bits,
+            )  # fmt: skip
         results.append(res)
-        task = res["task"]
-        cols = ["accuracy", "recall", "f1"] if task == "classification" else ["mse", "mae", "r2"]
         table = Table(
-            title=f"{res['description']}: {res['participants']} participants (one feature "
+            title=f"{res.description}: {res.participants} participants (one feature "
             f"each), {trees} trees, depth {depth}, |N|={key_bits}, ϱ={rho}, ς={candidates}"
         )
-        for col in ("model", "revoked", *cols):
+        for col in ("model", "revoked", *res.metric_names):
             table.add_column(col, justify="right")
-        for row in res["rows"]:
-            table.add_row(row["model"], str(row["revoked"]), *[f"{row[c]:.4f}" for c in cols])
+        for row in res.rows:
+            cells = [f"{row.metrics[c]:.4f}" for c in res.metric_names]
+            table.add_row(row.model, str(row.revoked), *cells)
         (err_console if as_json else console).print(table)
     emit(results, as_json, json_out)

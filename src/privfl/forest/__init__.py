@@ -1,5 +1,10 @@
-"""RevFRF: revocable federated random forest over vertically partitioned data (DT-PKC)."""
+"""RevFRF: revocable federated random forest over vertically partitioned data (DT-PKC).
 
-from privfl.forest.revfrf import RevFRF, RevocationReport
+Roles: :mod:`.center_server`, :mod:`.participant`, :mod:`.computation_provider`, :mod:`.kgc`;
+their messages: :mod:`.messages`, :mod:`.secure_ops` (HoAdd/HoLT); the facade:
+:class:`RevFRF`."""
 
-__all__ = ["RevFRF", "RevocationReport"]
+from privfl.forest.center_server import RevocationReport
+from privfl.forest.revfrf import ForestReport, RevFRF
+
+__all__ = ["ForestReport", "RevFRF", "RevocationReport"]

@@ -1,0 +1,396 @@
+"""RevFRF's center server (CS): the labels, the trees, and every conversation of the protocol.
+
+The CS holds only its own secrets (θ_CS, λ1), its labels and its trees. Each protocol it runs
+is a generator (:data:`~privfl.forest.messages.Job`) that yields messages to the CC or to a
+participant and receives their replies, so the runner times each role's own steps and only
+bytes cross between roles:
+
+* :meth:`CenterServer.fit` grows every tree (FLE-Expan / FOS-Find): per node a random subset
+  of ceil(sqrt(|F|)) allowed features, the owners' candidate split vectors scored with the
+  labels (weighted Gini or MSE), the winner's split uploaded encrypted under its key;
+* :meth:`CenterServer.predict_secure` (FRF-Test), :meth:`CenterServer.predict_query`
+  (FRF-Predict) compare with HoLT at every node; :meth:`CenterServer.predict_plain` asks the
+  providers for plaintext comparisons (the evaluation shortcut);
+* :meth:`CenterServer.revoke` checks a signed, fresh, unreplayed revocation request, destroys
+  and regrows every subtree under a node of the participant, and at level 2 refreshes the
+  destroyed splits at CC and again itself (HEncRef).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from privfl._typing import BoolArray, FloatArray
+from privfl.crypto import dtpkc
+from privfl.errors import InputError, ProtocolError, UnknownPartyError
+from privfl.forest import secure_ops
+from privfl.forest.kgc import KeyGrant, RosterEntry
+from privfl.forest.messages import (
+    CC,
+    CLOCK_SKEW_S,
+    CS,
+    KGC,
+    REVOCATION_WINDOW_S,
+    CiphertextReply,
+    Job,
+    NodeBatch,
+    NodeQuery,
+    NodeRequest,
+    Outgoing,
+    Proposals,
+    Query,
+    RevocationRequest,
+    SessionConfig,
+    StaleMessageError,
+    unseal,
+)
+from privfl.forest.tree import (
+    Leaf,
+    Node,
+    Region,
+    Split,
+    Tree,
+    encode_labels,
+    is_pure,
+    leaf_value,
+    vote,
+)
+from privfl.forest.tree import weighted_impurity as impurity
+
+
+@dataclass(frozen=True)
+class RevocationReport:
+    """What a revocation did: nodes destroyed and regrown, splits refreshed (level 2)."""
+
+    participant: str
+    level: int
+    destroyed_nodes: int
+    rebuilt_nodes: int
+    seconds: float = 0.0
+    refreshed_ciphertexts: int = 0
+
+
+def _mask(n: int, rows: np.ndarray) -> BoolArray:
+    out = np.zeros(n, dtype=bool)
+    out[rows] = True
+    return out
+
+
+class CenterServer:
+    """CS: labels, trees, θ_CS and λ1; participants' public keys and revocation keys."""
+
+    role = "cs"
+    name = CS
+
+    def __init__(
+        self, config: SessionConfig, labels: object, task: str = "classification", *,
+        min_samples: int = 2, reuse_features: bool = False, seed: int | None = None,
+    ) -> None:  # fmt: skip
+        self.config, self.task = config, task
+        self._y, self.classes = encode_labels(labels, task, config.n_samples)
+        self._n_classes = max(len(self.classes), 1)
+        self._min_samples, self._reuse = min_samples, reuse_features
+        self._rng = np.random.default_rng(seed)  # not secret: bootstrap and feature subsets
+        self._cs: secure_ops.CSMaterial | None = None
+        self._roster: dict[str, RosterEntry] = {}
+        self._features: list[tuple[str, int]] = []  # global feature id -> (owner, column)
+        self._requesters: dict[str, dtpkc.PublicKey] = {}
+        self._op = 0
+        self._seen_nonces: dict[bytes, int] = {}
+        self.trees: list[Tree] = []
+        self.revoked: list[str] = []
+        self.published_removals: list[str] = []
+        self.archive: list[dtpkc.Ciphertext] = []  # level-2 refreshed splits of destroyed nodes
+
+    # -------------------------------------------------------------------- provisioning
+    def install_keys(self, data: bytes) -> None:
+        """The KGC's ``cs-keys``: θ_CS, λ1 and the roster (accepted once)."""
+        if self._cs is not None:
+            raise ProtocolError("CS already holds its keys")
+        grant = KeyGrant.from_bytes(data, "cs-keys", self.config)
+        self._roster = {e.name: e for e in grant.roster}
+        self._features = [(e.name, c) for e in grant.roster for c in range(e.n_columns)]
+        self._cs = secure_ops.CSMaterial(self.config, grant.weak_key(), grant.strong_share())
+
+    def register_requester(self, data: bytes) -> None:
+        """The KGC's ``requester-registered``: a requester's public key."""
+        r = unseal(data, "requester-registered", self.config, KGC)
+        name, h = r.str_(256), self._material().sk.public.params.read_unit(r, "requester key")
+        r.end()
+        self._requesters[name] = dtpkc.PublicKey(self._material().sk.public.params, h)
+
+    def _material(self) -> secure_ops.CSMaterial:
+        if self._cs is None:
+            raise ProtocolError("CS has no keys yet")
+        return self._cs
+
+    def layout(self) -> list[tuple[str, int]]:
+        """(participant, columns) of the active participants, in the roster's order: the
+        layout of a requester's query."""
+        return [(e.name, e.n_columns) for e in self._roster.values() if e.name not in self.revoked]
+
+    # -------------------------------------------------------------------- growth
+    def fit(self) -> Job[None]:
+        """Grow every tree, each from a bootstrap sample chosen by CS."""
+        self._material()
+        n, everything = self.config.n_samples, tuple(range(len(self._features)))
+        for t in range(self.config.n_trees):
+            weights = np.bincount(self._rng.integers(0, n, n), minlength=n)
+            members = np.flatnonzero(weights)
+            tree = Tree(t)
+            root = Region(members, weights[members].astype(np.int64), everything, 0)
+            yield from self._grow(tree, [(tree.new_id(), root)])
+            self.trees.append(tree)
+
+    def _grow(self, tree: Tree, todo: list[tuple[int, Region]]) -> Job[None]:
+        """FLE-Expan, depth first, for every (node id, region) in ``todo``."""
+        stack = list(reversed(todo))
+        while stack:
+            node_id, region = stack.pop()
+            node, children = yield from self._expand(tree, node_id, region)
+            tree.nodes[node_id] = node
+            stack += reversed(children)
+
+    def _expand(
+        self, tree: Tree, node_id: int, region: Region
+    ) -> Job[tuple[Node, list[tuple[int, Region]]]]:
+        y, w = self._y[region.members], region.counts.astype(np.float64)
+        usable = [f for f in region.allowed if self._features[f][0] not in self.revoked]
+        leaf = Leaf(node_id, region, leaf_value(y, w, self.task, self._n_classes))
+        if (
+            region.depth >= self.config.max_depth
+            or not usable
+            or is_pure(y, self.task)
+            or w.sum() < self._min_samples
+        ):
+            return leaf, []
+        size = min(len(usable), max(1, math.ceil(math.sqrt(len(self._features)))))
+        chosen = sorted(self._rng.choice(usable, size=size, replace=False).tolist())
+        best = yield from self._best_split(tree.tree_id, node_id, region, chosen, y, w)
+        if best is None:
+            return leaf, []
+        owner, index, feature, right = best
+        request = NodeQuery("split-request", tree.tree_id, node_id, index)
+        reply = yield Outgoing(owner, request.to_bytes(self.config))
+        split = CiphertextReply.from_bytes(
+            reply, "split-upload", self.config, self._roster[owner].public, owner,
+            (tree.tree_id, node_id, 0),
+        ).value  # fmt: skip
+        allowed = tuple(f for f in region.allowed if self._reuse or f != feature)
+        left_id, right_id = tree.new_id(), tree.new_id()
+        node = Split(node_id, region, owner, feature, split, left_id, right_id)
+        members, counts, depth = region.members, region.counts, region.depth + 1
+        return node, [
+            (left_id, Region(members[~right], counts[~right], allowed, depth)),
+            (right_id, Region(members[right], counts[right], allowed, depth)),
+        ]
+
+    def _best_split(
+        self, tree_id: int, node_id: int, region: Region, chosen: list[int], y: FloatArray,
+        w: FloatArray,
+    ) -> Job[tuple[str, int, int, BoolArray] | None]:  # fmt: skip
+        """FOS-Find: ask each owner of a chosen feature for candidate split vectors and keep
+        the lowest weighted impurity (owner, candidate index, feature, samples going right)."""
+        by_owner: dict[str, dict[int, int]] = defaultdict(dict)
+        for f in chosen:
+            owner, column = self._features[f]
+            by_owner[owner][column] = f
+        in_node = _mask(self.config.n_samples, region.members)
+        best: tuple[float, str, int, int, BoolArray] | None = None
+        for owner, local in by_owner.items():
+            request = NodeRequest(tree_id, node_id, in_node, tuple(local), self.config.probe_size,
+                                  self.config.candidates)  # fmt: skip
+            reply = yield Outgoing(owner, request.to_bytes(self.config))
+            proposals = Proposals.from_bytes(reply, self.config, request, owner)
+            for index, (column, right) in enumerate(
+                zip(proposals.columns, proposals.go_right, strict=True)
+            ):
+                if right.all() or not right.any():
+                    continue
+                score = impurity(y, w, right, self.task, self._n_classes)
+                if best is None or score < best[0]:
+                    best = (score, owner, index, local[column], right)
+        return None if best is None else best[1:]
+
+    # -------------------------------------------------------------------- prediction
+    def secure_add(
+        self, a: dtpkc.Ciphertext, b: dtpkc.Ciphertext, holder: str
+    ) -> Job[dtpkc.Ciphertext]:
+        """HoAdd with CC: Enc(x + y) under h_CS · h_holder (see :func:`.secure_ops.secure_add`)."""
+        self._op += 1
+        key = self._holder_key(holder)
+        return (yield from secure_ops.secure_add(self._material(), self._op, a, b, holder, key))
+
+    def secure_less_than(self, x: dtpkc.Ciphertext, y: dtpkc.Ciphertext, holder: str) -> Job[bool]:
+        """HoLT with CC, ParHDec1 by ``holder``, ParHDec2 here: is x < y?"""
+        self._op += 1
+        key = self._holder_key(holder)
+        return (
+            yield from secure_ops.secure_less_than(self._material(), self._op, x, y, holder, key)
+        )
+
+    def _holder_key(self, holder: str) -> dtpkc.PublicKey:
+        if holder not in self._roster:
+            raise UnknownPartyError(f"{holder!r} is not a participant")
+        return self._roster[holder].public
+
+    def _compare(self, x: dtpkc.Ciphertext, node: Split) -> Job[bool]:
+        """HoLT(x, split) with CC, ParHDec1 by the provider, ParHDec2 here: x < s?"""
+        return (yield from self.secure_less_than(x, node.encrypted_split, node.provider))
+
+    def _decoded(self, values: FloatArray) -> np.ndarray:
+        if self.task == "classification":
+            return np.asarray(self.classes[values.astype(np.int64)])
+        return values
+
+    def predict_secure(self, n_rows: int) -> Job[np.ndarray]:
+        """FRF-Test on ``n_rows`` rows the providers hold: at every node the provider encrypts
+        its own value under its key and CS runs the secure comparison."""
+        leaves = np.empty((len(self.trees), n_rows))
+        for i in range(n_rows):
+            for tree in self.trees:
+                node = tree.root
+                while isinstance(node, Split):
+                    ids = (tree.tree_id, node.node_id, i)
+                    ask = NodeQuery("value-request", *ids).to_bytes(self.config)
+                    reply = yield Outgoing(node.provider, ask)
+                    key = self._roster[node.provider].public
+                    x = CiphertextReply.from_bytes(
+                        reply, "value-upload", self.config, key, node.provider, ids
+                    ).value
+                    go_left = yield from self._compare(x, node)
+                    node = tree.nodes[node.left if go_left else node.right]
+                leaves[tree.tree_id, i] = node.value
+        return self._decoded(vote(leaves, self.task, self._n_classes))
+
+    def predict_query(self, requester: str, data: bytes) -> Job[np.ndarray]:
+        """FRF-Predict: compare the requester's encrypted features at every node."""
+        key = self._requesters.get(requester)
+        if key is None:
+            raise UnknownPartyError(f"{requester!r} is not a registered requester")
+        active = [f for f, (owner, _) in enumerate(self._features) if owner not in self.revoked]
+        query = Query.from_bytes(data, self.config, requester, key, len(active))
+        value_of = dict(zip(active, query.values, strict=True))
+        leaves = np.empty((len(self.trees), 1))
+        for tree in self.trees:
+            node = tree.root
+            while isinstance(node, Split):
+                go_left = yield from self._compare(value_of[node.feature], node)
+                node = tree.nodes[node.left if go_left else node.right]
+            leaves[tree.tree_id, 0] = node.value
+        return self._decoded(vote(leaves, self.task, self._n_classes))
+
+    def predict_plain(self, n_rows: int) -> Job[np.ndarray]:
+        """The same forest with the providers' plaintext comparisons: level by level, one
+        ``plain-compare`` message per provider with the rows at each of its nodes."""
+        leaves = np.empty((len(self.trees), n_rows))
+        frontier = {(t.tree_id, 0): np.arange(n_rows) for t in self.trees}
+        while frontier:
+            asks: dict[str, list[tuple[int, Split, np.ndarray]]] = defaultdict(list)
+            for (t, nid), rows in frontier.items():
+                node = self.trees[t].nodes[nid]
+                if isinstance(node, Leaf):
+                    leaves[t, rows] = node.value
+                else:
+                    asks[node.provider].append((t, node, rows))
+            frontier = {}
+            for provider, items in asks.items():
+                masks = tuple(_mask(n_rows, rows) for _, _, rows in items)
+                nodes = tuple((t, node.node_id) for t, node, _ in items)
+                request = NodeBatch("plain-compare", nodes, masks)
+                reply = yield Outgoing(provider, request.to_bytes(self.config, CS))
+                answer = NodeBatch.from_bytes(
+                    reply, "plain-compared", self.config, provider, len(items), n_rows, request
+                )
+                for (t, node, rows), left in zip(items, answer.masks, strict=True):
+                    for child, part in ((node.left, rows[left]), (node.right, rows[~left])):
+                        if part.size:
+                            frontier[(t, child)] = part
+        return self._decoded(vote(leaves, self.task, self._n_classes))
+
+    # -------------------------------------------------------------------- revocation
+    def _check_fresh(self, request: RevocationRequest) -> None:
+        """Refuse a request older than the window, from the future, or seen before."""
+        now = int(time.time() * 1000)
+        window, skew = int(REVOCATION_WINDOW_S * 1000), int(CLOCK_SKEW_S * 1000)
+        if request.timestamp_ms > now + skew:
+            raise StaleMessageError("revocation request is dated in the future")
+        if now - request.timestamp_ms > window:
+            raise StaleMessageError(f"revocation request is older than {REVOCATION_WINDOW_S} s")
+        if request.nonce in self._seen_nonces:
+            raise StaleMessageError("revocation request replayed (nonce already seen)")
+        self._seen_nonces = {k: v for k, v in self._seen_nonces.items() if now - v <= window}
+        self._seen_nonces[request.nonce] = request.timestamp_ms
+
+    def revoke(
+        self, data: bytes, level: int = 1, expected: str | None = None
+    ) -> Job[RevocationReport]:
+        """FRF-Revoc: verify, destroy and regrow, tell providers to forget destroyed nodes,
+        and at level 2 refresh the destroyed splits at CC, then here."""
+        request = RevocationRequest.from_bytes(data, self.config)
+        entry = self._roster.get(request.participant)
+        if entry is None:
+            raise UnknownPartyError(f"revocation request from unknown {request.participant!r}")
+        request.verify(entry.revocation_key, self.config)
+        self._check_fresh(request)
+        name = request.participant
+        if expected is not None and name != expected:
+            raise InputError(f"the request is signed by {name!r}, not {expected!r}")
+        if name in self.revoked:
+            raise ProtocolError(f"{name!r} is already revoked")
+        self.revoked.append(name)
+        destroyed: list[Split] = []
+        forget: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        rebuilt = 0
+        for tree in self.trees:
+            for top in tree.topmost(name):
+                for nid in tree.subtree(top.node_id):
+                    node = tree.nodes.pop(nid)
+                    if isinstance(node, Split):
+                        destroyed.append(node)
+                        forget[node.provider].append((tree.tree_id, nid))
+                before = len(tree.nodes)
+                allowed = tuple(f for f in top.region.allowed if self._features[f][0] != name)
+                yield from self._grow(tree, [(top.node_id, replace(top.region, allowed=allowed))])
+                rebuilt += len(tree.nodes) - before
+        for provider, nodes in forget.items():
+            if provider != name:
+                empty = tuple(np.zeros(0, dtype=bool) for _ in nodes)
+                ask = NodeBatch("forget", tuple(nodes), empty)
+                reply = yield Outgoing(provider, ask.to_bytes(self.config, CS))
+                NodeBatch.from_bytes(reply, "forgotten", self.config, provider, len(nodes), 0, ask)
+        refreshed = 0
+        if level == 2 and destroyed:
+            self._op += 1
+            batch = secure_ops.RefreshBatch(self._op, tuple(n.encrypted_split for n in destroyed))
+            reply = yield Outgoing(CC, batch.to_bytes("refresh-request", self.config, CS))
+            params = self._material().sk.public.params
+            back = secure_ops.RefreshBatch.from_bytes(
+                reply, "refreshed", self.config, CC, params, self._op, len(destroyed)
+            )
+            self.archive += [dtpkc.refresh(c, dtpkc.new_refresh_key(params)) for c in back.values]
+            refreshed = len(back.values)
+        self.published_removals.append(name)
+        return RevocationReport(name, level, len(destroyed), rebuilt, 0.0, refreshed)
+
+    # -------------------------------------------------------------------- reporting
+    def nodes_per_participant(self) -> dict[str, int]:
+        per = dict.fromkeys(self._roster, 0)
+        for tree in self.trees:
+            for node in tree.splits():
+                per[node.provider] += 1
+        return per
+
+    def nodes_destroyed_by(self, participant: str) -> int:
+        """Internal nodes revoking ``participant`` would destroy now (its topmost nodes and
+        everything below them): what the rebuild has to regrow."""
+        return sum(
+            sum(1 for i in tree.subtree(top.node_id) if isinstance(tree.nodes[i], Split))
+            for tree in self.trees
+            for top in tree.topmost(participant)
+        )

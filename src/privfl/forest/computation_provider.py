@@ -1,0 +1,79 @@
+"""The computation provider CC: holds λ2 (one share of the strong key), its Ed25519 key for
+signing comparison results, and the holders the KGC registered (their joint keys with the
+CS). It answers the CS's HoAdd, HoLT and level-2 refresh requests (see :mod:`.secure_ops`
+for what it learns and why it cannot be used to decrypt for the CS)."""
+
+from __future__ import annotations
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from privfl.crypto import dtpkc
+from privfl.errors import ProtocolError
+from privfl.forest import secure_ops
+from privfl.forest.kgc import Hello, KeyGrant
+from privfl.forest.messages import CC, CS, KGC, SessionConfig, dispatch, unseal
+from privfl.forest.secure_ops import BlindedRequest, RefreshBatch
+
+
+class ComputationProvider:
+    """CC: λ2, its signing key and the registry of holders' joint keys; nothing else."""
+
+    role = "cc"
+    name = CC
+
+    def __init__(self, config: SessionConfig) -> None:
+        self._config = config
+        self._signing_key = Ed25519PrivateKey.generate()
+        self._lam2: dtpkc.StrongKeyShare | None = None
+        self._holders: dict[str, dtpkc.PublicKey] = {}
+
+    def hello(self) -> bytes:
+        """To the KGC: the key participants check comparison results against."""
+        key = self._signing_key.public_key().public_bytes_raw()
+        return Hello(CC, key).to_bytes(self._config)
+
+    def install_keys(self, data: bytes) -> None:
+        """The KGC's ``cc-keys``: λ2 and the registered holders' joint keys (accepted once)."""
+        if self._lam2 is not None:
+            raise ProtocolError("CC already holds its keys")
+        grant = KeyGrant.from_bytes(data, "cc-keys", self._config)
+        self._holders = {e.name: e.public for e in grant.roster}
+        self._lam2 = grant.strong_share()
+
+    def revoke_key(self, data: bytes) -> None:
+        """The KGC's ``key-revoked``: never re-encrypt to that holder again."""
+        r = unseal(data, "key-revoked", self._config, KGC)
+        name = r.str_(256)
+        r.end()
+        self._holders.pop(name, None)
+
+    def handle(self, data: bytes) -> bytes:
+        """Answer one request of the CS."""
+        handlers = {
+            "hoadd-request": self._hoadd,
+            "holt-request": self._holt,
+            "refresh-request": self._refresh,
+        }
+        return dispatch(data, self._config, handlers, CC)
+
+    def _share(self) -> dtpkc.StrongKeyShare:
+        if self._lam2 is None:
+            raise ProtocolError("CC has no keys yet")
+        return self._lam2
+
+    def _hoadd(self, data: bytes) -> bytes:
+        lam2 = self._share()
+        request = BlindedRequest.from_bytes(data, "hoadd-request", self._config, lam2.params)
+        reply = secure_ops.cc_hoadd(lam2, self._holders, request)
+        return reply.to_bytes("hoadd-response", self._config, CC)
+
+    def _holt(self, data: bytes) -> bytes:
+        lam2 = self._share()
+        request = BlindedRequest.from_bytes(data, "holt-request", self._config, lam2.params)
+        result = secure_ops.cc_holt(lam2, self._holders, self._signing_key, self._config, request)
+        return result.to_bytes("holt-result", self._config, CC)
+
+    def _refresh(self, data: bytes) -> bytes:
+        params = self._share().params
+        batch = RefreshBatch.from_bytes(data, "refresh-request", self._config, CS, params)
+        return secure_ops.cc_refresh(batch).to_bytes("refreshed", self._config, CC)

@@ -1,0 +1,263 @@
+"""RevFRF's participants (feature owners) and requesters (who query the forest).
+
+A participant holds some feature columns of the aligned samples, its DT-PKC weak key θ_u,
+its Ed25519 revocation key and its split thresholds. It answers the CS's messages through
+:meth:`Participant.handle` and learns only what they carry: which samples reach a node,
+never a label or another participant's value. Its keys arrive from the KGC through
+:meth:`Participant.install_keys` (the provisioning channel, never ``handle``). It runs
+ParHDec1 only on comparison results the CC signed for it (see :mod:`.secure_ops`).
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from privfl._typing import FloatArray
+from privfl.crypto import dtpkc
+from privfl.errors import InputError, ProtocolError
+from privfl.forest import secure_ops
+from privfl.forest.kgc import Hello, KeyGrant
+from privfl.forest.messages import (
+    CS,
+    RESERVED_NAMES,
+    CiphertextReply,
+    NodeBatch,
+    NodeQuery,
+    NodeRequest,
+    Proposals,
+    Query,
+    RevocationRequest,
+    SessionConfig,
+    StaleMessageError,
+    dispatch,
+)
+
+
+def check_name(name: object, what: str) -> str:
+    if not isinstance(name, str) or not name or name in RESERVED_NAMES or len(name) > 200:
+        raise InputError(f"{what} name {name!r} is empty, too long or reserved (CS, CC, KGC)")
+    return name
+
+
+def check_matrix(values: object, what: str, rows: int | None = None) -> FloatArray:
+    """A finite 2-D float matrix (a 1-D vector is one column), InputError otherwise."""
+    try:
+        arr = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InputError(f"{what}: features must be numbers") from None
+    arr = arr[:, None] if arr.ndim == 1 else arr
+    if arr.ndim != 2 or arr.shape[1] == 0 or arr.shape[0] == 0:
+        raise InputError(f"{what}: feature matrix must be 2-D with at least one row and column")
+    if rows is not None and arr.shape[0] != rows:
+        raise InputError(f"{what}: {arr.shape[0]} rows, expected {rows}")
+    if not np.all(np.isfinite(arr)):
+        raise InputError(f"{what}: features contain NaN or infinite values")
+    return arr
+
+
+class Participant:
+    """A feature owner: columns, θ_u, its revocation signing key and its thresholds."""
+
+    role = "participant"
+
+    def __init__(self, name: str, columns: object, config: SessionConfig) -> None:
+        self.name = check_name(name, "participant")
+        self._columns = check_matrix(columns, f"participant {name!r}", config.n_samples)
+        self._config = config
+        self._signing_key = Ed25519PrivateKey.generate()
+        self._sk: dtpkc.SecretKey | None = None
+        self._cc_key: Ed25519PublicKey | None = None
+        self._pending: tuple[tuple[int, int], list[tuple[int, float]]] | None = None
+        self._splits: dict[tuple[int, int], tuple[int, float]] = {}  # (tree, node) -> (col, s)
+        self._rows: FloatArray | None = None  # local test rows (FRF-Test)
+        self._rng = np.random.default_rng(secrets.randbits(64))  # not secret: probed samples
+
+    @property
+    def n_columns(self) -> int:
+        return int(self._columns.shape[1])
+
+    def hello(self) -> bytes:
+        """To the KGC: the revocation key the CS will pin, and the column count."""
+        key = self._signing_key.public_key().public_bytes_raw()
+        return Hello(self.name, key, self.n_columns).to_bytes(self._config)
+
+    def install_keys(self, data: bytes) -> None:
+        """The KGC's ``participant-keys`` (θ_u, h_CS, the CC's key), accepted once."""
+        if self._sk is not None:
+            raise ProtocolError(f"{self.name} already holds its keys")
+        grant = KeyGrant.from_bytes(data, "participant-keys", self._config)
+        sk = grant.weak_key()
+        dtpkc.to_fixed_point(  # every value (and so every split) must be representable
+            float(np.abs(self._columns).max()), self._config.fraction_bits, sk.public.params
+        )
+        self._cc_key = Ed25519PublicKey.from_public_bytes(grant.cc_key)
+        self._sk = sk
+
+    def load_rows(self, rows: object) -> None:
+        """This participant's columns of the rows to predict (its own local data)."""
+        self._rows = check_matrix(rows, f"rows of participant {self.name!r}")
+        if self._rows.shape[1] != self.n_columns:
+            raise InputError(f"participant {self.name!r}: expected {self.n_columns} columns")
+
+    def revocation_request(self) -> bytes:
+        """A fresh signed request to leave (a random nonce and the current time)."""
+        ms = int(time.time() * 1000)
+        request = RevocationRequest.sign(
+            self._signing_key, self._config, self.name, secrets.token_bytes(16), ms
+        )
+        return request.to_bytes(self._config)
+
+    def handle(self, data: bytes) -> bytes:
+        """Answer one message of the CS."""
+        handlers = {
+            NodeRequest.STEP: self._proposals,
+            "split-request": self._upload_split,
+            "value-request": self._upload_value,
+            "plain-compare": self._compare_plain,
+            "forget": self._forget,
+            "partial-decrypt": self._partial_decrypt,
+        }
+        return dispatch(data, self._config, handlers, self.name)
+
+    def _keys(self) -> dtpkc.SecretKey:
+        if self._sk is None:
+            raise ProtocolError(f"{self.name} has no keys yet")
+        return self._sk
+
+    def _proposals(self, data: bytes) -> bytes:
+        """FOS-Find: per selected column, probe ϱ of the node's samples, place ς candidates
+        evenly inside (min, max) and send which samples go right (x >= s)."""
+        cfg = self._config
+        req = NodeRequest.from_bytes(data, cfg, self.n_columns)
+        members = np.flatnonzero(req.members)
+        columns, masks, pending = [], [], []
+        for c in req.columns:
+            values = self._columns[members, c]
+            if values.size == 0:
+                continue
+            drawn = self._rng.choice(values.size, min(cfg.probe_size, values.size), replace=False)
+            lo, hi = float(values[drawn].min()), float(values[drawn].max())
+            if hi <= lo:
+                continue
+            for k in range(1, cfg.candidates + 1):
+                s = lo + (hi - lo) * k / (cfg.candidates + 1)
+                columns.append(c)
+                masks.append(values >= s)
+                pending.append((c, s))
+        self._pending = ((req.tree, req.node), pending)
+        return Proposals(req.tree, req.node, tuple(columns), tuple(masks)).to_bytes(cfg, self.name)
+
+    def _upload_split(self, data: bytes) -> bytes:
+        """Record the winning split and send it encrypted under θ_u's public key."""
+        req, sk = NodeQuery.from_bytes(data, "split-request", self._config), self._keys()
+        if self._pending is None or self._pending[0] != (req.tree, req.node):
+            raise StaleMessageError(f"{self.name} proposed nothing for node {req.tree, req.node}")
+        if req.index >= len(self._pending[1]):
+            raise ProtocolError(f"{self.name} has no candidate split {req.index}")
+        col, s = self._pending[1][req.index]
+        self._pending = None
+        self._splits[(req.tree, req.node)] = (col, s)
+        value = self._encrypt(sk, s)
+        return CiphertextReply(req.tree, req.node, 0, value, "split-upload").to_bytes(
+            self._config, self.name
+        )
+
+    def _split(self, tree: int, node: int) -> tuple[int, float]:
+        if (tree, node) not in self._splits:
+            raise ProtocolError(f"{self.name} provides no split at node {tree, node}")
+        return self._splits[(tree, node)]
+
+    def _test_rows(self) -> FloatArray:
+        if self._rows is None:
+            raise ProtocolError(f"{self.name} has no rows to predict")
+        return self._rows
+
+    def _upload_value(self, data: bytes) -> bytes:
+        """FRF-Test: the test row's value of the node's column, encrypted under θ_u's key."""
+        req, sk = NodeQuery.from_bytes(data, "value-request", self._config), self._keys()
+        col, _ = self._split(req.tree, req.node)
+        rows = self._test_rows()
+        if req.index >= rows.shape[0]:
+            raise ProtocolError(f"{self.name} holds {rows.shape[0]} rows, not row {req.index}")
+        value = self._encrypt(sk, float(rows[req.index, col]))
+        return CiphertextReply(req.tree, req.node, req.index, value, "value-upload").to_bytes(
+            self._config, self.name
+        )
+
+    def _encrypt(self, sk: dtpkc.SecretKey, x: float) -> dtpkc.Ciphertext:
+        prm = sk.public.params
+        return dtpkc.encrypt(sk.public, dtpkc.to_fixed_point(x, self._config.fraction_bits, prm))
+
+    def _compare_plain(self, data: bytes) -> bytes:
+        """Evaluation shortcut: per (tree, node) of this participant, which of the given test
+        rows go left (x < s), in plaintext."""
+        rows = self._test_rows()
+        batch = NodeBatch.from_bytes(
+            data, "plain-compare", self._config, CS, len(self._splits), rows.shape[0]
+        )
+        out = []
+        for (tree, node), mask in zip(batch.nodes, batch.masks, strict=True):
+            col, s = self._split(tree, node)
+            out.append(rows[mask, col] < s)
+        return NodeBatch("plain-compared", batch.nodes, tuple(out)).to_bytes(
+            self._config, self.name
+        )
+
+    def _forget(self, data: bytes) -> bytes:
+        """Drop the thresholds of destroyed nodes (revocation)."""
+        batch = NodeBatch.from_bytes(data, "forget", self._config, CS, len(self._splits), 0)
+        for key in batch.nodes:
+            self._splits.pop(key, None)
+        return NodeBatch("forgotten", batch.nodes, batch.masks).to_bytes(self._config, self.name)
+
+    def _partial_decrypt(self, data: bytes) -> bytes:
+        """ParHDec1 of a CC-signed comparison result addressed to this participant."""
+        if self._cc_key is None:
+            raise ProtocolError(f"{self.name} has no keys yet")
+        return secure_ops.holder_partial_decrypt(
+            self._keys(), self.name, self._cc_key, self._config, data
+        )
+
+
+class Requester:
+    """Someone with a KGC key who asks the CS to classify one sample (FRF-Predict)."""
+
+    role = "requester"
+
+    def __init__(self, name: str, config: SessionConfig) -> None:
+        self.name = check_name(name, "requester")
+        self._config = config
+        self._sk: dtpkc.SecretKey | None = None
+
+    def install_keys(self, data: bytes) -> None:
+        if self._sk is not None:
+            raise ProtocolError(f"{self.name} already holds its keys")
+        self._sk = KeyGrant.from_bytes(data, "requester-keys", self._config).weak_key()
+
+    def query(self, layout: Sequence[tuple[str, int]], sample: Mapping[str, object]) -> bytes:
+        """Encrypt every feature of ``sample`` (participant -> its values) under the
+        requester's key, in the order of ``layout`` ((participant, columns) as the CS's
+        roster lists them)."""
+        if self._sk is None:
+            raise ProtocolError(f"{self.name} has no keys yet")
+        unknown = sorted(set(sample) - {name for name, _ in layout})
+        if unknown:
+            raise InputError(f"unknown participant(s) in the query: {unknown}")
+        values = []
+        for name, n_columns in layout:
+            if name not in sample:
+                raise InputError(f"the query lacks the columns of participant {name!r}")
+            row = check_matrix(np.atleast_2d(np.asarray(sample[name], dtype=object)), name, 1)
+            if row.shape[1] != n_columns:
+                raise InputError(f"participant {name!r}: expected {n_columns} columns")
+            prm, f = self._sk.public.params, self._config.fraction_bits
+            values += [
+                dtpkc.encrypt(self._sk.public, dtpkc.to_fixed_point(float(x), f, prm))
+                for x in row[0]
+            ]
+        return Query(tuple(values)).to_bytes(self._config, self.name)

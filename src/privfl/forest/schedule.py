@@ -1,0 +1,101 @@
+"""Runs RevFRF's roles in one process: every message crosses as bytes through the runner,
+which times each role's own steps (keys ``cs``, ``cc``, ``participant``; setup steps under
+``<role>_setup`` and ``kgc_setup``) and counts bytes per channel (``cs->cc``, ...)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+from privfl.crypto import dtpkc
+from privfl.errors import ProtocolError
+from privfl.forest.center_server import CenterServer
+from privfl.forest.computation_provider import ComputationProvider
+from privfl.forest.kgc import KeyGenerationCenter
+from privfl.forest.messages import Job, SessionConfig
+from privfl.forest.participant import Participant
+from privfl.messages import new_session_id
+from privfl.runner import InProcessRunner
+
+T = TypeVar("T")
+
+
+class Peer(Protocol):
+    """A role the CS talks to: its timing key and its message endpoint."""
+
+    @property
+    def role(self) -> str: ...
+
+    def handle(self, data: bytes) -> bytes: ...
+
+
+def drive(runner: InProcessRunner, job: Job[T], peers: Mapping[str, Peer]) -> T:
+    """Run one of the CS's conversations: deliver each message it yields to the named peer
+    and hand the peer's reply back, until the job returns its result."""
+    try:
+        out = runner.run("cs", next, job)
+        while True:
+            peer = peers.get(out.to)
+            if peer is None:
+                raise ProtocolError(f"CS addressed {out.to!r}, who is not in this session")
+            reply = runner.run(peer.role, peer.handle, runner.send(f"cs->{peer.role}", out.data))
+            out = runner.run("cs", job.send, runner.send(f"{peer.role}->cs", reply))
+    except StopIteration as stop:
+        result: T = stop.value
+        return result
+
+
+def provision(
+    runner: InProcessRunner,
+    kgc: KeyGenerationCenter,
+    cs: CenterServer,
+    cc: ComputationProvider,
+    participants: Mapping[str, Participant],
+) -> None:
+    """Setup: the CC and the participants say hello to the KGC, which sends every role its
+    keys on the provisioning channel."""
+    cc_hello = runner.send("cc->kgc", runner.run("cc_setup", cc.hello))
+    hellos = [
+        runner.send("participant->kgc", runner.run("participant_setup", p.hello))
+        for p in participants.values()
+    ]
+    grants = runner.run("kgc_setup", kgc.setup, cc_hello, hellos)
+    runner.run("cs_setup", cs.install_keys, runner.send("kgc->cs", grants.cs))
+    runner.run("cc_setup", cc.install_keys, runner.send("kgc->cc", grants.cc))
+    for name, p in participants.items():
+        data = runner.send("kgc->participant", grants.participants[name])
+        runner.run("participant_setup", p.install_keys, data)
+
+
+@dataclass
+class SecureOpsWorld:
+    """A CS, a CC and key holders (participants) provisioned by a KGC, without a forest:
+    to run HoAdd and HoLT on their own (``world.run(world.cs.secure_less_than(x, y, "u"))``).
+    ``public_key(name)`` is a holder's public key (``public_key("CS")`` the CS's)."""
+
+    runner: InProcessRunner
+    kgc: KeyGenerationCenter
+    cs: CenterServer
+    cc: ComputationProvider
+    holders: dict[str, Participant]
+
+    def run(self, job: Job[T]) -> T:
+        return drive(self.runner, job, {**self.holders, self.cc.name: self.cc})
+
+    def public_key(self, name: str) -> dtpkc.PublicKey:
+        return self.kgc.issued[name]
+
+
+def secure_ops_world(
+    key_bits: int = dtpkc.MIN_KEY_BITS, holders: tuple[str, ...] = ("u",), *,
+    allow_insecure_key_bits: bool = False,
+) -> SecureOpsWorld:  # fmt: skip
+    """Provision a :class:`SecureOpsWorld` (one-sample, one-column holders)."""
+    config = SessionConfig(new_session_id(), 1, 1, 1, 2, 1,
+                           allow_insecure_key_bits=allow_insecure_key_bits)  # fmt: skip
+    runner, cc = InProcessRunner(), ComputationProvider(config)
+    parties = {name: Participant(name, [[0.0]], config) for name in holders}
+    cs, kgc = CenterServer(config, [0]), KeyGenerationCenter(config, key_bits)
+    provision(runner, kgc, cs, cc, parties)
+    return SecureOpsWorld(runner, kgc, cs, cc, parties)

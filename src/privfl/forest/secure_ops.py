@@ -1,0 +1,317 @@
+"""HoAdd and HoLT between the center server (CS) and the computation provider (CC), as
+message steps, and the key holder's partial decryption of a comparison result.
+
+CS's half of each protocol is a generator (:data:`~privfl.forest.messages.Job`) that yields
+its requests to CC and receives the replies, so HoLT composes HoAdd through the same typed
+messages and the runner times every role's own step. CC's half (:func:`cc_hoadd`,
+:func:`cc_holt`, :func:`cc_refresh`) and the holder's (:func:`holder_partial_decrypt`) are
+functions of their own keys; :class:`~privfl.forest.computation_provider.ComputationProvider`
+and :class:`~privfl.forest.participant.Participant` call them.
+
+**Why the CC is no decryption oracle for the CS (and what the CS can still learn).**
+
+1. CC re-encrypts only to the joint keys ``h_CS · h_u`` of the holders the KGC registered
+   with it at setup (participants), named in the request; never to ``h_CS`` alone, never to
+   a key the CS supplies. So every ciphertext CC produces needs ``θ_u`` and ``θ_CS`` together.
+2. HoLT's inner HoAdd targets the same joint key (the RevFRF paper's targets ``pk_CS``, with
+   which the CS could weak-decrypt ``2x+1-2y``). CS only ever holds the blinded difference
+   under a key it cannot open.
+3. CC returns a HoLT result as ``Enc(u')`` of a *bit* it computed itself, Ed25519-signed over
+   the session, the operation, the holder and the ciphertext. A holder runs ParHDec1 only on
+   such a signed result addressed to it, so the CS can obtain ``θ_u``'s help only for one
+   bit, which the blinding coin ``c`` (kept by the CS) maps to ``[x < y]``. This is the one
+   deviation from the issue's HoLT: CS applies the coin *after* ParHDec1 (``u = [u' == c]``)
+   instead of homomorphically before it, so what the holder strips is exactly what CC signed.
+4. CC refuses a blinded difference ``l = ±r(2x+1-2y)`` with ``|l| >= 2^(sigma+ell+2)``: an
+   out-of-range input no longer gives a silent wrong bit. A generic wrapped value passes with
+   probability 2^-62; residues with a small rational structure (x ≈ N/2 or k·N/3, whose
+   multiple by 2r can wrap to a small number) cannot be told apart by CC. The first line of
+   defence is therefore the encoders, which refuse |m| >= 2^ell; only a participant that
+   encrypts its own input by hand gets past them, and it steers nothing it does not own.
+
+Residual, inherent to RevFRF: the CS learns the outcome of each comparison it runs, and it
+can encrypt any value under a public key; a malicious CS could therefore binary-search a
+split with about ``ell`` comparisons, each needing the provider's ParHDec1. Bounding that
+(per-session comparison budgets, requester-signed queries) is out of scope. CS and CC are
+assumed not to collude (together they hold the strong key).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import ClassVar
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from privfl.crypto import dtpkc
+from privfl.errors import MalformedMessageError, ProtocolError, UnknownPartyError
+from privfl.forest.messages import (
+    CC,
+    CS,
+    Job,
+    Outgoing,
+    SessionConfig,
+    expect_ids,
+    seal,
+    unseal,
+)
+from privfl.messages import Reader, Writer
+
+
+def _op(r: Reader, want: int, what: str) -> None:
+    expect_ids((r.u64(),), (want,), what)
+
+
+@dataclass(frozen=True)
+class BlindedRequest:
+    """CS -> CC: blinded ciphertexts, their PSDec1 shares and the holder whose joint key the
+    answer goes under: ``hoadd-request`` (X, Y) or ``holt-request`` ([[l]])."""
+
+    COUNTS: ClassVar[dict[str, int]] = {"hoadd-request": 2, "holt-request": 1}
+    step: str
+    op: int
+    holder: str
+    values: tuple[dtpkc.Ciphertext, ...]
+    shares: tuple[dtpkc.Mpz, ...]
+
+    def to_bytes(self, config: SessionConfig) -> bytes:
+        w = Writer().u64(self.op).str_(self.holder)
+        for value, share in zip(self.values, self.shares, strict=True):
+            value.write(w).uint(int(share))
+        return seal(self.step, config, CS, w)
+
+    @classmethod
+    def from_bytes(
+        cls, data: bytes, step: str, config: SessionConfig, params: dtpkc.PublicParams
+    ) -> BlindedRequest:
+        r = unseal(data, step, config, CS)
+        op, holder = r.u64(), r.str_(256)
+        values, shares = [], []
+        for _ in range(cls.COUNTS[step]):
+            values.append(dtpkc.Ciphertext.read(r, params))
+            shares.append(params.read_unit(r, "a PSDec1 share"))
+        r.end()
+        return cls(step, op, holder, tuple(values), tuple(shares))
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A ciphertext answering operation ``op``: ``hoadd-response`` (CC -> CS, under the
+    holder's joint key) or ``partial-decrypted`` (holder -> CS, under h_CS)."""
+
+    op: int
+    value: dtpkc.Ciphertext
+
+    def to_bytes(self, step: str, config: SessionConfig, sender: str) -> bytes:
+        return seal(step, config, sender, self.value.write(Writer().u64(self.op)))
+
+    @classmethod
+    def from_bytes(
+        cls, data: bytes, step: str, config: SessionConfig, sender: str, op: int,
+        key: dtpkc.PublicKey,
+    ) -> Reply:  # fmt: skip
+        r = unseal(data, step, config, sender)
+        _op(r, op, step)
+        value = dtpkc.Ciphertext.read(r, key.params, key)
+        r.end()
+        return cls(op, value)
+
+
+@dataclass(frozen=True)
+class HoLTResult:
+    """CC -> CS (``holt-result``) and forwarded CS -> holder (``partial-decrypt``):
+    ``Enc(u')`` of a bit under ``h_CS · h_holder``, signed by CC."""
+
+    op: int
+    holder: str
+    bit: dtpkc.Ciphertext
+    signature: bytes
+
+    @staticmethod
+    def signed_bytes(config: SessionConfig, op: int, holder: str, bit: dtpkc.Ciphertext) -> bytes:
+        w = Writer().str_("privfl revfrf holt-result").bytes_(config.session).u64(op)
+        return bit.write(w.str_(holder)).getvalue()
+
+    def to_bytes(self, step: str, config: SessionConfig, sender: str) -> bytes:
+        w = self.bit.write(Writer().u64(self.op).str_(self.holder))
+        return seal(step, config, sender, w.bytes_(self.signature))
+
+    @classmethod
+    def from_bytes(
+        cls, data: bytes, step: str, config: SessionConfig, sender: str,
+        params: dtpkc.PublicParams,
+    ) -> HoLTResult:  # fmt: skip
+        r = unseal(data, step, config, sender)
+        op, holder = r.u64(), r.str_(256)
+        bit = dtpkc.Ciphertext.read(r, params)
+        signature = r.bytes_(64)
+        r.end()
+        return cls(op, holder, bit, signature)
+
+    def verify(self, key: Ed25519PublicKey, config: SessionConfig) -> None:
+        try:
+            key.verify(self.signature, self.signed_bytes(config, self.op, self.holder, self.bit))
+        except InvalidSignature:
+            raise UnknownPartyError("not a comparison result signed by the CC") from None
+
+
+@dataclass(frozen=True)
+class RefreshBatch:
+    """CS -> CC (``refresh-request``) and back (``refreshed``): level-2 revocation's split
+    ciphertexts, each refreshed by CC under a fresh, discarded key (HEncRef)."""
+
+    op: int
+    values: tuple[dtpkc.Ciphertext, ...]
+
+    def to_bytes(self, step: str, config: SessionConfig, sender: str) -> bytes:
+        w = Writer().u64(self.op).u32(len(self.values))
+        for v in self.values:
+            v.write(w)
+        return seal(step, config, sender, w)
+
+    @classmethod
+    def from_bytes(
+        cls, data: bytes, step: str, config: SessionConfig, sender: str,
+        params: dtpkc.PublicParams, op: int | None = None, count: int | None = None,
+    ) -> RefreshBatch:  # fmt: skip
+        r = unseal(data, step, config, sender)
+        got = r.u64()
+        if op is not None:
+            expect_ids((got,), (op,), step)
+        n = r.count(config.max_internal_nodes if count is None else count, "ciphertexts")
+        if count is not None and n != count:
+            raise MalformedMessageError(f"{step} returns {n} ciphertexts, {count} were sent")
+        values = tuple(dtpkc.Ciphertext.read(r, params) for _ in range(n))
+        r.end()
+        return cls(got, values)
+
+
+# ------------------------------------------------------------------------ CS's half
+@dataclass(frozen=True)
+class CSMaterial:
+    """What CS's half of the protocols needs: the session and CS's own keys only."""
+
+    config: SessionConfig
+    sk: dtpkc.SecretKey
+    lam1: dtpkc.StrongKeyShare
+
+
+def secure_add(
+    cs: CSMaterial, op: int, a: dtpkc.Ciphertext, b: dtpkc.Ciphertext, holder: str,
+    holder_key: dtpkc.PublicKey,
+) -> Job[dtpkc.Ciphertext]:  # fmt: skip
+    """HoAdd (CS, with CC): Enc(x + y) under h_CS · h_holder from x under a and y under b.
+    CS draws α1, α2 uniform in Z_N, sends X = [[x]]·Enc_a(α1), Y = [[y]]·Enc_b(α2) and their
+    PSDec1 shares; CC returns Enc(S), S = x + y + α1 + α2; CS removes α1 + α2. CS learns
+    nothing (every ciphertext it holds is under the joint key); CC learns S, uniform."""
+    prm, joint = cs.sk.public.params, dtpkc.joint_public_key(cs.sk.public, holder_key)
+    a1, a2 = secrets.randbelow(int(prm.n)), secrets.randbelow(int(prm.n))
+    x = dtpkc.add(a, dtpkc.encrypt_residue(a.public_key, a1))
+    y = dtpkc.add(b, dtpkc.encrypt_residue(b.public_key, a2))
+    t1, t2 = dtpkc.partial_decrypt_strong1(cs.lam1, x), dtpkc.partial_decrypt_strong1(cs.lam1, y)
+    request = BlindedRequest("hoadd-request", op, holder, (x, y), (t1, t2))
+    reply = yield Outgoing(CC, request.to_bytes(cs.config))
+    s = Reply.from_bytes(reply, "hoadd-response", cs.config, CC, op, joint).value
+    return dtpkc.add(s, dtpkc.encrypt_residue(joint, -(a1 + a2)))
+
+
+def secure_less_than(
+    cs: CSMaterial, op: int, x: dtpkc.Ciphertext, y: dtpkc.Ciphertext, holder: str,
+    holder_key: dtpkc.PublicKey,
+) -> Job[bool]:  # fmt: skip
+    """HoLT then ParHDec1/ParHDec2 (CS, with CC and the holder): is x < y? (ties: False).
+    CS forms [[2x+1]] = [[x]]²·Enc(1) and [[2y]], flips a secret coin c, blinds the HoAdd
+    difference (c=1: 2x+1-2y, c=0: 2y-2x-1) with r of sigma bits, r odd; CC returns the
+    signed Enc(u'), u' = [l < 0]; the holder strips θ_u; CS decrypts u' and outputs
+    [u' = c]. CS learns the bit; CC learns u' (independent of the bit); the holder nothing."""
+    prm = cs.sk.public.params
+    two_x_plus_1 = dtpkc.add(dtpkc.scale(x, 2), dtpkc.encrypt(x.public_key, 1))
+    two_y = dtpkc.scale(y, 2)
+    coin, r = secrets.randbits(1), secrets.randbits(prm.sigma) | 1
+    first, second = (two_x_plus_1, two_y) if coin else (two_y, two_x_plus_1)
+    diff = yield from secure_add(cs, op, first, dtpkc.negate(second), holder, holder_key)
+    blinded = dtpkc.scale(diff, r)
+    t = dtpkc.partial_decrypt_strong1(cs.lam1, blinded)
+    request = BlindedRequest("holt-request", op, holder, (blinded,), (t,))
+    reply = yield Outgoing(CC, request.to_bytes(cs.config))
+    result = HoLTResult.from_bytes(reply, "holt-result", cs.config, CC, prm)
+    expect_ids((result.op,), (op,), "holt-result")
+    if result.holder != holder:
+        raise UnknownPartyError(f"a comparison result for {result.holder!r}, not {holder!r}")
+    reply = yield Outgoing(holder, result.to_bytes("partial-decrypt", cs.config, CS))
+    partial = Reply.from_bytes(reply, "partial-decrypted", cs.config, holder, op, cs.sk.public)
+    u_prime = dtpkc.decrypt(cs.sk, partial.value)
+    if u_prime not in (0, 1):
+        raise ProtocolError(f"{holder}'s partial decryption is not of a comparison bit")
+    return u_prime == coin
+
+
+# ------------------------------------------------------------------------ CC's half
+def _holder_key(registry: Mapping[str, dtpkc.PublicKey], holder: str) -> dtpkc.PublicKey:
+    key = registry.get(holder)
+    if key is None:
+        raise UnknownPartyError(f"CC re-encrypts only to registered holders, not to {holder!r}")
+    return key
+
+
+def cc_hoadd(
+    lam2: dtpkc.StrongKeyShare, registry: Mapping[str, dtpkc.PublicKey], request: BlindedRequest
+) -> Reply:
+    """HoAdd step 2 (CC): S = PSDec2(X) + PSDec2(Y) mod N, returned as Enc(S) under the
+    registered holder's joint key. CC learns S, which α1 + α2 makes uniform."""
+    target = _holder_key(registry, request.holder)
+    n = lam2.params.n
+    s = sum(
+        dtpkc.partial_decrypt_strong2(lam2, value, share)
+        for value, share in zip(request.values, request.shares, strict=True)
+    )
+    return Reply(request.op, dtpkc.encrypt_residue(target, s % n))
+
+
+def cc_holt(
+    lam2: dtpkc.StrongKeyShare, registry: Mapping[str, dtpkc.PublicKey],
+    signing_key: Ed25519PrivateKey, config: SessionConfig, request: BlindedRequest,
+) -> HoLTResult:  # fmt: skip
+    """HoLT step 2 (CC): l = PSDec2([[l]]); refuse |l| >= 2^(sigma+ell+2) (inputs beyond
+    2^ell) and l = 0 (not a comparison); u' = 1 iff l is negative (l > N/2 as an element of
+    Z_N, never a bit-length test); return the signed Enc(u') under the holder's joint key.
+    CC learns u', which the CS's secret coin makes independent of [x < y]."""
+    target = _holder_key(registry, request.holder)
+    prm = lam2.params
+    blinded = dtpkc.partial_decrypt_strong2(lam2, request.values[0], request.shares[0])
+    if blinded == 0 or abs(blinded) >= 1 << (prm.sigma + prm.ell + 2):
+        raise ProtocolError(
+            "HoLT: the blinded difference is outside the range the parameters allow "
+            f"(inputs must satisfy |x|, |y| < 2^{prm.ell})"
+        )
+    bit = dtpkc.encrypt(target, int(blinded < 0))
+    signature = signing_key.sign(HoLTResult.signed_bytes(config, request.op, request.holder, bit))
+    return HoLTResult(request.op, request.holder, bit, signature)
+
+
+def cc_refresh(batch: RefreshBatch) -> RefreshBatch:
+    """Level-2 revocation (CC): HEncRef of every ciphertext with its own fresh refresh key,
+    discarded at once."""
+    return RefreshBatch(
+        batch.op,
+        tuple(dtpkc.refresh(c, dtpkc.new_refresh_key(c.params)) for c in batch.values),
+    )
+
+
+# ------------------------------------------------------------------------ the holder's half
+def holder_partial_decrypt(
+    sk: dtpkc.SecretKey, name: str, cc_key: Ed25519PublicKey, config: SessionConfig,
+    data: bytes,
+) -> bytes:  # fmt: skip
+    """ParHDec1 (a holder u): strip θ_u from a comparison result, leaving Enc(u') under h_CS,
+    but only for a result CC signed for u in this session (so: a bit). Anything else, e.g. a
+    HoAdd output or a split the CS holds, is refused with a typed error."""
+    result = HoLTResult.from_bytes(data, "partial-decrypt", config, CS, sk.public.params)
+    if result.holder != name:
+        raise UnknownPartyError(f"{name} refuses a comparison result meant for {result.holder!r}")
+    result.verify(cc_key, config)
+    partial = dtpkc.joint_partial_decrypt(sk, result.bit)
+    return Reply(result.op, partial).to_bytes("partial-decrypted", config, name)

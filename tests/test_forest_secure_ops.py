@@ -1,0 +1,191 @@
+"""HoAdd and HoLT between the CS and CC roles (identities, property tests), and the attacks
+of a malicious CS that wants the CC or a participant to decrypt for it (issue 14 finding 6),
+out-of-range comparisons (finding 12) and stale replies."""
+
+import hashlib
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from privfl.crypto import dtpkc
+from privfl.errors import (
+    InputError,
+    ProtocolError,
+    UnexpectedStepError,
+    UnknownPartyError,
+    WrongSessionError,
+)
+from privfl.forest import schedule
+from privfl.forest.messages import CC, CODEC, CS, SessionConfig, StaleMessageError
+from privfl.forest.secure_ops import BlindedRequest, HoLTResult, Reply
+
+
+@pytest.fixture(scope="module")
+def world():
+    return schedule.secure_ops_world(512, ("u", "a"), allow_insecure_key_bits=True)
+
+
+def hoadd(*fields):
+    return BlindedRequest("hoadd-request", *fields)
+
+
+def holt(*fields):
+    return BlindedRequest("holt-request", *fields)
+
+
+def secrets_of(world):
+    """The test sees every role's secrets (the roles never see each other's)."""
+    cs = world.cs._material()
+    return cs, world.holders["u"]._sk, world.holders["a"]._sk
+
+
+def joint_secret(cs, holder_sk):
+    joint = dtpkc.joint_public_key(cs.sk.public, holder_sk.public)
+    return dtpkc.SecretKey(cs.sk.theta + holder_sk.theta, joint)
+
+
+def _value(v, params):
+    return {"max": params.max_abs, "-max": -params.max_abs}.get(v, v)
+
+
+@given(st.integers(-(2**300), 2**300), st.integers(-(2**300), 2**300))
+@settings(max_examples=15)
+def test_hoadd_across_keys_lands_under_the_holders_joint_key(world, x, y):
+    cs, sk_u, _ = secrets_of(world)
+    cx = dtpkc.encrypt(world.public_key("a"), x)
+    cy = dtpkc.encrypt(world.public_key("u"), y)
+    out = world.run(world.cs.secure_add(cx, cy, "u"))
+    assert out.h == dtpkc.joint_public_key(cs.sk.public, sk_u.public).h
+    assert dtpkc.decrypt(joint_secret(cs, sk_u), out) == x + y
+    assert dtpkc.decrypt(cs.sk, out) != x + y  # the CS alone cannot open it
+
+
+comparison = st.one_of(st.integers(-(2**64), 2**64), st.sampled_from([0, 1, -1, "max", "-max"]))
+
+
+@given(comparison, comparison, st.booleans())
+@settings(max_examples=25)
+def test_holt_returns_x_less_than_y_over_the_whole_signed_range(world, a, b, equal):
+    """Including ties and both extremes |x|, |y| = 2^ell - 1."""
+    params = world.public_key("u").params
+    x = _value(a, params)
+    y = x if equal else _value(b, params)
+    cx = dtpkc.encrypt(world.public_key("a"), x)
+    cy = dtpkc.encrypt(world.public_key("u"), y)
+    assert world.run(world.cs.secure_less_than(cx, cy, "u")) == (x < y)
+
+
+# ------------------------------------------------------------------ finding 6: no oracle
+def test_a_malicious_cs_cannot_make_the_cc_add_into_its_own_key(world):
+    """The attack: HoAdd(Enc_u(m), Enc_CS(0)) with target pk_CS handed m to the CS."""
+    cs, _, _ = secrets_of(world)
+    m = 123456789
+    enc_m = dtpkc.encrypt(world.public_key("u"), m)
+    zero = dtpkc.encrypt(cs.sk.public, 0)
+    t1 = dtpkc.partial_decrypt_strong1(cs.lam1, enc_m)
+    t2 = dtpkc.partial_decrypt_strong1(cs.lam1, zero)
+    for target in (CS, "mallory", ""):
+        request = hoadd(1, target, (enc_m, zero), (t1, t2)).to_bytes(cs.config)
+        with pytest.raises(UnknownPartyError, match="registered"):
+            world.cc.handle(request)
+    # naming a registered holder gives a ciphertext the CS cannot open alone
+    request = hoadd(1, "u", (enc_m, zero), (t1, t2)).to_bytes(cs.config)
+    joint = dtpkc.joint_public_key(cs.sk.public, world.public_key("u"))
+    reply = Reply.from_bytes(world.cc.handle(request), "hoadd-response", cs.config, CC, 1, joint)
+    assert dtpkc.decrypt(cs.sk, reply.value) != m
+
+
+def test_a_malicious_cs_cannot_name_its_own_key_as_the_holt_result_key(world):
+    cs, _, _ = secrets_of(world)
+    blinded = dtpkc.encrypt(cs.sk.public, -5)  # any value the CS would like the sign of
+    t = dtpkc.partial_decrypt_strong1(cs.lam1, blinded)
+    for holder in (CS, "mallory"):
+        with pytest.raises(UnknownPartyError, match="registered"):
+            world.cc.handle(holt(7, holder, (blinded,), (t,)).to_bytes(cs.config))
+
+
+def test_a_participant_refuses_to_partially_decrypt_what_is_not_a_signed_comparison(world):
+    cs, sk_u, _ = secrets_of(world)
+    u = world.holders["u"]
+    secret = dtpkc.encrypt(sk_u.public, 42)  # e.g. a split the CS stores
+    under_joint = dtpkc.reencrypt(cs.sk, secret)  # HReEnc: now under h_CS * h_u
+    forged = HoLTResult(3, "u", under_joint, bytes(64))
+    with pytest.raises(UnknownPartyError, match="signed by the CC"):
+        u.handle(forged.to_bytes("partial-decrypt", cs.config, CS))
+    # a genuine CC-signed result with its ciphertext swapped for the secret
+    blinded = dtpkc.encrypt(cs.sk.public, -5)
+    t = dtpkc.partial_decrypt_strong1(cs.lam1, blinded)
+    data = world.cc.handle(holt(4, "u", (blinded,), (t,)).to_bytes(cs.config))
+    genuine = HoLTResult.from_bytes(data, "holt-result", cs.config, CC, cs.sk.public.params)
+    swapped = HoLTResult(genuine.op, "u", under_joint, genuine.signature)
+    with pytest.raises(UnknownPartyError, match="signed by the CC"):
+        u.handle(swapped.to_bytes("partial-decrypt", cs.config, CS))
+    # a genuine result for another holder
+    data = world.cc.handle(holt(5, "a", (blinded,), (t,)).to_bytes(cs.config))
+    for_a = HoLTResult.from_bytes(data, "holt-result", cs.config, CC, cs.sk.public.params)
+    with pytest.raises(UnknownPartyError, match="meant for 'a'"):
+        u.handle(for_a.to_bytes("partial-decrypt", cs.config, CS))
+    # the genuine one is accepted, and yields a bit only
+    reply = Reply.from_bytes(u.handle(genuine.to_bytes("partial-decrypt", cs.config, CS)),
+                             "partial-decrypted", cs.config, "u", 4, cs.sk.public)  # fmt: skip
+    assert dtpkc.decrypt(cs.sk, reply.value) == 1  # -5 < 0
+
+
+def test_kgc_messages_cannot_come_through_the_cs_endpoint(world):
+    """The CS cannot register itself as a holder by forging the KGC's cc-keys message."""
+    cs, _, _ = secrets_of(world)
+    for step in ("cc-keys", "key-revoked"):
+        data = CODEC.encode(step, cs.config.session, "KGC", b"")
+        with pytest.raises(UnexpectedStepError):
+            world.cc.handle(data)
+    with pytest.raises(ProtocolError, match="already holds"):
+        world.cc.install_keys(b"")
+
+
+def test_a_revoked_holder_is_no_longer_a_re_encryption_target():
+    world = schedule.secure_ops_world(512, ("u", "a"), allow_insecure_key_bits=True)
+    cx = dtpkc.encrypt(world.public_key("a"), 1)
+    assert world.run(world.cs.secure_less_than(cx, cx, "a")) is False
+    world.cc.revoke_key(world.kgc.revoke("a"))
+    with pytest.raises(UnknownPartyError, match="registered"):
+        world.run(world.cs.secure_less_than(cx, cx, "a"))
+
+
+# ------------------------------------------------------------------ finding 12: HoLT range
+@pytest.mark.parametrize("scale", ["far beyond 2^ell", "any residue"])
+def test_holt_refuses_inputs_beyond_the_plaintext_range(world, scale):
+    """Inputs beyond 2^ell that still decrypt gave a silent wrong bit. (Residues with a small
+    rational structure, such as N/3, can still slip through when r cancels the denominator:
+    the encoders' range check is the first line of defence, checked below.)"""
+    params = world.public_key("u").params
+    digest = hashlib.sha512(b"an arbitrary residue").digest() * 32
+    big = {
+        "far beyond 2^ell": 1 << (params.ell + 70),
+        "any residue": int.from_bytes(digest, "big") % params.n,
+    }[scale]
+    x = dtpkc.encrypt_residue(world.public_key("a"), big)  # decrypts, but |x| >= 2^ell
+    y = dtpkc.encrypt(world.public_key("u"), 0)
+    with pytest.raises(ProtocolError, match="outside the range"):
+        world.run(world.cs.secure_less_than(x, y, "u"))
+    with pytest.raises(InputError, match="range"):
+        dtpkc.encrypt(world.public_key("a"), big)  # and the encoder refuses it up front
+
+
+# ------------------------------------------------------------------ stale replies
+def test_replies_for_another_operation_or_session_are_refused(world):
+    cs, _, _ = secrets_of(world)
+    cx = dtpkc.encrypt(world.public_key("a"), 1)
+    joint = dtpkc.joint_public_key(cs.sk.public, world.public_key("u"))
+    job = world.cs.secure_add(cx, cx, "u")
+    out = next(job)
+    request = BlindedRequest.from_bytes(out.data, "hoadd-request", cs.config, joint.params)
+    stale = Reply(request.op + 1, dtpkc.encrypt(joint, 0)).to_bytes("hoadd-response", cs.config, CC)
+    with pytest.raises(StaleMessageError):
+        job.send(stale)
+    job = world.cs.secure_add(cx, cx, "u")
+    next(job)
+    other = SessionConfig(b"x" * 16, 1, 1, 1, 2, 1, allow_insecure_key_bits=True)
+    foreign = Reply(request.op, dtpkc.encrypt(joint, 0)).to_bytes("hoadd-response", other, CC)
+    with pytest.raises(WrongSessionError):
+        job.send(foreign)
