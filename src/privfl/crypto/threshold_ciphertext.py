@@ -31,6 +31,21 @@ from privfl.errors import InputError, ProtocolError, UnknownPartyError
 __all__ = ["Ciphertext", "CiphertextHolder", "JointDecryptionError", "fuse_and_decode"]
 
 
+_MAX_ABS = 2.0**56  # two towers of 60 + 59 bits at a 59-bit scale hold |x| < 2^57 (with sign)
+_MIN_ABS = 2.0**-64  # below one unit of the scale: OpenFHE refuses to encode such values
+
+
+def _plain_values(values: npt.ArrayLike, slots: int) -> list[float]:
+    """Reals to encode: finite, ``|x| < 2^56``, at most ``slots``; magnitudes below ``2^-64``
+    (under the scale's resolution, which OpenFHE refuses to encode) become 0."""
+    vec = np.asarray(values, dtype=np.float64).ravel()
+    if vec.size > slots or not np.all(np.isfinite(vec)):
+        raise InputError(f"encrypt takes at most {slots} finite values")
+    if vec.size and float(np.max(np.abs(vec))) >= _MAX_ABS:
+        raise InputError("values must stay below 2^56 in magnitude (decryption capacity)")
+    return [float(v) for v in np.where(np.abs(vec) < _MIN_ABS, 0.0, vec)]
+
+
 class JointDecryptionError(ProtocolError):
     """The fused shares do not decode: a share is missing, wrong or from another request."""
 
@@ -81,8 +96,8 @@ class Ciphertext:
         if isinstance(other, Ciphertext):
             return other.native
         if isinstance(other, int | float):
-            return float(other)
-        vec = [float(v) for v in np.asarray(other, dtype=np.float64).ravel()]
+            return _plain_values([other], 1)[0]
+        vec = _plain_values(other, self.context.slots)
         return self.context.cc.MakeCKKSPackedPlaintext(vec, 1, self.level)
 
     def _new(self, native: Any) -> Ciphertext:
@@ -182,10 +197,7 @@ class CiphertextHolder:
         """Public-key encryption of up to ``slots`` reals under the joint key."""
         if self.public_key is None:
             raise ProtocolError(f"{self.name} has no joint public key yet (run key generation)")
-        vec = np.asarray(values, dtype=np.float64).ravel()
-        if vec.size > self.context.slots or not np.all(np.isfinite(vec)):
-            raise InputError(f"encrypt takes at most {self.context.slots} finite values")
-        plain = self.context.cc.MakeCKKSPackedPlaintext([float(v) for v in vec])
+        plain = self.context.cc.MakeCKKSPackedPlaintext(_plain_values(values, self.context.slots))
         return Ciphertext(self.context, self.context.cc.Encrypt(self.public_key, plain))
 
     def _request_id(self) -> int:
