@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from test_threshold_support import require_openfhe_for_tests
 
 openfhe = require_openfhe_for_tests()
@@ -308,7 +309,7 @@ def test_interactive_bootstrapping_restores_levels_and_keeps_the_values(roles, o
 
 
 def test_a_ciphertext_that_consumed_too_many_levels_is_refused_not_corrupted(roles):
-    server, parties, _ = roles
+    server, _, _ = roles
     ct = server.encrypt(values(9))
     while ct.levels_used <= PARAMS.bootstrap_max_level:
         ct = ct * 1.0
@@ -341,7 +342,9 @@ def test_keygen_messages_carry_only_b_halves_and_bind_the_session(roles):
 @given(st.data())
 def test_modular_vector_arithmetic_matches_python_integers(data):
     moduli = np.array(
-        data.draw(st.lists(st.integers(3, (1 << 62) - 1).map(lambda q: q | 1), min_size=1, max_size=3)),
+        data.draw(
+            st.lists(st.integers(3, (1 << 62) - 1).map(lambda q: q | 1), min_size=1, max_size=3)
+        ),
         dtype=np.uint64,
     )
     ring = 4

@@ -23,4 +23,6 @@ def require_openfhe_for_tests():
                 f"OpenFHE is not installed although {WHEELS} exists: run `make install`",
                 pytrace=False,
             )
-        pytest.skip("OpenFHE is not installed and there is no ../shared/wheels", allow_module_level=True)
+        pytest.skip(
+            "OpenFHE is not installed and there is no ../shared/wheels", allow_module_level=True
+        )

@@ -197,7 +197,7 @@ class ThresholdContext:
 
     def check_level(self, level: int, deg: int) -> None:
         """Refuse a (level, scaling degree) no ciphertext of this context can have."""
-        if not 0 <= level < self.levels or deg not in (1, 2):
+        if not 0 <= level < self.levels or deg not in (1, 2) or level + deg > self.levels:
             raise MalformedMessageError(
                 f"ciphertext shape (level {level}, degree {deg}) is impossible for "
                 f"depth {self.params.multiplicative_depth}"
@@ -207,19 +207,30 @@ class ThresholdContext:
         plain = self.cc.MakeCKKSPackedPlaintext([0.0], deg, level)
         return self.cc.Encrypt(self._template_key, plain)
 
+    def _layout(self, key: tuple[object, ...], build: Callable[[], tuple[Any, str]]) -> wire.Layout:
+        """The cached layout ``key``, built from ``build()`` -> (object, key tag). A shape
+        OpenFHE cannot produce (declared by a peer) is a MalformedMessageError."""
+        if key not in self._layouts:
+            try:
+                obj, tag = build()
+                self._layouts[key] = self._scan(obj, tag)
+            except (RuntimeError, ValueError) as exc:
+                raise MalformedMessageError(f"no ciphertext can have the shape {key}") from exc
+        return self._layouts[key]
+
     def ciphertext_layout(self, level: int, deg: int, towers: int = 0) -> wire.Layout:
         """Layout of a 2-element ciphertext at ``level`` with scaling degree ``deg``, optionally
         compressed to ``towers`` towers (OpenFHE's ``Compress``)."""
-        key = ("ct", level, deg, towers)
-        if key not in self._layouts:
-            self.check_level(level, deg)
+        self.check_level(level, deg)
+
+        def build() -> tuple[Any, str]:
             ct = self._template_ciphertext(level, deg)
             if towers:
-                ct = self.cc.Compress(ct, towers)
-            else:
-                self._scales[(level, deg)] = float(ct.GetScalingFactor())
-            self._layouts[key] = self._scan(ct, ct.GetKeyTag())
-        return self._layouts[key]
+                return self.cc.Compress(ct, towers), ct.GetKeyTag()
+            self._scales[(level, deg)] = float(ct.GetScalingFactor())
+            return ct, ct.GetKeyTag()
+
+        return self._layout(("ct", level, deg, towers), build)
 
     def scaling_factor(self, level: int, deg: int) -> float:
         """The scaling factor every ciphertext at (``level``, ``deg``) has (FLEXIBLEAUTO)."""
@@ -229,26 +240,28 @@ class ThresholdContext:
     def c1_layout(self, level: int, deg: int, towers: int = DECRYPTION_TOWERS) -> wire.Layout:
         """Layout of the second element alone of a compressed ciphertext (a decryption
         request, a decryption share, a fused result)."""
-        key = ("c1", level, deg, towers)
-        if key not in self._layouts:
-            self.check_level(level, deg)
+        self.check_level(level, deg)
+
+        def build() -> tuple[Any, str]:
             ct = self.cc.Compress(self._template_ciphertext(level, deg), towers)
             c1 = ct.Clone()
             c1.RemoveElement(0)
-            self._layouts[key] = self._scan(c1, ct.GetKeyTag())
-        return self._layouts[key]
+            return c1, ct.GetKeyTag()
+
+        return self._layout(("c1", level, deg, towers), build)
 
     def boot_c1_layout(self, level: int, deg: int) -> wire.Layout:
         """Layout of ``c1`` of a ciphertext after ``IntMPBootAdjustScale`` (a bootstrapping
         request and the masked-decryption half of a bootstrapping share)."""
-        key = ("boot", level, deg)
-        if key not in self._layouts:
-            self.check_level(level, deg)
+        self.check_level(level, deg)
+
+        def build() -> tuple[Any, str]:
             ct = self.cc.IntMPBootAdjustScale(self._template_ciphertext(level, deg))
             c1 = ct.Clone()
             c1.RemoveElement(0)
-            self._layouts[key] = self._scan(c1, ct.GetKeyTag())
-        return self._layouts[key]
+            return c1, ct.GetKeyTag()
+
+        return self._layout(("boot", level, deg), build)
 
     # ------------------------------------------------------------------ (de)serialise
     def dump(self, layout: wire.Layout, obj: Any) -> bytes:

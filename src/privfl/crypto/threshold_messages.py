@@ -53,9 +53,17 @@ def _payload(r: Reader, moduli: npt.NDArray[np.uint64], ring: int, what: str) ->
     return raw
 
 
-def _shape(r: Reader, ctx: ThresholdContext) -> tuple[int, int]:
+def _shape(r: Reader, ctx: ThresholdContext, max_used: int | None = None) -> tuple[int, int]:
+    """A declared (level, scaling degree), refused unless a ciphertext of the context can
+    have it and has used at most ``max_used`` levels (default: the depth)."""
     level, deg = r.count(_MAX_LEVEL, "levels"), r.count(2, "scaling degrees")
     ctx.check_level(level, deg)
+    limit = ctx.params.multiplicative_depth if max_used is None else max_used
+    if level + deg - 1 > limit:
+        raise MalformedMessageError(
+            f"a ciphertext declared at level {level}, degree {deg} has used more than "
+            f"the {limit} levels this step allows"
+        )
     return level, deg
 
 
@@ -219,7 +227,7 @@ class DecryptionRequest(_Message):
     def from_bytes(cls, data: bytes, ctx: ThresholdContext, session: bytes) -> Self:
         sender, r = cls._open(data, session)
         request_id = r.u64()
-        level, deg = _shape(r, ctx)
+        level, deg = _shape(r, ctx, ctx.params.decrypt_max_level)
         c1 = _payload(r, ctx.q_moduli[:DECRYPTION_TOWERS], ctx.ring, "decryption request")
         r.end()
         return cls(session, sender, request_id, level, deg, c1)
@@ -270,7 +278,7 @@ class MaskedDecryption(_Message):
     def from_bytes(cls, data: bytes, ctx: ThresholdContext, session: bytes) -> Self:
         sender, r = cls._open(data, session)
         request_id = r.u64()
-        level, deg = _shape(r, ctx)
+        level, deg = _shape(r, ctx, ctx.params.decrypt_max_level)
         masked = _payload(r, ctx.q_moduli[:DECRYPTION_TOWERS], ctx.ring, "masked result")
         r.end()
         return cls(session, sender, request_id, level, deg, masked)
@@ -297,11 +305,7 @@ class BootstrapRequest(_Message):
     def from_bytes(cls, data: bytes, ctx: ThresholdContext, session: bytes) -> Self:
         sender, r = cls._open(data, session)
         request_id = r.u64()
-        level, deg = _shape(r, ctx)
-        if level + deg - 1 > ctx.params.bootstrap_max_level:
-            raise MalformedMessageError(
-                f"bootstrap request at level {level} (degree {deg}): too deep to refresh"
-            )
+        level, deg = _shape(r, ctx, ctx.params.bootstrap_max_level)
         c1 = _payload(r, ctx.boot_c1_layout(level, deg).moduli, ctx.ring, "bootstrap request")
         r.end()
         return cls(session, sender, request_id, level, deg, c1)
