@@ -21,22 +21,8 @@ from test_threshold_support import require_openfhe_for_tests
 
 require_openfhe_for_tests()
 
-from privfl.crypto.threshold import (  # noqa: E402
-    BootstrapRequest,
-    BootstrapShare,
-    Ciphertext,
-    CiphertextMessage,
-    DecryptionRequest,
-    DecryptionShare,
-    EvaluationKeys,
-    JointPublicKeys,
-    KeyGenShare,
-    MaskedDecryption,
-    MultKeyShare,
-    ThresholdServer,
-    make_roles,
-    parameter_set,
-)
+from privfl.crypto import threshold_messages as tm  # noqa: E402
+from privfl.crypto.threshold import Ciphertext, ThresholdServer, make_roles, parameter_set  # noqa: E402
 from privfl.errors import PrivflError, ProtocolError  # noqa: E402
 
 PARAMS = dataclasses.replace(parameter_set("test"), max_decryptions=1 << 16, name="fuzz")
@@ -55,16 +41,16 @@ def world():
     dshares = [p.decryption_share(request, SEED) for p in parties]
     boot = server.start_bootstrap(ct * 1.0)
     valid = {
-        KeyGenShare: shares[0],
-        JointPublicKeys: joint,
-        MultKeyShare: mults[0],
-        EvaluationKeys: keys,
-        CiphertextMessage: (ct * ct).to_message(server.session, "server"),
-        DecryptionRequest: request,
-        DecryptionShare: dshares[1],
-        MaskedDecryption: server.fuse_masked(request, dshares),
-        BootstrapRequest: boot,
-        BootstrapShare: parties[1].bootstrap_share(boot),
+        tm.KeyGenShare: shares[0],
+        tm.JointPublicKeys: joint,
+        tm.MultKeyShare: mults[0],
+        tm.EvaluationKeys: keys,
+        tm.CiphertextMessage: (ct * ct).to_message(server.session, "server"),
+        tm.DecryptionRequest: request,
+        tm.DecryptionShare: dshares[1],
+        tm.MaskedDecryption: server.fuse_masked(request, dshares),
+        tm.BootstrapRequest: boot,
+        tm.BootstrapShare: parties[1].bootstrap_share(boot),
     }
     return {"server": server, "parties": parties, "ct": ct, "valid": valid, "shares": shares}
 
@@ -73,31 +59,31 @@ def _consume(world, msg):
     """Run the role step that would receive ``msg`` (a copy of the world's roles' state)."""
     server, parties, ct = world["server"], world["parties"], world["ct"]
     ctx, tag = server.context, server.tag
-    if isinstance(msg, KeyGenShare):
+    if isinstance(msg, tm.KeyGenShare):
         fresh = ThresholdServer("server-2", ctx, server.session)
         fresh.combine_keygen_shares([msg, world["shares"][1]])
-    elif isinstance(msg, JointPublicKeys):
+    elif isinstance(msg, tm.JointPublicKeys):
         saved = parties[0].public_key
         try:
             parties[0].keygen_mult_share(msg)
         finally:
             parties[0].public_key = saved
-    elif isinstance(msg, MultKeyShare | EvaluationKeys):
+    elif isinstance(msg, tm.MultKeyShare | tm.EvaluationKeys):
         ctx.load("eval_key", ctx.switch_key_shape.layout, msg.mult_key, tag)
-    elif isinstance(msg, CiphertextMessage):
+    elif isinstance(msg, tm.CiphertextMessage):
         received = Ciphertext.from_message(ctx, msg)
         server.request_decryption(received + received)
-    elif isinstance(msg, DecryptionRequest):
+    elif isinstance(msg, tm.DecryptionRequest):
         parties[1].decryption_share(msg)
-    elif isinstance(msg, DecryptionShare):
+    elif isinstance(msg, tm.DecryptionShare):
         request = parties[0].request_decryption(ct)
         share = dataclasses.replace(msg, request_id=request.request_id, sender="party-1")
         parties[0].fuse(request, [share], PARAMS.batch_size)
-    elif isinstance(msg, MaskedDecryption):
+    elif isinstance(msg, tm.MaskedDecryption):
         parties[1].open_masked(msg, SEED, PARAMS.batch_size)
-    elif isinstance(msg, BootstrapRequest):
+    elif isinstance(msg, tm.BootstrapRequest):
         parties[1].bootstrap_share(msg)
-    elif isinstance(msg, BootstrapShare):
+    elif isinstance(msg, tm.BootstrapShare):
         request = server.start_bootstrap(ct)
         mutated = dataclasses.replace(msg, request_id=request.request_id, sender="party-0")
         other = parties[1].bootstrap_share(request)
@@ -116,18 +102,7 @@ def _decode(world, cls, data):
         assert time.perf_counter() - start < 2.0
 
 
-MESSAGES = [
-    KeyGenShare,
-    JointPublicKeys,
-    MultKeyShare,
-    EvaluationKeys,
-    CiphertextMessage,
-    DecryptionRequest,
-    DecryptionShare,
-    MaskedDecryption,
-    BootstrapRequest,
-    BootstrapShare,
-]
+MESSAGES = [getattr(tm, name) for name in tm.__all__ if name != "CODEC"]
 
 position = st.one_of(st.integers(0, 200), st.floats(0, 1, exclude_max=True))
 mutation = st.tuples(

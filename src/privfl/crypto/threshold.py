@@ -32,6 +32,7 @@ crash (``tests/test_threshold_fuzz.py``).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -53,6 +54,7 @@ from privfl.crypto.threshold_messages import (
     KeyGenShare,
     MaskedDecryption,
     MultKeyShare,
+    _Message,
 )
 from privfl.crypto.threshold_params import (
     PARAMETER_SETS,
@@ -119,6 +121,41 @@ def make_roles(
     return ThresholdServer("server", ctx, session), roles
 
 
+M = TypeVar("M", bound=_Message)
+
+
+def _exchange(
+    runner: InProcessRunner,
+    parties: Sequence[ThresholdParty],
+    outgoing: bytes | None,
+    step: tuple[str, str, str],
+    reply_type: type[M],
+    *extra: object,
+) -> list[M]:
+    """One star round: ``outgoing`` (if any) travels to every party on ``step[0]``, each
+    party runs its method named ``step[1]`` on the decoded message (timed as
+    ``party_<step[1]>``), and its reply travels back on ``step[2]`` and is decoded."""
+    channel_in, method, channel_out = step
+    ctx, session = parties[0].context, parties[0].session
+    replies = []
+    for p in parties:
+        args: list[object] = []
+        if outgoing is not None:
+            in_type = _REQUEST_TYPES[method]
+            args.append(in_type.from_bytes(runner.send(channel_in, outgoing), ctx, session))
+        reply = runner.run(f"party_{method}", getattr(p, method), *args, *extra)
+        data = runner.send(channel_out, reply.to_bytes())
+        replies.append(reply_type.from_bytes(data, ctx, session))
+    return replies
+
+
+_REQUEST_TYPES: dict[str, type[_Message]] = {
+    "keygen_mult_share": JointPublicKeys,
+    "decryption_share": DecryptionRequest,
+    "bootstrap_share": BootstrapRequest,
+}
+
+
 def run_key_generation(
     server: ThresholdServer,
     parties: Sequence[ThresholdParty],
@@ -127,27 +164,18 @@ def run_key_generation(
 ) -> None:
     """The two key-generation rounds. With ``evaluating_parties`` the server also sends the
     joint evaluation keys to every party (SmartCryptNN's parties compute on ciphertexts)."""
-    ctx, session = server.context, server.session
-    received = []
-    for p in parties:
-        data = runner.send(
-            "keygen_share", runner.run("party_keygen_share", p.keygen_share).to_bytes()
-        )
-        received.append(KeyGenShare.from_bytes(data, ctx, session))
-    joint = runner.run("server_keygen_combine", server.combine_keygen_shares, received).to_bytes()
-    mult = []
-    for p in parties:
-        msg = JointPublicKeys.from_bytes(runner.send("keygen_joint", joint), ctx, session)
-        data = runner.send(
-            "keygen_mult_share",
-            runner.run("party_keygen_mult", p.keygen_mult_share, msg).to_bytes(),
-        )
-        mult.append(MultKeyShare.from_bytes(data, ctx, session))
+    shares = _exchange(runner, parties, None, ("", "keygen_share", "keygen_share"), KeyGenShare)
+    joint = runner.run("server_keygen_combine", server.combine_keygen_shares, shares)
+    step = ("keygen_joint", "keygen_mult_share", "keygen_mult_share")
+    mult = _exchange(runner, parties, joint.to_bytes(), step, MultKeyShare)
     keys = runner.run("server_keygen_mult_combine", server.combine_mult_shares, mult).to_bytes()
     if evaluating_parties:
         for p in parties:
-            ek = EvaluationKeys.from_bytes(runner.send("eval_keys", keys), ctx, session)
+            ek = EvaluationKeys.from_bytes(runner.send("eval_keys", keys), p.context, p.session)
             runner.run("party_install_keys", p.receive_evaluation_keys, ek)
+
+
+_DECRYPT = ("decrypt_request", "decryption_share", "decrypt_share")
 
 
 def run_joint_decryption(
@@ -159,18 +187,9 @@ def run_joint_decryption(
 ) -> npt.NDArray[np.float64]:
     """``requester`` decrypts its ciphertext with the other parties' shares (lead/main/fusion):
     only the requester learns the plaintext; a relay sees ``c1`` and ``M - 1`` shares."""
-    ctx, session = requester.context, requester.session
     request = runner.run("party_decrypt_request", requester.request_decryption, ct)
-    data = request.to_bytes()
-    shares = []
-    for p in parties:
-        if p is requester:
-            continue
-        req = DecryptionRequest.from_bytes(runner.send("decrypt_request", data), ctx, session)
-        out = runner.send(
-            "decrypt_share", runner.run("party_decrypt_share", p.decryption_share, req).to_bytes()
-        )
-        shares.append(DecryptionShare.from_bytes(out, ctx, session))
+    others = [p for p in parties if p is not requester]
+    shares = _exchange(runner, others, request.to_bytes(), _DECRYPT, DecryptionShare)
     return runner.run("party_decrypt_fuse", requester.fuse, request, shares, length)
 
 
@@ -187,20 +206,14 @@ def run_masked_decryption(
     ``R`` (from ``mask_seed``, which the server does not know), and broadcasts the masked
     result; each party removes ``R``. Per party: one ``c1`` down, one share up, one result
     down (O(1) in the number of parties)."""
-    ctx, session = server.context, server.session
     request = runner.run("server_decrypt_request", server.request_decryption, ct)
-    data = request.to_bytes()
-    shares = []
-    for p in parties:
-        req = DecryptionRequest.from_bytes(runner.send("decrypt_request", data), ctx, session)
-        share = runner.run("party_decrypt_share", p.decryption_share, req, mask_seed)
-        shares.append(
-            DecryptionShare.from_bytes(runner.send("decrypt_share", share.to_bytes()), ctx, session)
-        )
+    shares = _exchange(runner, parties, request.to_bytes(), _DECRYPT, DecryptionShare, mask_seed)
     masked = runner.run("server_fuse_masked", server.fuse_masked, request, shares).to_bytes()
     out = []
     for p in parties:
-        msg = MaskedDecryption.from_bytes(runner.send("masked_result", masked), ctx, session)
+        msg = MaskedDecryption.from_bytes(
+            runner.send("masked_result", masked), p.context, p.session
+        )
         out.append(runner.run("party_open_masked", p.open_masked, msg, mask_seed, length))
     return out
 
@@ -212,14 +225,7 @@ def run_interactive_bootstrap(
     runner: InProcessRunner,
 ) -> Ciphertext:
     """Refresh ``ct`` (owned by a party or the server) to level 0 with every party's shares."""
-    ctx, session = owner.context, owner.session
     request = runner.run("owner_boot_request", owner.start_bootstrap, ct)
-    data = request.to_bytes()
-    shares = []
-    for p in parties:
-        req = BootstrapRequest.from_bytes(runner.send("boot_request", data), ctx, session)
-        out = runner.send(
-            "boot_share", runner.run("party_boot_share", p.bootstrap_share, req).to_bytes()
-        )
-        shares.append(BootstrapShare.from_bytes(out, ctx, session))
+    step = ("boot_request", "bootstrap_share", "boot_share")
+    shares = _exchange(runner, parties, request.to_bytes(), step, BootstrapShare)
     return runner.run("owner_boot_finish", owner.finish_bootstrap, request, shares)

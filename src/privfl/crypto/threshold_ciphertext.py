@@ -32,18 +32,20 @@ __all__ = ["Ciphertext", "CiphertextHolder", "JointDecryptionError", "fuse_and_d
 
 
 _MAX_ABS = 2.0**56  # two towers of 60 + 59 bits at a 59-bit scale hold |x| < 2^57 (with sign)
-_MIN_ABS = 2.0**-64  # below one unit of the scale: OpenFHE refuses to encode such values
+_MIN_MAX_ABS = 2.0**-30  # a vector this small encodes below one unit of the 59-bit scale
 
 
 def _plain_values(values: npt.ArrayLike, slots: int) -> list[float]:
-    """Reals to encode: finite, ``|x| < 2^56``, at most ``slots``; magnitudes below ``2^-64``
-    (under the scale's resolution, which OpenFHE refuses to encode) become 0."""
+    """Reals to encode: finite, ``|x| < 2^56``, at most ``slots``. A vector whose largest
+    magnitude is below ``2^-30`` (far below any decryption error) is encoded as zeros:
+    OpenFHE refuses to encode a vector that rounds to nothing at the scale."""
     vec = np.asarray(values, dtype=np.float64).ravel()
     if vec.size > slots or not np.all(np.isfinite(vec)):
         raise InputError(f"encrypt takes at most {slots} finite values")
-    if vec.size and float(np.max(np.abs(vec))) >= _MAX_ABS:
+    largest = float(np.max(np.abs(vec))) if vec.size else 0.0
+    if largest >= _MAX_ABS:
         raise InputError("values must stay below 2^56 in magnitude (decryption capacity)")
-    return [float(v) for v in np.where(np.abs(vec) < _MIN_ABS, 0.0, vec)]
+    return [0.0] * vec.size if largest < _MIN_MAX_ABS else [float(v) for v in vec]
 
 
 class JointDecryptionError(ProtocolError):
@@ -204,6 +206,15 @@ class CiphertextHolder:
         self._next_id += 1
         return self._next_id
 
+    def _register(self, store: dict[int, Any], prepared: Any) -> tuple[int, Any]:
+        """A fresh request id for ``prepared`` (kept until the shares come back) and its
+        ``c1`` alone (what the parties need)."""
+        rid = self._request_id()
+        store[rid] = prepared
+        c1 = prepared.Clone()
+        c1.RemoveElement(0)
+        return rid, c1
+
     def request_decryption(self, ct: Ciphertext) -> DecryptionRequest:
         """Compress ``ct`` to two towers and ask every party for a decryption share of it."""
         ctx = self.context
@@ -213,12 +224,9 @@ class CiphertextHolder:
                 f"{DECRYPTION_TOWERS} towers left (at most {ctx.params.decrypt_max_level} used)"
             )
         compressed = ctx.cc.Compress(ct.native, DECRYPTION_TOWERS)
-        c1 = compressed.Clone()
-        c1.RemoveElement(0)
-        rid = self._request_id()
-        self._decryptions[rid] = compressed
+        rid, c1 = self._register(self._decryptions, compressed)
         payload = ctx.dump(ctx.c1_layout(ct.level, ct.deg), c1)
-        return DecryptionRequest(self.session, self.name, rid, ct.level, ct.deg, payload)
+        return DecryptionRequest(self.session, self.name, ct.level, ct.deg, rid, payload)
 
     def _pending_decryption(self, request: DecryptionRequest) -> Any:
         compressed = self._decryptions.pop(request.request_id, None)
@@ -238,13 +246,9 @@ class CiphertextHolder:
                 f"ciphertext used {ct.levels_used} levels; interactive bootstrapping "
                 f"(SLACK) can refresh it only up to {limit} of {ctx.params.multiplicative_depth}"
             )
-        adjusted = ctx.cc.IntMPBootAdjustScale(ct.native)
-        c1 = adjusted.Clone()
-        c1.RemoveElement(0)
-        rid = self._request_id()
-        self._bootstraps[rid] = adjusted
+        rid, c1 = self._register(self._bootstraps, ctx.cc.IntMPBootAdjustScale(ct.native))
         payload = ctx.dump(ctx.boot_c1_layout(ct.level, ct.deg), c1)
-        return BootstrapRequest(self.session, self.name, rid, ct.level, ct.deg, payload)
+        return BootstrapRequest(self.session, self.name, ct.level, ct.deg, rid, payload)
 
     def finish_bootstrap(
         self, request: BootstrapRequest, shares: Sequence[BootstrapShare]

@@ -12,7 +12,8 @@ modulus, and trailing bytes. Only :class:`~privfl.errors.ProtocolError` subclass
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, ClassVar, Self
 
 import numpy as np
@@ -21,7 +22,7 @@ import numpy.typing as npt
 from privfl.crypto import threshold_wire as wire
 from privfl.crypto.threshold_params import DECRYPTION_TOWERS
 from privfl.errors import MalformedMessageError
-from privfl.messages import Codec, Reader, Writer
+from privfl.messages import Codec, Writer
 
 if TYPE_CHECKING:
     from privfl.crypto.threshold_context import ThresholdContext
@@ -41,44 +42,80 @@ __all__ = [
 ]
 
 CODEC = Codec("threshold-ckks", 1)
-_MAX_LEVEL = 64
+_NO_MODULI = np.zeros(0, dtype=np.uint64)
+
+Moduli = npt.NDArray[np.uint64]
 
 
-def _payload(r: Reader, moduli: npt.NDArray[np.uint64], ring: int, what: str) -> bytes:
-    """A length-prefixed coefficient field: its size is bounded by the layout *before* the
-    bytes are read, then every coefficient is checked against its modulus."""
-    expected = len(moduli) * ring * wire.U64.itemsize
-    raw = r.bytes_(expected)
-    wire.check_coefficients(moduli, ring, raw, what)
-    return raw
-
-
-def _shape(r: Reader, ctx: ThresholdContext, max_used: int | None = None) -> tuple[int, int]:
-    """A declared (level, scaling degree), refused unless a ciphertext of the context can
-    have it and has used at most ``max_used`` levels (default: the depth)."""
-    level, deg = r.count(_MAX_LEVEL, "levels"), r.count(2, "scaling degrees")
-    ctx.check_level(level, deg)
-    limit = ctx.params.multiplicative_depth if max_used is None else max_used
-    if level + deg - 1 > limit:
-        raise MalformedMessageError(
-            f"a ciphertext declared at level {level}, degree {deg} has used more than "
-            f"the {limit} levels this step allows"
-        )
-    return level, deg
-
-
+@dataclass(frozen=True)
 class _Message:
+    """Header fields plus ``int`` fields (``u64`` on the wire) and coefficient payloads
+    (``bytes``), in declaration order. A subclass names its step, says which moduli each
+    payload holds (:meth:`_moduli`) and, if it has ``level``/``deg``, how many levels the
+    declared ciphertext may have used (``MAX_USED``, a :class:`ThresholdParameters` property)."""
+
     STEP: ClassVar[str]
+    MAX_USED: ClassVar[str] = ""
+    LAYOUT: ClassVar[str] = ""
+    MODULI: ClassVar[dict[str, Callable[[ThresholdContext], Moduli]]] = {}
     session: bytes
     sender: str
 
-    def _frame(self, w: Writer) -> bytes:
+    def to_bytes(self) -> bytes:
+        w = Writer()
+        for f in fields(self)[2:]:
+            value = getattr(self, f.name)
+            w.bytes_(value) if isinstance(value, bytes) else w.u64(value)
         return CODEC.encode(self.STEP, self.session, self.sender, w.getvalue())
 
     @classmethod
-    def _open(cls, data: bytes, session: bytes) -> tuple[str, Reader]:
+    def from_bytes(cls, data: bytes, ctx: ThresholdContext, session: bytes) -> Self:
+        """Decode and check ``data`` against ``ctx`` and ``session`` (see the module doc)."""
         header, r = CODEC.decode(data, step=cls.STEP, session=session)
-        return header.sender, r
+        ints: dict[str, int] = {}
+        values: list[int | bytes] = []
+        for f in fields(cls)[2:]:
+            if f.type == "int":
+                ints[f.name] = r.u64()
+                values.append(ints[f.name])
+                if f.name == "deg":  # level precedes deg: check the pair before any payload
+                    cls._check_shape(ctx, ints["level"], ints["deg"])
+                continue
+            moduli = cls._moduli(ctx, f.name, ints)
+            expected = len(moduli) * ctx.ring * wire.U64.itemsize
+            raw = r.bytes_(expected)  # bounded before it is read
+            wire.check_coefficients(moduli, ctx.ring, raw, f"{cls.STEP} {f.name}")
+            values.append(raw)
+        r.end()
+        return cls(session, header.sender, *values)
+
+    @classmethod
+    def _check_shape(cls, ctx: ThresholdContext, level: int, deg: int) -> None:
+        """A declared (level, degree) must be possible and within the step's level budget."""
+        ctx.check_level(level, deg)
+        limit = getattr(ctx.params, cls.MAX_USED or "multiplicative_depth")
+        if level + deg - 1 > limit:
+            raise MalformedMessageError(
+                f"{cls.STEP}: a ciphertext declared at level {level}, degree {deg} has used "
+                f"more than the {limit} levels this step allows"
+            )
+
+    @classmethod
+    def _moduli(cls, ctx: ThresholdContext, name: str, ints: dict[str, int]) -> Moduli:
+        """The moduli of payload ``name``: from the class's ``MODULI`` table, else those of
+        the context's layout method ``LAYOUT`` for the declared (level, degree), else the two
+        towers ``q0, q1`` joint decryption keeps."""
+        if name in cls.MODULI:
+            return cls.MODULI[name](ctx)
+        if not cls.LAYOUT:
+            return ctx.q_moduli[:DECRYPTION_TOWERS]
+        layout: wire.Layout = getattr(ctx, cls.LAYOUT)(ints["level"], ints["deg"])
+        return layout.moduli
+
+
+def _automorphism_b(ctx: ThresholdContext) -> Moduli:
+    shape = ctx.automorphism_shape
+    return shape.b_moduli if shape is not None else _NO_MODULI
 
 
 @dataclass(frozen=True)
@@ -88,26 +125,15 @@ class KeyGenShare(_Message):
     ``a`` halves are the session's common reference polynomials. Reveals RLWE samples only."""
 
     STEP: ClassVar[str] = "keygen-share"
-    session: bytes
-    sender: str
     public_key: bytes
     switch_key: bytes
     automorphism_keys: bytes
 
-    def to_bytes(self) -> bytes:
-        w = Writer().bytes_(self.public_key).bytes_(self.switch_key)
-        return self._frame(w.bytes_(self.automorphism_keys))
-
-    @classmethod
-    def from_bytes(cls, data: bytes, ctx: ThresholdContext, session: bytes) -> Self:
-        sender, r = cls._open(data, session)
-        pk = _payload(r, ctx.public_key_shape.b_moduli, ctx.ring, "public key share")
-        sk = _payload(r, ctx.switch_key_shape.b_moduli, ctx.ring, "switch key share")
-        shape = ctx.automorphism_shape
-        empty = np.zeros(0, dtype=np.uint64)
-        auto = _payload(r, shape.b_moduli if shape else empty, ctx.ring, "rotation keys")
-        r.end()
-        return cls(session, sender, pk, sk, auto)
+    MODULI: ClassVar[dict[str, Callable[[ThresholdContext], Moduli]]] = {
+        "public_key": lambda ctx: ctx.public_key_shape.b_moduli,
+        "switch_key": lambda ctx: ctx.switch_key_shape.b_moduli,
+        "automorphism_keys": _automorphism_b,
+    }
 
 
 @dataclass(frozen=True)
@@ -116,21 +142,13 @@ class JointPublicKeys(_Message):
     key (for encryption) and of the summed key-switching key (input of round 2)."""
 
     STEP: ClassVar[str] = "keygen-joint"
-    session: bytes
-    sender: str
     public_key: bytes
     switch_key: bytes
 
-    def to_bytes(self) -> bytes:
-        return self._frame(Writer().bytes_(self.public_key).bytes_(self.switch_key))
-
-    @classmethod
-    def from_bytes(cls, data: bytes, ctx: ThresholdContext, session: bytes) -> Self:
-        sender, r = cls._open(data, session)
-        pk = _payload(r, ctx.public_key_shape.b_moduli, ctx.ring, "joint public key")
-        sk = _payload(r, ctx.switch_key_shape.b_moduli, ctx.ring, "joint switch key")
-        r.end()
-        return cls(session, sender, pk, sk)
+    MODULI: ClassVar[dict[str, Callable[[ThresholdContext], Moduli]]] = {
+        "public_key": lambda ctx: ctx.public_key_shape.b_moduli,
+        "switch_key": lambda ctx: ctx.switch_key_shape.b_moduli,
+    }
 
 
 @dataclass(frozen=True)
@@ -139,20 +157,11 @@ class MultKeyShare(_Message):
     relinearisation key (both halves: neither is a CRP)."""
 
     STEP: ClassVar[str] = "keygen-mult-share"
-    session: bytes
-    sender: str
     mult_key: bytes
 
-    def to_bytes(self) -> bytes:
-        return self._frame(Writer().bytes_(self.mult_key))
-
-    @classmethod
-    def from_bytes(cls, data: bytes, ctx: ThresholdContext, session: bytes) -> Self:
-        sender, r = cls._open(data, session)
-        layout = ctx.switch_key_shape.layout
-        mk = _payload(r, layout.moduli, ctx.ring, "relinearisation key share")
-        r.end()
-        return cls(session, sender, mk)
+    MODULI: ClassVar[dict[str, Callable[[ThresholdContext], Moduli]]] = {
+        "mult_key": lambda ctx: ctx.switch_key_shape.layout.moduli,
+    }
 
 
 @dataclass(frozen=True)
@@ -161,76 +170,47 @@ class EvaluationKeys(_Message):
     the joint automorphism (rotation / sum) keys. Public material."""
 
     STEP: ClassVar[str] = "eval-keys"
-    session: bytes
-    sender: str
     mult_key: bytes
     automorphism_keys: bytes
 
-    def to_bytes(self) -> bytes:
-        return self._frame(Writer().bytes_(self.mult_key).bytes_(self.automorphism_keys))
-
-    @classmethod
-    def from_bytes(cls, data: bytes, ctx: ThresholdContext, session: bytes) -> Self:
-        sender, r = cls._open(data, session)
-        mk = _payload(r, ctx.switch_key_shape.layout.moduli, ctx.ring, "relinearisation key")
-        shape = ctx.automorphism_shape
-        empty = np.zeros(0, dtype=np.uint64)
-        auto = _payload(r, shape.b_moduli if shape else empty, ctx.ring, "rotation keys")
-        r.end()
-        return cls(session, sender, mk, auto)
+    MODULI: ClassVar[dict[str, Callable[[ThresholdContext], Moduli]]] = {
+        "mult_key": lambda ctx: ctx.switch_key_shape.layout.moduli,
+        "automorphism_keys": _automorphism_b,
+    }
 
 
 @dataclass(frozen=True)
-class CiphertextMessage(_Message):
+class _Shaped(_Message):
+    """A message about one ciphertext: its level and scaling degree come first."""
+
+    level: int
+    deg: int
+
+
+@dataclass(frozen=True)
+class CiphertextMessage(_Shaped):
     """A ciphertext under the joint key: its level, scaling degree and both elements."""
 
     STEP: ClassVar[str] = "ciphertext"
-    session: bytes
-    sender: str
-    level: int
-    deg: int
+    LAYOUT: ClassVar[str] = "ciphertext_layout"
     payload: bytes
-
-    def to_bytes(self) -> bytes:
-        w = Writer().u32(self.level).u32(self.deg).bytes_(self.payload)
-        return self._frame(w)
-
-    @classmethod
-    def from_bytes(cls, data: bytes, ctx: ThresholdContext, session: bytes) -> Self:
-        sender, r = cls._open(data, session)
-        level, deg = _shape(r, ctx)
-        moduli = ctx.ciphertext_layout(level, deg).moduli
-        payload = _payload(r, moduli, ctx.ring, "ciphertext")
-        r.end()
-        return cls(session, sender, level, deg, payload)
 
 
 @dataclass(frozen=True)
-class DecryptionRequest(_Message):
+class _AboutCiphertext(_Shaped):
+    """A step of a request about one ciphertext; the request id binds the shares to it."""
+
+    MAX_USED: ClassVar[str] = "decrypt_max_level"
+    request_id: int
+
+
+@dataclass(frozen=True)
+class DecryptionRequest(_AboutCiphertext):
     """Ciphertext holder -> parties: ``c1`` of the ciphertext compressed to two towers (a
-    decryption share needs nothing else), its level and degree, and a request id that binds the
-    shares. Reveals nothing beyond the ciphertext."""
+    decryption share needs nothing else). Reveals nothing beyond the ciphertext."""
 
     STEP: ClassVar[str] = "decrypt-request"
-    session: bytes
-    sender: str
-    request_id: int
-    level: int
-    deg: int
     c1: bytes
-
-    def to_bytes(self) -> bytes:
-        w = Writer().u64(self.request_id).u32(self.level).u32(self.deg).bytes_(self.c1)
-        return self._frame(w)
-
-    @classmethod
-    def from_bytes(cls, data: bytes, ctx: ThresholdContext, session: bytes) -> Self:
-        sender, r = cls._open(data, session)
-        request_id = r.u64()
-        level, deg = _shape(r, ctx, ctx.params.decrypt_max_level)
-        c1 = _payload(r, ctx.q_moduli[:DECRYPTION_TOWERS], ctx.ring, "decryption request")
-        r.end()
-        return cls(session, sender, request_id, level, deg, c1)
 
 
 @dataclass(frozen=True)
@@ -239,76 +219,29 @@ class DecryptionShare(_Message):
     parties' common mask (masked decryption); on its own it reveals nothing about ``s_i``."""
 
     STEP: ClassVar[str] = "decrypt-share"
-    session: bytes
-    sender: str
     request_id: int
     share: bytes
 
-    def to_bytes(self) -> bytes:
-        return self._frame(Writer().u64(self.request_id).bytes_(self.share))
-
-    @classmethod
-    def from_bytes(cls, data: bytes, ctx: ThresholdContext, session: bytes) -> Self:
-        sender, r = cls._open(data, session)
-        request_id = r.u64()
-        share = _payload(r, ctx.q_moduli[:DECRYPTION_TOWERS], ctx.ring, "decryption share")
-        r.end()
-        return cls(session, sender, request_id, share)
-
 
 @dataclass(frozen=True)
-class MaskedDecryption(_Message):
+class MaskedDecryption(_AboutCiphertext):
     """Server -> parties: ``c0 + sum_i share_i`` where one party's share carries the parties'
     mask ``R`` (uniform modulo ``q0 q1``, from a seed the server does not know): to the server
     this is a uniformly random polynomial; a party subtracts ``R`` and decodes."""
 
     STEP: ClassVar[str] = "masked-result"
-    session: bytes
-    sender: str
-    request_id: int
-    level: int
-    deg: int
     masked: bytes
-
-    def to_bytes(self) -> bytes:
-        w = Writer().u64(self.request_id).u32(self.level).u32(self.deg).bytes_(self.masked)
-        return self._frame(w)
-
-    @classmethod
-    def from_bytes(cls, data: bytes, ctx: ThresholdContext, session: bytes) -> Self:
-        sender, r = cls._open(data, session)
-        request_id = r.u64()
-        level, deg = _shape(r, ctx, ctx.params.decrypt_max_level)
-        masked = _payload(r, ctx.q_moduli[:DECRYPTION_TOWERS], ctx.ring, "masked result")
-        r.end()
-        return cls(session, sender, request_id, level, deg, masked)
 
 
 @dataclass(frozen=True)
-class BootstrapRequest(_Message):
+class BootstrapRequest(_AboutCiphertext):
     """Owner -> parties (interactive bootstrapping): ``c1`` of the scale-adjusted ciphertext.
     The common random element ``a`` is the session's CRP for ``request_id``."""
 
     STEP: ClassVar[str] = "boot-request"
-    session: bytes
-    sender: str
-    request_id: int
-    level: int
-    deg: int
+    MAX_USED: ClassVar[str] = "bootstrap_max_level"
+    LAYOUT: ClassVar[str] = "boot_c1_layout"
     c1: bytes
-
-    def to_bytes(self) -> bytes:
-        w = Writer().u64(self.request_id).u32(self.level).u32(self.deg).bytes_(self.c1)
-        return self._frame(w)
-
-    @classmethod
-    def from_bytes(cls, data: bytes, ctx: ThresholdContext, session: bytes) -> Self:
-        sender, r = cls._open(data, session)
-        request_id = r.u64()
-        level, deg = _shape(r, ctx, ctx.params.bootstrap_max_level)
-        c1 = _payload(r, ctx.boot_c1_layout(level, deg).moduli, ctx.ring, "bootstrap request")
-        r.end()
-        return cls(session, sender, request_id, level, deg, c1)
 
 
 @dataclass(frozen=True)
@@ -317,21 +250,11 @@ class BootstrapShare(_Message):
     uniform mask ``M_i``: the owner learns only the re-encryption."""
 
     STEP: ClassVar[str] = "boot-share"
-    session: bytes
-    sender: str
     request_id: int
     h0: bytes
     h1: bytes
 
-    def to_bytes(self) -> bytes:
-        return self._frame(Writer().u64(self.request_id).bytes_(self.h0).bytes_(self.h1))
-
-    @classmethod
-    def from_bytes(cls, data: bytes, ctx: ThresholdContext, session: bytes) -> Self:
-        sender, r = cls._open(data, session)
-        request_id = r.u64()
-        boot = ctx.boot_c1_layout(0, 1)
-        h0 = _payload(r, boot.moduli, ctx.ring, "bootstrap share h0")
-        h1 = _payload(r, ctx.crp_layout.moduli, ctx.ring, "bootstrap share h1")
-        r.end()
-        return cls(session, sender, request_id, h0, h1)
+    MODULI: ClassVar[dict[str, Callable[[ThresholdContext], Moduli]]] = {
+        "h0": lambda ctx: ctx.boot_c1_layout(0, 1).moduli,
+        "h1": lambda ctx: ctx.crp_layout.moduli,
+    }

@@ -13,8 +13,8 @@ What OpenFHE 1.5.1 (NATIVEINT 64) imposes, and how privfl deals with it
 -----------------------------------------------------------------------
 * The flooding mode forces ``scalingModSize = 59`` and ``firstModSize = 60`` whatever is asked
   (the flooding noise must fit below the scale with precision to spare), so every set has a
-  59-bit scale. Capacity: a value ``|x| < 2^k`` needs ``2 + ceil((k + 1) / 59) - 1`` towers
-  left at decryption; with 2 towers (what privfl keeps after ``Compress``) ``|x| < 2^57``.
+  59-bit scale. Joint decryption compresses a ciphertext to two towers (60 + 59 bits), which
+  hold ``|x| < 2^57``; the encryption helpers refuse ``|x| >= 2^56``.
 * OpenFHE refuses ``SetStatisticalSecurity`` (other than 30) and ``SetNumAdversarialQueries``
   (other than 1) for CKKS ("allowed for NOISE_FLOODING_MULTIPARTY only", a mode CKKS refuses).
   Its sigma is therefore ``sqrt(12) * 2^15 * 2^e`` for the noise estimate ``e`` it is given.
@@ -40,14 +40,21 @@ Named sets (:data:`PARAMETER_SETS`, :func:`parameter_set`)
 ---------------------------------------------------------
 * ``"training"`` (SmartCryptNN, design note): ring 2^15, depth 11, FLEXIBLEAUTO, SLACK
   interactive-bootstrapping compression, HYBRID key switching with 6 digits (4 digits need ring
-  2^16 once the scale is 59 bits), 128-bit classical security. ``tau = 2^16`` decryptions,
-  ``t = 2^18`` (values up to 2^8: products, degree-13 sigmoids, rotate-and-sums of 64 terms;
-  measured 2^13.6 at most, see the tests), so sigma = 2^43.6 for 3 parties.
+  2^16 once the scale is 59 bits), 128-bit classical security, 2^14 slots.
+  ``tau = 2^14`` decryptions per key set (the paper's 300 epochs need about 10^4 per party),
+  ``t = 2^12``: OpenFHE's estimate is 2^8.9 for a fresh ciphertext, 2^6.6 after a product,
+  2^6.9 after a degree-13 sigmoid and its derivative (values up to 8 in magnitude), so 3 bits
+  of margin. For 3 parties: sigma = 2^37.6, slot error standard deviation 2^-13.1 (1.1e-4).
 * ``"fhauc"``: one ciphertext product, a rotate-and-sum and a plaintext multiplier: depth 3,
-  ring 2^14 (the smallest OpenFHE allows at 128 bits for 297 bits of modulus), 2 digits, sum
-  keys over 4096 slots; ``tau = 64`` decryptions per key set (FHAUC generates keys per session),
-  ``t = 2^16`` for values below 1 after the products and sums.
+  ring 2^14 (the smallest OpenFHE allows at 128 bits for this chain), 2 digits, sum keys over
+  4096 slots; ``tau = 16`` decryptions per key set (FHAUC generates keys per session),
+  ``t = 2^16`` (OpenFHE's estimate for the FHAUC circuit on 4096 slots with values below 1:
+  2^13.4). Slot error standard deviation 2^-15.1 for 3 parties, 2^-12.4 for 20; the mean of
+  the 4096 equal slots of a rotate-and-summed result has 6.5 bits less.
 * ``"test"``: ring 2^12 with ``HEStd_NotSet`` (insecure: only for fast tests), depth 6.
+
+Precision is what IND-CPA^D costs: ``s/2 + log2(sqrt(12 tau))`` bits (23.8 for the training
+set) on top of the ciphertext's own error, plus ``log2(sqrt(M))`` for ``M`` shares.
 """
 
 from __future__ import annotations
@@ -203,34 +210,11 @@ def _check_parties(parties: int) -> None:
 
 
 PARAMETER_SETS: dict[str, ThresholdParameters] = {
-    "training": ThresholdParameters(
-        name="training",
-        multiplicative_depth=11,
-        batch_size=1 << 14,
-        num_large_digits=6,
-        circuit_noise_bits=12.0,
-        max_decryptions=1 << 14,
-    ),
-    "fhauc": ThresholdParameters(
-        name="fhauc",
-        multiplicative_depth=3,
-        batch_size=1 << 12,
-        num_large_digits=2,
-        circuit_noise_bits=16.0,
-        max_decryptions=16,
-        sum_keys=True,
-    ),
+    # name: depth, batch, digits, circuit noise bits, decryptions (see the module doc)
+    "training": ThresholdParameters("training", 11, 1 << 14, 6, 12.0, 1 << 14),
+    "fhauc": ThresholdParameters("fhauc", 3, 1 << 12, 2, 16.0, 16, sum_keys=True),
     "test": ThresholdParameters(
-        name="test",
-        multiplicative_depth=6,
-        batch_size=1 << 5,
-        num_large_digits=3,
-        circuit_noise_bits=16.0,
-        max_decryptions=1 << 10,
-        ring_dimension=1 << 12,
-        insecure_ring_for_tests=True,
-        sum_keys=True,
-        rotation_steps=(1, -1, 4),
+        "test", 6, 1 << 5, 3, 16.0, 1 << 10, 1 << 12, True, True, (1, -1, 4)
     ),
 }
 

@@ -39,20 +39,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from privfl.crypto import threshold_messages as tm
 from privfl.crypto import threshold_wire as wire
 from privfl.crypto.threshold_ciphertext import CiphertextHolder, fuse_and_decode
 from privfl.crypto.threshold_context import ThresholdContext
-from privfl.crypto.threshold_messages import (
-    BootstrapRequest,
-    BootstrapShare,
-    DecryptionRequest,
-    DecryptionShare,
-    EvaluationKeys,
-    JointPublicKeys,
-    KeyGenShare,
-    MaskedDecryption,
-    MultKeyShare,
-)
 from privfl.crypto.threshold_params import DECRYPTION_TOWERS
 from privfl.errors import DecryptionNotPermittedError, ProtocolError, UnknownPartyError
 
@@ -92,7 +82,7 @@ class ThresholdParty(CiphertextHolder):
         return self._secret
 
     # ------------------------------------------------------------------ key generation
-    def keygen_share(self) -> KeyGenShare:
+    def keygen_share(self) -> tm.KeyGenShare:
         """Round 1 (each party): sample ``s_i`` and return the ``b`` halves of
         ``b_i = e_i - a s_i`` for the CRP public key ``a``, of the key-switching key share and
         of the automorphism key shares. RLWE samples: they reveal nothing about ``s_i``."""
@@ -113,7 +103,7 @@ class ThresholdParty(CiphertextHolder):
             auto = _rows(shape.layout, ctx.dump(shape.layout, keys))[shape.b_index].tobytes()
         pk = _rows(pk_shape.layout, ctx.dump(pk_shape.layout, pair.publicKey))
         sw = _rows(sw_shape.layout, ctx.dump(sw_shape.layout, switch))
-        return KeyGenShare(
+        return tm.KeyGenShare(
             self.session,
             self.name,
             pk[pk_shape.b_index].tobytes(),
@@ -121,7 +111,7 @@ class ThresholdParty(CiphertextHolder):
             auto,
         )
 
-    def keygen_mult_share(self, joint: JointPublicKeys) -> MultKeyShare:
+    def keygen_mult_share(self, joint: tm.JointPublicKeys) -> tm.MultKeyShare:
         """Round 2 (each party): keep the joint public key; return ``s_i`` times the joint
         key-switching key (``MultiMultEvalKey``), this party's part of the relinearisation
         key of ``s^2``."""
@@ -138,9 +128,9 @@ class ThresholdParty(CiphertextHolder):
             self.tag,
         )
         mult = ctx.cc.MultiMultEvalKey(self._share(), joint_switch, self.tag)
-        return MultKeyShare(self.session, self.name, ctx.dump(sw_shape.layout, mult))
+        return tm.MultKeyShare(self.session, self.name, ctx.dump(sw_shape.layout, mult))
 
-    def receive_evaluation_keys(self, keys: EvaluationKeys) -> None:
+    def receive_evaluation_keys(self, keys: tm.EvaluationKeys) -> None:
         """Install the joint evaluation keys (for a party that computes on ciphertexts)."""
         _install_evaluation_keys(self.context, self.session, keys)
 
@@ -155,8 +145,8 @@ class ThresholdParty(CiphertextHolder):
         self.decryption_shares_made += 1
 
     def decryption_share(
-        self, request: DecryptionRequest, mask_seed: bytes | None = None
-    ) -> DecryptionShare:
+        self, request: tm.DecryptionRequest, mask_seed: bytes | None = None
+    ) -> tm.DecryptionShare:
         """``s_i c1 + e_i`` for the requested ciphertext (OpenFHE ``MultipartyDecryptMain``
         with the flooding noise). With ``mask_seed`` (masked decryption, shared by the parties
         and unknown to the server) party 0 also adds the mask ``R``. Learns nothing."""
@@ -172,10 +162,10 @@ class ThresholdParty(CiphertextHolder):
             rows = _rows(c1_layout, payload)
             mask = _mask(ctx, mask_seed, request.request_id)
             payload = wire.add_mod(rows, mask, c1_layout.moduli).tobytes()
-        return DecryptionShare(self.session, self.name, request.request_id, payload)
+        return tm.DecryptionShare(self.session, self.name, request.request_id, payload)
 
     def fuse(
-        self, request: DecryptionRequest, shares: Sequence[DecryptionShare], length: int
+        self, request: tm.DecryptionRequest, shares: Sequence[tm.DecryptionShare], length: int
     ) -> npt.NDArray[np.float64]:
         """Decrypt this party's own request: its ``MultipartyDecryptLead`` share plus the other
         ``M - 1`` parties' shares, fused. Only this party sees the plaintext."""
@@ -189,7 +179,7 @@ class ThresholdParty(CiphertextHolder):
         return fuse_and_decode(ctx, [lead, *others], length)
 
     def open_masked(
-        self, result: MaskedDecryption, mask_seed: bytes, length: int
+        self, result: tm.MaskedDecryption, mask_seed: bytes, length: int
     ) -> npt.NDArray[np.float64]:
         """The plaintext of a masked decryption: remove the parties' mask ``R`` from the
         server's fused polynomial and decode."""
@@ -201,7 +191,7 @@ class ThresholdParty(CiphertextHolder):
         return fuse_and_decode(ctx, [fused], length)
 
     # ------------------------------------------------------------------ bootstrapping
-    def bootstrap_share(self, request: BootstrapRequest) -> BootstrapShare:
+    def bootstrap_share(self, request: tm.BootstrapRequest) -> tm.BootstrapShare:
         """This party's interactive-bootstrapping shares (``IntMPBootDecrypt``): the masked
         decryption share ``h0`` and the re-encryption share ``h1``. Reveals nothing: both
         carry a fresh uniform mask."""
@@ -211,7 +201,7 @@ class ThresholdParty(CiphertextHolder):
         a = ctx.crp_boot_element(self.session, request.request_id)
         h0, h1 = ctx.cc.IntMPBootDecrypt(self._share(), c1, a)
         boot0 = ctx.boot_c1_layout(0, 1)
-        return BootstrapShare(
+        return tm.BootstrapShare(
             self.session,
             self.name,
             request.request_id,
@@ -233,7 +223,7 @@ def _mask(ctx: ThresholdContext, seed: bytes, request_id: int) -> npt.NDArray[np
 
 def _check_senders(
     ctx: ThresholdContext,
-    shares: Sequence[DecryptionShare],
+    shares: Sequence[tm.DecryptionShare],
     request_id: int,
     expected: int,
     exclude: str | None = None,
@@ -260,7 +250,9 @@ def _installed(getter: Any, tag: str) -> bool:
     return True
 
 
-def _install_evaluation_keys(ctx: ThresholdContext, session: bytes, keys: EvaluationKeys) -> None:
+def _install_evaluation_keys(
+    ctx: ThresholdContext, session: bytes, keys: tm.EvaluationKeys
+) -> None:
     """Insert the joint relinearisation and automorphism keys into OpenFHE's key stores."""
     tag, cc = session.hex(), ctx.cc
     if not _installed(cc.GetEvalMultKeyVector, tag):
@@ -285,7 +277,7 @@ class ThresholdServer(CiphertextHolder):
         self._joint_auto_b: bytes = b""
         self._mult_key: bytes = b""
 
-    def combine_keygen_shares(self, shares: Sequence[KeyGenShare]) -> JointPublicKeys:
+    def combine_keygen_shares(self, shares: Sequence[tm.KeyGenShare]) -> tm.JointPublicKeys:
         """Round 1 (server): sum the parties' contributions into the joint public key, the
         joint key-switching key and the joint automorphism keys."""
         ctx = self.context
@@ -304,9 +296,9 @@ class ThresholdServer(CiphertextHolder):
             self._joint_auto_b = _sum_rows(
                 [s.automorphism_keys for s in shares], moduli, ctx.ring
             ).tobytes()
-        return JointPublicKeys(self.session, self.name, pk_b.tobytes(), sw_b.tobytes())
+        return tm.JointPublicKeys(self.session, self.name, pk_b.tobytes(), sw_b.tobytes())
 
-    def combine_mult_shares(self, shares: Sequence[MultKeyShare]) -> EvaluationKeys:
+    def combine_mult_shares(self, shares: Sequence[tm.MultKeyShare]) -> tm.EvaluationKeys:
         """Round 2 (server): sum the relinearisation-key shares, install the joint evaluation
         keys in this process and return them (for roles elsewhere that evaluate)."""
         ctx = self.context
@@ -314,13 +306,13 @@ class ThresholdServer(CiphertextHolder):
             raise ProtocolError("relinearisation shares must come from the parties of round 1")
         layout = ctx.switch_key_shape.layout
         joint = _sum_rows([s.mult_key for s in shares], layout.moduli, ctx.ring)
-        keys = EvaluationKeys(self.session, self.name, joint.tobytes(), self._joint_auto_b)
+        keys = tm.EvaluationKeys(self.session, self.name, joint.tobytes(), self._joint_auto_b)
         _install_evaluation_keys(ctx, self.session, keys)
         return keys
 
     def fuse_masked(
-        self, request: DecryptionRequest, shares: Sequence[DecryptionShare]
-    ) -> MaskedDecryption:
+        self, request: tm.DecryptionRequest, shares: Sequence[tm.DecryptionShare]
+    ) -> tm.MaskedDecryption:
         """Add ``c0`` and all ``M`` shares (one of them masked by the parties): the result is
         uniformly random to the server and is broadcast to the parties."""
         ctx = self.context
@@ -331,12 +323,12 @@ class ThresholdServer(CiphertextHolder):
         c0 = _rows(layout, ctx.dump(layout, compressed))[: len(moduli)]
         total = _sum_rows([s.share for s in shares], moduli, ctx.ring)
         masked = wire.add_mod(c0, total, moduli)
-        return MaskedDecryption(
+        return tm.MaskedDecryption(
             self.session,
             self.name,
-            request.request_id,
             request.level,
             request.deg,
+            request.request_id,
             masked.tobytes(),
         )
 

@@ -18,6 +18,22 @@ OpenFHE then deserialises bytes that differ from its own output only in in-range
 coefficients, i.e. a valid object of the expected shape. This is what makes every
 ``from_bytes`` in :mod:`privfl.crypto.threshold_messages` safe to fuzz in-process.
 
+What OpenFHE 1.5.1 does with crafted bytes (measured; why nothing above is optional)
+-----------------------------------------------------------------------------------
+Take a decryption share serialised with ``Serialize(share, BINARY)`` (ring 4096, two towers):
+
+* set the ``u64`` length before the first coefficient vector to ``2^31``:
+  ``DeserializeCiphertextString`` tries to allocate 16 GiB (``MemoryError: std::bad_alloc``
+  under a 4 GiB address-space limit; without a limit the process may be OOM-killed);
+* set the ``u64`` tower modulus after the first vector to ``0``: deserialisation *succeeds*,
+  and the next ``MultipartyDecryptFusion([share])`` aborts the whole process
+  (``terminate called after throwing lbcrypto::OpenFHEException ... ComputeMu: Divide by
+  zero``, SIGABRT: no Python exception to catch).
+
+Neither can happen here: a peer's bytes never reach an OpenFHE deserialiser, only
+coefficients below the layout's moduli do (``tests/test_threshold_fuzz.py`` writes zeros,
+``2^50 - 1`` and random in-range values into every message kind and runs the consuming step).
+
 Common reference polynomials (the uniformly random ``a`` parts of public keys, key-switching
 keys and the interactive-bootstrapping element) are expanded from a public seed with
 AES-256-CTR (:func:`uniform_coefficients`), so they never travel.
