@@ -254,6 +254,8 @@ def test_shares_are_bound_to_their_request_and_session(roles):
         server.fuse_masked(r2, shares)
     with pytest.raises(ProtocolError):
         server.fuse_masked(r1, [shares[0]] * M)
+    with pytest.raises(ProtocolError, match="was answered"):
+        parties[0].decryption_share(r1, MASK_SEED)  # a repeated id would reuse the mask
     with pytest.raises(WrongSessionError):
         DecryptionShare.from_bytes(shares[0].to_bytes(), ctx, new_session_id())
     with pytest.raises(ProtocolError):

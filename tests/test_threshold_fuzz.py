@@ -8,6 +8,7 @@ typed privfl error: OpenFHE only ever parses bytes privfl rebuilt from its own t
 
 import contextlib
 import dataclasses
+import itertools
 import time
 import tracemalloc
 from datetime import timedelta
@@ -27,6 +28,7 @@ from privfl.errors import PrivflError, ProtocolError  # noqa: E402
 
 PARAMS = dataclasses.replace(parameter_set("test"), max_decryptions=1 << 16, name="fuzz")
 SEED = bytes(32)
+FRESH_IDS = itertools.count(1 << 40)
 
 
 @pytest.fixture(scope="module")
@@ -73,8 +75,8 @@ def _consume(world, msg):
     elif isinstance(msg, tm.CiphertextMessage):
         received = Ciphertext.from_message(ctx, msg)
         server.request_decryption(received + received)
-    elif isinstance(msg, tm.DecryptionRequest):
-        parties[1].decryption_share(msg)
+    elif isinstance(msg, tm.DecryptionRequest):  # a fresh id: each id is answered once
+        parties[1].decryption_share(dataclasses.replace(msg, request_id=next(FRESH_IDS)))
     elif isinstance(msg, tm.DecryptionShare):
         request = parties[0].request_decryption(ct)
         share = dataclasses.replace(msg, request_id=request.request_id, sender="party-1")

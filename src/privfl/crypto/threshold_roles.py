@@ -71,6 +71,7 @@ class ThresholdParty(CiphertextHolder):
         self.index = index
         self._secret: Any | None = None
         self.decryption_shares_made = 0
+        self._answered: set[tuple[str, int]] = set()
 
     @property
     def has_share(self) -> bool:
@@ -149,8 +150,16 @@ class ThresholdParty(CiphertextHolder):
     ) -> tm.DecryptionShare:
         """``s_i c1 + e_i`` for the requested ciphertext (OpenFHE ``MultipartyDecryptMain``
         with the flooding noise). With ``mask_seed`` (masked decryption, shared by the parties
-        and unknown to the server) party 0 also adds the mask ``R``. Learns nothing."""
+        and unknown to the server) party 0 also adds the mask ``R``. Learns nothing.
+
+        Each (requester, request id) is answered once: the mask depends on the request id, and
+        two masked results under one mask would let the server cancel it (decrypting a
+        ciphertext of its own choosing under a repeated id)."""
         ctx = self.context
+        key = (request.sender, request.request_id)
+        if key in self._answered:
+            raise ProtocolError(f"request {request.request_id} of {request.sender} was answered")
+        self._answered.add(key)
         self._count_decryption()
         layout = ctx.ciphertext_layout(request.level, request.deg, DECRYPTION_TOWERS)
         zeros = bytes(len(request.c1))  # c0 is not needed for a Main share
