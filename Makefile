@@ -3,6 +3,14 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# OpenFHE for Python 3.11 is a local wheel (see ../shared/wheels/README.md): when the folder
+# holds it, pip installs openfhe from there (the [threshold] extra pins exactly that build on
+# 3.11) and the extra is installed with the rest.
+WHEELS := ../shared/wheels
+HAVE_WHEELS := $(wildcard $(WHEELS)/openfhe-*.whl)
+comma := ,
+EXTRAS := dev,flower,audit$(if $(HAVE_WHEELS),$(comma)threshold)
+FIND_LINKS := $(if $(HAVE_WHEELS),--find-links $(WHEELS))
 
 .PHONY: install demo test lint bench clean
 
@@ -11,7 +19,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e ".[dev,flower,audit]"
+	$(BIN)/pip install -q $(FIND_LINKS) -e ".[$(EXTRAS)]"
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -1,0 +1,219 @@
+"""Fuzzing every threshold-CKKS message decoder (hypothesis).
+
+Random and mutated bytes must give :class:`privfl.errors.ProtocolError` subclasses only, in
+bounded time and memory; a mutation that still decodes (a coefficient changed within its
+modulus) is then fed to the role step that consumes it, which must return a result or raise a
+typed privfl error: OpenFHE only ever parses bytes privfl rebuilt from its own templates.
+"""
+
+import contextlib
+import dataclasses
+import itertools
+import time
+import tracemalloc
+from datetime import timedelta
+
+import numpy as np
+import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+from test_threshold_support import require_openfhe_for_tests
+
+require_openfhe_for_tests()
+
+from privfl.crypto import threshold_messages as tm  # noqa: E402
+from privfl.crypto.threshold import Ciphertext, ThresholdServer, make_roles, parameter_set  # noqa: E402
+from privfl.errors import PrivflError, ProtocolError  # noqa: E402
+
+PARAMS = dataclasses.replace(parameter_set("test"), max_decryptions=1 << 16, name="fuzz")
+SEED = bytes(32)
+FRESH_IDS = itertools.count(1 << 40)
+
+
+@pytest.fixture(scope="module")
+def world():
+    server, parties = make_roles(PARAMS, 2)
+    shares = [p.keygen_share() for p in parties]
+    joint = server.combine_keygen_shares(shares)
+    mults = [p.keygen_mult_share(joint) for p in parties]
+    keys = server.combine_mult_shares(mults)
+    ct = server.encrypt(np.linspace(-1, 1, PARAMS.batch_size))
+    request = server.request_decryption(ct)
+    dshares = [p.decryption_share(request, SEED) for p in parties]
+    boot = server.start_bootstrap(ct * 1.0)
+    valid = {
+        tm.KeyGenShare: shares[0],
+        tm.JointPublicKeys: joint,
+        tm.MultKeyShare: mults[0],
+        tm.EvaluationKeys: keys,
+        tm.CiphertextMessage: (ct * ct).to_message(server.session, "server"),
+        tm.DecryptionRequest: request,
+        tm.DecryptionShare: dshares[1],
+        tm.MaskedDecryption: server.fuse_masked(request, dshares),
+        tm.BootstrapRequest: boot,
+        tm.BootstrapShare: parties[1].bootstrap_share(boot),
+    }
+    return {"server": server, "parties": parties, "ct": ct, "valid": valid, "shares": shares}
+
+
+def _consume(world, msg):
+    """Run the role step that would receive ``msg`` (a copy of the world's roles' state)."""
+    server, parties, ct = world["server"], world["parties"], world["ct"]
+    ctx, tag = server.context, server.tag
+    if isinstance(msg, tm.KeyGenShare):
+        fresh = ThresholdServer("server-2", ctx, server.session)
+        fresh.combine_keygen_shares([msg, world["shares"][1]])
+    elif isinstance(msg, tm.JointPublicKeys):
+        saved = parties[0].public_key
+        try:
+            parties[0].keygen_mult_share(msg)
+        finally:
+            parties[0].public_key = saved
+    elif isinstance(msg, tm.MultKeyShare | tm.EvaluationKeys):
+        ctx.load("eval_key", ctx.switch_key_shape.layout, msg.mult_key, tag)
+    elif isinstance(msg, tm.CiphertextMessage):
+        received = Ciphertext.from_message(ctx, msg)
+        server.request_decryption(received + received)
+    elif isinstance(msg, tm.DecryptionRequest):  # a fresh id: each id is answered once
+        parties[1].decryption_share(dataclasses.replace(msg, request_id=next(FRESH_IDS)))
+    elif isinstance(msg, tm.DecryptionShare):
+        request = parties[0].request_decryption(ct)
+        share = dataclasses.replace(msg, request_id=request.request_id, sender="party-1")
+        parties[0].fuse(request, [share], PARAMS.batch_size)
+    elif isinstance(msg, tm.MaskedDecryption):
+        parties[1].open_masked(msg, SEED, PARAMS.batch_size)
+    elif isinstance(msg, tm.BootstrapRequest):
+        parties[1].bootstrap_share(msg)
+    elif isinstance(msg, tm.BootstrapShare):
+        request = server.start_bootstrap(ct)
+        mutated = dataclasses.replace(msg, request_id=request.request_id, sender="party-0")
+        other = parties[1].bootstrap_share(request)
+        server.finish_bootstrap(request, [mutated, other])
+
+
+def _decode(world, cls, data):
+    """``cls.from_bytes``: a message, or None for a typed ProtocolError (anything else and
+    any slow or memory-hungry decode fails the test)."""
+    start = time.perf_counter()
+    try:
+        return cls.from_bytes(data, world["server"].context, world["server"].session)
+    except ProtocolError:
+        return None
+    finally:
+        assert time.perf_counter() - start < 2.0
+
+
+MESSAGES = [getattr(tm, name) for name in tm.__all__ if name != "CODEC"]
+
+position = st.one_of(st.integers(0, 200), st.floats(0, 1, exclude_max=True))
+mutation = st.tuples(
+    st.sampled_from(["flip", "truncate", "insert", "huge_u32", "small_u32"]),
+    position,
+    st.integers(1, 255),
+)
+
+
+def _mutate(data: bytes, edits) -> bytes:
+    out = bytearray(data)
+    for kind, where, value in edits:
+        if not out:
+            break
+        pos = int(where * len(out)) if isinstance(where, float) else min(where, len(out) - 1)
+        if kind == "flip":
+            out[pos] ^= value
+        elif kind == "truncate":
+            del out[pos:]
+        elif kind == "insert":
+            out[pos:pos] = bytes([value])
+        elif kind == "huge_u32":
+            out[pos : pos + 4] = (0xFFFFFFFF - value).to_bytes(4, "big")
+        else:
+            out[pos : pos + 4] = value.to_bytes(4, "big")
+    return bytes(out)
+
+
+@pytest.mark.parametrize("cls", MESSAGES, ids=lambda c: c.__name__)
+@settings(max_examples=25, deadline=timedelta(seconds=10))
+@given(data=st.binary(max_size=4096))
+def test_random_bytes_never_decode(world, cls, data):
+    assert _decode(world, cls, data) is None
+
+
+@pytest.mark.parametrize("cls", MESSAGES, ids=lambda c: c.__name__)
+@settings(max_examples=40, deadline=timedelta(seconds=20))
+@given(edits=st.lists(mutation, min_size=1, max_size=3))
+def test_mutated_messages_give_typed_errors_or_a_safe_message(world, cls, edits):
+    valid = world["valid"][cls].to_bytes()
+    msg = _decode(world, cls, _mutate(valid, edits))
+    event("decoded" if msg is not None else "refused")
+    if msg is None:
+        return
+    try:
+        _consume(world, msg)
+        event("consumed")
+    except PrivflError as exc:
+        event(f"step raised {type(exc).__name__}")
+
+
+@pytest.mark.parametrize("cls", MESSAGES, ids=lambda c: c.__name__)
+def test_valid_messages_round_trip_and_are_consumed(world, cls):
+    msg = world["valid"][cls]
+    assert _decode(world, cls, msg.to_bytes()) == msg
+    _consume(world, msg)
+
+
+@pytest.mark.parametrize("cls", MESSAGES, ids=lambda c: c.__name__)
+def test_a_huge_declared_length_is_refused_before_anything_is_allocated(world, cls):
+    valid = world["valid"][cls].to_bytes()
+    tracemalloc.start()
+    try:
+        for pos in range(4, min(len(valid), 160)):
+            crafted = valid[:pos] + b"\xff\xff\xff\xf0" + valid[pos + 4 :]
+            _decode(world, cls, crafted)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * len(valid) + (1 << 20)
+
+
+@pytest.mark.parametrize("cls", MESSAGES, ids=lambda c: c.__name__)
+def test_an_unreduced_coefficient_is_refused(world, cls):
+    valid = bytearray(world["valid"][cls].to_bytes())
+    valid[-2] = 0xFF  # top byte of the last coefficient: above every 60-bit modulus
+    valid[-1] = 0xFF
+    assert _decode(world, cls, bytes(valid)) is None
+
+
+@pytest.mark.parametrize("cls", MESSAGES, ids=lambda c: c.__name__)
+@settings(max_examples=15, deadline=timedelta(seconds=20))
+@given(
+    fill=st.sampled_from(["zeros", "max", "random"]),
+    start=st.floats(0, 1, exclude_max=True),
+    count=st.integers(1, 5000),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_in_range_coefficients_of_any_value_reach_openfhe_safely(
+    world, cls, fill, start, count, seed
+):
+    """Overwrite a run of coefficients (counted from the end of the message, all inside the
+    last payload) with zeros, ``2^50 - 1`` or random values below ``2^50`` (reduced modulo
+    every prime): the message decodes and the consuming step returns or raises a typed error."""
+    valid = world["valid"][cls]
+    data = bytearray(valid.to_bytes())
+    last = len(getattr(valid, dataclasses.fields(valid)[-1].name)) // 8  # the last payload
+    first = int(start * last)
+    count = min(count, last - first)
+    if fill == "zeros":
+        new = np.zeros(count, dtype="<u8")
+    elif fill == "max":
+        new = np.full(count, (1 << 50) - 1, dtype="<u8")
+    else:
+        gen = np.random.default_rng(seed)  # not secret: fuzz input
+        new = gen.integers(0, 1 << 50, count, dtype=np.uint64).astype("<u8")
+    end = len(data) - 8 * first
+    data[end - 8 * count : end] = new.tobytes()
+    msg = _decode(world, cls, bytes(data))
+    assert msg is not None, "in-range coefficients must decode"
+    with contextlib.suppress(PrivflError):
+        _consume(world, msg)
