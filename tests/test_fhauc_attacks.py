@@ -310,3 +310,99 @@ class TripleNumerator(fhauc.Aggregator):
 def test_a_semi_honest_result_outside_the_unit_interval_is_refused(rng):
     with pytest.raises(ProtocolError, match="outside"):
         privfl.federated_auc(make_parties(rng, 3, 200), 20, aggregator=TripleNumerator())
+
+
+# ------------------------------------------------------------------ adversarial review (c, leaks)
+class UnitMultiplier(ScaleNumeratorEverywhere):
+    """Multiplies by c = 1 instead of c >= 2^20 (which would deflate any tolerance taken from
+    the reply's denominator), then rescales the numerator by 1 + epsilon."""
+
+    def aggregate(self, uploads):
+        self.multiplier_range = (0.0, 0.0)
+        return super().aggregate(uploads)
+
+
+@pytest.mark.parametrize("epsilon", [0.0, 1e-6, 3e-6, 1e-5])
+def test_the_aggregators_multiplier_cannot_loosen_the_parties_tolerance(epsilon):
+    rng = np.random.default_rng(11)
+    big = make_parties(rng, 2, 16000)
+    small = make_parties(rng, 1, 400)
+    parties = [*big, *small]
+    for min_pairs in (None, 0):  # provisioned bound, or each party's own counts
+        with pytest.raises(VerificationError, match="fewer positive x negative pairs"):
+            privfl.federated_auc(
+                parties, 50, security="malicious", min_pairs=min_pairs,
+                min_guarantee_bits=0, aggregator=UnitMultiplier(epsilon),
+            )  # fmt: skip
+
+
+def test_a_party_reports_a_failure_as_a_fixed_code_never_its_text(rng):
+    from privfl.errors import InsufficientPrecisionError, MalformedMessageError
+
+    pytest.importorskip("flwr")
+    from privfl.federation.flower.client_app import failure_code
+
+    cases = {
+        VerificationError("spread 3.1e-6, tolerance 2e-9"): "verification-failed",
+        InsufficientPrecisionError("precision 1e-5 for 63 positives"): "refused-precision",
+        ProtocolError("the reply decrypts to 796.33"): "refused",
+        MalformedMessageError("x"): "malformed-message",
+        InputError("party a: scores 0.124536..0.864314"): "bad-local-input",
+        RuntimeError("boom"): "error",
+    }
+    for exc, code in cases.items():
+        assert failure_code(exc) == code and not any(ch.isdigit() for ch in code)
+
+
+def test_a_party_never_puts_a_decrypted_value_in_its_errors(rng):
+    with pytest.raises(ProtocolError) as info:
+        privfl.federated_auc(make_parties(rng, 3, 200), 20, aggregator=TripleNumerator())
+    assert not any(ch.isdigit() for ch in str(info.value).replace("[0, 1]", ""))
+    with pytest.raises(VerificationError) as info:
+        privfl.federated_auc(make_parties(rng, 3, 200), 20, security="malicious",
+                             aggregator=ScaleNumeratorEverywhere(1e-3))  # fmt: skip
+    assert "e-" not in str(info.value) and "0." not in str(info.value)
+
+
+def test_a_crafted_result_ciphertext_is_a_typed_error_not_a_seal_exception(rng):
+    import math as _math
+
+    import tenseal.sealapi as seal
+
+    from privfl.crypto.seal_io import load, save
+    from privfl.errors import MalformedMessageError
+
+    d = Deployment(rng, n_points=20)
+    result = d.result()
+    from privfl.evaluation.fhauc.uploads import Result
+
+    ctx = d.agg.context
+    good = Result.from_bytes(result, ctx, d.agg.config.session).replies[0].numerator.to_bytes()
+    for scale in (float("nan"), float("inf"), -1.0, 2.0**200, 0.5):
+        raw = load(seal.Ciphertext, ctx.seal_context, good, "ciphertext")
+        raw.scale = scale
+        with pytest.raises(MalformedMessageError):
+            ctx.ciphertext_from_bytes(save(raw))
+    assert _math.isfinite(ctx.ciphertext_from_bytes(good).scale)
+
+
+def test_a_low_order_ephemeral_key_in_a_bundle_is_refused_as_unknown(rng):
+    d = Deployment(rng, n_points=20)
+    bundle = fhauc.KeyBundle.from_bytes(d.bundles["p1"])
+    bad = keywrap.WrappedSecret(bundle.wrapped.sender, bundle.wrapped.recipient,
+                                bundle.wrapped.purpose, bytes(32), bundle.wrapped.nonce,
+                                bundle.wrapped.ciphertext)  # fmt: skip
+    party = fhauc.Party("p1", d.ids["p1"], d.roster, "p0")
+    with pytest.raises(UnknownPartyError):
+        party.receive_bundle(fhauc.KeyBundle(bundle.sender, bad).to_bytes())
+
+
+def test_a_restored_state_is_checked_against_the_policy_again(rng):
+    from privfl.evaluation.fhauc.party import SessionState, Stage
+
+    d = Deployment(rng, security="malicious", n_points=20)
+    cfg = SessionConfig.from_bytes(d.config)
+    weaker = SessionConfig(cfg.session, cfg.parties, cfg.thresholds)  # semi-honest
+    state = SessionState(Stage.UPLOADED, weaker.to_bytes(), bytes(32), bytes(32), 5, 5)
+    with pytest.raises(ProtocolError, match="no downgrade"):
+        d.parties[0].restore(state.to_bytes())

@@ -51,3 +51,9 @@ class InsufficientPrecisionError(InputError):
     """The verified result cannot be guaranteed to the required accuracy with the declared
     sizes (the malicious variant's masks are too wide for this data): declare a tighter
     ``max_samples_per_party``."""
+
+
+class WeakGuaranteeError(InsufficientPrecisionError):
+    """The parties' verification could not rule out, with the provisioned confidence, that
+    the aggregator moved the AUC by more than the required accuracy: output nothing. Add
+    executions, or provision a lower bound on the global positives x negatives (min_pairs)."""

@@ -65,10 +65,17 @@ def auc(
     executions: Annotated[
         int,
         typer.Option(
-            help="Independent executions (malicious only; 2 = the paper, each extra one makes "
-            "an undetected deviation about 2^10 times less likely)."
+            help="Independent executions (malicious only; the paper uses 2, each extra one "
+            "makes an undetected deviation about 2^5 to 2^10 times less likely)."
         ),
-    ] = 2,
+    ] = 3,
+    min_guarantee_bits: Annotated[
+        float,
+        typer.Option(
+            help="Refuse a verified AUC unless a deviation above 1e-6 would have been caught "
+            "except with probability 2^-BITS (malicious only)."
+        ),
+    ] = 8.0,
     force: Annotated[
         bool, typer.Option(help="Run even when the estimated memory exceeds 4 GiB.")
     ] = False,
@@ -95,6 +102,7 @@ def auc(
         security=security,
         splits=splits,
         executions=executions,
+        min_guarantee_bits=min_guarantee_bits,
         force=force,
     )
     out = res.to_dict()

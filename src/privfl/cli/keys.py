@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from privfl.cli._kit import AsJson, console, fmt_bytes, guard, print_json
+from privfl.cli._kit import AsJson, console, err_console, fmt_bytes, guard, print_json
 from privfl.errors import InputError
 from privfl.evaluation.fhauc.policy import DEFAULT_MAX_SAMPLES_PER_PARTY
 from privfl.evaluation.statistics import MAX_POINTS
@@ -41,10 +41,25 @@ def keys_init(
     executions: Annotated[
         int,
         typer.Option(
-            help="Independent executions of the malicious variant (2 = the paper; each extra "
-            "one shrinks the chance that a deviation goes unnoticed by about 2^-10)."
+            help="Independent executions of the malicious variant (the paper uses 2; each "
+            "extra one shrinks the chance that a deviation goes unnoticed by 2^-5 to 2^-10)."
         ),
-    ] = 2,
+    ] = 3,
+    min_pairs: Annotated[
+        int,
+        typer.Option(
+            help="A lower bound on every session's global positives x negatives, known to the "
+            "parties only: it sets how tight the malicious verification can be (0 = each "
+            "party uses its own counts: safe but looser)."
+        ),
+    ] = 0,
+    min_guarantee_bits: Annotated[
+        float,
+        typer.Option(
+            help="Parties refuse a verified AUC unless a deviation above 1e-6 would have been "
+            "caught except with probability 2^-BITS."
+        ),
+    ] = 8.0,
     max_thresholds: Annotated[
         int | None,
         typer.Option(help="Largest N to support (fewer Galois keys); default: every N."),
@@ -73,6 +88,8 @@ def keys_init(
         max_points=max_thresholds if max_thresholds is not None else MAX_POINTS,
         max_splits=max_splits,
         min_parties=min_parties,
+        min_pairs=min_pairs,
+        min_guarantee_bits=min_guarantee_bits,
     )
     path = provision(names, out, policy, key_holder=key_holder, overwrite=force)
     files = sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file())
@@ -90,3 +107,9 @@ def keys_init(
         "Give each party only its own folder; the aggregator gets 'aggregator/' "
         "(public material, it cannot decrypt)."
     )
+    if policy.security is Security.MALICIOUS and min_pairs == 0:
+        err_console.print(
+            "note: without --min-pairs every party bounds the verification with its own "
+            "counts; with many parties the guarantee may not reach --min-guarantee-bits "
+            "(then add --executions or provision --min-pairs)"
+        )

@@ -262,14 +262,26 @@ class CKKSContext:
                 "this CKKS context holds no secret key and cannot decrypt"
             )
         plain = seal.Plaintext()
-        self._decryptor.decrypt(ct.seal, plain)
-        return np.asarray(self.encoder.decode_double(plain), dtype=np.float64)
+        try:
+            self._decryptor.decrypt(ct.seal, plain)
+            return np.asarray(self.encoder.decode_double(plain), dtype=np.float64)
+        except (ValueError, RuntimeError) as exc:
+            raise MalformedMessageError(f"ciphertext cannot be decrypted ({exc})") from None
 
     def ciphertext_from_bytes(self, data: bytes) -> Ciphertext:
-        """Load a ciphertext serialised under these parameters (validated by SEAL)."""
+        """Load a ciphertext serialised under these parameters (validated by SEAL), and refuse
+        what SEAL's validation lets through but its evaluator and decryptor reject: other
+        than 2 or 3 parts, not in NTT form, a scale that is not a finite positive number below
+        the modulus."""
         if len(data) > MAX_CIPHERTEXT_BYTES:
             raise MalformedMessageError(f"ciphertext of {len(data)} bytes is too large")
-        return Ciphertext(self, load(seal.Ciphertext, self.seal_context, data, "ciphertext"))
+        raw = load(seal.Ciphertext, self.seal_context, data, "ciphertext")
+        scale = float(raw.scale)
+        if not 2 <= raw.size() <= 3 or not raw.is_ntt_form():
+            raise MalformedMessageError("ciphertext is not a two- or three-part NTT ciphertext")
+        if not (math.isfinite(scale) and 1.0 <= scale < 2.0**self.params.data_modulus_bits):
+            raise MalformedMessageError("ciphertext has an impossible scale")
+        return Ciphertext(self, raw)
 
     def fresh_ciphertext_from_bytes(self, data: bytes, scale_bits: float) -> Ciphertext:
         """Load a ciphertext that must be freshly encrypted: two polynomials, at the top

@@ -110,11 +110,16 @@ def unwrap(
     if expected_sender not in roster:
         raise UnknownPartyError(f"{expected_sender!r} is not in the roster")
     aad = _aad(wrapped.sender, wrapped.recipient, wrapped.purpose, wrapped.ephemeral_public)
-    key = _derive(
-        recipient_key.exchange_raw(wrapped.ephemeral_public),
-        recipient_key.exchange(PublicIdentity.from_bytes(roster[expected_sender])),
-        aad,
-    )
+    try:
+        key = _derive(
+            recipient_key.exchange_raw(wrapped.ephemeral_public),
+            recipient_key.exchange(PublicIdentity.from_bytes(roster[expected_sender])),
+            aad,
+        )
+    except ValueError as exc:  # a low-order point: no shared secret
+        raise UnknownPartyError(
+            f"wrapped secret carries an invalid ephemeral key ({exc})"
+        ) from None
     try:
         return AESGCM(key).decrypt(wrapped.nonce, wrapped.ciphertext, aad)
     except InvalidTag as exc:

@@ -31,8 +31,8 @@ crash (``tests/test_threshold_fuzz.py``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TypeVar
+from collections.abc import Callable, Sequence
+from typing import ParamSpec, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -68,7 +68,6 @@ from privfl.crypto.threshold_roles import (
     ThresholdServer,
 )
 from privfl.messages import new_session_id
-from privfl.runner import InProcessRunner
 
 __all__ = [
     "PARAMETER_SETS",
@@ -100,6 +99,20 @@ __all__ = [
     "run_key_generation",
     "run_masked_decryption",
 ]
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class InProcessRunner(Protocol):
+    """What the round drivers need from :class:`privfl.runner.InProcessRunner` (crypto
+    imports nothing of privfl but errors and messages, so the runner is described, not
+    imported): time a role's step, pass bytes along a named channel."""
+
+    def run(self, key: str, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R: ...
+
+    def send(self, channel: str, data: bytes) -> bytes: ...
 
 
 def make_roles(

@@ -23,6 +23,8 @@ from privfl.evaluation import fhauc
 from privfl.evaluation.fhauc import malicious
 from privfl.evaluation.fhauc.layout import DEFAULT_MEMORY_LIMIT, estimate_cost
 from privfl.evaluation.fhauc.policy import (
+    DEFAULT_EXECUTIONS,
+    DEFAULT_GUARANTEE_BITS,
     DEFAULT_HIDING_BITS,
     DEFAULT_MAX_SAMPLES_PER_PARTY,
     DEFAULT_MULTIPLIER_BITS,
@@ -148,8 +150,10 @@ def federated_auc(
     max_samples_per_party: int | None = None,
     hiding_bits: int = DEFAULT_HIDING_BITS,
     multiplier_bits: float = DEFAULT_MULTIPLIER_BITS,
-    executions: int = 2,
+    executions: int = DEFAULT_EXECUTIONS,
     required_accuracy: float = REQUIRED_ACCURACY,
+    min_pairs: int | None = None,
+    min_guarantee_bits: float = DEFAULT_GUARANTEE_BITS,
     params: CKKSParameters = DEFAULT_PARAMETERS,
     memory_limit: int = DEFAULT_MEMORY_LIMIT,
     force: bool = False,
@@ -157,7 +161,8 @@ def federated_auc(
     """Global ROC-AUC of ``parties`` (a list of ``(scores, labels)``) under FHAUC.
 
     ``security="semi-honest"`` (default) or ``"malicious"`` (masks, multipliers, ``splits``
-    additive splits, a secret permutation, ``executions`` independent executions and
+    additive splits, a secret permutation, ``executions`` independent executions (3 by
+    default; the paper's 2 rarely guarantees more than 2^-8, see ``malicious.py``) and
     verification by the parties; raises :class:`privfl.errors.VerificationError` if the
     aggregator deviates).
 
@@ -165,6 +170,12 @@ def federated_auc(
     provisioning: it sizes the CKKS headroom (semi-honest, default 10^7) or the masks
     (malicious; default: the smallest power of two that holds the largest party, which tells
     the aggregator that size within a factor 2; pass your own bound to hide it).
+    ``min_pairs`` (malicious) is the parties' provisioned lower bound on the global
+    positives × negatives, which sets how tight their verification can be (the aggregator never
+    sees it); default: the true product rounded down to a power of two, as an operator who
+    knows its federation's size would provision it. ``min_guarantee_bits``: a verified AUC is
+    output only if a deviation of more than ``required_accuracy`` would have been caught except
+    with probability ``2^-min_guarantee_bits`` (else :class:`privfl.errors.WeakGuaranteeError`).
     A session whose ciphertexts would need more than ``memory_limit`` bytes at the
     aggregator is refused up front unless ``force``.
 
@@ -184,6 +195,10 @@ def federated_auc(
             max_samples_per_party = 1 << max(0, (largest - 1).bit_length())
         else:
             max_samples_per_party = DEFAULT_MAX_SAMPLES_PER_PARTY
+    if min_pairs is None:
+        positives = sum(int(y.sum()) for _, y in data)
+        pairs = positives * (sum(int(y.size) for _, y in data) - positives)
+        min_pairs = 1 << (pairs.bit_length() - 1)
     policy = Policy(
         mode,
         _check_int(max_samples_per_party, "max_samples_per_party"),
@@ -194,6 +209,8 @@ def federated_auc(
         n_splits,
         1,
         float(required_accuracy),
+        _check_int(min_pairs, "min_pairs"),
+        float(min_guarantee_bits),
     )
     cfg_executions = policy.executions if mode is Security.MALICIOUS else 1
     estimate_cost(params, n_points, len(data), n_splits, cfg_executions).check(memory_limit, force)

@@ -150,7 +150,10 @@ class Aggregator:
         replies = []
         for e in range(executions):
             self.execution = e
-            replies.append(self.aggregate([by_party[p][e] for p in cfg.parties]))
+            try:
+                replies.append(self.aggregate([by_party[p][e] for p in cfg.parties]))
+            except (ValueError, RuntimeError) as exc:  # SEAL refused to combine them
+                raise MalformedMessageError(f"the uploads cannot be combined ({exc})") from None
         return Result(cfg.session, tuple(replies), self.name).to_bytes()
 
     def collect_done(self, dones: Mapping[str, bytes]) -> list[str]:

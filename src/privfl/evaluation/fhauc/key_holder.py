@@ -56,5 +56,7 @@ class KeyHolder:
                 purpose=BUNDLE_PURPOSE,
             )
             bundles[party] = KeyBundle(self.name, wrapped).to_bytes()
-        public = PublicSetup(self.name, self.roster, ctx.serialize_public(), policy).to_bytes()
+        public = PublicSetup(
+            self.name, self.roster, ctx.serialize_public(), policy.public()
+        ).to_bytes()
         return public, bundles

@@ -51,10 +51,13 @@ Noise, tolerance and the guarantee
   disagreement of the executions over 2..50 parties, N 10..100, S 2..9, 50..10^4 samples per
   party, balanced and 5 % positives, tight and 10^6 size bounds; with ``k = 1`` the
   measured std was at most 0.93 of the model (typically 0.3-0.6).
-* ``d`` is what a party can compute itself: the larger of its own ``TP_m·FP_m`` and
-  ``Y / (r2·c_max)`` (``c_max = 2^{20 + w}``, ``w`` the provisioned multiplier bits). An
-  aggregator that deflates ``Y`` to loosen the tolerance shifts every execution's AUC by a
-  secret-dependent amount, which the check below catches.
+* ``d`` is a lower bound on ``TP·FP`` that the aggregator cannot influence: the larger of
+  the party's own ``TP_m·FP_m`` and the provisioned ``min_pairs`` (parties only). It is never
+  taken from the reply: ``Y = c r2 TP·FP`` contains the aggregator's own multiplier, and an
+  earlier version that used ``Y / (r2 c_max)`` let an aggregator with ``c = 1`` loosen every
+  party's tolerance by ``2^20`` and get rescaled numerators accepted (found by review). The
+  reply is still checked against the bound: ``Y < r2 c_min d`` means fewer pairs than
+  provisioned (a deflated reply, or a wrong ``min_pairs``) and is refused.
 * Acceptance: the ``K`` recovered values must lie within ``τ = 10 σ`` of each other (``σ``
   the largest of the executions' bounds). The model exceeds the true std at least twice, so
   an honest spread reaches ``τ`` only beyond 14 standard deviations of a difference: never
@@ -69,11 +72,13 @@ Noise, tolerance and the guarantee
   ratios are at most 1.08 and 3.0 (measured over 2·10^7 draws), and an output error above
   ``X`` needs ``|α| ≥ X/6``. Hence
   ``P(accepted and |AUC - binned| > X) ≤ (13 τ / X)^{K-1}``, reported per run as
-  ``guarantee_log2`` for ``X`` = the required accuracy (1e-6 by default). Measured ``τ`` is
-  1e-11..1e-9 for tight size bounds, which gives ``2^-4``..``2^-13`` for the paper's
-  ``K = 2``; each extra execution (``executions`` in the policy) adds as much again, e.g.
-  ``K = 4`` gives ``2^-12``..``2^-40``. A deviation of ``X`` or more is always far outside
-  what an honest run produces, so it is caught unless the secret ratios happen to coincide.
+  ``guarantee_log2`` for ``X`` = the required accuracy (1e-6 by default), and a party refuses
+  to output (``WeakGuaranteeError``) when it is above ``-min_guarantee_bits`` (8 by default).
+  Measured with ``min_pairs`` at the true product rounded down to a power of two, for 2 to
+  100 parties, N 50 and 100, S 4: ``2^-5``..``2^-12`` for the paper's ``K = 2``,
+  ``2^-9.5``..``2^-23`` for ``K = 3`` (the default), ``2^-14``..``2^-34`` for ``K = 4``. With
+  each party's own counts only (``min_pairs = 0``) the tolerance grows by up to the square of
+  the number of parties, and more executions are needed for the same guarantee.
 """
 
 from __future__ import annotations

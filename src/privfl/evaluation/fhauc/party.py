@@ -162,8 +162,14 @@ class Party:
         return self._policy
 
     def restore(self, state: bytes | None) -> None:
-        """Resume a session from :meth:`SessionState.to_bytes` (a fresh process per step)."""
-        self.state = SessionState.from_bytes(state) if state is not None else None
+        """Resume a session from :meth:`SessionState.to_bytes` (a fresh process per step).
+        The restored config is checked again against this party's roster and policy."""
+        if state is None:
+            self.state = None
+            return
+        restored = SessionState.from_bytes(state)
+        self._check_config(restored.config)
+        self.state = restored
 
     # ------------------------------------------------------------------ steps
     def join(self, data: bytes) -> bytes:

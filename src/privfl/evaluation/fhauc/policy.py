@@ -13,7 +13,7 @@ can never both accept.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from privfl.errors import InputError, MalformedMessageError
@@ -28,6 +28,8 @@ MAX_EXECUTIONS = 8
 DEFAULT_HIDING_BITS = 0
 DEFAULT_MULTIPLIER_BITS = 1.0  # the malicious aggregator's c in [2^20, 2^21)
 REQUIRED_ACCURACY = 1e-6
+DEFAULT_GUARANTEE_BITS = 8.0
+DEFAULT_EXECUTIONS = 3
 
 
 class Security(StrEnum):
@@ -70,11 +72,13 @@ class Policy:
     max_samples_per_party: int = DEFAULT_MAX_SAMPLES_PER_PARTY
     hiding_bits: int = DEFAULT_HIDING_BITS
     multiplier_bits: float = DEFAULT_MULTIPLIER_BITS
-    executions: int = 2
+    executions: int = DEFAULT_EXECUTIONS
     max_points: int = MAX_POINTS
     max_splits: int = MAX_SPLITS
     min_parties: int = 1
     required_accuracy: float = REQUIRED_ACCURACY
+    min_pairs: int = 0
+    min_guarantee_bits: float = DEFAULT_GUARANTEE_BITS
 
     def __post_init__(self) -> None:
         self.validate()
@@ -103,23 +107,35 @@ class Policy:
                 0 < self.required_accuracy < 1 and math.isfinite(self.required_accuracy),
                 f"required_accuracy must be in (0, 1) (got {self.required_accuracy})",
             ),
+            (0 <= self.min_pairs < 1 << 100, f"min_pairs must be >= 0 (got {self.min_pairs})"),
+            (
+                0 <= self.min_guarantee_bits <= 128,
+                f"min_guarantee_bits must be in [0, 128] (got {self.min_guarantee_bits})",
+            ),
         ]
         for ok, message in checks:
             if not ok:
                 raise InputError(message)
 
+    def public(self) -> Policy:
+        """The copy the aggregator holds: ``min_pairs`` (a bound on the global class counts)
+        is for the parties only. It is also what the session transcript binds."""
+        return replace(self, min_pairs=0)
+
     def to_bytes(self) -> bytes:
         w = Writer().str_(self.security.value).u64(self.max_samples_per_party)
         w.u32(self.hiding_bits).f64(self.multiplier_bits).u32(self.executions)
         w.u32(self.max_points).u32(self.max_splits).u32(self.min_parties)
-        return w.f64(self.required_accuracy).getvalue()
+        w.f64(self.required_accuracy).uint(self.min_pairs)
+        return w.f64(self.min_guarantee_bits).getvalue()
 
     @classmethod
     def read(cls, r: Reader) -> Policy:
         security = r.str_(32)
         values = (r.u64(), r.u32(), r.f64(), r.u32(), r.u32(), r.u32(), r.u32(), r.f64())
+        pairs, bits = r.uint(100, "min_pairs"), r.f64()
         try:
-            return cls(Security.parse(security), *values)
+            return cls(Security.parse(security), *values, pairs, bits)
         except InputError as exc:
             raise MalformedMessageError(f"invalid provisioned policy: {exc}") from None
 

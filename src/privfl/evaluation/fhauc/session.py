@@ -54,10 +54,12 @@ def new_nonce() -> bytes:
 
 
 def transcript_hash(config: SessionConfig, policy: Policy, joins: Sequence[Join]) -> bytes:
-    """SHA-256 over the version label, the config digest, the policy and the nonces in the
-    config's party order (computable by the aggregator too: it contains no secret)."""
+    """SHA-256 over the version label, the config digest, the policy's public part and the
+    nonces in the config's party order (computable by the aggregator too: it contains no
+    secret)."""
     by_party = {j.sender: j.nonce for j in joins}
-    w = Writer().str_(TRANSCRIPT_LABEL).bytes_(config.digest).bytes_(policy.to_bytes())
+    w = Writer().str_(TRANSCRIPT_LABEL).bytes_(config.digest)
+    w.bytes_(policy.public().to_bytes())
     for p in config.parties:
         w.str_(p).bytes_(by_party[p])
     return hashlib.sha256(w.getvalue()).digest()

@@ -21,7 +21,13 @@ import numpy as np
 
 from privfl._typing import FloatArray
 from privfl.crypto.ckks import CKKSParameters
-from privfl.errors import InputError, InsufficientPrecisionError, ProtocolError, VerificationError
+from privfl.errors import (
+    InputError,
+    InsufficientPrecisionError,
+    ProtocolError,
+    VerificationError,
+    WeakGuaranteeError,
+)
 from privfl.evaluation.fhauc import malicious
 from privfl.evaluation.fhauc.layout import Layout
 from privfl.evaluation.fhauc.messages import SessionConfig
@@ -151,8 +157,8 @@ class SemiHonest(Variant):
         auc = x / (2.0 * y)
         if not -SEMI_HONEST_SLACK <= auc <= 1 + SEMI_HONEST_SLACK:
             raise ProtocolError(
-                f"the reply decrypts to an AUC of {auc:.6g}, outside [0, 1]: the aggregator's "
-                "reply is corrupted; no AUC is output"
+                "the reply decrypts to an AUC outside [0, 1]: the aggregator's reply is "
+                "corrupted; no AUC is output"
             )
         return Outcome(min(1.0, max(0.0, auc)), verified=False)
 
@@ -202,32 +208,45 @@ class Malicious(Variant):
     ) -> Outcome:
         """Accept only if every execution recovers the same AUC within the tolerance;
         otherwise raise :class:`VerificationError` and output nothing."""
-        sizes = self.sizes(view.config, view.policy)
-        executions = self.executions(view.policy)
+        sizes, policy = self.sizes(view.config, view.policy), view.policy
+        executions = self.executions(policy)
         own = max(1, counts.positives) * max(1, counts.negatives)
-        c_max = 2.0 ** malicious.multiplier_bounds(view.policy.multiplier_bits)[1]
+        d_low = float(max(own, policy.min_pairs))  # never from the reply: see malicious.py
+        c_min = 2.0 ** malicious.multiplier_bounds(policy.multiplier_bits)[0]
         rnds = [malicious.derive(view.key, e, view.index, sizes) for e in range(len(decoded))]
-        d_low = float(own)
         for (x, y), rnd in zip(decoded, rnds, strict=True):
             if not (math.isfinite(x) and math.isfinite(y)) or y <= 0:
                 raise VerificationError("the aggregator's reply does not decrypt to a valid result")
-            d_low = max(d_low, y / (rnd.r2 * c_max))
+            if y < rnd.r2 * c_min * d_low * (1 - 1e-9):
+                raise VerificationError(
+                    "the result implies fewer positive x negative pairs than this party holds "
+                    "or was provisioned to expect (min_pairs): a deflated reply, or a wrong "
+                    "provisioning; no AUC is output"
+                )
         aucs = [malicious.recover_auc(x, y, r) for (x, y), r in zip(decoded, rnds, strict=True)]
         sigma = max(sizes.sigma_execution(r, d_low) for r in rnds)
         tol = malicious.TOLERANCE_SIGMAS * sigma
         spread = max(aucs) - min(aucs)
         if not spread <= tol or not all(-tol <= a <= 1 + tol for a in aucs):
             raise VerificationError(
-                f"the {executions} executions disagree (spread {spread:.3g}, tolerance "
-                f"{tol:.3g}): the aggregator deviated from the protocol; no AUC is output"
+                f"the {executions} executions disagree beyond the tolerance: the aggregator "
+                "deviated from the protocol; no AUC is output"
             )
         precision = malicious.PRECISION_SIGMAS * sigma / math.sqrt(executions)
-        if precision > view.policy.required_accuracy:
+        if precision > policy.required_accuracy:
             raise InsufficientPrecisionError(
-                f"the verified AUC is only guaranteed to ±{precision:.1e} (required "
-                f"{view.policy.required_accuracy:.0e}): the masks for max_samples_per_party="
-                f"{view.policy.max_samples_per_party} are too wide for this little data; provision "
-                "a bound closer to the real party sizes"
+                f"the verified AUC cannot be guaranteed to {policy.required_accuracy:.0e}: the "
+                f"masks for max_samples_per_party={policy.max_samples_per_party} are too wide "
+                "for this little data; provision a bound closer to the real party sizes, or "
+                "min_pairs"
+            )
+        guarantee = malicious.guarantee_log2(tol, policy.required_accuracy, executions)
+        if guarantee > -policy.min_guarantee_bits:
+            raise WeakGuaranteeError(
+                f"with {executions} executions the verification cannot rule out a deviation "
+                f"larger than {policy.required_accuracy:.0e} with probability "
+                f"2^-{policy.min_guarantee_bits:g}: provision more executions, or min_pairs "
+                "(a lower bound on the global positives x negatives); no AUC is output"
             )
         auc = min(1.0, max(0.0, float(np.mean(aucs))))
         return Outcome(
@@ -236,7 +255,7 @@ class Malicious(Variant):
             precision=precision,
             tolerance=tol,
             spread=spread,
-            guarantee_log2=malicious.guarantee_log2(tol, view.policy.required_accuracy, executions),
+            guarantee_log2=guarantee,
             d_low=d_low,
         )
 

@@ -19,7 +19,8 @@ Every handler rebuilds the party from its key folder and data (a ClientApp may b
 process per message); its progress through the session (which step it did last, its nonce)
 is kept in the node-local ``context.state``, so steps out of order are refused. The AUC is
 written to ``output-dir/fhauc-<session>-<party>.json`` and logged on the node; it is never
-sent back.
+sent back. A failed step answers with a fixed code (:data:`FAILURE_CODES`), never the
+exception's text, which may name the party's own counts or a value it decrypted.
 """
 
 from __future__ import annotations
@@ -34,7 +35,14 @@ from flwr.common.logger import log
 
 from privfl._typing import FloatArray, Int8Array
 from privfl.datasets import deal, read_table
-from privfl.errors import InputError
+from privfl.errors import (
+    InputError,
+    InsufficientPrecisionError,
+    MalformedMessageError,
+    ProtocolError,
+    UnknownPartyError,
+    VerificationError,
+)
 from privfl.evaluation import fhauc
 from privfl.federation.flower.payload import pack, unpack
 from privfl.federation.provisioning import load_party_keys
@@ -86,9 +94,25 @@ def _party(context: Context) -> fhauc.Party:
     return party
 
 
+# What a party tells the server when a step fails: a fixed code, never the exception's text
+# (it may hold the party's own counts, score range or a value it decrypted).
+FAILURE_CODES: tuple[tuple[type[Exception], str], ...] = (
+    (VerificationError, "verification-failed"),
+    (InsufficientPrecisionError, "refused-precision"),
+    (UnknownPartyError, "unknown-party"),
+    (MalformedMessageError, "malformed-message"),
+    (ProtocolError, "refused"),
+    (InputError, "bad-local-input"),
+)
+
+
+def failure_code(exc: Exception) -> str:
+    return next((code for cls, code in FAILURE_CODES if isinstance(exc, cls)), "error")
+
+
 def _fail(message: Message, exc: Exception) -> Message:
-    log(ERROR, "privfl party failed: %s", exc)
-    return Message(pack(status="error", reason=f"{type(exc).__name__}: {exc}"), reply_to=message)
+    log(ERROR, "privfl party failed: %s: %s", type(exc).__name__, exc)  # local log only
+    return Message(pack(status="error", reason=failure_code(exc)), reply_to=message)
 
 
 def _write_result(context: Context, result: fhauc.PartyResult) -> Path:
