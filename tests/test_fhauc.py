@@ -321,3 +321,32 @@ def test_roles_hold_only_their_own_secrets(rng):
     for p in d.parties:
         assert secrets_in(p) == {p.name, "seed", "ckks secret key"}
     assert secrets_in(d.holder) == {"p0"}  # it generated keys but keeps none of them
+
+
+def test_an_upload_at_another_scale_is_malformed_and_names_its_sender(rng):
+    d = Deployment(rng)
+    ups = d.uploads()
+    msg = fhauc.PartyUpload.from_bytes(ups["p1"], d.agg.config.session, d.roster)
+    ctx = d.parties[1]._ctx()
+    odd = ctx.encrypt(np.ones(4), 30).to_bytes()  # scale 2^30 instead of 2^40
+    executions = (((odd,), msg.executions[0][1], msg.executions[0][2]),)
+    # signed by p1 itself: a member that uploads at the wrong scale
+    forged = fhauc.PartyUpload(msg.session, "p1", msg.transcript, executions).seal(d.ids["p1"])
+    with pytest.raises(MalformedMessageError, match=r"upload from p1.*scale"):
+        d.agg.handle_uploads(ups | {"p1": forged})
+
+
+def test_missing_state_is_a_protocol_error_not_an_assertion(rng):
+    agg = fhauc.Aggregator()
+    with pytest.raises(ProtocolError, match="public setup"):
+        agg.start_session(["a"], 10)
+    d = Deployment(rng)
+    fresh = fhauc.Aggregator()
+    fresh.receive_setup(d.public)
+    with pytest.raises(ProtocolError, match="no session"):
+        fresh.collect_joins({})
+    with pytest.raises(ProtocolError, match="no session"):
+        fresh.handle_uploads({})
+    party = fhauc.Party("p0", d.ids["p0"], d.roster, "p0")
+    with pytest.raises(ProtocolError, match="no key bundle"):
+        party.join(d.config)
