@@ -11,7 +11,7 @@ purpose can never be replayed for another.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from cryptography.exceptions import InvalidSignature
@@ -29,8 +29,16 @@ SIGNATURE_BYTES = 64
 _RAW = serialization.Encoding.Raw
 
 
-def _digest(domain: str, data: bytes) -> bytes:
-    return hashlib.sha256(domain.encode() + b"\x00" + data).digest()
+Signed = bytes | Sequence[bytes]
+
+
+def _digest(domain: str, data: Signed) -> bytes:
+    """SHA-256 of ``domain || 0 || data`` (``data`` may come in parts: hashed in order,
+    without joining them, so a large message is never copied to be signed)."""
+    h = hashlib.sha256(domain.encode() + b"\x00")
+    for part in (data,) if isinstance(data, bytes | bytearray | memoryview) else data:
+        h.update(part)
+    return h.digest()
 
 
 @dataclass(frozen=True)
@@ -54,7 +62,7 @@ class PublicIdentity:
     def agreement_key(self) -> X25519PublicKey:
         return X25519PublicKey.from_public_bytes(self.agreement)
 
-    def verify(self, signature: bytes, domain: str, data: bytes) -> None:
+    def verify(self, signature: bytes, domain: str, data: Signed) -> None:
         """Raise :class:`UnknownPartyError` unless ``signature`` is this identity's
         signature of ``data`` for ``domain``."""
         try:
@@ -117,13 +125,13 @@ class IdentityKey:
             raise MalformedMessageError("an X25519 public key is 32 bytes")
         return self._agreement.exchange(X25519PublicKey.from_public_bytes(peer_agreement))
 
-    def sign(self, domain: str, data: bytes) -> bytes:
+    def sign(self, domain: str, data: Signed) -> bytes:
         """Ed25519 signature of ``SHA-256(domain || 0 || data)``."""
         return self._signing.sign(_digest(domain, data))
 
 
 def verify_signed(
-    roster: Mapping[str, bytes], signer: str, signature: bytes, domain: str, data: bytes
+    roster: Mapping[str, bytes], signer: str, signature: bytes, domain: str, data: Signed
 ) -> None:
     """Check that ``signer`` is in ``roster`` and signed ``data`` for ``domain``."""
     if signer not in roster:

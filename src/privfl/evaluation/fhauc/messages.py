@@ -50,8 +50,11 @@ MAX_NAME_BYTES = 128
 AGGREGATOR = "aggregator"
 
 
-def _signed_data(step: str, session: bytes, sender: str, body: bytes) -> bytes:
-    return Writer().str_(step).bytes_(session).str_(sender).bytes_(body).getvalue()
+def _signed_data(step: str, session: bytes, sender: str, body: bytes) -> tuple[bytes, bytes]:
+    """What a party signs: the encoding of (step, session, sender, body), in two parts so
+    that a large body is hashed in place."""
+    head = Writer().str_(step).bytes_(session).str_(sender).u32(len(body)).getvalue()
+    return head, body
 
 
 def seal(identity: IdentityKey, step: str, session: bytes, sender: str, body: bytes) -> bytes:
