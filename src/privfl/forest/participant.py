@@ -72,7 +72,8 @@ class Participant:
         self._signing_key = Ed25519PrivateKey.generate()
         self._sk: dtpkc.SecretKey | None = None
         self._cc_key: Ed25519PublicKey | None = None
-        self._pending: tuple[tuple[int, int], list[tuple[int, float]]] | None = None
+        # (tree, node) -> candidates proposed there, until the CS picks one (or stops asking)
+        self._pending: dict[tuple[int, int], list[tuple[int, float]]] = {}
         self._splits: dict[tuple[int, int], tuple[int, float]] = {}  # (tree, node) -> (col, s)
         self._rows: FloatArray | None = None  # local test rows (FRF-Test)
         self._rng = np.random.default_rng(secrets.randbits(64))  # not secret: probed samples
@@ -149,18 +150,21 @@ class Participant:
                 columns.append(c)
                 masks.append(values >= s)
                 pending.append((c, s))
-        self._pending = ((req.tree, req.node), pending)
+        if len(self._pending) >= self._config.max_internal_nodes:
+            self._pending.pop(next(iter(self._pending)))  # losing proposals, oldest first
+        self._pending[(req.tree, req.node)] = pending
         return Proposals(req.tree, req.node, tuple(columns), tuple(masks)).to_bytes(cfg, self.name)
 
     def _upload_split(self, data: bytes) -> bytes:
         """Record the winning split and send it encrypted under θ_u's public key."""
         req, sk = NodeQuery.from_bytes(data, "split-request", self._config), self._keys()
-        if self._pending is None or self._pending[0] != (req.tree, req.node):
+        pending = self._pending.get((req.tree, req.node))
+        if pending is None:
             raise StaleMessageError(f"{self.name} proposed nothing for node {req.tree, req.node}")
-        if req.index >= len(self._pending[1]):
+        if req.index >= len(pending):
             raise ProtocolError(f"{self.name} has no candidate split {req.index}")
-        col, s = self._pending[1][req.index]
-        self._pending = None
+        col, s = pending[req.index]
+        del self._pending[(req.tree, req.node)]
         self._splits[(req.tree, req.node)] = (col, s)
         value = self._encrypt(sk, s)
         return CiphertextReply(req.tree, req.node, 0, value, "split-upload").to_bytes(
