@@ -8,14 +8,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+import numpy as np
+
 from privfl.crypto import dtpkc
 from privfl.errors import ProtocolError
 from privfl.forest.center_server import CenterServer
 from privfl.forest.computation_provider import ComputationProvider
 from privfl.forest.jobs import Batch, Par
 from privfl.forest.kgc import KeyGenerationCenter
-from privfl.forest.messages import Job, Outgoing, SessionConfig
+from privfl.forest.messages import CS, Job, Outgoing, SessionConfig
 from privfl.forest.participant import Participant
+from privfl.forest.psi import PsiComparer, PsiParty
 from privfl.messages import new_session_id
 from privfl.runner import InProcessRunner
 
@@ -110,3 +113,36 @@ def secure_ops_world(
     cs, kgc = CenterServer(config, [0]), KeyGenerationCenter(config, key_bits)
     provision(runner, kgc, cs, cc, parties)
     return SecureOpsWorld(runner, kgc, cs, cc, parties)
+
+
+def align(
+    runner: InProcessRunner, parties: Mapping[str, PsiParty], comparer: PsiComparer
+) -> dict[str, np.ndarray]:
+    """Private alignment (:mod:`.psi`): every party's rows of the common ids, in one order.
+    Timing keys ``<role>_psi``; channels ``<role>->psi``/``psi-><role>``."""
+    cfg = comparer.config
+
+    def role(name: str) -> str:
+        return "cs" if name == CS else "participant"
+
+    cc_key = comparer.public_key
+    held = {
+        o: (o, runner.send(f"{role(o)}->psi", runner.run(f"{role(o)}_psi", p.start)))
+        for o, p in parties.items()
+    }
+    for stage in range(1, len(cfg.parties)):
+        step = "psi-start" if stage == 1 else "psi-pass"
+        for origin, (sender, data) in list(held.items()):
+            holder = cfg.holder(origin, stage)
+            out = runner.run(
+                f"{role(holder)}_psi", parties[holder].pass_on, data, sender, step, cc_key
+            )
+            held[origin] = (holder, runner.send(f"{role(holder)}->psi", out))
+    finals = {sender: data for sender, data in held.values()}
+    results = runner.run("cc_psi", comparer.compare, finals)
+    return {
+        name: runner.run(
+            f"{role(name)}_psi", p.finish, runner.send(f"psi->{role(name)}", results[name])
+        )
+        for name, p in parties.items()
+    }
