@@ -135,7 +135,7 @@ def _finals(runner: Recording, config: PsiConfig) -> list[SealedFinal]:
 
 def test_the_relay_cannot_open_a_final_list_and_positions_are_bounded():
     sets = _sets(2)
-    config, parties, comparer, runner, _ = _run(sets)
+    config, parties, _comparer, runner, _ = _run(sets)
     sealed = _finals(runner, config)[0]
     with pytest.raises(MalformedMessageError, match="does not open"):
         sealed.open(config, X25519PrivateKey.generate())  # the CS (or anyone but CC)
