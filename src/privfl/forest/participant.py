@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from privfl._typing import FloatArray
 from privfl.crypto import dtpkc
-from privfl.errors import InputError, ProtocolError
+from privfl.errors import InputError, MalformedMessageError, ProtocolError
 from privfl.forest import secure_ops
 from privfl.forest.kgc import Hello, KeyGrant
 from privfl.forest.messages import (
@@ -36,6 +36,7 @@ from privfl.forest.messages import (
     StaleMessageError,
     dispatch,
 )
+from privfl.messages import Reader, Writer
 
 
 def check_name(name: object, what: str) -> str:
@@ -65,11 +66,15 @@ class Participant:
 
     role = "participant"
 
-    def __init__(self, name: str, columns: object, config: SessionConfig) -> None:
+    def __init__(
+        self, name: str, columns: object, config: SessionConfig, *,
+        signing_key: Ed25519PrivateKey | None = None,
+    ) -> None:  # fmt: skip
+        """``signing_key``: a provisioned revocation key (default: a fresh one)."""
         self.name = check_name(name, "participant")
         self._columns = check_matrix(columns, f"participant {name!r}", config.n_samples)
         self._config = config
-        self._signing_key = Ed25519PrivateKey.generate()
+        self._signing_key = signing_key or Ed25519PrivateKey.generate()
         self._sk: dtpkc.SecretKey | None = None
         self._cc_key: Ed25519PublicKey | None = None
         # (tree, node) -> candidates proposed there, until the CS picks one (or stops asking)
@@ -112,6 +117,36 @@ class Participant:
             self._signing_key, self._config, self.name, secrets.token_bytes(16), ms
         )
         return request.to_bytes(self._config)
+
+    def export_state(self) -> bytes:
+        """Its progress through a session (pending candidates, its thresholds), for a node
+        that rebuilds the participant per message; read back by :meth:`restore_state`."""
+        w = Writer().u32(len(self._pending))
+        for (tree, node), items in self._pending.items():
+            w.u32(tree).u32(node).u32(len(items))
+            for col, s in items:
+                w.u32(col).f64(s)
+        w.u32(len(self._splits))
+        for (tree, node), (col, s) in self._splits.items():
+            w.u32(tree).u32(node).u32(col).f64(s)
+        return w.getvalue()
+
+    def restore_state(self, data: bytes) -> None:
+        cfg, limit = self._config, self._config.max_internal_nodes
+        r = Reader(data, f"{self.name}'s saved state")
+        pending: dict[tuple[int, int], list[tuple[int, float]]] = {}
+        for _ in range(r.count(limit, "pending nodes")):
+            key = (r.u32(), r.u32())
+            count = r.count(self.n_columns * cfg.candidates, "candidates")
+            pending[key] = [(r.u32(), r.f64_finite("threshold")) for _ in range(count)]
+        splits = {}
+        for _ in range(r.count(limit, "splits")):
+            key, col = (r.u32(), r.u32()), r.u32()
+            splits[key] = (col, r.f64_finite("threshold"))
+        r.end()
+        if any(c >= self.n_columns for c, _ in splits.values()):
+            raise MalformedMessageError(f"{self.name}'s saved state names a missing column")
+        self._pending, self._splits = pending, splits
 
     def handle(self, data: bytes) -> bytes:
         """Answer one message of the CS."""
