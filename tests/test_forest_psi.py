@@ -158,7 +158,20 @@ def test_duplicate_ids_empty_sets_and_a_party_out_of_turn_are_refused():
     parties = {n: PsiParty(n, ["x", "y"], config) for n in config.parties}
     start = parties["CS"].start()
     with pytest.raises(ProtocolError, match="not the next holder"):
-        parties["b"].pass_on(start, "CS", "psi-start", PsiComparer(config).public_key)
+        parties["b"].pass_on(start, PsiComparer(config).public_key)
+    with pytest.raises(ProtocolError, match="cannot send"):
+        PsiList.from_bytes(PsiList("a", 1, ()).to_bytes(config, "b"), config)
+
+
+def test_a_rebuilt_party_continues_the_session_from_its_secret_state():
+    config = PsiConfig(new_session_id(), ("a", "b"), "CC")
+    a, b = PsiParty("a", ["x", "y", "z"], config), PsiParty("b", ["y", "z", "w"], config)
+    again = PsiParty("a", ["x", "y", "z"], config, a.secret_state())
+    assert again.start() == a.start()  # X25519 is deterministic: same scalar, same order
+    rows = schedule.align(InProcessRunner(), {"a": again, "b": b}, PsiComparer(config))
+    assert sorted(rows["a"].tolist()) == [1, 2]
+    with pytest.raises(MalformedMessageError):
+        PsiParty("a", ["x", "y"], config, a.secret_state())
 
 
 def test_fit_with_id_columns_equals_fit_on_rows_aligned_by_hand():
@@ -192,14 +205,13 @@ def test_fit_with_id_columns_equals_fit_on_rows_aligned_by_hand():
 def test_psi_decoders_survive_fuzzing(data):
     config = FUZZ_CONFIG
     for decoder in (
-        lambda d: PsiList.from_bytes(d, config, "a"),
-        lambda d: PsiList.from_bytes(d, config, "a", "psi-start"),
+        lambda d: PsiList.from_bytes(d, config),
         lambda d: SealedFinal.from_bytes(d, config, "a"),
         lambda d: Positions.from_bytes(d, config, "a", 50),
     ):
         decode_safely(decoder, data)
     for valid in FUZZ_VALID:
-        decode_safely(lambda d: PsiList.from_bytes(d, config, "CS"), valid)
+        decode_safely(lambda d: PsiList.from_bytes(d, config), valid)
 
 
 FUZZ_CONFIG = PsiConfig(secrets.token_bytes(16), ("CS", "a", "b"), "CC", max_ids=1000)
@@ -213,5 +225,5 @@ FUZZ_VALID = [
 @settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=payloads(FUZZ_VALID[0]))
 def test_psi_list_decoder_survives_mutations_of_a_valid_list(data):
-    decode_safely(lambda d: PsiList.from_bytes(d, FUZZ_CONFIG, "CS", "psi-start"), data)
+    decode_safely(lambda d: PsiList.from_bytes(d, FUZZ_CONFIG), data)
     decode_safely(lambda d: Positions.from_bytes(d, FUZZ_CONFIG, "a", 3), data)

@@ -59,7 +59,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from privfl.errors import InputError, MalformedMessageError, ProtocolError, UnknownPartyError
-from privfl.messages import Codec, Writer
+from privfl.messages import Codec, Reader, Writer
 
 CODEC = Codec("psi", 1)
 TAG = 32
@@ -119,22 +119,24 @@ class PsiList:
     stage: int
     values: tuple[bytes, ...]
 
-    def to_bytes(self, config: PsiConfig, sender: str, step: str = "psi-pass") -> bytes:
+    def to_bytes(self, config: PsiConfig, sender: str) -> bytes:
+        step = "psi-start" if self.stage == 1 else "psi-pass"
         w = Writer().str_(self.origin).u32(self.stage).u32(len(self.values))
         w.bytes_(b"".join(self.values))
         return CODEC.encode(step, config.session, sender, w.getvalue())
 
     @classmethod
-    def from_bytes(
-        cls, data: bytes, config: PsiConfig, sender: str, step: str = "psi-pass"
-    ) -> PsiList:
-        header, r = CODEC.decode(data, step, config.session)
-        if header.sender != sender:
-            raise UnknownPartyError(f"a {step} from {header.sender!r}, expected {sender!r}")
+    def from_bytes(cls, data: bytes, config: PsiConfig) -> PsiList:
+        """A list from the party that keyed it last (the origin itself after one key)."""
+        header, r = CODEC.decode(data, None, config.session)
         origin, stage = r.str_(256), r.u32()
         config.index(origin)
         if not 1 <= stage < len(config.parties):
             raise MalformedMessageError(f"a PSI list after {stage} of {len(config.parties)} keys")
+        if header.step != ("psi-start" if stage == 1 else "psi-pass"):
+            raise MalformedMessageError(f"a '{header.step}' message carrying a list")
+        if header.sender != config.holder(origin, stage - 1):
+            raise UnknownPartyError(f"{header.sender!r} cannot send {origin}'s list at {stage}")
         count = r.count(config.max_ids, "ids")
         raw = r.bytes_(count * TAG)
         r.end()
@@ -240,7 +242,11 @@ class Positions:
 class PsiParty:
     """One holder of ids (the CS or a participant): its scalar and its secret order."""
 
-    def __init__(self, name: str, ids: Sequence[object], config: PsiConfig) -> None:
+    def __init__(
+        self, name: str, ids: Sequence[object], config: PsiConfig, secret: bytes | None = None
+    ) -> None:
+        """``secret``: what :meth:`secret_state` saved (a node that rebuilds the party per
+        message); by default a fresh scalar and a fresh secret order."""
         self.name, self.config = name, config
         config.index(name)
         items = list(ids)
@@ -249,19 +255,34 @@ class PsiParty:
         hashed = [hash_id(config.session, x) for x in items]
         if len(set(hashed)) != len(hashed):
             raise InputError(f"{name}: the id column has duplicates")
-        self._key = X25519PrivateKey.generate()
-        self._order = [int(i) for i in _permutation(len(items))]  # list position -> row
+        if secret is None:
+            self._key = X25519PrivateKey.generate()
+            self._order = [int(i) for i in _permutation(len(items))]  # list position -> row
+        else:
+            r = Reader(secret, f"{name}'s PSI state")
+            raw, order = r.bytes_(32), r.bytes_(4 * len(items))
+            r.end()
+            perm = np.frombuffer(order, dtype=">u4").astype(np.int64)
+            if len(raw) != 32 or not np.array_equal(np.sort(perm), np.arange(len(items))):
+                raise MalformedMessageError(f"{name}'s PSI state does not fit its {len(items)} ids")
+            self._key = X25519PrivateKey.from_private_bytes(raw)
+            self._order = [int(i) for i in perm]
         self._hashed = [hashed[row] for row in self._order]
         self.rows: np.ndarray | None = None  # the output: own rows of the intersection
+
+    def secret_state(self) -> bytes:
+        """The scalar and the secret order (keep them private: they unmask the lists)."""
+        order = np.asarray(self._order, dtype=">u4").tobytes()
+        return Writer().bytes_(self._key.private_bytes_raw()).bytes_(order).getvalue()
 
     def start(self) -> bytes:
         """Step 1: its own ids under its own scalar, in its secret order."""
         values = tuple(_tag(u, self._key) for u in self._hashed)
-        return PsiList(self.name, 1, values).to_bytes(self.config, self.name, "psi-start")
+        return PsiList(self.name, 1, values).to_bytes(self.config, self.name)
 
-    def pass_on(self, data: bytes, sender: str, step: str, comparer_key: bytes) -> bytes:
+    def pass_on(self, data: bytes, comparer_key: bytes) -> bytes:
         """Step 2: apply its scalar to another party's list; seal it if the list is done."""
-        got = PsiList.from_bytes(data, self.config, sender, step)
+        got = PsiList.from_bytes(data, self.config)
         if got.origin == self.name or self.config.holder(got.origin, got.stage) != self.name:
             raise ProtocolError(f"{self.name} is not the next holder of {got.origin}'s list")
         values = tuple(_tag(v, self._key) for v in got.values)

@@ -131,12 +131,9 @@ def align(
         for o, p in parties.items()
     }
     for stage in range(1, len(cfg.parties)):
-        step = "psi-start" if stage == 1 else "psi-pass"
-        for origin, (sender, data) in list(held.items()):
+        for origin, (_, data) in list(held.items()):
             holder = cfg.holder(origin, stage)
-            out = runner.run(
-                f"{role(holder)}_psi", parties[holder].pass_on, data, sender, step, cc_key
-            )
+            out = runner.run(f"{role(holder)}_psi", parties[holder].pass_on, data, cc_key)
             held[origin] = (holder, runner.send(f"{role(holder)}->psi", out))
     finals = {sender: data for sender, data in held.values()}
     results = runner.run("cc_psi", comparer.compare, finals)
