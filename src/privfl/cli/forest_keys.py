@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from privfl.cli._kit import AsJson, console, fmt_bytes, guard, print_json
+from privfl.errors import InputError
 
 forest_keys_app = typer.Typer(help="Provision RevFRF node folders.", no_args_is_help=True)
 
@@ -18,6 +19,9 @@ forest_keys_app = typer.Typer(help="Provision RevFRF node folders.", no_args_is_
 def forest_keys_init(
     participants: Annotated[
         str, typer.Option(help="Comma-separated participant (feature owner) names.")
+    ],
+    columns: Annotated[
+        str, typer.Option(help="Comma-separated feature-column counts, one per participant.")
     ],
     out: Annotated[Path, typer.Option(help="Directory to write one folder per node into.")],
     requesters: Annotated[
@@ -40,8 +44,12 @@ def forest_keys_init(
     only that node's keys (p, q and λ are never written)."""
     from privfl.federation.revfrf_keys import provision_revfrf
 
+    try:
+        counts = [int(c) for c in columns.split(",")]
+    except ValueError:
+        raise InputError("--columns must be comma-separated integers, e.g. 4,4,3") from None
     path = provision_revfrf(
-        participants.split(","), out, requesters=requesters.split(","), key_bits=key_bits,
+        participants.split(","), counts, out, requesters=requesters.split(","), key_bits=key_bits,
         allow_insecure_key_bits=insecure_key_bits, n_trees=trees, max_depth=depth, rho=rho,
         candidates=candidates, overwrite=force,
     )  # fmt: skip

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
@@ -141,13 +142,18 @@ def _names(names: Sequence[str], what: str) -> list[str]:
 
 
 def provision_revfrf(
-    participants: Sequence[str], out_dir: str | Path, *, requesters: Sequence[str] = (),
+    participants: Sequence[str], columns: Sequence[int], out_dir: str | Path, *,
+    requesters: Sequence[str] = (),
     key_bits: int = dtpkc.MIN_KEY_BITS, allow_insecure_key_bits: bool = False,
     n_trees: int = 10, max_depth: int = 10, rho: int = 32, candidates: int = 8,
     overwrite: bool = False,
 ) -> Path:  # fmt: skip
-    """Run the KGC's setup and write one folder per node (see the module docstring)."""
+    """Run the KGC's setup and write one folder per node (see the module docstring).
+    ``columns``: each participant's number of feature columns (the KGC pins them in the
+    roster, so the CS knows the forest's features before any data moves)."""
     names = _names(participants, "participant")
+    if len(columns) != len(names) or any(int(c) < 1 for c in columns):
+        raise InputError("give one column count >= 1 per participant (e.g. --columns 4,4,3)")
     asking = _names(requesters, "requester")
     if len(names) < 2:
         raise InputError("provision at least 2 participants (e.g. --participants a,b)")
@@ -173,7 +179,10 @@ def provision_revfrf(
     cc_key = Ed25519PrivateKey.generate()
     keys = {n: Ed25519PrivateKey.generate() for n in names}
     cc = ComputationProvider(config, signing_key=cc_key)
-    roles = {n: Participant(n, [[0.0]], config, signing_key=keys[n]) for n in names}
+    roles = {
+        n: Participant(n, np.zeros((1, int(c))), config, signing_key=keys[n])
+        for n, c in zip(names, columns, strict=True)
+    }
     kgc = KeyGenerationCenter(config, bits)
     grants = kgc.setup(cc.hello(), [p.hello() for p in roles.values()])
     issued = {r: kgc.issue_requester(r) for r in asking}

@@ -1,0 +1,142 @@
+"""A RevFRF deployment with its nodes in this process: every batch goes to a node rebuilt
+from its key folder, its files and its saved state (as a Flower ClientApp is per message)."""
+
+from __future__ import annotations
+
+import json
+import stat
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from _revfrf_deployment import (
+    COLUMNS,
+    PARTICIPANTS,
+    SEED,
+    aligned_test_rows,
+    in_process_forest,
+    make,
+)
+from privfl.errors import InputError, ProtocolError
+from privfl.federation.revfrf_deploy import CenterDeployment, drive
+from privfl.federation.revfrf_keys import load_node
+from privfl.federation.revfrf_node import Node, NodeFiles
+from privfl.forest.jobs import Batch
+from privfl.forest.messages import CC, CS
+
+
+class LocalNodes:
+    """Delivers a batch to nodes in this process, one rebuilt node per recipient."""
+
+    def __init__(self, root, truth):
+        self.root, self.truth = root, truth
+        self.states = {n: {} for n in (*PARTICIPANTS, CC, "asker")}
+        self.rounds = 0
+
+    def node(self, name: str) -> Node:
+        role = "cc" if name == CC else "requester" if name == "asker" else "participant"
+        keys = load_node(self.root / "keys" / name, role)
+        files = NodeFiles(output_dir=str(self.root / "out" / name))
+        if role == "participant":
+            train, test = self.truth["files"][name]
+            files = NodeFiles(str(train), str(test), "id", str(self.root / "out" / name))
+        if role == "requester":
+            files = NodeFiles(
+                str(self.root / "asker.csv"), None, "id", str(self.root / "out" / name)
+            )
+        return Node(role, keys, files, self.states[name])
+
+    def __call__(self, batch: Batch) -> tuple[bytes, ...]:
+        self.rounds += 1
+        by_node: dict[str, list[int]] = {}
+        for i, out in enumerate(batch):
+            by_node.setdefault(out.to, []).append(i)
+        replies: list[bytes] = [b""] * len(batch)
+        for name, idx in by_node.items():
+            for i, reply in zip(idx, self.node(name).handle_all([batch[i].data for i in idx])):
+                replies[i] = reply
+        return tuple(replies)
+
+
+@pytest.fixture(scope="module")
+def deployed(tmp_path_factory):
+    root = tmp_path_factory.mktemp("revfrf")
+    truth = make(root)
+    labels = pd.read_csv(root / "labels.csv")
+    keys = load_node(root / "keys" / CS, "cs")
+    dep = CenterDeployment(keys, labels["id"].tolist(), labels["label"].to_numpy(), seed=SEED)
+    nodes = LocalNodes(root, truth)
+    drive(dep.align(), nodes)
+    drive(dep.fit(), nodes)
+    return root, truth, dep, nodes
+
+
+def _test_ids(root, name="site-a"):
+    (path,) = (root / "out" / name).glob("*-test-ids.json")
+    return json.loads(path.read_text())["ids"]
+
+
+def test_deployed_forest_predicts_as_the_in_process_forest_on_the_same_aligned_rows(deployed):
+    root, truth, dep, nodes = deployed
+    common = set(truth["ids"].astype(str))
+    for p in PARTICIPANTS:
+        common &= set(__import__("pandas").read_csv(root / f"{p}.csv")["id"])
+    assert set(dep.aligned_ids) == common & set(
+        __import__("pandas").read_csv(root / "labels.csv")["id"]
+    )
+    reference = in_process_forest(truth, dep.aligned_ids)
+    assert reference.report().nodes_per_participant == dep.summary()["nodes_per_participant"]
+    got = drive(dep.test(secure=True), nodes)
+    ids = _test_ids(root)
+    assert all(_test_ids(root, p) == ids for p in PARTICIPANTS)
+    rows = aligned_test_rows(truth, ids)
+    assert np.array_equal(got.plain, reference.predict_plain(rows))
+    assert np.array_equal(got.secure, reference.predict(rows))
+    assert np.array_equal(got.secure, got.plain)
+    # a requester's own query: its prediction is written on its node
+    values = drive(dep.query("asker"), nodes)
+    (path,) = (root / "out" / "asker").glob("*-predictions.json")
+    assert json.loads(path.read_text())["predictions"] == [str(v) for v in values]
+    want = reference.predict_plain({p: truth["xt"][:2][:, c] for p, c in COLUMNS.items()})
+    assert [str(v) for v in want] == [str(v) for v in values]
+
+
+def test_revocation_over_the_deployment_leaves_no_node_of_the_participant(deployed):
+    _, _, dep, nodes = deployed
+    victim = next(p for p, n in dep.summary()["nodes_per_participant"].items() if n)
+    report = drive(dep.revoke(victim, level=2), nodes)
+    assert report.participant == victim and report.level == 2
+    assert dep.summary()["nodes_per_participant"][victim] == 0
+    assert victim in dep.summary()["revoked"]
+    cc = nodes.node(CC)._cc()
+    assert victim not in cc.holders
+    got = drive(dep.test(secure=True), nodes)
+    assert np.array_equal(got.secure, got.plain)
+    with pytest.raises(InputError):
+        drive(dep.revoke(victim), nodes)
+
+
+def test_key_folders_hold_only_their_node_and_are_private(deployed):
+    root = deployed[0]
+    for name in (*PARTICIPANTS, CC, CS, "asker"):
+        files = {p.name for p in (root / "keys" / name).iterdir()}
+        assert "session.json" in files
+        for p in (root / "keys" / name).glob("*.key"):
+            assert stat.S_IMODE(p.stat().st_mode) == 0o600
+    assert {p.name for p in (root / "keys" / "site-a").iterdir()} == {
+        "session.json",
+        "participant-keys.bin",
+        "signing.key",
+    }
+    assert not list((root / "keys").rglob("*.pkl"))
+    with pytest.raises(InputError, match="not a participant"):
+        load_node(root / "keys" / "asker", "participant")
+
+
+def test_a_node_refuses_messages_out_of_order(deployed):
+    root, truth, _, _ = deployed
+    keys = load_node(root / "keys" / "site-a", "participant")
+    fresh = Node("participant", keys, NodeFiles(*map(str, truth["files"]["site-a"])), {})
+    with pytest.raises(ProtocolError, match="not aligned"):
+        fresh._role()
