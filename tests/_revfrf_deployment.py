@@ -14,7 +14,7 @@ from privfl.federation.revfrf_keys import provision_revfrf
 
 PARTICIPANTS = ("site-a", "site-b", "site-c")
 COLUMNS = {"site-a": [0, 1, 2, 3], "site-b": [4, 5, 6, 7], "site-c": [8, 9, 10, 11]}
-SETTINGS = dict(n_trees=2, max_depth=2, rho=256, candidates=4)
+SETTINGS = dict(n_trees=2, max_depth=1, rho=256, candidates=4)
 SEED = 7
 
 

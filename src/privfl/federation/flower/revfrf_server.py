@@ -17,7 +17,8 @@ Run configuration (``[tool.flwr.app.config]``, overridable with ``flwr run -c``)
 ``output-dir``     where the CS writes ``revfrf-<session>-CS-summary.json`` (its results:
                    aligned ids, predictions, revocation reports, rounds, bytes per channel)
 ``timeout``        seconds to wait for each round's replies (default 120);
-``step-pause``     seconds to sleep after each round (0; for failure-injection tests)
+``step-pause``     seconds to sleep after each round (0); ``grow-pause`` the same during
+                   the growth only (failure-injection tests)
 
 Rounds: ``revfrf_hello`` (which node is which role and name), then one ``revfrf_batch``
 round per batch of the CS's jobs (:mod:`privfl.forest.jobs`): each node receives, in one
@@ -191,7 +192,9 @@ def _run(grid: Grid, context: Context) -> None:
             drive(dep.align(test="test" in steps), nodes)
             log(INFO, "revfrf: ids aligned: %d samples, %d test rows", len(dep.aligned_ids),
                 dep.n_test)  # fmt: skip
+            nodes.pause = float(_cfg(context, "grow-pause", pause))
             drive(dep.fit(), nodes)
+            nodes.pause = pause
             out["aligned_ids"] = dep.aligned_ids
             result: Any = dep.summary()
         elif step == "test":
@@ -208,10 +211,15 @@ def _run(grid: Grid, context: Context) -> None:
         out["seconds"][step] = time.perf_counter() - start
         log(INFO, "revfrf: %s done in %d rounds, %.1f s", step, nodes.rounds - rounds,
             time.perf_counter() - start)  # fmt: skip
-    out["bytes"] = dict(nodes.bytes)
-    out["summary"] = dep.summary()
+        out["bytes"], out["wait_seconds"] = dict(nodes.bytes), nodes.wait_s
+        out["summary"] = dep.summary()
+        path = _write(context, keys.session.session, out)  # after every step
+    log(INFO, "revfrf: done: %d rounds; results of the CS in %s", nodes.rounds, path)
+
+
+def _write(context: Context, session: bytes, out: dict[str, Any]) -> Path:
     folder = Path(str(_cfg(context, "output-dir", "revfrf-results")))
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"revfrf-{keys.session.session.hex()[:12]}-CS-summary.json"
+    path = folder / f"revfrf-{session.hex()[:12]}-CS-summary.json"
     path.write_text(json.dumps(out, indent=2, default=str))
-    log(INFO, "revfrf: done: %d rounds; results of the CS in %s", nodes.rounds, path)
+    return path
