@@ -70,6 +70,7 @@ class FlowerNodes:
         self.rounds = 0
         self.bytes: dict[str, int] = defaultdict(int)
         self.wait_s = 0.0
+        self.node_seconds: dict[str, float] = defaultdict(float)
 
     def __call__(self, batch: Batch) -> tuple[bytes, ...]:
         self.rounds += 1
@@ -84,7 +85,10 @@ class FlowerNodes:
         )
         replies: list[bytes] = [b""] * len(batch)
         for name, idx in by_node.items():
-            blobs, _ = got[name]
+            blobs, meta = got[name]
+            seconds = meta.get("seconds", 0.0)
+            if isinstance(seconds, float):
+                self.node_seconds[self.roles[name]] += seconds
             if len(blobs) != len(idx):
                 raise NodeFailure(f"{name} answered {len(blobs)} of {len(idx)} messages")
             for i, blob in zip(idx, blobs, strict=True):
@@ -212,6 +216,7 @@ def _run(grid: Grid, context: Context) -> None:
         log(INFO, "revfrf: %s done in %d rounds, %.1f s", step, nodes.rounds - rounds,
             time.perf_counter() - start)  # fmt: skip
         out["bytes"], out["wait_seconds"] = dict(nodes.bytes), nodes.wait_s
+        out["node_seconds"] = dict(nodes.node_seconds)
         out["summary"] = dep.summary()
         path = _write(context, keys.session.session, out)  # after every step
     log(INFO, "revfrf: done: %d rounds; results of the CS in %s", nodes.rounds, path)
