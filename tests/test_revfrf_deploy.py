@@ -140,3 +140,24 @@ def test_a_node_refuses_messages_out_of_order(deployed):
     fresh = Node("participant", keys, NodeFiles(*map(str, truth["files"]["site-a"])), {})
     with pytest.raises(ProtocolError, match="not aligned"):
         fresh._role()
+
+
+def test_cli_forest_keys_init_writes_one_folder_per_node(tmp_path):
+    from typer.testing import CliRunner
+
+    from privfl.cli import app
+
+    args = ["forest", "keys", "init", "--participants", "a,b", "--columns", "2,3",
+            "--requesters", "r", "--key-bits", "512", "--insecure-key-bits", "--trees", "2",
+            "--depth", "2", "--out", str(tmp_path / "k"), "--json"]  # fmt: skip
+    out = CliRunner().invoke(app, args)
+    assert out.exit_code == 0, out.output
+    files = json.loads(out.stdout)["files"]
+    assert {"CS/cs-keys.bin", "CC/cc-keys.bin", "a/participant-keys.bin", "r/requester-keys.bin",
+            "CS/requesters/r.bin", "CC/psi.key"} <= set(files)  # fmt: skip
+    keys = load_node(tmp_path / "k" / "CS", "cs")
+    assert keys.session.participants == ("a", "b") and set(keys.registrations) == {"r"}
+    bad = CliRunner().invoke(app, [*args[:5], "x", *args[6:-3], "--out", str(tmp_path / "j")])
+    assert bad.exit_code == 2 and "--columns" in bad.output
+    again = CliRunner().invoke(app, args)  # a non-empty folder needs --force
+    assert again.exit_code == 2 and "--force" in again.output
