@@ -163,7 +163,7 @@ def test_revfrf_over_real_superlink_and_supernodes_then_a_killed_participant(dep
         f.unlink()
 
     # --- a participant killed mid-growth stops the run, naming it
-    proc = dep.flwr_run("steps='train' grow-pause=6.0", timeout=10.0)
+    proc = dep.flwr_run("steps='train' grow-pause=8.0", timeout=45.0)
     assert proc.stdout is not None
     lines, deadline = [], time.monotonic() + 300
     while time.monotonic() < deadline:
