@@ -50,6 +50,7 @@ from privfl.forest.messages import CC
 
 app = ServerApp()
 POLL_S = 0.05
+MAX_BLOBS = 9999
 
 
 class NodeFailure(ProtocolError):
@@ -80,6 +81,9 @@ class FlowerNodes:
                 raise NodeFailure(f"{out.to!r} is not connected")
             by_node[out.to].append(i)
             self.bytes[f"cs->{self.roles[out.to]}"] += len(out.data)
+        too_many = [n for n, idx in by_node.items() if len(idx) > MAX_BLOBS]
+        if too_many:  # payload.pack names blobs with 4 digits
+            raise ProtocolError(f"a batch of more than {MAX_BLOBS} messages for {too_many}")
         got = self.exchange(
             "revfrf_batch", {n: pack([batch[i].data for i in idx]) for n, idx in by_node.items()}
         )
