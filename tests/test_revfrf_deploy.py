@@ -9,7 +9,10 @@ import stat
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from _forest_fuzz import decode_safely, mutated
 from _revfrf_deployment import (
     COLUMNS,
     PARTICIPANTS,
@@ -21,9 +24,12 @@ from _revfrf_deployment import (
 from privfl.errors import InputError, ProtocolError
 from privfl.federation.revfrf_deploy import CenterDeployment, drive
 from privfl.federation.revfrf_keys import load_node
-from privfl.federation.revfrf_node import Node, NodeFiles
+from privfl.federation.revfrf_node import Node, NodeFiles, control
 from privfl.forest.jobs import Batch
 from privfl.forest.messages import CC, CS
+from privfl.messages import Writer
+
+FUZZ_VALID = control("query-request", bytes(16), CS, Writer().u32(1).str_("site-a").u32(4))
 
 
 class LocalNodes:
@@ -161,3 +167,43 @@ def test_cli_forest_keys_init_writes_one_folder_per_node(tmp_path):
     assert bad.exit_code == 2 and "--columns" in bad.output
     again = CliRunner().invoke(app, args)  # a non-empty folder needs --force
     assert again.exit_code == 2 and "--force" in again.output
+
+
+# ------------------------------------------------------------------ the ClientApp's own logic
+def test_the_client_app_keeps_node_state_across_fresh_invocations_and_fails_with_codes(deployed):
+    pytest.importorskip("flwr")
+    from flwr.app import Context, RecordDict
+
+    from privfl.federation.flower import revfrf_client
+
+    root, truth, dep, _ = deployed
+    train, test = truth["files"]["site-b"]
+    cfg = {"role": "participant", "keys-dir": str(root / "keys" / "site-b"),
+           "data-file": str(train), "test-file": str(test)}  # fmt: skip
+    ctx = Context(run_id=1, node_id=1, node_config=cfg, state=RecordDict(), run_config={})
+
+    def ask(blobs):
+        replies, meta = revfrf_client.answer(blobs, ctx)
+        meta.pop("seconds", None)
+        return replies, meta
+
+    assert revfrf_client._node(ctx, {}).name == "site-b"
+    sid = dep.session.session
+    begin = control("psi-begin", sid, "CS", Writer().str_("train"))
+    blobs, meta = ask([begin])
+    assert meta["status"] == "ok" and len(blobs) == 1
+    assert "psi-train" in dict(ctx.state["privfl-revfrf"])  # the scalar stays on the node
+    _, meta = ask([b"garbage"])
+    assert meta == {"status": "error", "reason": "malformed-message"}  # a code, never a text
+    _, meta = ask([control("psi-compare", sid, "CS")])
+    assert meta == {"status": "error", "reason": "refused"}  # a participant compares nothing
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.one_of(st.binary(max_size=300), mutated(FUZZ_VALID)))
+def test_node_decoders_survive_fuzzing(deployed, data):
+    nodes = deployed[3]
+    for name in ("site-c", CC, "asker"):
+        node = nodes.node(name)
+        node.state = dict(nodes.states[name])  # fuzz a copy of the node's state
+        decode_safely(node.handle, data)

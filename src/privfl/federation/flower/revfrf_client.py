@@ -88,22 +88,33 @@ def hello(message: Message, context: Context) -> Message:
     return Message(pack(status="ok", role=node.role, name=node.name), reply_to=message)
 
 
-@app.query("revfrf_batch")
-def batch(message: Message, context: Context) -> Message:
-    """Answer every protocol message of the batch, in order; keep the node's state."""
+def answer(blobs: list[bytes], context: Context) -> tuple[list[bytes], dict[str, object]]:
+    """This node's replies to a batch (and the reply's metadata: status, name, the node's own
+    seconds, or a fixed failure code); its state is saved in ``context.state`` either way."""
     record = context.state.get(STATE)
     state = {k: v for k, v in dict(record).items() if isinstance(v, bytes)} if isinstance(
         record, ConfigRecord
     ) else {}  # fmt: skip
     start = time.perf_counter()
     try:
-        blobs, _ = unpack(message.content, "the ServerApp")
         node = _node(context, state)
         try:
             replies = node.handle_all(blobs)
         finally:
             context.state[STATE] = ConfigRecord(dict(state))
     except Exception as exc:  # reported to the ServerApp, which names this node
-        return _fail(message, exc)
+        log(ERROR, "privfl RevFRF node failed: %s: %s", type(exc).__name__, exc)  # local only
+        return [], {"status": "error", "reason": failure_code(exc)}
     seconds = time.perf_counter() - start  # the node's own work, for the figures
-    return Message(pack(replies, status="ok", name=node.name, seconds=seconds), reply_to=message)
+    return replies, {"status": "ok", "name": node.name, "seconds": seconds}
+
+
+@app.query("revfrf_batch")
+def batch(message: Message, context: Context) -> Message:
+    """Answer every protocol message of the batch, in order; keep the node's state."""
+    try:
+        blobs, _ = unpack(message.content, "the ServerApp")
+    except Exception as exc:
+        return _fail(message, exc)
+    replies, meta = answer(blobs, context)
+    return Message(pack(replies, **meta), reply_to=message)
