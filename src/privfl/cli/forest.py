@@ -17,9 +17,11 @@ from privfl.cli._kit import (
     guard,
     ints,
 )
+from privfl.cli.forest_keys import forest_keys_app
 from privfl.errors import InputError
 
 forest_app = typer.Typer(help="RevFRF: revocable federated random forest.", no_args_is_help=True)
+forest_app.add_typer(forest_keys_app, name="keys")
 
 
 @forest_app.command("run")
