@@ -187,6 +187,25 @@ class ThresholdParty(CiphertextHolder):
         others = [ctx.load("ciphertext", layout, s.share, self.tag) for s in shares]
         return fuse_and_decode(ctx, [lead, *others], length)
 
+    def lead_decrypt(self, message: tm.LeadDecryption, length: int) -> npt.NDArray[np.float64]:
+        """The lead of a decryption for the parties only: fuse its own
+        ``MultipartyDecryptLead`` share of the server's compressed ciphertext with the server's
+        sum of the other parties' shares and decode. This party learns the plaintext; its lead
+        share never leaves it. Each request id is fused once; the share counts against the
+        flooding budget like any other."""
+        ctx = self.context
+        key = (message.sender, message.request_id)
+        if key in self._answered:
+            raise ProtocolError(f"request {message.request_id} of {message.sender} was answered")
+        self._answered.add(key)
+        self._count_decryption()
+        layout = ctx.compressed_layout(message.level, message.deg)
+        compressed = ctx.load("ciphertext", layout, message.compressed, self.tag)
+        lead = ctx.cc.MultipartyDecryptLead([compressed], self._share())[0]
+        c1 = ctx.c1_layout(message.level, message.deg)
+        others = ctx.load("ciphertext", c1, message.others, self.tag)
+        return fuse_and_decode(ctx, [lead, others], length)
+
     def open_masked(
         self, result: tm.MaskedDecryption, mask_seed: bytes, length: int
     ) -> npt.NDArray[np.float64]:
@@ -318,6 +337,28 @@ class ThresholdServer(CiphertextHolder):
         keys = tm.EvaluationKeys(self.session, self.name, joint.tobytes(), self._joint_auto_b)
         _install_evaluation_keys(ctx, self.session, keys)
         return keys
+
+    def lead_decryption(
+        self, request: tm.DecryptionRequest, shares: Sequence[tm.DecryptionShare], lead: str
+    ) -> tm.LeadDecryption:
+        """Add the ``M - 1`` shares of every party but ``lead`` (one ciphertext-sized sum) and
+        hand the lead the compressed ciphertext with that sum. The server cannot decrypt:
+        the lead's share is missing, and it never receives it."""
+        ctx = self.context
+        compressed = self._pending_decryption(request)
+        _check_senders(ctx, shares, request.request_id, ctx.parties - 1, exclude=lead)
+        layout = ctx.compressed_layout(request.level, request.deg)
+        moduli = ctx.q_moduli[:DECRYPTION_TOWERS]
+        total = _sum_rows([s.share for s in shares], moduli, ctx.ring)
+        return tm.LeadDecryption(
+            self.session,
+            self.name,
+            request.level,
+            request.deg,
+            request.request_id,
+            ctx.dump(layout, compressed),
+            total.tobytes(),
+        )
 
     def fuse_masked(
         self, request: tm.DecryptionRequest, shares: Sequence[tm.DecryptionShare]

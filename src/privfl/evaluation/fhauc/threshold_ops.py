@@ -1,0 +1,197 @@
+"""Threshold FHAUC's arithmetic: ciphertexts the aggregator's unchanged code can use, the value
+scaling every party applies, and the noise model of the verification (pure functions).
+
+The aggregator's :meth:`~privfl.evaluation.fhauc.Aggregator.aggregate` (and every deviating
+aggregator of :mod:`~privfl.evaluation.fhauc.tamper`) is written against SEAL ciphertexts.
+:class:`ThresholdCiphertext` gives OpenFHE ciphertexts under the joint key the same
+operations (``+``, ``*`` by a ciphertext or an integer, ``rotate``, ``window_sum``,
+``scale_by``), so threshold mode runs the *same* aggregation code:
+
+* a product consumes one level; the aggregator's integer multiplier ``c`` is applied by
+  doubling and adding (no level, "at scale 1" as in single-key mode); ``scale_by`` multiplies
+  by a real constant (one level). Uploads are fresh ciphertexts at level 0 of the ``"fhauc"``
+  parameter set (depth 3), so an honest reply has used 1 level and a reply decrypts as long
+  as it has used at most 2 (two towers stay for the flooding noise).
+
+Capacity and scaling (why parties scale their values)
+-----------------------------------------------------
+Joint decryption keeps two towers at a 59-bit scale: a decrypted value must stay below
+``2^56`` (:mod:`privfl.crypto.threshold_params`). The aggregator's reply holds
+``c·X`` with ``X <= 4 (M C)^2`` (``M`` parties, ``C`` the provisioned size bound; semi-honest
+``num + TP·FP <= (MC)^2``, malicious ``r0 num + r1 TP·FP + r2 TP·FP <= 16 PQ``) and ``c <
+2^c_hi``. Every party therefore multiplies all its slot values by ``2^-k`` with
+``2k = max(0, ceil(c_hi + log2 X_max - 52))`` (:func:`value_shift_bits`, public: the same
+for every party and computable by anyone), and multiplies what it decrypts by ``2^2k``.
+The flooding noise of the joint decryption (``2^decryption_error_bits(M)`` per slot, value
+units) then costs ``2^2k / c`` in ``X/c`` units; ``c >= 2^20`` in both modes keeps it far below
+the AUC's required accuracy for any realistic ``TP·FP``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from privfl.crypto.threshold import Ciphertext, CiphertextHolder, ThresholdParameters
+from privfl.crypto.threshold_params import SCALING_MOD_BITS
+from privfl.errors import InputError
+from privfl.evaluation.fhauc import malicious
+from privfl.evaluation.fhauc.layout import Layout
+
+CAPACITY_BITS = 52.0  # decrypted |value| < 2^52: 4 bits below the two towers' 2^56
+FHAUC_PARAMETER_SET = "fhauc"
+
+
+def _doubling_product(ct: Ciphertext, k: int) -> Ciphertext:
+    """``k * ct`` for an integer ``k > 0`` by binary doubling: additions only, no level."""
+    out: Ciphertext | None = None
+    base = ct
+    while k:
+        if k & 1:
+            out = base if out is None else out + base
+        k >>= 1
+        if k:
+            base = base + base
+    assert out is not None
+    return out
+
+
+class ThresholdCiphertext:
+    """An OpenFHE ciphertext under the joint key with the SEAL wrapper's operations."""
+
+    __slots__ = ("ct",)
+
+    def __init__(self, ct: Ciphertext) -> None:
+        self.ct = ct
+
+    @property
+    def scale(self) -> float:
+        return float(2.0**SCALING_MOD_BITS)
+
+    def _of(self, other: object) -> Ciphertext | list[float]:
+        if isinstance(other, ThresholdCiphertext):
+            return other.ct
+        return [float(v) for v in np.asarray(other, dtype=np.float64).ravel()]
+
+    def __add__(self, other: object) -> ThresholdCiphertext:
+        return ThresholdCiphertext(self.ct + self._of(other))
+
+    def __sub__(self, other: object) -> ThresholdCiphertext:
+        return ThresholdCiphertext(self.ct - self._of(other))
+
+    def __mul__(self, other: object) -> ThresholdCiphertext:
+        if isinstance(other, ThresholdCiphertext):
+            return ThresholdCiphertext(self.ct * other.ct)
+        if isinstance(other, int | np.integer) and not isinstance(other, bool):
+            k = int(other)
+            if k == 0:
+                return ThresholdCiphertext(self.ct - self.ct)
+            out = _doubling_product(self.ct, abs(k))
+            return ThresholdCiphertext(out if k > 0 else -out)
+        raise TypeError("multiply by a ciphertext or an integer (scale_by for reals)")
+
+    def scale_by(self, factor: float, precision_bits: int = 30) -> ThresholdCiphertext:
+        """Every slot times a real ``factor`` (one level; ``precision_bits`` is SEAL's)."""
+        if not math.isfinite(factor):
+            raise ValueError("factor must be finite")
+        return ThresholdCiphertext(self.ct * float(factor))
+
+    def rotate(self, steps: int) -> ThresholdCiphertext:
+        return ThresholdCiphertext(self.ct.rotate(int(steps)))
+
+    def window_sum(self, window: int) -> ThresholdCiphertext:
+        """Rotate-and-sum over ``window`` slots (``log2 window`` rotations)."""
+        acc = self
+        step = 1
+        while step < window:
+            acc = acc + acc.rotate(step)
+            step *= 2
+        return acc
+
+
+@dataclass(frozen=True)
+class SlotParameters:
+    """What :meth:`Aggregator.aggregate` reads from ``context.params``."""
+
+    slots: int
+
+
+class EncryptingContext:
+    """The aggregator's ``context`` in threshold mode: the joint public key only (it
+    encrypts, as a deviating aggregator may, and never decrypts)."""
+
+    def __init__(self, holder: CiphertextHolder) -> None:
+        self._holder = holder
+        self.params = SlotParameters(holder.context.slots)
+
+    def encrypt(
+        self, values: npt.ArrayLike, scale_bits: float | None = None
+    ) -> ThresholdCiphertext:
+        return ThresholdCiphertext(self._holder.encrypt(values))
+
+
+# ---------------------------------------------------------------------- session sizing
+def check_session(params: ThresholdParameters, parties: int, terms: int, executions: int) -> Layout:
+    """The session's layout, or :class:`InputError` when threshold mode cannot run it."""
+    params.check(parties)
+    layout = Layout.for_terms(terms, params.batch_size)
+    if executions > params.max_decryptions:
+        raise InputError(
+            f"{executions} executions need {executions} joint decryptions; the flooding noise "
+            f"of parameter set {params.name!r} allows {params.max_decryptions} per key set"
+        )
+    return layout
+
+
+def value_shift_bits(
+    parties: int, max_samples: int, c_high_bits: float, malicious_mode: bool
+) -> int:
+    """``2k``: parties scale every slot value by ``2^-k`` (module docstring)."""
+    x_max_bits = 2 * math.log2(parties * max_samples) + (2.0 if malicious_mode else 0.0)
+    return max(0, math.ceil(c_high_bits + x_max_bits - CAPACITY_BITS))
+
+
+def split_shift(shift2k: int) -> int:
+    """``k`` applied to each factor (rounded up: the product is scaled by ``2^-2k'`` with
+    ``2k' >= 2k``)."""
+    return (shift2k + 1) // 2
+
+
+def decode_pairs(raw: npt.ArrayLike, layout: Layout, shift_k: int) -> tuple[float, float]:
+    """``(c·X, c·Y)`` from one decrypted reply: the reply is ``num + den`` where ``num`` fills
+    every slot and ``den`` only :attr:`Layout.denominator_slot`."""
+    values = np.asarray(raw, dtype=np.float64)
+    ds = layout.denominator_slot
+    ns = ds + 1
+    factor = 2.0 ** (2 * shift_k)
+    return float(values[ns]) * factor, (float(values[ds]) - float(values[ns])) * factor
+
+
+def sigma_products(
+    sizes: malicious.Sizes, params: ThresholdParameters, shift_k: int, c_min: float
+) -> tuple[float, float]:
+    """Std bounds of the errors of ``X/c`` and ``Y/c`` in threshold mode (malicious
+    variant): the single-key model of :meth:`malicious.Sizes.sigma_products` with the fresh
+    error of OpenFHE under the joint key (``params.circuit_noise_bits``, the coefficient
+    bound the flooding is sized for, plus ``log2 sqrt(M) + 1``, spread over the slots by
+    ``sqrt(2B)`` as in :meth:`ThresholdParameters.decryption_error_bits`, at the 59-bit
+    scale, times ``2^k``),
+    plus the flooding noise of the joint decryption (``Y`` is a difference of two slots)."""
+    m = sizes.parties
+    e = 2.0 ** (
+        params.circuit_noise_bits
+        + 0.5 * math.log2(m)
+        + 1.0
+        + 0.5 * math.log2(2 * params.batch_size)
+        - SCALING_MOD_BITS
+        + shift_k
+    )
+    b = 2.0 ** (sizes.mask_bits + 3)
+    k = malicious.NOISE_CONSTANT
+    sigma_x = k * math.sqrt(sizes.slots_used) * m * b * e
+    sigma_y = k * 4.0 * m * sizes.max_samples * math.sqrt(m) * e
+    flood = 2.0 ** (params.decryption_error_bits(m) + 2 * shift_k) / c_min
+    return math.hypot(sigma_x, flood), math.hypot(sigma_y, math.sqrt(2.0) * flood)
