@@ -45,9 +45,9 @@ from privfl.evaluation.fhauc.aggregator import Aggregator
 from privfl.evaluation.fhauc.messages import AGGREGATOR
 from privfl.evaluation.fhauc.policy import Security
 from privfl.evaluation.fhauc.threshold_ops import (
-    FHAUC_PARAMETER_SET,
     EncryptingContext,
     ThresholdCiphertext,
+    fhauc_parameters,
 )
 from privfl.evaluation.fhauc.threshold_setup import ThresholdPublicSetup
 from privfl.evaluation.fhauc.uploads import Upload
@@ -83,7 +83,7 @@ class ThresholdMixin(Aggregator):
     ) -> bytes:
         """Announce a session (as single-key); refuses one threshold mode cannot run."""
         saved = self.context
-        self.context = _SlotsOnly(th.parameter_set(FHAUC_PARAMETER_SET).batch_size)  # type: ignore[assignment]
+        self.context = _SlotsOnly(fhauc_parameters().batch_size)  # type: ignore[assignment]
         try:
             data = super().start_session(parties, thresholds, score_range, security, splits)
         finally:

@@ -35,7 +35,12 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from privfl.crypto.threshold import Ciphertext, CiphertextHolder, ThresholdParameters
+from privfl.crypto.threshold import (
+    Ciphertext,
+    CiphertextHolder,
+    ThresholdParameters,
+    parameter_set,
+)
 from privfl.crypto.threshold_params import SCALING_MOD_BITS
 from privfl.errors import InputError
 from privfl.evaluation.fhauc import malicious
@@ -43,6 +48,12 @@ from privfl.evaluation.fhauc.layout import Layout
 
 CAPACITY_BITS = 52.0  # decrypted |value| < 2^52: 4 bits below the two towers' 2^56
 FHAUC_PARAMETER_SET = "fhauc"
+
+
+def fhauc_parameters() -> ThresholdParameters:
+    """The threshold parameter set of FHAUC sessions (``"fhauc"``: ring 2^14, 128-bit;
+    tests switch :data:`FHAUC_PARAMETER_SET` to the insecure ``"fhauc-test"``)."""
+    return parameter_set(FHAUC_PARAMETER_SET)
 
 
 def _doubling_product(ct: Ciphertext, k: int) -> Ciphertext:
@@ -146,18 +157,43 @@ def check_session(params: ThresholdParameters, parties: int, terms: int, executi
     return layout
 
 
-def value_shift_bits(
-    parties: int, max_samples: int, c_high_bits: float, malicious_mode: bool
+def fresh_error_bits(ring: int, parties: int) -> float:
+    """log2 of (an upper bound on) the per-slot error of a fresh public-key encryption under
+    the joint key, in value units at the 59-bit scale: coefficient error ``3.2 sqrt(4/3 N M)``
+    (``v e + e0 + s e1`` with ``M`` summed Gaussian and ternary terms), spread over the
+    slots by ``sqrt(N)``, with 2 bits of margin."""
+    coefficient = math.log2(3.2) + 0.5 * math.log2(4.0 / 3.0 * ring * parties)
+    return coefficient + 0.5 * math.log2(ring) + 2.0 - SCALING_MOD_BITS
+
+
+def value_shift(
+    parties: int,
+    max_samples: int,
+    share_bound_bits: float,
+    terms: int,
+    c_high_bits: float,
+    ring: int,
+    malicious_mode: bool,
 ) -> int:
-    """``2k``: parties scale every slot value by ``2^-k`` (module docstring)."""
+    """``k``: parties scale every slot value by ``2^-k`` (module docstring). The larger of
+    what capacity needs (``c X 2^-2k < 2^52``) and what OpenFHE's decoder needs: it refuses a
+    result whose error exceeds ``2^-5`` (value units), and the reply's error is about
+    ``c 2^-k 2 sqrt(L) M B e`` (``L`` slots of products of ``M`` summed values below ``B``
+    with fresh error ``e``); privfl keeps it below ``2^-8``."""
     x_max_bits = 2 * math.log2(parties * max_samples) + (2.0 if malicious_mode else 0.0)
-    return max(0, math.ceil(c_high_bits + x_max_bits - CAPACITY_BITS))
+    capacity = math.ceil(max(0.0, c_high_bits + x_max_bits - CAPACITY_BITS) / 2)
+    product = (
+        1.0
+        + 0.5 * math.log2(max(terms, 1))
+        + math.log2(parties)
+        + share_bound_bits
+        + fresh_error_bits(ring, parties)
+    )
+    noise = math.ceil(c_high_bits + product + DECODE_MARGIN_BITS)
+    return max(0, capacity, noise)
 
 
-def split_shift(shift2k: int) -> int:
-    """``k`` applied to each factor (rounded up: the product is scaled by ``2^-2k'`` with
-    ``2k' >= 2k``)."""
-    return (shift2k + 1) // 2
+DECODE_MARGIN_BITS = 8.0
 
 
 def decode_pairs(raw: npt.ArrayLike, layout: Layout, shift_k: int) -> tuple[float, float]:
@@ -171,24 +207,19 @@ def decode_pairs(raw: npt.ArrayLike, layout: Layout, shift_k: int) -> tuple[floa
 
 
 def sigma_products(
-    sizes: malicious.Sizes, params: ThresholdParameters, shift_k: int, c_min: float
+    sizes: malicious.Sizes,
+    params: ThresholdParameters,
+    ring: int,
+    shift_k: int,
+    c_min: float,
 ) -> tuple[float, float]:
     """Std bounds of the errors of ``X/c`` and ``Y/c`` in threshold mode (malicious
     variant): the single-key model of :meth:`malicious.Sizes.sigma_products` with the fresh
-    error of OpenFHE under the joint key (``params.circuit_noise_bits``, the coefficient
-    bound the flooding is sized for, plus ``log2 sqrt(M) + 1``, spread over the slots by
-    ``sqrt(2B)`` as in :meth:`ThresholdParameters.decryption_error_bits`, at the 59-bit
-    scale, times ``2^k``),
-    plus the flooding noise of the joint decryption (``Y`` is a difference of two slots)."""
+    error of :func:`fresh_error_bits` times ``2^k`` (values are scaled by ``2^-k``), plus the
+    flooding noise of the joint decryption (``params.decryption_error_bits``, times ``2^2k /
+    c``; ``Y`` is a difference of two slots)."""
     m = sizes.parties
-    e = 2.0 ** (
-        params.circuit_noise_bits
-        + 0.5 * math.log2(m)
-        + 1.0
-        + 0.5 * math.log2(2 * params.batch_size)
-        - SCALING_MOD_BITS
-        + shift_k
-    )
+    e = 2.0 ** (fresh_error_bits(ring, m) + shift_k)
     b = 2.0 ** (sizes.mask_bits + 3)
     k = malicious.NOISE_CONSTANT
     sigma_x = k * math.sqrt(sizes.slots_used) * m * b * e

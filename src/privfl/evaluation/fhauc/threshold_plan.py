@@ -17,23 +17,23 @@ transcript (pure functions, public unless stated).
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 from privfl.crypto.prng import SharedRandomness
-from privfl.crypto.threshold import ThresholdParameters, parameter_set
+from privfl.crypto.threshold import ThresholdContext, ThresholdParameters
 from privfl.evaluation.fhauc import malicious
 from privfl.evaluation.fhauc.layout import Layout
 from privfl.evaluation.fhauc.messages import SessionConfig
 from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.evaluation.fhauc.threshold_ops import (
-    FHAUC_PARAMETER_SET,
     check_session,
+    fhauc_parameters,
     sigma_products,
-    split_shift,
-    value_shift_bits,
+    value_shift,
 )
 from privfl.evaluation.fhauc.variant import Malicious, SemiHonest, Variant
 from privfl.messages import SESSION_ID_BYTES
@@ -48,11 +48,11 @@ class ThresholdMalicious(Malicious):
     permutation, executions, the acceptance rule, the precision and guarantee checks are
     the single-key variant's, unchanged."""
 
-    def __init__(self, params: ThresholdParameters, shift_k: int, c_min: float) -> None:
-        self.params, self.shift_k, self.c_min = params, shift_k, c_min
+    def __init__(self, params: ThresholdParameters, ring: int, shift_k: int, c_min: float) -> None:
+        self.params, self.ring, self.shift_k, self.c_min = params, ring, shift_k, c_min
 
     def sigma_execution(self, sizes: malicious.Sizes, rnd: malicious.Randomness, d: float) -> float:
-        sigma_x, sigma_y = sigma_products(sizes, self.params, self.shift_k, self.c_min)
+        sigma_x, sigma_y = sigma_products(sizes, self.params, self.ring, self.shift_k, self.c_min)
         ratio = (2 * rnd.r0 + rnd.r1) / rnd.r2
         return float(np.hypot(sigma_x, ratio * sigma_y) / (2 * rnd.r0 * max(d, 1.0)))
 
@@ -72,18 +72,21 @@ class Plan:
 
 def plan(config: SessionConfig, policy: Policy) -> Plan:
     """The session's plan (:class:`~privfl.errors.InputError` when it cannot run)."""
-    params = parameter_set(FHAUC_PARAMETER_SET)
+    params = fhauc_parameters()
     mode = config.security
     executions = policy.executions if mode is Security.MALICIOUS else 1
     parties = len(config.parties)
     layout = check_session(params, parties, config.terms(), executions)
     lo, hi = malicious.multiplier_bounds(policy.multiplier_bits)
-    shift = split_shift(
-        value_shift_bits(parties, policy.max_samples_per_party, hi, mode is Security.MALICIOUS)
-    )
-    variant: Variant = (
-        ThresholdMalicious(params, shift, 2.0**lo) if mode is Security.MALICIOUS else SemiHonest()
-    )
+    ring = ThresholdContext.for_parameters(params, parties).ring
+    bad = mode is Security.MALICIOUS
+    c_samples = policy.max_samples_per_party
+    if bad:
+        share_bits = float(Malicious.sizes(config, policy).mask_bits + 3)
+    else:
+        share_bits = math.log2(2 * c_samples)
+    shift = value_shift(parties, c_samples, share_bits, config.terms(), hi, ring, bad)
+    variant: Variant = ThresholdMalicious(params, ring, shift, 2.0**lo) if bad else SemiHonest()
     # semi-honest replies use one level (the product); malicious uploads keep one more, so
     # that a deviating aggregator's extra plaintext product still decrypts and is caught by
     # the verification rather than by a level error
