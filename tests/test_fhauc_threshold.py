@@ -213,3 +213,38 @@ def test_a_reveal_altered_by_the_aggregator_is_refused(rng):
 def test_an_unknown_keys_value_is_an_input_error(rng):
     with pytest.raises(InputError, match="keys"):
         privfl.federated_auc(make_parties(rng, 2, 50), 10, keys="dealer")
+
+
+# ------------------------------------------------------------------ command line
+def test_cli_keys_init_and_auc_with_threshold_keys(tmp_path):
+    import json
+
+    import pandas as pd
+    from typer.testing import CliRunner
+
+    from privfl.cli import app
+    from privfl.federation.provisioning import load_aggregator_keys, load_party_keys
+
+    runner = CliRunner()
+    out = runner.invoke(
+        app, ["keys", "init", "--parties", "a,b", "--out", str(tmp_path / "k"), "--keys",
+              "threshold", "--json"],
+    )  # fmt: skip
+    assert out.exit_code == 0, out.output
+    party, agg = (
+        load_party_keys(tmp_path / "k" / "a"),
+        load_aggregator_keys(tmp_path / "k" / "aggregator"),
+    )
+    assert party.keys == agg.keys == "threshold"
+    assert b"CKKS" not in agg.public_setup and len(party.bundle) < 2048  # seed + policy only
+    rng = np.random.default_rng(2)
+    y = rng.integers(0, 2, 300)
+    frame = pd.DataFrame({"score": np.clip(rng.normal(0.4 + 0.2 * y, 0.2), 0, 1), "label": y})
+    frame.to_csv(tmp_path / "s.csv", index=False)
+    args = ["auc", str(tmp_path / "s.csv"), "-s", "score", "-l", "label", "--parties", "2"]
+    out = runner.invoke(app, [*args, "--keys", "threshold", "--json", "--compare"])
+    assert out.exit_code == 0, out.output
+    res = json.loads(out.stdout)
+    assert res["keys"] == "threshold" and res["compare"]["abs_error_vs_binned"] < TOL
+    out = runner.invoke(app, [*args, "--keys", "dealer"])
+    assert out.exit_code == 2

@@ -13,18 +13,23 @@ operations (``+``, ``*`` by a ciphertext or an integer, ``rotate``, ``window_sum
   parameter set (depth 3), so an honest reply has used 1 level and a reply decrypts as long
   as it has used at most 2 (two towers stay for the flooding noise).
 
-Capacity and scaling (why parties scale their values)
------------------------------------------------------
+Capacity, noise and scaling (why parties scale their values)
+------------------------------------------------------------
 Joint decryption keeps two towers at a 59-bit scale: a decrypted value must stay below
-``2^56`` (:mod:`privfl.crypto.threshold_params`). The aggregator's reply holds
-``c·X`` with ``X <= 4 (M C)^2`` (``M`` parties, ``C`` the provisioned size bound; semi-honest
-``num + TP·FP <= (MC)^2``, malicious ``r0 num + r1 TP·FP + r2 TP·FP <= 16 PQ``) and ``c <
-2^c_hi``. Every party therefore multiplies all its slot values by ``2^-k`` with
-``2k = max(0, ceil(c_hi + log2 X_max - 52))`` (:func:`value_shift_bits`, public: the same
-for every party and computable by anyone), and multiplies what it decrypts by ``2^2k``.
-The flooding noise of the joint decryption (``2^decryption_error_bits(M)`` per slot, value
-units) then costs ``2^2k / c`` in ``X/c`` units; ``c >= 2^20`` in both modes keeps it far below
-the AUC's required accuracy for any realistic ``TP·FP``.
+``2^56`` (:mod:`privfl.crypto.threshold_params`), and OpenFHE's decoder refuses a result whose
+error exceeds ``2^-5`` (value units). The aggregator's reply holds ``c·(X + Y)`` with
+``X + Y <= 4 (M C)^2`` (``M`` parties, ``C`` the provisioned size bound) and ``c < 2^c_hi``,
+and its error is the product's error times ``c``: about ``c 2 sqrt(L) M B e`` for ``L``
+slots of products of ``M`` summed values below ``B`` with fresh error ``e``
+(:func:`fresh_error_bits`). Every party therefore multiplies all its slot values by
+``2^-k`` with ``k`` the larger of what capacity and the decoder need
+(:func:`value_shift`: public, the same for every party), and multiplies what it decrypts by
+``2^2k``. The aggregator's multiplier is ``c`` in ``[2^20, 2^(20 + multiplier_bits))`` in
+both modes (the malicious one's range of single-key mode); the flooding noise of the joint
+decryption then costs ``2^2k / c`` in ``X/c`` units. The malicious variant's tolerance uses
+these terms (:func:`sigma_products`); its acceptance rule and guarantee are unchanged, so
+sessions whose threshold noise is too large for the required guarantee are refused
+(``WeakGuaranteeError``), never accepted more loosely.
 """
 
 from __future__ import annotations
