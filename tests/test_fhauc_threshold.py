@@ -248,3 +248,47 @@ def test_cli_keys_init_and_auc_with_threshold_keys(tmp_path):
     assert res["keys"] == "threshold" and res["compare"]["abs_error_vs_binned"] < TOL
     out = runner.invoke(app, [*args, "--keys", "dealer"])
     assert out.exit_code == 2
+
+
+# ------------------------------------------------------------------ Flower ClientApp logic
+def test_flower_client_runs_threshold_rounds_with_a_fresh_party_per_round(tmp_path):
+    """Every round rebuilds the party from its key folder, data and node-local state (a
+    ClientApp may be a fresh process per message): the key share survives between rounds,
+    a replayed round is refused, and the AUC is written on the node only."""
+    import json
+
+    import pandas as pd
+
+    pytest.importorskip("flwr")
+    from flwr.app import Context, RecordDict
+
+    from privfl.federation.flower import client_app
+    from privfl.federation.provisioning import load_aggregator_keys
+    from privfl.federation.provisioning import provision as provision_dirs
+
+    names = ["site-a", "site-b", "site-c"]
+    provision_dirs(names, tmp_path / "keys", Policy(max_samples_per_party=256), keys="threshold")
+    rng = np.random.default_rng(4)
+    contexts, data = {}, []
+    for p in names:
+        y = rng.integers(0, 2, 200)
+        s = np.clip(rng.normal(0.4 + 0.2 * y, 0.2), 0, 1)
+        data.append((s, y))
+        pd.DataFrame({"score": s, "label": y}).to_csv(tmp_path / f"{p}.csv", index=False)
+        node = {"keys-dir": str(tmp_path / "keys" / p), "data-file": str(tmp_path / f"{p}.csv"),
+                "output-dir": str(tmp_path / "out" / p)}  # fmt: skip
+        contexts[p] = Context(run_id=1, node_id=1, node_config=node, state=RecordDict(),
+                              run_config={})  # fmt: skip
+
+    class Nodes:
+        def exchange(self, step, messages):
+            return {p: client_app.run_step(step, m, contexts[p])[1] for p, m in messages.items()}
+
+    agg = ThresholdAggregator()
+    agg.receive_setup(load_aggregator_keys(tmp_path / "keys" / "aggregator").public_setup)
+    nodes = Nodes()
+    run_threshold_session(agg, nodes, SessionRequest(tuple(names), 10))
+    written = json.loads(next((tmp_path / "out" / "site-b").glob("*.json")).read_text())
+    assert written["auc"] == pytest.approx(privfl.binned_auc(data, 10), abs=TOL)
+    with pytest.raises(ProtocolError, match="out of order"):
+        client_app.run_step("keygen", b"", contexts["site-a"])

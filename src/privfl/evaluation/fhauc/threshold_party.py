@@ -40,13 +40,10 @@ from enum import StrEnum
 import numpy as np
 import numpy.typing as npt
 from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from privfl.crypto import keywrap
 from privfl.crypto import threshold as th
-from privfl.crypto.threshold_wire import U64
 from privfl.errors import InputError, MalformedMessageError, ProtocolError, UnknownPartyError
 from privfl.evaluation.fhauc import threshold_messages as tmsg
 from privfl.evaluation.fhauc import threshold_plan as tp
@@ -55,7 +52,9 @@ from privfl.evaluation.fhauc.party import PartyResult
 from privfl.evaluation.fhauc.policy import Policy
 from privfl.evaluation.fhauc.session import check_start, new_nonce, session_key
 from privfl.evaluation.fhauc.threshold_ops import decode_pairs
+from privfl.evaluation.fhauc.threshold_plan import joint_rows, reveal_key, row_moduli
 from privfl.evaluation.fhauc.threshold_setup import open_bundle
+from privfl.evaluation.fhauc.threshold_state import ThresholdState
 from privfl.evaluation.fhauc.variant import PartyView
 from privfl.evaluation.statistics import PartyCounts, party_counts, validate_party
 
@@ -67,27 +66,6 @@ class Stage(StrEnum):
     UPLOADED = "uploaded"
     DECRYPTED = "decrypted"
     FINISHED = "finished"
-
-
-def reveal_key(key: bytes) -> bytes:
-    """The AES-256-GCM key of the lead's reveal, from the parties' session key."""
-    return HKDF(
-        algorithm=hashes.SHA256(), length=32, salt=b"privfl-fhauc-threshold-reveal", info=b"v1"
-    ).derive(key)
-
-
-def joint_rows(
-    ctx: th.ThresholdContext, public_key: bytes, switch_key: bytes
-) -> npt.NDArray[np.uint64]:
-    """The ``b`` rows of a public-key and a switching-key payload, stacked."""
-    pk, sw = ctx.public_key_shape, ctx.switch_key_shape
-    a = np.frombuffer(public_key, dtype=U64).reshape(len(pk.b_index), ctx.ring)
-    b = np.frombuffer(switch_key, dtype=U64).reshape(len(sw.b_index), ctx.ring)
-    return np.concatenate([a, b])
-
-
-def row_moduli(ctx: th.ThresholdContext) -> npt.NDArray[np.uint64]:
-    return np.concatenate([ctx.public_key_shape.b_moduli, ctx.switch_key_shape.b_moduli])
 
 
 class ThresholdFhaucParty:
@@ -310,6 +288,53 @@ class ThresholdFhaucParty:
         """The signed end-of-session status (never the AUC)."""
         self._expect(Stage.FINISHED, "report its status")
         return Done(self._cfg().session, self.name, status).seal(self._identity)
+
+    # ------------------------------------------------------------------ local state
+    def export_state(self) -> bytes:
+        """This party's progress through its session, key share included, for its own
+        node-local storage only (a Flower ClientApp may run every step in a fresh process)."""
+        keys = self._keys
+        return ThresholdState(
+            self.stage.value if self.stage else "",
+            self._config.to_bytes() if self._config else b"",
+            self._nonce,
+            self._transcript,
+            keys.export_local_state() if keys is not None and keys.has_share else b"",
+            self._own_rows.tobytes() if self._own_rows is not None else b"",
+            self._joint_bytes,
+        ).to_bytes()
+
+    def restore(self, data: bytes | None) -> None:
+        """Resume from :meth:`export_state` (the config is checked again, the counts are
+        recomputed from the local data, the key share is reloaded)."""
+        self._reset()
+        self.stage = None
+        if not data:
+            return
+        state = ThresholdState.from_bytes(data)
+        config = SessionConfig.from_bytes(state.config)
+        config.check_policy(self.policy)
+        self._config, self._plan = config, tp.plan(config, self.policy)
+        self._nonce, self._transcript = state.nonce, state.transcript
+        try:
+            self.stage = Stage(state.stage)
+        except ValueError:
+            raise MalformedMessageError("threshold party state has an unknown stage") from None
+        if state.transcript:
+            self._counts = self._count(config)
+        if state.keys:
+            ctx = th.ThresholdContext.for_parameters(self._p().params, len(config.parties))
+            index = config.parties.index(self.name)
+            self._keys = th.ThresholdParty(
+                self.name, index, ctx, tp.threshold_session(self._transcript)
+            )
+            self._keys.import_local_state(state.keys)
+            if state.own_rows:
+                rows = np.frombuffer(state.own_rows, dtype=np.uint64)
+                self._own_rows = rows.reshape(-1, ctx.ring)
+            if state.joint:
+                self._joint = th.JointPublicKeys.from_bytes(state.joint, ctx, self._keys.session)
+                self._joint_bytes = state.joint
 
     # ------------------------------------------------------------------ internals
     def _verify_joint_key(self, items: tuple[bytes, ...]) -> None:

@@ -22,9 +22,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from privfl.crypto.prng import SharedRandomness
 from privfl.crypto.threshold import ThresholdContext, ThresholdParameters
+from privfl.crypto.threshold_wire import U64
 from privfl.evaluation.fhauc import malicious
 from privfl.evaluation.fhauc.layout import Layout
 from privfl.evaluation.fhauc.messages import SessionConfig
@@ -142,3 +145,24 @@ def sketch(
         high = (r * (row >> np.uint64(30))) % qq
         out.append((_wide_sum(low) + (_wide_sum(high) << 30)) % int(q))
     return tuple(out)
+
+
+def reveal_key(key: bytes) -> bytes:
+    """The AES-256-GCM key of the lead's reveal, from the parties' session key."""
+    return HKDF(
+        algorithm=hashes.SHA256(), length=32, salt=b"privfl-fhauc-threshold-reveal", info=b"v1"
+    ).derive(key)
+
+
+def joint_rows(
+    ctx: ThresholdContext, public_key: bytes, switch_key: bytes
+) -> npt.NDArray[np.uint64]:
+    """The ``b`` rows of a public-key and a switching-key payload, stacked."""
+    pk, sw = ctx.public_key_shape, ctx.switch_key_shape
+    a = np.frombuffer(public_key, dtype=U64).reshape(len(pk.b_index), ctx.ring)
+    b = np.frombuffer(switch_key, dtype=U64).reshape(len(sw.b_index), ctx.ring)
+    return np.concatenate([a, b])
+
+
+def row_moduli(ctx: ThresholdContext) -> npt.NDArray[np.uint64]:
+    return np.concatenate([ctx.public_key_shape.b_moduli, ctx.switch_key_shape.b_moduli])
