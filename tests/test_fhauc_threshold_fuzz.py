@@ -23,6 +23,7 @@ from privfl.evaluation.fhauc import threshold_messages as tm
 from privfl.evaluation.fhauc import threshold_ops
 from privfl.evaluation.fhauc.threshold_schedule import run_threshold_session
 from privfl.evaluation.fhauc.threshold_setup import ThresholdPublicSetup
+from privfl.evaluation.fhauc.threshold_state import ThresholdState
 from test_fhauc_threshold import deployment
 
 
@@ -77,13 +78,14 @@ def world():
         "reveal": (rec.up["fuse"][agg.lead], lambda d: tm.Reveal.from_bytes(d, session, roster)),
         "public": (public, ThresholdPublicSetup.from_bytes),
         "pairs": (tm.write_pairs([(1.0, 2.0)]), lambda d: tm.read_pairs(d, 1)),
+        "state": (parties[1].export_state(), ThresholdState.from_bytes),
     }
     return decoders
 
 
 NAMES = [
     "keygen", "keycheck", "keychecks", "upload", "requests", "shares", "lead-relay", "lead",
-    "reveal", "public", "pairs",
+    "reveal", "public", "pairs", "state",
 ]  # fmt: skip
 
 

@@ -29,7 +29,8 @@ What each step does and learns:
   (malicious: verification of the executions, unchanged).
 
 The party holds its data, the seed, its identity key and its key share (inside a
-:class:`~privfl.crypto.threshold.ThresholdParty`, never serialised, one per session).
+:class:`~privfl.crypto.threshold.ThresholdParty`, one per session; never sent, exported only
+into the node's own local state by :meth:`ThresholdFhaucParty.export_state`).
 """
 
 from __future__ import annotations
