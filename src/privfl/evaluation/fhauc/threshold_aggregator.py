@@ -227,7 +227,7 @@ class ThresholdMixin(Aggregator):
                 f"upload from {sender}: not a fresh ciphertext of its own (level "
                 f"{message.level}, degree {message.deg})"
             )
-        return ThresholdCiphertext(th.Ciphertext.from_message(server.context, message))
+        return ThresholdCiphertext.from_message(server.context, message)
 
     def _server(self) -> th.ThresholdServer:
         if getattr(self, "server", None) is None:

@@ -43,10 +43,13 @@ import numpy.typing as npt
 from privfl.crypto.threshold import (
     Ciphertext,
     CiphertextHolder,
+    CiphertextMessage,
+    ThresholdContext,
     ThresholdParameters,
     parameter_set,
 )
 from privfl.crypto.threshold_params import SCALING_MOD_BITS
+from privfl.crypto.threshold_wire import add_mod
 from privfl.errors import InputError
 from privfl.evaluation.fhauc import malicious
 from privfl.evaluation.fhauc.layout import Layout
@@ -59,6 +62,21 @@ def fhauc_parameters() -> ThresholdParameters:
     """The threshold parameter set of FHAUC sessions (``"fhauc"``: ring 2^14, 128-bit;
     tests switch :data:`FHAUC_PARAMETER_SET` to the insecure ``"fhauc-test"``)."""
     return parameter_set(FHAUC_PARAMETER_SET)
+
+
+@dataclass(frozen=True, eq=False)
+class _Rows:
+    """A fresh ciphertext's coefficient rows and shape, not yet handed to OpenFHE."""
+
+    ctx: ThresholdContext
+    level: int
+    deg: int
+    rows: npt.NDArray[np.uint64]
+    tag: str
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.level, self.deg
 
 
 def _doubling_product(ct: Ciphertext, k: int) -> Ciphertext:
@@ -76,12 +94,46 @@ def _doubling_product(ct: Ciphertext, k: int) -> Ciphertext:
 
 
 class ThresholdCiphertext:
-    """An OpenFHE ciphertext under the joint key with the SEAL wrapper's operations."""
+    """An OpenFHE ciphertext under the joint key with the SEAL wrapper's operations.
 
-    __slots__ = ("ct",)
+    A ciphertext loaded from an upload stays *lazy* (its checked coefficient rows, RNS and
+    NTT form) until an operation needs OpenFHE: adding two lazy ciphertexts of the same
+    shape adds their rows modulo each prime, which is exactly OpenFHE's ``EvalAdd`` on
+    ciphertexts of equal level and scale, so summing ``M`` uploads costs one OpenFHE
+    deserialisation instead of ``M``."""
 
-    def __init__(self, ct: Ciphertext) -> None:
-        self.ct = ct
+    __slots__ = ("_ct", "_lazy")
+
+    def __init__(self, ct: Ciphertext | None = None, lazy: _Rows | None = None) -> None:
+        if (ct is None) == (lazy is None):
+            raise ValueError("a ciphertext is either native or lazy")
+        self._ct, self._lazy = ct, lazy
+
+    @classmethod
+    def from_message(cls, ctx: ThresholdContext, message: CiphertextMessage) -> ThresholdCiphertext:
+        """A lazy ciphertext from a decoded (hence checked) message."""
+        layout = ctx.ciphertext_layout(message.level, message.deg)
+        rows = np.frombuffer(message.payload, dtype=np.uint64).reshape(layout.vectors, ctx.ring)
+        return cls(lazy=_Rows(ctx, message.level, message.deg, rows, message.session.hex()))
+
+    @property
+    def ct(self) -> Ciphertext:
+        """The OpenFHE ciphertext (built once from the rows of a lazy one)."""
+        if self._ct is None:
+            lazy = self._lazy
+            assert lazy is not None
+            layout = lazy.ctx.ciphertext_layout(lazy.level, lazy.deg)
+            native = lazy.ctx.load("ciphertext", layout, lazy.rows.tobytes(), lazy.tag)
+            self._ct, self._lazy = Ciphertext(lazy.ctx, native), None
+        return self._ct
+
+    def __add__(self, other: object) -> ThresholdCiphertext:
+        a, b = self._lazy, other._lazy if isinstance(other, ThresholdCiphertext) else None
+        if a is not None and b is not None and a.shape == b.shape and a.tag == b.tag:
+            moduli = a.ctx.ciphertext_layout(a.level, a.deg).moduli
+            rows = add_mod(a.rows, b.rows, moduli)
+            return ThresholdCiphertext(lazy=_Rows(a.ctx, a.level, a.deg, rows, a.tag))
+        return ThresholdCiphertext(self.ct + self._of(other))
 
     @property
     def scale(self) -> float:
@@ -91,9 +143,6 @@ class ThresholdCiphertext:
         if isinstance(other, ThresholdCiphertext):
             return other.ct
         return [float(v) for v in np.asarray(other, dtype=np.float64).ravel()]
-
-    def __add__(self, other: object) -> ThresholdCiphertext:
-        return ThresholdCiphertext(self.ct + self._of(other))
 
     def __sub__(self, other: object) -> ThresholdCiphertext:
         return ThresholdCiphertext(self.ct - self._of(other))
