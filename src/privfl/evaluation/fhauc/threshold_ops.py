@@ -9,9 +9,16 @@ operations (``+``, ``*`` by a ciphertext or an integer, ``rotate``, ``window_sum
 
 * a product consumes one level; the aggregator's integer multiplier ``c`` is applied by
   doubling and adding (no level, "at scale 1" as in single-key mode); ``scale_by`` multiplies
-  by a real constant (one level). Uploads are fresh ciphertexts at level 0 of the ``"fhauc"``
-  parameter set (depth 3), so an honest reply has used 1 level and a reply decrypts as long
-  as it has used at most 2 (two towers stay for the flooding noise).
+  by a real constant (one level). A reply decrypts as long as it has used at most 2 of the
+  ``"fhauc"`` set's 3 levels (two towers stay for the flooding noise). Semi-honest uploads
+  are fresh ciphertexts at level 1 (three towers: 768 KB each), so the honest product ends at
+  level 2; malicious uploads are at level 0, one level to spare, so that a deviating
+  aggregator's extra plaintext product still decrypts and is caught by the verification.
+* uploads stay *lazy* (checked coefficient rows) until an OpenFHE operation needs them;
+  their sums are computed on the rows (:class:`ThresholdCiphertext`).
+* the aggregator's reply for one execution is ``num + den`` in one ciphertext (``num`` in
+  every slot, ``den`` added at :attr:`Layout.denominator_slot`): one joint decryption per
+  execution (:func:`decode_pairs`).
 
 Capacity, noise and scaling (why parties scale their values)
 ------------------------------------------------------------
