@@ -66,6 +66,7 @@ class ThresholdMixin(Aggregator):
         self.lead = ""
         self._requests: list[th.DecryptionRequest] = []
         self._uploads: dict[str, tmsg.ThresholdUpload] = {}
+        self._mult: list[th.MultKeyShare] = []
 
     def receive_setup(self, data: bytes) -> None:
         """Roster and public policy; there is no key material to receive."""
@@ -130,8 +131,9 @@ class ThresholdMixin(Aggregator):
         return tmsg.Relay(cfg.session, items, "th-keychecks").to_bytes()
 
     def finish_keys(self, uploads: Mapping[str, bytes]) -> None:
-        """Key generation round 2 (from the signed uploads): add the parties'
-        relinearisation shares into the joint evaluation keys; keep the checked uploads."""
+        """Check every signed upload (sender, session, transcript) and parse the
+        relinearisation share that rides with it; keep both for :meth:`install_keys` and
+        :meth:`handle_uploads`."""
         cfg, server = self._config(), self._server()
         mult, self._uploads = [], {}
         for p in cfg.parties:
@@ -145,7 +147,13 @@ class ThresholdMixin(Aggregator):
                 raise UnknownPartyError(f"{p!r} sent a key share in {share.sender!r}'s name")
             mult.append(share)
             self._uploads[p] = msg
-        server.combine_mult_shares(mult)
+        self._mult = mult
+
+    def install_keys(self) -> None:
+        """Key generation round 2, end: add the relinearisation shares (collected by
+        :meth:`finish_keys`) into the joint evaluation keys and install them."""
+        self._server().combine_mult_shares(self._mult)
+        self._mult = []
 
     def handle_uploads(self, uploads: Mapping[str, bytes]) -> bytes:
         """Load every upload checked by :meth:`finish_keys` (fresh ciphertexts only), run
@@ -154,6 +162,8 @@ class ThresholdMixin(Aggregator):
         cfg, server, plan = self._config(), self._server(), self._plan()
         if set(getattr(self, "_uploads", {})) != set(cfg.parties):
             self.finish_keys(uploads)
+        if getattr(self, "_mult", None):
+            self.install_keys()
         by_party = {p: self._open(self._uploads[p], plan) for p in cfg.parties}
         self._uploads = {}
         self.context = EncryptingContext(server)  # type: ignore[assignment]

@@ -67,7 +67,8 @@ def run_threshold_session(
     checks = everyone("keycheck", joint)
     relay = run(keys, aggregator.relay_checks, checks)
     uploads = everyone("upload", relay)
-    run(keys, aggregator.finish_keys, uploads)
+    run(agg, aggregator.finish_keys, uploads)  # checking the signed uploads, as single-key
+    run(keys, aggregator.install_keys)  # the relinearisation key rode with the uploads
     requests = run(agg, aggregator.handle_uploads, uploads)
     others = tuple(p for p in parties if p != aggregator.lead)
     decrypted = _answers(transport, "decrypt", {p: requests for p in others}, others)
