@@ -79,6 +79,13 @@ def auc(
     force: Annotated[
         bool, typer.Option(help="Run even when the estimated memory exceeds 4 GiB.")
     ] = False,
+    keys: Annotated[
+        str,
+        typer.Option(
+            help="'single' (one CKKS key shared by the parties) or 'threshold' (every party "
+            "holds its own share of a joint OpenFHE key; needs the [threshold] extra)."
+        ),
+    ] = "single",
     as_json: AsJson = False,
     json_out: JsonOut = None,
 ) -> None:
@@ -104,8 +111,11 @@ def auc(
         executions=executions,
         min_guarantee_bits=min_guarantee_bits,
         force=force,
+        keys=keys,
     )
     out = res.to_dict()
+    if keys != "single":
+        out["keys"] = keys
     if compare:
         binned = privfl.binned_auc(data, thresholds, score_range=rng)
         exact = privfl.exact_auc(data, score_range=rng)

@@ -71,10 +71,19 @@ def keys_init(
         int, typer.Option(help="Smallest session a party joins (default 2).")
     ] = 2,
     force: Annotated[bool, typer.Option(help="Overwrite a non-empty directory.")] = False,
+    keys: Annotated[
+        str,
+        typer.Option(
+            help="'single' (a key holder creates the CKKS key) or 'threshold' (no key is "
+            "created here: every party generates its own share in each session; needs the "
+            "[threshold] extra at run time)."
+        ),
+    ] = "single",
     as_json: AsJson = False,
 ) -> None:
     """Provision FHAUC: identity keys (X25519 + Ed25519), the wrapped CKKS secret, seed and
-    policy for every party, and the aggregator's public context and policy."""
+    policy for every party, and the aggregator's public context and policy. With --keys
+    threshold: identities, roster, seed and policy only (nothing of a CKKS key)."""
     from privfl.evaluation.fhauc.policy import Policy, Security
     from privfl.federation.provisioning import provision
 
@@ -91,11 +100,11 @@ def keys_init(
         min_pairs=min_pairs,
         min_guarantee_bits=min_guarantee_bits,
     )
-    path = provision(names, out, policy, key_holder=key_holder, overwrite=force)
+    path = provision(names, out, policy, key_holder=key_holder, overwrite=force, keys=keys)
     files = sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file())
     sizes = {f: (path / f).stat().st_size for f in files}
     if as_json:
-        print_json({"out": str(path), "files": sizes})
+        print_json({"out": str(path), "keys": keys, "files": sizes})
         return
     table = Table(title=f"provisioned {len(names)} parties in {path}")
     table.add_column("file")

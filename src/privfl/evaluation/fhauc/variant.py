@@ -184,6 +184,10 @@ class Malicious(Variant):
     ) -> float:
         return float(self.sizes(config, policy).scale_bits)
 
+    def sigma_execution(self, sizes: malicious.Sizes, rnd: malicious.Randomness, d: float) -> float:
+        """Std bound of one execution's recovered AUC (the backend's noise model)."""
+        return sizes.sigma_execution(rnd, d)
+
     def multiplier_range(
         self, params: CKKSParameters, config: SessionConfig, policy: Policy
     ) -> tuple[float, float]:
@@ -224,7 +228,7 @@ class Malicious(Variant):
                     "provisioning; no AUC is output"
                 )
         aucs = [malicious.recover_auc(x, y, r) for (x, y), r in zip(decoded, rnds, strict=True)]
-        sigma = max(sizes.sigma_execution(r, d_low) for r in rnds)
+        sigma = max(self.sigma_execution(sizes, r, d_low) for r in rnds)
         tol = malicious.TOLERANCE_SIGMAS * sigma
         spread = max(aucs) - min(aucs)
         if not spread <= tol or not all(-tol <= a <= 1 + tol for a in aucs):

@@ -15,6 +15,11 @@ Simulation only (a virtual node has no ``keys-dir``, only ``partition-id`` and
 ``sim-data-file``, these and the column names and ``output-dir`` taken from the run
 configuration (in a simulation one operator runs every node).
 
+With threshold keys (``privfl keys init --keys threshold``) the node answers the extra
+rounds ``fhauc_keygen``, ``fhauc_keycheck``, ``fhauc_decrypt`` and ``fhauc_fuse``; its key
+share, generated in the session, is kept in the node-local ``context.state`` between rounds
+(never sent).
+
 Every handler rebuilds the party from its key folder and data (a ClientApp may be a fresh
 process per message); its progress through the session (which step it did last, its nonce)
 is kept in the node-local ``context.state``, so steps out of order are refused. The AUC is
@@ -44,8 +49,10 @@ from privfl.errors import (
     VerificationError,
 )
 from privfl.evaluation import fhauc
+from privfl.evaluation.fhauc.threshold_party import ThresholdFhaucParty
+from privfl.evaluation.fhauc.threshold_schedule import threshold_party_step
 from privfl.federation.flower.payload import pack, unpack
-from privfl.federation.provisioning import load_party_keys
+from privfl.federation.provisioning import PartyKeys, load_party_keys
 
 app = ClientApp()
 STATE = "privfl-fhauc"
@@ -83,13 +90,30 @@ def _party_files(context: Context) -> tuple[Path, tuple[FloatArray, Int8Array]]:
     return keys_dir, split[pid]
 
 
-def _party(context: Context) -> fhauc.Party:
+def _party(context: Context) -> fhauc.Party | ThresholdFhaucParty:
     keys_dir, (scores, labels) = _party_files(context)
     keys = load_party_keys(keys_dir)
+    if keys.keys == "threshold":
+        return _threshold_party(context, keys, scores, labels)
     party = fhauc.Party(keys.name, keys.identity, keys.roster, keys.key_holder, scores, labels)
     party.receive_bundle(keys.bundle)
     record = context.state.get(STATE)
     state = record.get("state") if isinstance(record, ConfigRecord) else None
+    party.restore(state if isinstance(state, bytes) else None)
+    return party
+
+
+def _threshold_party(
+    context: Context, keys: PartyKeys, scores: FloatArray, labels: Int8Array
+) -> ThresholdFhaucParty:
+    """A threshold party (keys provisioned with ``--keys threshold``), its session progress
+    and key share restored from the node-local state."""
+    party = ThresholdFhaucParty(
+        keys.name, keys.identity, keys.roster, keys.key_holder, scores, labels
+    )
+    party.receive_bundle(keys.bundle)
+    record = context.state.get(STATE)
+    state = record.get("threshold") if isinstance(record, ConfigRecord) else None
     party.restore(state if isinstance(state, bytes) else None)
     return party
 
@@ -129,6 +153,15 @@ def run_step(step: str, data: bytes, context: Context) -> tuple[str, bytes]:
     result is accepted once) and write the result file after the last step. Returns the
     party's name and its answer."""
     party = _party(context)
+    if isinstance(party, ThresholdFhaucParty):
+        try:
+            answer, result = threshold_party_step(party, step, data)
+        finally:
+            context.state[STATE] = ConfigRecord({"threshold": party.export_state()})
+        if result is not None:
+            _write_result(context, result)
+            log(INFO, "privfl FHAUC result for %s: AUC = %.8f", result.party, result.auc)
+        return party.name, answer
     try:
         answer, result = fhauc.party_step(party, step, data)
     finally:
@@ -179,3 +212,29 @@ def upload(message: Message, context: Context) -> Message:
 def result(message: Message, context: Context) -> Message:
     """Decrypt (and, against a malicious aggregator, verify) the result; write it locally."""
     return _step("result", message, context)
+
+
+# threshold keys (``privfl keys init --keys threshold``): the key-generation and decryption
+# rounds of :mod:`privfl.evaluation.fhauc.threshold_schedule`
+@app.query("fhauc_keygen")
+def keygen(message: Message, context: Context) -> Message:
+    """Check every party's join, sample this party's key share, send its public part."""
+    return _step("keygen", message, context)
+
+
+@app.query("fhauc_keycheck")
+def keycheck(message: Message, context: Context) -> Message:
+    """Sketch this party's own key contribution against the joint key it received."""
+    return _step("keycheck", message, context)
+
+
+@app.query("fhauc_decrypt")
+def decrypt(message: Message, context: Context) -> Message:
+    """A non-lead party's decryption shares of the aggregator's replies."""
+    return _step("decrypt", message, context)
+
+
+@app.query("fhauc_fuse")
+def fuse(message: Message, context: Context) -> Message:
+    """The lead party: fuse, decode and reveal the values to the parties only."""
+    return _step("fuse", message, context)

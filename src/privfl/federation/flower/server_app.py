@@ -11,6 +11,11 @@ Run configuration (``[tool.flwr.app.config]`` of the app, overridable with ``flw
                       the parties refuse a weaker one); ``splits`` (S, default 4)
 ``score-low``/``score-high``  declared score range (default 0 and 1)
 ``parties``           comma-separated party names expected (default: every party in the roster)
+``keys``              ``"threshold"`` or ``"single"`` (default ``""``: as provisioned; must
+                      match the aggregator keys). Threshold keys add the rounds
+                      ``fhauc_keygen``, ``fhauc_keycheck`` (joint key generation, checked by
+                      every party), ``fhauc_decrypt`` (every party but the lead) and
+                      ``fhauc_fuse`` (the lead only) before ``fhauc_result``
 ``timeout``           seconds to wait for each round's replies (default 120)
 ``step-pause``        seconds to sleep between rounds (0; for failure-injection tests)
 
@@ -34,9 +39,11 @@ from flwr.app import ConfigRecord, Context, Message
 from flwr.common.logger import log
 from flwr.serverapp import Grid, ServerApp
 
-from privfl.errors import MalformedMessageError, PrivflError, ProtocolError
+from privfl.errors import InputError, MalformedMessageError, PrivflError, ProtocolError
 from privfl.evaluation import fhauc
 from privfl.evaluation.fhauc.policy import Security
+from privfl.evaluation.fhauc.threshold_aggregator import ThresholdAggregator
+from privfl.evaluation.fhauc.threshold_schedule import run_threshold_session
 from privfl.federation.flower.payload import pack, unpack
 from privfl.federation.provisioning import load_aggregator_keys
 
@@ -145,7 +152,13 @@ def _run(grid: Grid, context: Context) -> None:
     mode = str(_cfg(context, "security", "")).strip()
     security = Security.parse(mode) if mode else None
 
-    agg = fhauc.Aggregator()
+    mode_keys = str(_cfg(context, "keys", "")).strip() or keys.keys
+    if mode_keys != keys.keys:
+        raise InputError(
+            f"run config keys={mode_keys!r} but the aggregator keys were provisioned for "
+            f"{keys.keys!r} keys"
+        )
+    agg = ThresholdAggregator() if keys.keys == "threshold" else fhauc.Aggregator()
     agg.receive_setup(keys.public_setup)
 
     nodes = _wait_for_nodes(grid, len(expected), timeout)
@@ -171,7 +184,10 @@ def _run(grid: Grid, context: Context) -> None:
         int(_cfg(context, "splits", 4)),
     )
     try:
-        report = fhauc.run_session(agg, transport, request)
+        if isinstance(agg, ThresholdAggregator):
+            report = run_threshold_session(agg, transport, request).report
+        else:
+            report = fhauc.run_session(agg, transport, request)
     except MalformedMessageError as exc:
         raise PartyFailure(f"invalid message from a party: {exc}") from exc
     log(INFO,
