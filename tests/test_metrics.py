@@ -371,3 +371,40 @@ def test_score_interval_uses_what_the_parties_hold(rng):
     exact = curves.hanley_mcneil_interval(float(a), y.sum(), y.size - y.sum())
     assert lo <= exact[0] and hi >= exact[1]  # conservative
     assert a.confidence_interval(class_totals=(y.sum(), y.size - y.sum())) == exact
+
+
+# ----------------------------------------------------------------------------- CLI
+def test_cli_curve_with_string_labels_plot_metrics_and_json(tmp_path):
+    import json
+
+    import pandas as pd
+    from typer.testing import CliRunner
+
+    from privfl.cli import app
+
+    rng = np.random.default_rng(4)
+    y = rng.integers(0, 2, 300)
+    s = np.clip(rng.normal(0.4 + 0.2 * y, 0.2), 0, 1)
+    path = tmp_path / "scores.csv"
+    pd.DataFrame({"score": s, "label": np.where(y == 1, "fraud", "ok")}).to_csv(path, index=False)
+    png = tmp_path / "roc.png"
+    args = ["auc", str(path), "-s", "score", "-l", "label", "--parties", "3", "--thresholds",
+            "21", "--pos-label", "fraud", "--reveal", "curve", "--plot", str(png),
+            "--metrics-at", "0.5", "--compare"]  # fmt: skip
+    out = CliRunner().invoke(app, [*args, "--json"])
+    assert out.exit_code == 0, out.output
+    got = json.loads(out.stdout)
+    parties = privfl.datasets.deal(s, y.astype(np.int8), 3, seed=0)
+    ref = pm.binned_reference(parties, 21)
+    assert got["auc"] == pytest.approx(ref.auc(), abs=TOL)
+    assert got["compare"]["ap_abs_error_vs_binned"] < TOL
+    assert got["metrics"]["reveal"] == "curve"  # 0.5 is a decision point of N = 21
+    assert got["metrics"]["recall"] == pytest.approx(
+        skm.recall_score(y, (s >= 0.5).astype(int)), abs=TOL
+    )
+    assert png.stat().st_size > 10_000
+    table = CliRunner().invoke(app, [*args[:-3], "--metrics-at", "0.42"])
+    assert table.exit_code == 0 and "balanced accuracy" in table.stdout
+    assert "from the metrics reveal" in table.stdout
+    bad = CliRunner().invoke(app, [*args[:10], "--reveal", "auc", "--plot", str(png)])
+    assert bad.exit_code == 2 and "--reveal curve" in bad.output

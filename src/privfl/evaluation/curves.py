@@ -42,8 +42,8 @@ def binarize_labels(labels: Sequence[Any], pos_label: Any = None) -> list[Int8Ar
     if len(classes) > 2:
         shown = sorted(map(str, classes))[:6]
         raise InputError(
-            f"labels take {len(classes)} distinct values ({', '.join(shown)}...); binary "
-            "metrics need exactly two classes"
+            f"labels take {len(classes)} distinct values ({', '.join(shown)}); binary "
+            "metrics need two classes: 0 or 1, -1 or 1, or two values and pos_label="
         )
     if pos_label is None:
         if not classes <= {0, 1} and not classes <= {-1, 1}:
