@@ -408,3 +408,16 @@ def test_cli_curve_with_string_labels_plot_metrics_and_json(tmp_path):
     assert "from the metrics reveal" in table.stdout
     bad = CliRunner().invoke(app, [*args[:10], "--reveal", "auc", "--plot", str(png)])
     assert bad.exit_code == 2 and "--reveal curve" in bad.output
+
+
+def test_the_documented_caveat_integer_counts_are_recoverable_up_to_their_gcd(rng):
+    # reveal.py: the common scale does not hide unweighted counts; continued fractions of a
+    # revealed ratio give the reduced fraction P/(P+Q) (here P and P+Q are coprime)
+    y = np.zeros(997, dtype=np.int8)
+    y[:331] = 1
+    parties = [(rng.random(500), y[:500]), (rng.random(497), y[500:])]
+    roc = pm.roc_curve(parties, 5)
+    from fractions import Fraction
+
+    guess = Fraction(roc.curve.prevalence).limit_denominator(10**5)
+    assert (guess.numerator, guess.denominator) == (331, 997)

@@ -8,7 +8,9 @@ sends (or its result at the end); the steps must come in order, for one session 
 
 What a party learns: the session's public parameters, the global AUC (the whole protocol's
 output) and, against a malicious aggregator, the size of ``TP·FP`` within a factor
-``2^w`` (the verification needs a lower bound on it). Never another party's counts.
+``2^w`` (the verification needs a lower bound on it). Never another party's counts. With a
+``curve``/``metrics`` reveal, which it must have consented to (``reveals=``), the global
+counts up to a common secret scale instead (:mod:`~privfl.evaluation.fhauc.reveal`).
 The party's progress through a session (:class:`SessionState`) can be exported and restored,
 so that a deployment that runs each step in a fresh process (a Flower ClientApp) keeps the
 order checks; the state holds nothing secret beyond the party's own two totals.
