@@ -217,6 +217,19 @@ def _curve_run(
 
 
 # ---------------------------------------------------------------------------- API
+def _options(options: RunOptions | None, kwargs: dict[str, Any]) -> RunOptions:
+    """``options=`` or the protocol options as keywords (an unknown one is an InputError)."""
+    if options is not None:
+        if kwargs:
+            raise InputError("give protocol options either as options= or as keywords")
+        return options
+    try:
+        return RunOptions(**kwargs)
+    except TypeError:
+        known = ", ".join(RunOptions.__dataclass_fields__)
+        raise InputError(f"unknown option(s) {sorted(kwargs)}; known: {known}") from None
+
+
 def roc_auc_score(
     parties: Sequence[PartyData],
     thresholds: int | npt.ArrayLike = DEFAULT_THRESHOLDS,
@@ -231,7 +244,7 @@ def roc_auc_score(
     """Global ROC AUC. ``reveal="auc"``: :func:`privfl.federated_auc` (parties learn the AUC
     only; sample weights need ``"curve"``). ``reveal="curve"``: the AUC of the revealed
     curve (the same binned AUC; parties learn the curve)."""
-    opts = options or RunOptions(**kwargs)
+    opts = _options(options, kwargs)
     if Reveal.parse(reveal) is Reveal.AUC:
         if sample_weight is not None:
             raise InputError(
@@ -272,7 +285,7 @@ def roc_curve(
     """``fpr, tpr, thresholds`` at the N decision points (parties learn the curve)."""
     curve, points, run, _ = _curve_run(
         parties, thresholds, score_range, pos_label, sample_weight, reveal,
-        options or RunOptions(**kwargs), (Reveal.CURVE,), "roc_curve",
+        _options(options, kwargs), (Reveal.CURVE,), "roc_curve",
     )  # fmt: skip
     fpr, tpr = curves.roc_points(curve.tp, curve.fp)
     return ROCCurve(Reveal.CURVE.value, curve, points, run, fpr, tpr, points)
@@ -292,7 +305,7 @@ def precision_recall_curve(
     """``precision, recall, thresholds`` in scikit-learn's layout (parties learn the curve)."""
     curve, points, run, _ = _curve_run(
         parties, thresholds, score_range, pos_label, sample_weight, reveal,
-        options or RunOptions(**kwargs), (Reveal.CURVE,), "precision_recall_curve",
+        _options(options, kwargs), (Reveal.CURVE,), "precision_recall_curve",
     )  # fmt: skip
     p, r, t = curves.precision_recall_arrays(curve.tp, curve.fp, points)
     return PRCurve(Reveal.CURVE.value, curve, points, run, p, r, t)
@@ -313,7 +326,7 @@ def average_precision_score(
     polynomial in the counts, so it needs the curve)."""
     curve, _, run, _ = _curve_run(
         parties, thresholds, score_range, pos_label, sample_weight, reveal,
-        options or RunOptions(**kwargs), (Reveal.CURVE,), "average_precision_score",
+        _options(options, kwargs), (Reveal.CURVE,), "average_precision_score",
     )  # fmt: skip
     return Score(curves.average_precision(curve.tp, curve.fp), Reveal.CURVE.value, run)
 
@@ -337,7 +350,7 @@ def threshold_metrics(
         raise InputError(f"threshold must be a number, got {threshold!r}") from None
     curve, _, run, _ = _curve_run(
         parties, np.array([t]), score_range, pos_label, sample_weight, reveal,
-        options or RunOptions(**kwargs), (Reveal.METRICS,), "threshold_metrics",
+        _options(options, kwargs), (Reveal.METRICS,), "threshold_metrics",
     )  # fmt: skip
     metrics = curves.metrics_at(curve.tp[1], curve.fp[1], curve.tp[-1], curve.fp[-1], t)
     return MetricsResult(metrics, run)

@@ -56,6 +56,7 @@ from privfl._typing import FloatArray
 from privfl.crypto.ckks import FRESH_NOISE_BOUND, Ciphertext, CKKSParameters, add_all
 from privfl.crypto.prng import SharedRandomness
 from privfl.errors import (
+    InputError,
     InsufficientPrecisionError,
     ProtocolError,
     VerificationError,
@@ -129,13 +130,18 @@ def multiplier_range(
         return malicious.multiplier_bounds(policy.multiplier_bits)
     value_bits = math.log2(len(config.parties) * policy.max_samples_per_party)
     room = params.data_modulus_bits - params.scale_bits - 6 - value_bits
-    return 0.0, max(0.0, min(MAX_MULTIPLIER_BITS, room))
+    if room < 0:
+        raise InputError(
+            f"{len(config.parties)} parties x {policy.max_samples_per_party} samples exceed "
+            "what the CKKS parameters hold exactly; lower max_samples_per_party"
+        )
+    return 0.0, min(MAX_MULTIPLIER_BITS, room)
 
 
 # ---------------------------------------------------------------------------- randomness
 @dataclass(frozen=True)
 class CurveRandomness:
-    """One execution's common randomness (as party ``index`` sees it), per vector (T, F)."""
+    """One execution's common randomness, as party ``index`` sees it."""
 
     r: FloatArray  # per-position multipliers in [1, 2): TP positions, then FP positions
     masks: npt.NDArray[np.int64]  # this party's zero-sum masks, same order

@@ -321,6 +321,7 @@ class Party:
             variant.multiplier_range(self._ctx().params, config, self.policy)  # raises if too big
             variant.upload_scale_bits(self._ctx().params, config, self.policy)
         else:
+            curve.multiplier_range(self._ctx().params, config, self.policy)  # raises if too big
             curve.upload_scale_bits(self._ctx().params, config, self.policy)
         self._layout(config)
         return config

@@ -125,9 +125,9 @@ class Reply:
     ``denominator`` encrypts c·TP·FP at :attr:`Layout.denominator_slot`.
 
     With a ``curve``/``metrics`` reveal (:mod:`~privfl.evaluation.fhauc.curve`) the reply is
-    the summed TP-vector chunks and FP-vector chunks, all times one ``c``: ``numerator`` and
-    ``denominator`` are the first chunk of each, ``extra`` the remaining TP chunks then the
-    remaining FP chunks."""
+    the summed T-vector chunks and F-vector chunks (TP and FP counts; in the malicious variant
+    secretly permuted shares of both), all times one ``c``: ``numerator`` and ``denominator``
+    are the first chunk of each, ``extra`` the remaining T chunks then the remaining F ones."""
 
     session: bytes
     numerator: Ciphertext
