@@ -6,8 +6,10 @@ Quick start::
     res = privfl.federated_auc([(scores_a, labels_a), (scores_b, labels_b)], thresholds=100)
     res.auc, res.timings, res.bytes
     privfl.binned_auc(parties, thresholds=100)   # the plaintext value FHAUC reproduces
+    fpr, tpr, thr = privfl.metrics.roc_curve(parties, reveal="curve")   # see privfl.metrics
 """
 
+from privfl import metrics
 from privfl.errors import (
     InputError,
     PrivflError,
@@ -32,4 +34,5 @@ __all__ = [
     "dpauc",
     "exact_auc",
     "federated_auc",
+    "metrics",
 ]

@@ -32,6 +32,7 @@ from privfl.evaluation.fhauc import malicious
 from privfl.evaluation.fhauc.layout import Layout
 from privfl.evaluation.fhauc.messages import SessionConfig
 from privfl.evaluation.fhauc.policy import Policy, Security
+from privfl.evaluation.fhauc.reveal import RevealedCurve
 from privfl.evaluation.statistics import PartyCounts, numerator_vectors
 
 # a semi-honest AUC outside [0, 1] by more than this means a corrupted reply, not noise
@@ -70,6 +71,7 @@ class Outcome:
     spread: float | None = None
     guarantee_log2: float | None = None
     d_low: float | None = None
+    curve: RevealedCurve | None = None  # reveal="curve"/"metrics" only (fhauc.curve)
 
 
 class Variant(ABC):
