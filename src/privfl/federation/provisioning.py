@@ -98,9 +98,12 @@ def provision(
     public, bundles = fhauc.KeyHolder(holder, identities[holder], roster).provision(
         policy or Policy()
     )
-    roster_json = json.dumps(
-        {"key_holder": holder, "parties": {n: k.hex() for n, k in roster.items()}}, indent=2
-    ).encode()
+    roster_json = (
+        json.dumps(
+            {"key_holder": holder, "parties": {n: k.hex() for n, k in roster.items()}}, indent=2
+        ).encode()
+        + b"\n"
+    )
     _write(out / ROSTER_FILE, roster_json)
     _write(out / "aggregator" / "public_setup.bin", public)
     _write(out / "aggregator" / ROSTER_FILE, roster_json)

@@ -51,6 +51,12 @@ def _cfg(context: Context, key: str, default: Any) -> Any:
     return context.run_config.get(key, default)
 
 
+def party_of(node: int, targets: Mapping[int, str]) -> str:
+    """How errors name a node: its party once the hello round mapped it, and its node id."""
+    who = targets.get(node, f"node {node}")
+    return who if who.startswith("node ") else f"{who} (node {node})"
+
+
 def _round(
     grid: Grid, name: str, targets: Mapping[int, str], contents: Mapping[int, Any], timeout: float
 ) -> dict[int, tuple[list[bytes], dict[str, Any]]]:
@@ -63,11 +69,13 @@ def _round(
     got: dict[int, tuple[list[bytes], dict[str, Any]]] = {}
     for reply in replies:
         node = reply.metadata.src_node_id
-        who = targets.get(node, f"node {node}")
+        who = party_of(node, targets)
         if reply.has_error():
             raise PartyFailure(f"{who} failed in round {name}: {reply.error.reason}")
         blobs, meta = unpack(reply.content, who)
         if meta.get("status") != "ok":
+            if isinstance(meta.get("party"), str) and meta["party"] not in who:
+                who = f"{meta['party']} ({who}, its own claim)"
             raise PartyFailure(
                 f"{who} failed in round {name}: {meta.get('reason', 'no reason given')}"
             )
