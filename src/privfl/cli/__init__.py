@@ -17,6 +17,7 @@ from privfl.cli.audit import audit_app
 from privfl.cli.bench import bench_app
 from privfl.cli.dpauc import dpauc
 from privfl.cli.fhauc import auc, demo
+from privfl.cli.flower import flower_app
 from privfl.cli.forest import forest_app
 from privfl.cli.keys import keys_app
 
@@ -58,5 +59,6 @@ app.add_typer(keys_app, name="keys")
 app.add_typer(bench_app, name="bench")
 app.add_typer(forest_app, name="forest")
 app.add_typer(audit_app, name="audit")
+app.add_typer(flower_app, name="flower")
 
 __all__ = ["app"]
