@@ -66,9 +66,14 @@ def _round(
         for node in targets
     ]
     replies: Iterable[Message] = grid.send_and_receive(messages, timeout=timeout)
+    # An error the SuperLink makes for a dead node ("Node Unavailable") comes from the
+    # SuperLink, not the node: map every reply back to the node its request went to.
+    sent = {
+        m.metadata.message_id: m.metadata.dst_node_id for m in messages if m.metadata.message_id
+    }
     got: dict[int, tuple[list[bytes], dict[str, Any]]] = {}
     for reply in replies:
-        node = reply.metadata.src_node_id
+        node = sent.get(reply.metadata.reply_to_message_id, reply.metadata.src_node_id)
         who = party_of(node, targets)
         if reply.has_error():
             raise PartyFailure(f"{who} failed in round {name}: {reply.error.reason}")
