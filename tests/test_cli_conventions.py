@@ -67,6 +67,7 @@ def test_every_command_refuses_an_unwritable_json_out_before_any_work(name, tmp_
     )
     assert out.exit_code == 2, out.output
     assert "does not exist" in out.output and out.stdout == ""
+    assert len(out.stderr.strip().splitlines()) == 1  # one line, however long the path
     assert time.perf_counter() - started < 5
     assert not (tmp_path / "keys").exists()  # nothing was written before the check
 

@@ -79,3 +79,13 @@ def test_a_supernode_killed_mid_session_stops_the_run_naming_it_and_flwr_reports
     assert not outcome.ok and outcome.status == "finished:failed", outcome.status
     assert any("site-c" in e for e in outcome.errors()), outcome.log
     assert results(root) == {}  # no AUC anywhere
+
+
+def test_ctrl_c_stops_every_process_the_federation_started(tmp_path):
+    started = []
+    with pytest.raises(KeyboardInterrupt), LocalFederation(tmp_path) as fed:
+        fed.start_superlink()
+        fed.start_supernode("site-a", {"keys-dir": str(tmp_path / "nowhere")})
+        started = list(fed.procs.values())
+        raise KeyboardInterrupt  # what Ctrl-C raises in `privfl flower local`
+    assert started and all(p.poll() is not None for p in started)
