@@ -171,7 +171,7 @@ class LocalFederation:
             return 0
         return sum(1 for n in nodes if str(n.get("status", "online")).startswith("online"))
 
-    def wait_for_nodes(self, count: int, timeout: float = 60.0) -> None:
+    def wait_for_nodes(self, count: int, timeout: float = 180.0) -> None:
         """Block until ``count`` SuperNodes are online (a dead one fails at once)."""
         deadline = time.monotonic() + timeout
         while True:
@@ -184,11 +184,15 @@ class LocalFederation:
             time.sleep(0.5)
 
     def flwr(self, args: list[str], timeout: float = 60.0) -> str:
-        """Run one ``flwr`` command against this federation; its stdout."""
-        done = subprocess.run(  # noqa: S603 - fixed executable, no shell
-            [str(self.bin / "flwr"), *args], env=self.env, cwd=self.root, capture_output=True,
-            text=True, timeout=timeout, check=False,
-        )  # fmt: skip
+        """Run one ``flwr`` command against this federation; its stdout ("" if it did not
+        answer within ``timeout``: the callers poll, and a loaded machine can be slow)."""
+        try:
+            done = subprocess.run(  # noqa: S603 - fixed executable, no shell
+                [str(self.bin / "flwr"), *args], env=self.env, cwd=self.root,
+                capture_output=True, text=True, timeout=timeout, check=False,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            return ""
         return done.stdout
 
     # ------------------------------------------------------------------ runs
@@ -243,14 +247,14 @@ class LocalFederation:
         run_id = int(match.group(1)) if match else None
         return RunOutcome(run_id, self.run_status(run_id), text)
 
-    def run_status(self, run_id: int | None, wait: float = 20.0) -> str:
+    def run_status(self, run_id: int | None, wait: float = 60.0) -> str:
         """The SuperLink's status of a run, once it is finished (``unknown`` without an id)."""
         if run_id is None:
             return "unknown"
         deadline = time.monotonic() + wait
         status = "unknown"
         while time.monotonic() < deadline:
-            out = self.flwr(["ls", CONNECTION, "--run-id", str(run_id), "--format", "json"])
+            out = self.flwr(["ls", CONNECTION, "--run-id", str(run_id), "--format", "json"], 30)
             with contextlib.suppress(ValueError, AttributeError, IndexError, KeyError):
                 status = str(json.loads(out)["runs"][0]["status"])
             if status.startswith("finished"):
