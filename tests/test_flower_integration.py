@@ -10,7 +10,10 @@ process started here is killed when the federation closes, even when a test fail
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -25,6 +28,7 @@ from privfl.federation.flower.local import LocalFederation  # noqa: E402
 from privfl.federation.flower.quickstart import APP_PYPROJECT  # noqa: E402
 
 PARTIES = ["site-a", "site-b", "site-c"]
+BIN = Path(sys.executable).parent
 
 
 @pytest.fixture
@@ -58,9 +62,19 @@ def test_a_supernode_killed_mid_session_stops_the_run_naming_it_and_flwr_reports
     federation,
 ):
     root = federation.root
+    # `flwr run` exits 0 on a failed run; `privfl flower run` reports it with status 1
+    bad = subprocess.run(
+        [str(BIN / "privfl"), "flower", "run", str(root / "app"), "local", "--json",
+         "--run-config", f"aggregator-keys='{root / 'missing'}'"],
+        env=federation.env, cwd=root, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    report = json.loads(bad.stdout)
+    assert report["status"] == "finished:failed" and "not found" in " ".join(report["errors"])
+
     proc = federation.start_run(
         root / "app",
-        {"aggregator-keys": str(root / "keys" / "aggregator"), "timeout": 15.0,
+        {"aggregator-keys": str(root / "keys" / "aggregator"), "timeout": 40.0,
          "step-pause": 8.0},
     )  # fmt: skip
     assert proc.stdout is not None

@@ -84,3 +84,45 @@ def local(
         table.add_row(name, f"{r['auc']:.8f}", str(r.get("verified")), str(r["session"])[:12])
     console.print(table)
     console.print(f"data, keys, results and logs: {res.workdir}")
+
+
+@flower_app.command("run")
+@guard
+def run(
+    app: Annotated[Path, typer.Argument(help="Flower app folder (e.g. examples/flower-fhauc).")],
+    connection: Annotated[
+        str | None, typer.Argument(help="SuperLink connection (default: Flower's default).")
+    ] = None,
+    run_config: Annotated[
+        str, typer.Option("--run-config", "-c", help="Run config overrides, as for flwr run.")
+    ] = "",
+    timeout: Annotated[float, typer.Option(help="Seconds the run may take.")] = 3600,
+    as_json: AsJson = False,
+    json_out: JsonOut = None,
+) -> None:
+    """`flwr run APP [CONNECTION] --stream` that exits with status 1 when the run failed.
+
+    `flwr run` itself exits 0 whatever the ServerApp did (Flower 1.41); this command streams
+    the same log (to stderr), then asks the SuperLink for the run's final status and exits 1
+    with the ServerApp's error (which names the failing party) unless it is
+    finished:completed. --json prints {run_id, status, errors}."""
+    import sys
+
+    from privfl.errors import ProtocolError
+    from privfl.federation.flower.local import LocalFederation
+
+    check_output_path(json_out, "--json-out")
+    if not (app / "pyproject.toml").is_file():
+        raise InputError(f"{app} is not a Flower app folder (no pyproject.toml)")
+    fed = LocalFederation(Path.cwd(), connection=connection or "", private_home=False)
+    outcome = fed.run(
+        app.resolve(), run_config, timeout=timeout,
+        on_line=lambda line: print(line, file=sys.stderr, flush=True),
+    )  # fmt: skip
+    result = {"run_id": outcome.run_id, "status": outcome.status, "errors": outcome.errors()}
+    emit(result, as_json, json_out)
+    if not outcome.ok:
+        reason = "; ".join(outcome.errors()) or "see the log above"
+        raise ProtocolError(f"run {outcome.run_id} ended {outcome.status}: {reason}")
+    if not as_json:
+        console.print(f"run {outcome.run_id}: {outcome.status}")

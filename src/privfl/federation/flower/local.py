@@ -89,19 +89,32 @@ class LocalFederation:
     ``root`` gets ``flwr-home/`` (Flower's config, with a connection named ``local``) and one
     ``<name>.log`` per process."""
 
-    def __init__(self, root: str | Path, *, bin_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        root: str | Path,
+        *,
+        bin_dir: Path | None = None,
+        connection: str = CONNECTION,
+        private_home: bool = True,
+    ) -> None:
+        """``private_home=False`` (with the user's ``connection``, "" = Flower's default):
+        no processes of its own, only ``flwr run`` against an existing deployment, with the
+        user's ``FLWR_HOME``."""
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self.bin = bin_dir or flower_bin()
+        self.connection = connection
         for exe in ("flower-superlink", "flower-supernode", "flwr"):
             if not (self.bin / exe).is_file():
                 raise InputError(
                     f"{exe} not found next to {sys.executable}: install Flower with "
                     "pip install 'privfl[flower]'"
                 )
-        self.home = self.root / "flwr-home"
-        self.home.mkdir(exist_ok=True)
-        self.env = dict(os.environ, FLWR_HOME=str(self.home))
+        self.env = dict(os.environ)
+        if private_home:
+            self.home = self.root / "flwr-home"
+            self.home.mkdir(exist_ok=True)
+            self.env["FLWR_HOME"] = str(self.home)
         self.env["PATH"] = f"{self.bin}{os.pathsep}{os.environ.get('PATH', '')}"
         self.env.pop("VIRTUAL_ENV", None)
         self.port = free_port()
@@ -164,7 +177,7 @@ class LocalFederation:
 
     def online_nodes(self) -> int:
         """SuperNodes the SuperLink lists as online (``flwr supernode list``)."""
-        out = self.flwr(["supernode", "list", CONNECTION, "--format", "json"], timeout=30)
+        out = self.flwr(["supernode", "list", *self._conn(), "--format", "json"], timeout=30)
         try:
             nodes = json.loads(out).get("nodes", [])
         except (ValueError, AttributeError):
@@ -196,13 +209,17 @@ class LocalFederation:
         return done.stdout
 
     # ------------------------------------------------------------------ runs
+    def _conn(self) -> list[str]:
+        return [self.connection] if self.connection else []
+
     def start_run(
-        self, app: str | Path, run_config: Mapping[str, ConfigValue]
+        self, app: str | Path, run_config: Mapping[str, ConfigValue] | str
     ) -> subprocess.Popen[str]:
         """``flwr run APP local --stream --run-config ...`` (stdout and stderr merged)."""
-        args = [str(self.bin / "flwr"), "run", str(app), CONNECTION, "--stream"]
+        args = [str(self.bin / "flwr"), "run", str(app), *self._conn(), "--stream"]
         if run_config:
-            args += ["--run-config", config_string(run_config)]
+            text = run_config if isinstance(run_config, str) else config_string(run_config)
+            args += ["--run-config", text]
         proc = subprocess.Popen(  # noqa: S603 - fixed executable, no shell
             args, env=self.env, cwd=self.root, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True, start_new_session=True,
@@ -213,7 +230,7 @@ class LocalFederation:
     def run(
         self,
         app: str | Path,
-        run_config: Mapping[str, ConfigValue],
+        run_config: Mapping[str, ConfigValue] | str,
         *,
         timeout: float = 600.0,
         on_line: Callable[[str], None] | None = None,
@@ -254,7 +271,7 @@ class LocalFederation:
         deadline = time.monotonic() + wait
         status = "unknown"
         while time.monotonic() < deadline:
-            out = self.flwr(["ls", CONNECTION, "--run-id", str(run_id), "--format", "json"], 30)
+            out = self.flwr(["ls", *self._conn(), "--run-id", str(run_id), "--format", "json"], 30)
             with contextlib.suppress(ValueError, AttributeError, IndexError, KeyError):
                 status = str(json.loads(out)["runs"][0]["status"])
             if status.startswith("finished"):
