@@ -66,7 +66,8 @@ def main() -> int:
     history = json.loads(next((root / "server").glob("history-*.json")).read_text())
     print("\nserver's record per evaluation round:")
     for r in history["rounds"]:
-        print(f"  round {r['round']}: {r['status']}, AUC {r['auc']}, {r['error'] or ''}")
+        auc = "not revealed to the server" if r["auc"] is None else f"AUC {r['auc']:.6f}"
+        print(f"  round {r['round']}: {r['status']}, {auc} {r['error'] or ''}")
     print("clients' AUC per round:")
     for p in parties:
         path = root / "out" / p / f"private-auc-{p}.json"
