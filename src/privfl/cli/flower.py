@@ -17,6 +17,17 @@ flower_app = typer.Typer(
 )
 
 
+def _stop_on_sigterm() -> None:
+    """Treat SIGTERM (kill, a CI runner's timeout) like Ctrl-C, so every process this command
+    started is stopped on the way out."""
+    import signal
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
 @flower_app.command("local")
 @guard
 def local(
@@ -62,6 +73,7 @@ def local(
         raise InputError(f"{file} not found")
     if workdir is not None:
         check_workdir(workdir)
+    _stop_on_sigterm()
     with Tracker("privfl flower local", console=err_console) as bar:
         try:
             res = run_local(
