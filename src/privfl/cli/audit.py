@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Annotated
 
 import numpy as np
 import typer
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
 from privfl.cli._kit import (
@@ -22,6 +21,7 @@ from privfl.cli._kit import (
     err_console,
     guard,
 )
+from privfl.cli._progress import Tracker
 from privfl.errors import InputError
 
 if TYPE_CHECKING:
@@ -46,22 +46,11 @@ Runs = Annotated[int, typer.Option(help="Attack repetitions (mean and max are re
 Seed = Annotated[int, typer.Option(help="Seed of the data split, model and attacks.")]
 
 
-def _progress(label: str) -> tuple[Progress, Callable[[int], None], Callable[[int], None]]:
-    bar = Progress(
-        TextColumn(label),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=err_console,  # stdout stays for tables or the one JSON object
-        transient=True,
-    )
-    task = bar.add_task(label, total=None)
-    return (
-        bar,
-        lambda n: bar.advance(task, n),
-        lambda total: bar.update(task, total=total),
-    )
+def _progress(label: str) -> tuple[Tracker, Callable[[int], None], Callable[[int], None]]:
+    """A tracker on stderr (stdout stays for tables or the one JSON object): a bar on a
+    terminal, plain lines with rate and ETA otherwise."""
+    bar = Tracker(label, console=err_console)
+    return bar, bar.advance, bar.set_total
 
 
 def _layer_table(title: str, rows: Sequence[PropertyRow]) -> Table:

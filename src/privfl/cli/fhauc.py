@@ -17,11 +17,12 @@ from privfl.cli._kit import (
     check_output_path,
     console,
     emit,
+    err_console,
     fmt_bytes,
     guard,
     parse_score_range,
-    print_json,
 )
+from privfl.cli._progress import Tracker
 from privfl.errors import InputError
 from privfl.evaluation.curves import hanley_mcneil_interval
 
@@ -301,18 +302,20 @@ def load_parties(
 def demo(
     parties: Annotated[int, typer.Option(help="Number of parties to deal the test set to.")] = 15,
     thresholds: Annotated[int, typer.Option(help="Number N of decision points.")] = 100,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    as_json: AsJson = False,
+    json_out: JsonOut = None,
 ) -> None:
     """Train a model on scikit-learn's breast-cancer data, deal the test set to parties,
     and compare FHAUC with the plaintext binned and exact AUCs."""
     import privfl
     from privfl.datasets import breast_cancer_scores, deal
 
+    check_output_path(json_out, "--json-out")
     start = time.perf_counter()
-    with console.status("training a logistic regression on breast-cancer data...", spinner="dots"):
+    with Tracker("training a logistic regression on breast-cancer data", console=err_console):
         scores, labels = breast_cancer_scores()
     data = deal(scores, labels, parties, seed=0)
-    with console.status(f"running FHAUC with {parties} parties...", spinner="dots"):
+    with Tracker(f"running FHAUC with {parties} parties", console=err_console):
         res = privfl.federated_auc(data, thresholds)
     binned = privfl.binned_auc(data, thresholds)
     exact = privfl.exact_auc(data)
@@ -323,8 +326,8 @@ def demo(
         "sklearn_auc": exact,
         "wall_seconds": time.perf_counter() - start,
     }
+    emit(out, as_json, json_out)
     if as_json:
-        print_json(out)
         return
     table = Table(
         title=f"FHAUC demo: {labels.size} test samples of breast-cancer data, "

@@ -108,7 +108,8 @@ class PartyResult:
         return self.outcome.auc
 
     @property
-    def verified(self) -> bool:
+    def verified(self) -> bool | None:
+        """True when verified (malicious variant); None when semi-honest (nothing to verify)."""
         return self.outcome.verified
 
     def to_dict(self) -> dict[str, Any]:

@@ -65,7 +65,7 @@ class Outcome:
     """What a party concludes from the decrypted replies."""
 
     auc: float
-    verified: bool
+    verified: bool | None  # None: semi-honest, nothing was verified
     precision: float | None = None
     tolerance: float | None = None
     spread: float | None = None
@@ -162,7 +162,7 @@ class SemiHonest(Variant):
                 "the reply decrypts to an AUC outside [0, 1]: the aggregator's reply is "
                 "corrupted; no AUC is output"
             )
-        return Outcome(min(1.0, max(0.0, auc)), verified=False)
+        return Outcome(min(1.0, max(0.0, auc)), verified=None)
 
 
 class Malicious(Variant):
