@@ -19,12 +19,12 @@ import contextlib
 import privfl
 from privfl.crypto.threshold import BootstrapRequest
 from privfl.errors import InputError, ProtocolError
-from privfl.training.federated import _range_check
+from privfl.training.federated import _build, _range_check
 from privfl.training.messages import GlobalPlainLayers
 from privfl.training.packing import LayerLayout, chebyshev_sigmoid
 from privfl.training.party import SigmoidRangeError
 from privfl.training.result import RoundMetrics
-from privfl.training.twin import Schedule, train_twin
+from privfl.training.twin import Schedule, _twin_batch, initial_model, train_twin
 
 TOLERANCE = 1e-3
 LAYERS = (6, 5, 4)
@@ -70,10 +70,22 @@ def test_packing_round_trips_weights_and_places_outputs():
 
 
 def test_one_step_decrypted_weights_agree_with_the_numpy_twin():
-    parties = _parties(4)  # batch 4: one step per party
-    res = _run(parties, reveal=True, evaluate_every=0)
-    twin = train_twin(res.schedule, parties)
-    assert _max_diff(res, twin) < TOLERANCE
+    """Party 0's model after its first mini-batch (real ciphertexts, jointly decrypted)."""
+    parties = _parties(4)
+    sched = Schedule(LAYERS, 1, 1, 1, 4, 1.0, 0)
+    session, _ = _build(parties, sched, "test")
+    session.send_model(0)
+    party = session.parties[0]
+    (idx,) = party.batches(0)
+    session.train_batch(party, idx)
+    w_secret, b_secret = session.reveal(party)
+    twin = initial_model(sched)
+    x, y = parties[0]
+    _twin_batch(twin, sched, x[idx], np.eye(4)[y[idx]], chebyshev_sigmoid)
+    w_plain, b_plain = party.plain_layers()
+    mine = [*w_plain, w_secret, *b_plain, b_secret]
+    ref = [*twin.weights, *twin.biases]
+    assert max(float(np.max(np.abs(a - b))) for a, b in zip(mine, ref, strict=True)) < TOLERANCE
 
 
 def test_one_epoch_decrypted_weights_agree_with_the_numpy_twin(epoch_run):

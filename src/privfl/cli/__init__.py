@@ -15,6 +15,7 @@ from privfl.cli.dpauc import dpauc
 from privfl.cli.fhauc import auc, demo
 from privfl.cli.forest import forest_app
 from privfl.cli.keys import keys_app
+from privfl.cli.train import train
 
 app = typer.Typer(
     help="privfl: privacy-preserving federated evaluation and learning with homomorphic "
@@ -27,6 +28,7 @@ app = typer.Typer(
 app.command()(auc)
 app.command()(dpauc)
 app.command()(demo)
+app.command()(train)
 app.add_typer(keys_app, name="keys")
 app.add_typer(bench_app, name="bench")
 app.add_typer(forest_app, name="forest")

@@ -170,14 +170,24 @@ class TrainingResult:
             "warnings": list(self.warnings),
         }
 
-    def save(self, path: str | Path) -> None:
+    def save(
+        self,
+        path: str | Path,
+        dataset: str = "",
+        member_indices: npt.ArrayLike = (),
+        non_member_indices: npt.ArrayLike = (),
+    ) -> None:
         """Write the model (plaintext layers; the encrypted ones only if revealed) as ``.npz``
-        for ``privfl audit membership --model``."""
+        for ``privfl audit membership --model``, with the dataset's name and the row indices
+        of the training members and of held-out rows (non-members)."""
         arrays: dict[str, Any] = {
             "format": np.array(MODEL_FORMAT),
             "sizes": np.array(self.schedule.sizes, dtype=np.int64),
             "encrypted_layers": np.array(self.schedule.secret_layers),
             "revealed": np.array(self.revealed),
+            "dataset": np.array(dataset),
+            "members": np.asarray(member_indices, dtype=np.int64),
+            "non_members": np.asarray(non_member_indices, dtype=np.int64),
         }
         layers = list(zip(self.plain_weights, self.plain_biases, strict=True))
         if self.secret_weights is not None and self.secret_biases is not None:
@@ -186,3 +196,52 @@ class TrainingResult:
             arrays[f"w{i}"], arrays[f"b{i}"] = w, b
         with open(path, "wb") as fh:
             np.savez(fh, **arrays)
+
+
+@dataclass(frozen=True)
+class SavedModel:
+    """A model file of ``privfl train``: the exposed layers (all when revealed)."""
+
+    sizes: tuple[int, ...]
+    encrypted_layers: int
+    revealed: bool
+    dataset: str
+    weights: tuple[FloatArray, ...]
+    biases: tuple[FloatArray, ...]
+    members: npt.NDArray[np.int64]
+    non_members: npt.NDArray[np.int64]
+
+    @property
+    def exposed_layers(self) -> int:
+        return len(self.weights)
+
+    def exposed_model(self) -> MLP:
+        """The exposed layers as an MLP (its last layer is the last plaintext layer unless
+        the model was revealed)."""
+        sizes = list(self.sizes[: self.exposed_layers + 1])
+        return MLP(sizes, weights=list(self.weights), biases=list(self.biases))
+
+
+def load_model(path: str | Path) -> SavedModel:
+    """Read a model file of ``privfl train`` (InputError when it is not one)."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            if str(z["format"]) != MODEL_FORMAT:
+                raise InputError(f"{path} is not a privfl train model ({MODEL_FORMAT})")
+            sizes = tuple(int(s) for s in z["sizes"])
+            enc, revealed = int(z["encrypted_layers"]), bool(z["revealed"])
+            count = len(sizes) - 1 if revealed else len(sizes) - 1 - enc
+            weights = tuple(np.asarray(z[f"w{i}"], dtype=np.float64) for i in range(1, count + 1))
+            biases = tuple(np.asarray(z[f"b{i}"], dtype=np.float64) for i in range(1, count + 1))
+            extra = [k for k in z.files if k.startswith("w") and k[1:].isdigit()]
+            members = np.asarray(z["members"], dtype=np.int64)
+            non_members = np.asarray(z["non_members"], dtype=np.int64)
+            dataset = str(z["dataset"])
+    except (OSError, KeyError, ValueError) as exc:
+        raise InputError(f"cannot read the model file {path}: {exc}") from None
+    if len(extra) != count:
+        raise InputError(f"{path} holds {len(extra)} layers, expected {count}")
+    for i, (w, b) in enumerate(zip(weights, biases, strict=True)):
+        if w.shape != (sizes[i + 1], sizes[i]) or b.shape != (sizes[i + 1],):
+            raise InputError(f"{path}: layer {i + 1} does not have the shape of {sizes}")
+    return SavedModel(sizes, enc, revealed, dataset, weights, biases, members, non_members)
