@@ -19,6 +19,7 @@ from privfl.errors import (
 from privfl.evaluation.dpauc import DPAUCResult, dpauc
 from privfl.evaluation.federated import AUCResult, federated_auc
 from privfl.evaluation.reference import binned_auc, exact_auc
+from privfl.training.federated import TrainingResult, train_federated
 
 __version__ = "0.1.0"
 
@@ -28,6 +29,7 @@ __all__ = [
     "InputError",
     "PrivflError",
     "ProtocolError",
+    "TrainingResult",
     "VerificationError",
     "__version__",
     "binned_auc",
@@ -35,4 +37,5 @@ __all__ = [
     "exact_auc",
     "federated_auc",
     "metrics",
+    "train_federated",
 ]

@@ -20,6 +20,7 @@ from privfl.cli.fhauc import auc, demo
 from privfl.cli.flower import flower_app
 from privfl.cli.forest import forest_app
 from privfl.cli.keys import keys_app
+from privfl.cli.train import train
 
 app = typer.Typer(
     help="privfl: privacy-preserving federated evaluation and learning with homomorphic "
@@ -55,6 +56,7 @@ def _main(
 app.command()(auc)
 app.command()(dpauc)
 app.command()(demo)
+app.command()(train)
 app.add_typer(keys_app, name="keys")
 app.add_typer(bench_app, name="bench")
 app.add_typer(forest_app, name="forest")
