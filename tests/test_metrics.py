@@ -406,7 +406,7 @@ def test_cli_curve_with_string_labels_plot_metrics_and_json(tmp_path):
         skm.recall_score(y, (s >= 0.5).astype(int)), abs=TOL
     )
     assert png.stat().st_size > 10_000
-    table = CliRunner().invoke(app, [*args[:-3], "--metrics-at", "0.42"])
+    table = CliRunner().invoke(app, [*args[:12], "--reveal", "metrics", "--metrics-at", "0.42"])
     assert table.exit_code == 0 and "balanced accuracy" in table.stdout
     assert "from the metrics reveal" in table.stdout
     bad = CliRunner().invoke(app, [*args[:10], "--reveal", "auc", "--plot", str(png)])
