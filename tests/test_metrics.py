@@ -14,6 +14,7 @@ import privfl
 import privfl.metrics as pm
 from conftest import make_parties
 from privfl.crypto import keywrap
+from privfl.datasets import deal
 from privfl.errors import DecryptionNotPermittedError, InputError, ProtocolError, VerificationError
 from privfl.evaluation import curves, fhauc
 from privfl.evaluation.fhauc import curve_tamper
@@ -188,7 +189,7 @@ def adult():
 
 def test_references_converge_to_scikit_learn_on_real_data(adult):
     s, y = adult
-    parties = privfl.datasets.deal(s, y, 10, seed=0)
+    parties = deal(s, y, 10, seed=0)
     exact_auc, exact_ap = skm.roc_auc_score(y, s), skm.average_precision_score(y, s)
     errors = {}
     for n in (100, 4096):
@@ -396,7 +397,7 @@ def test_cli_curve_with_string_labels_plot_metrics_and_json(tmp_path):
     out = CliRunner().invoke(app, [*args, "--json"])
     assert out.exit_code == 0, out.output
     got = json.loads(out.stdout)
-    parties = privfl.datasets.deal(s, y.astype(np.int8), 3, seed=0)
+    parties = deal(s, y.astype(np.int8), 3, seed=0)
     ref = pm.binned_reference(parties, 21)
     assert got["auc"] == pytest.approx(ref.auc(), abs=TOL)
     assert got["compare"]["ap_abs_error_vs_binned"] < TOL
@@ -405,7 +406,7 @@ def test_cli_curve_with_string_labels_plot_metrics_and_json(tmp_path):
         skm.recall_score(y, (s >= 0.5).astype(int)), abs=TOL
     )
     assert png.stat().st_size > 10_000
-    table = CliRunner().invoke(app, [*args[:-3], "--metrics-at", "0.42"])
+    table = CliRunner().invoke(app, [*args[:12], "--reveal", "metrics", "--metrics-at", "0.42"])
     assert table.exit_code == 0 and "balanced accuracy" in table.stdout
     assert "from the metrics reveal" in table.stdout
     bad = CliRunner().invoke(app, [*args[:10], "--reveal", "auc", "--plot", str(png)])
@@ -423,3 +424,25 @@ def test_the_documented_caveat_integer_counts_are_recoverable_up_to_their_gcd(rn
 
     guess = Fraction(roc.curve.prevalence).limit_denominator(10**5)
     assert (guess.numerator, guess.denominator) == (331, 997)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--reveal", "metrics"], "needs --metrics-at"),
+        (["--reveal", "roc"], "--reveal must be"),
+        (["--pos-label", "yes"], "is not a number"),
+        (["--pos-label", "7"], "pos_label=7.0 is not among"),
+    ],
+)
+def test_cli_reveal_and_label_errors_exit_2(tmp_path, extra, message):
+    import pandas as pd
+    from typer.testing import CliRunner
+
+    from privfl.cli import app
+
+    path = tmp_path / "s.csv"
+    pd.DataFrame({"score": [0.1, 0.6, 0.9, 0.3], "label": [0, 1, 1, 0]}).to_csv(path, index=False)
+    out = CliRunner().invoke(app, ["auc", str(path), "-s", "score", "-l", "label",
+                                   "--parties", "2", *extra])  # fmt: skip
+    assert out.exit_code == 2 and message in out.output, out.output
