@@ -8,7 +8,16 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from privfl.cli._kit import AsJson, console, err_console, fmt_bytes, guard, print_json
+from privfl.cli._kit import (
+    AsJson,
+    JsonOut,
+    check_output_path,
+    console,
+    emit,
+    err_console,
+    fmt_bytes,
+    guard,
+)
 from privfl.errors import InputError
 from privfl.evaluation.fhauc.policy import DEFAULT_MAX_SAMPLES_PER_PARTY
 from privfl.evaluation.statistics import MAX_POINTS
@@ -71,13 +80,24 @@ def keys_init(
         int, typer.Option(help="Smallest session a party joins (default 2).")
     ] = 2,
     force: Annotated[bool, typer.Option(help="Overwrite a non-empty directory.")] = False,
+    keys: Annotated[
+        str,
+        typer.Option(
+            help="'single' (a key holder creates the CKKS key) or 'threshold' (no key is "
+            "created here: every party generates its own share in each session; needs the "
+            "[threshold] extra at run time)."
+        ),
+    ] = "single",
     as_json: AsJson = False,
+    json_out: JsonOut = None,
 ) -> None:
     """Provision FHAUC: identity keys (X25519 + Ed25519), the wrapped CKKS secret, seed and
-    policy for every party, and the aggregator's public context and policy."""
+    policy for every party, and the aggregator's public context and policy. With --keys
+    threshold: identities, roster, seed and policy only (nothing of a CKKS key)."""
     from privfl.evaluation.fhauc.policy import Policy, Security
     from privfl.federation.provisioning import provision
 
+    check_output_path(json_out, "--json-out")
     names = parties.split(",")
     if max_thresholds is not None and max_thresholds < 3:
         raise InputError("--max-thresholds must be at least 3")
@@ -91,11 +111,11 @@ def keys_init(
         min_pairs=min_pairs,
         min_guarantee_bits=min_guarantee_bits,
     )
-    path = provision(names, out, policy, key_holder=key_holder, overwrite=force)
+    path = provision(names, out, policy, key_holder=key_holder, overwrite=force, keys=keys)
     files = sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file())
     sizes = {f: (path / f).stat().st_size for f in files}
+    emit({"out": str(path), "keys": keys, "files": sizes}, as_json, json_out)
     if as_json:
-        print_json({"out": str(path), "files": sizes})
         return
     table = Table(title=f"provisioned {len(names)} parties in {path}")
     table.add_column("file")

@@ -195,11 +195,15 @@ class CiphertextHolder:
         payload = shape.merge(ctx.crp(shape, self.session, "public-key"), b)
         return ctx.load("public_key", shape.layout, payload, self.tag)
 
-    def encrypt(self, values: npt.ArrayLike) -> Ciphertext:
-        """Public-key encryption of up to ``slots`` reals under the joint key."""
+    def encrypt(self, values: npt.ArrayLike, level: int = 0) -> Ciphertext:
+        """Public-key encryption of up to ``slots`` reals under the joint key, at ``level``
+        (a higher level has fewer towers: a smaller ciphertext with fewer levels left)."""
         if self.public_key is None:
             raise ProtocolError(f"{self.name} has no joint public key yet (run key generation)")
-        plain = self.context.cc.MakeCKKSPackedPlaintext(_plain_values(values, self.context.slots))
+        if not 0 <= level <= self.context.params.decrypt_max_level:
+            raise InputError(f"level must be in 0..{self.context.params.decrypt_max_level}")
+        vec = _plain_values(values, self.context.slots)
+        plain = self.context.cc.MakeCKKSPackedPlaintext(vec, 1, level)
         return Ciphertext(self.context, self.context.cc.Encrypt(self.public_key, plain))
 
     def _request_id(self) -> int:

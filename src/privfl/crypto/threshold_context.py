@@ -237,6 +237,10 @@ class ThresholdContext:
         self.ciphertext_layout(level, deg)
         return self._scales[(level, deg)]
 
+    def compressed_layout(self, level: int, deg: int) -> wire.Layout:
+        """Layout of a whole ciphertext compressed for joint decryption (``c0`` and ``c1``)."""
+        return self.ciphertext_layout(level, deg, DECRYPTION_TOWERS)
+
     def c1_layout(self, level: int, deg: int, towers: int = DECRYPTION_TOWERS) -> wire.Layout:
         """Layout of the second element alone of a compressed ciphertext (a decryption
         request, a decryption share, a fused result)."""

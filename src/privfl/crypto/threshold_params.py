@@ -52,6 +52,8 @@ Named sets (:data:`PARAMETER_SETS`, :func:`parameter_set`)
   2^13.4). Slot error standard deviation 2^-15.1 for 3 parties, 2^-12.4 for 20; the mean of
   the 4096 equal slots of a rotate-and-summed result has 6.5 bits less.
 * ``"test"``: ring 2^12 with ``HEStd_NotSet`` (insecure: only for fast tests), depth 6.
+* ``"fhauc-test"``: the ``"fhauc"`` chain on ring 2^12 (``HEStd_NotSet``, insecure, 2048
+  slots): only for fast tests of threshold FHAUC.
 
 Precision is what IND-CPA^D costs: ``s/2 + log2(sqrt(12 tau))`` bits (23.8 for the training
 set) on top of the ciphertext's own error, plus ``log2(sqrt(M))`` for ``M`` shares.
@@ -213,6 +215,8 @@ PARAMETER_SETS: dict[str, ThresholdParameters] = {
     # name: depth, batch, digits, circuit noise bits, decryptions (see the module doc)
     "training": ThresholdParameters("training", 11, 1 << 14, 6, 12.0, 1 << 14),
     "fhauc": ThresholdParameters("fhauc", 3, 1 << 12, 2, 16.0, 16, sum_keys=True),
+    # FHAUC's chain on an insecure ring 2^12 (2048 slots): fast tests of threshold FHAUC only
+    "fhauc-test": ThresholdParameters("fhauc-test", 3, 1 << 11, 2, 16.0, 16, 1 << 12, True, True),
     "test": ThresholdParameters(
         "test", 6, 1 << 5, 3, 16.0, 1 << 10, 1 << 12, True, True, (1, -1, 4)
     ),

@@ -81,10 +81,10 @@ class AUCResult:
             "security": self.security,
             "timings": self.timings,
             "bytes": self.bytes,
+            "verified": self.verified,  # null when semi-honest: nothing was verified
         }
         if self.verified is not None:
             out |= {
-                "verified": self.verified,
                 "cheat_probability": self.cheat_probability,
                 "cheat_probability_log2": self.cheat_probability_log2,
                 "splits": self.splits,
@@ -157,6 +157,7 @@ def federated_auc(
     params: CKKSParameters = DEFAULT_PARAMETERS,
     memory_limit: int = DEFAULT_MEMORY_LIMIT,
     force: bool = False,
+    keys: str = "single",
 ) -> AUCResult:
     """Global ROC-AUC of ``parties`` (a list of ``(scores, labels)``) under FHAUC.
 
@@ -179,18 +180,29 @@ def federated_auc(
     A session whose ciphertexts would need more than ``memory_limit`` bytes at the
     aggregator is refused up front unless ``force``.
 
+    ``keys="threshold"`` (needs the ``[threshold]`` extra): no key holder; every party
+    generates its own share of a joint threshold-CKKS key (OpenFHE) in the session, the
+    aggregator computes exactly as with ``keys="single"`` (pass any :class:`fhauc.Aggregator`
+    subclass) and the AUC is decrypted for the parties only (lead/sum decryption, see
+    :mod:`privfl.evaluation.fhauc.threshold_aggregator`). ``max_samples_per_party`` then
+    defaults to the smallest power of two that holds the largest party in both modes (joint
+    decryption holds values below ``2^56``). ``params`` and ``memory_limit`` are single-key
+    settings.
+
     Every party is a separate :class:`fhauc.Party` object; the aggregator (default
     :class:`fhauc.Aggregator`, or the instance you pass) only ever sees message bytes.
     Raises :class:`privfl.errors.InputError` for bad input and
     :class:`privfl.errors.ProtocolError` if the run fails; never returns a partial result.
     """
     mode = Security.parse(security)
+    if keys not in ("single", "threshold"):
+        raise InputError(f"keys must be 'single' or 'threshold' (got {keys!r})")
     data = validate_parties(parties, score_range)
     interior = interior_thresholds(thresholds, score_range)
     n_points = interior.size + 2
     n_splits = _check_int(splits, "splits") if mode is Security.MALICIOUS else 1
     if max_samples_per_party is None:
-        if mode is Security.MALICIOUS:
+        if mode is Security.MALICIOUS or keys == "threshold":
             largest = max(s.size for s, _ in data)
             max_samples_per_party = 1 << max(0, (largest - 1).bit_length())
         else:
@@ -212,6 +224,10 @@ def federated_auc(
         _check_int(min_pairs, "min_pairs"),
         float(min_guarantee_bits),
     )
+    if keys == "threshold":
+        from privfl.evaluation.threshold_federated import run_threshold
+
+        return run_threshold(data, interior, score_range, mode, n_splits, policy, aggregator)
     cfg_executions = policy.executions if mode is Security.MALICIOUS else 1
     estimate_cost(params, n_points, len(data), n_splits, cfg_executions).check(memory_limit, force)
     names = party_names(len(data))
@@ -266,7 +282,7 @@ def federated_auc(
     log2p = sizes.cheat_probability_log2()
     return replace(
         base,
-        verified=all(r.verified for r in results),
+        verified=all(r.verified is True for r in results),
         cheat_probability=2.0**log2p,
         cheat_probability_log2=log2p,
         splits=n_splits,

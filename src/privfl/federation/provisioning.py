@@ -9,6 +9,11 @@
     out_dir/<party>/bundle.bin        # secret context + seed + policy, wrapped for it alone
     out_dir/<party>/roster.json
 
+With ``keys="threshold"`` the aggregator's ``public_setup.bin`` holds the roster and policy
+only and each ``bundle.bin`` the seed and policy only (no CKKS key exists at provisioning:
+every party generates its own share in each session); ``roster.json`` says ``"keys":
+"threshold"``.
+
 The policy (:class:`~privfl.evaluation.fhauc.policy.Policy`: security mode, size bound,
 executions, limits) is fixed here for every session these keys will run; the aggregator
 cannot change it.
@@ -30,6 +35,7 @@ from privfl.crypto import keywrap
 from privfl.crypto.identity import PUBLIC_BYTES
 from privfl.errors import InputError, MalformedMessageError
 from privfl.evaluation import fhauc
+from privfl.evaluation.fhauc import threshold_setup
 from privfl.evaluation.fhauc.policy import Policy
 
 ROSTER_FILE = "roster.json"
@@ -44,6 +50,7 @@ class PartyKeys:
     roster: dict[str, bytes]
     key_holder: str
     bundle: bytes
+    keys: str = "single"
 
 
 @dataclass(frozen=True)
@@ -53,6 +60,7 @@ class AggregatorKeys:
     roster: dict[str, bytes]
     key_holder: str
     public_setup: bytes
+    keys: str = "single"
 
 
 def _check_names(parties: Sequence[str]) -> list[str]:
@@ -82,8 +90,15 @@ def provision(
     *,
     key_holder: str | None = None,
     overwrite: bool = False,
+    keys: str = "single",
 ) -> Path:
-    """Create identity keys, run the key holder's setup and write every node's directory."""
+    """Create identity keys, run the key holder's setup and write every node's directory.
+
+    ``keys="threshold"``: nothing of a CKKS key is created here; each party's bundle holds
+    only the shared seed and the policy, and every party generates its own key share in
+    each session (:mod:`privfl.evaluation.fhauc.threshold_party`)."""
+    if keys not in ("single", "threshold"):
+        raise InputError(f"--keys must be 'single' or 'threshold' (got {keys!r})")
     names = _check_names(parties)
     holder = key_holder or names[0]
     if holder not in names:
@@ -95,12 +110,18 @@ def provision(
         raise InputError(f"{out} is not empty; pass --force to overwrite")
     identities = {n: keywrap.IdentityKey() for n in names}
     roster = {n: k.public_bytes for n, k in identities.items()}
-    public, bundles = fhauc.KeyHolder(holder, identities[holder], roster).provision(
-        policy or Policy()
-    )
-    roster_json = json.dumps(
-        {"key_holder": holder, "parties": {n: k.hex() for n, k in roster.items()}}, indent=2
-    ).encode()
+    if keys == "threshold":
+        public, bundles = threshold_setup.provision(
+            holder, identities[holder], roster, policy or Policy()
+        )
+    else:
+        public, bundles = fhauc.KeyHolder(holder, identities[holder], roster).provision(
+            policy or Policy()
+        )
+    entries = {"key_holder": holder, "parties": {n: k.hex() for n, k in roster.items()}}
+    if keys == "threshold":
+        entries["keys"] = keys
+    roster_json = json.dumps(entries, indent=2).encode() + b"\n"
     _write(out / ROSTER_FILE, roster_json)
     _write(out / "aggregator" / "public_setup.bin", public)
     _write(out / "aggregator" / ROSTER_FILE, roster_json)
@@ -109,6 +130,17 @@ def provision(
         _write(out / n / "bundle.bin", bundles[n], private=True)
         _write(out / n / ROSTER_FILE, roster_json)
     return out
+
+
+def _read_keys_mode(directory: Path) -> str:
+    """``"single"`` or ``"threshold"``: how the directory was provisioned."""
+    try:
+        mode = json.loads((directory / ROSTER_FILE).read_text()).get("keys", "single")
+    except (ValueError, OSError, AttributeError) as exc:
+        raise InputError(f"{directory / ROSTER_FILE} is not a valid roster") from exc
+    if mode not in ("single", "threshold"):
+        raise InputError(f"{directory / ROSTER_FILE} names an unknown key mode {mode!r}")
+    return str(mode)
 
 
 def _read_roster(directory: Path) -> tuple[dict[str, bytes], str]:
@@ -145,7 +177,8 @@ def load_party_keys(directory: str | Path, name: str | None = None) -> PartyKeys
         raise InputError(f"{d / 'identity.key'}: {exc}") from None
     if identity.public_bytes != roster[party]:
         raise InputError(f"{d / 'identity.key'} does not match {party!r}'s key in the roster")
-    return PartyKeys(party, identity, roster, holder, (d / "bundle.bin").read_bytes())
+    bundle = (d / "bundle.bin").read_bytes()
+    return PartyKeys(party, identity, roster, holder, bundle, _read_keys_mode(d))
 
 
 def load_aggregator_keys(directory: str | Path) -> AggregatorKeys:
@@ -155,4 +188,4 @@ def load_aggregator_keys(directory: str | Path) -> AggregatorKeys:
     path = d / "public_setup.bin"
     if not path.is_file():
         raise InputError(f"{path} not found")
-    return AggregatorKeys(roster, holder, path.read_bytes())
+    return AggregatorKeys(roster, holder, path.read_bytes(), _read_keys_mode(d))

@@ -32,6 +32,7 @@ from privfl.evaluation.fhauc import malicious
 from privfl.evaluation.fhauc.layout import Layout
 from privfl.evaluation.fhauc.messages import SessionConfig
 from privfl.evaluation.fhauc.policy import Policy, Security
+from privfl.evaluation.fhauc.reveal import RevealedCurve
 from privfl.evaluation.statistics import PartyCounts, numerator_vectors
 
 # a semi-honest AUC outside [0, 1] by more than this means a corrupted reply, not noise
@@ -64,12 +65,13 @@ class Outcome:
     """What a party concludes from the decrypted replies."""
 
     auc: float
-    verified: bool
+    verified: bool | None  # None: semi-honest, nothing was verified
     precision: float | None = None
     tolerance: float | None = None
     spread: float | None = None
     guarantee_log2: float | None = None
     d_low: float | None = None
+    curve: RevealedCurve | None = None  # reveal="curve"/"metrics" only (fhauc.curve)
 
 
 class Variant(ABC):
@@ -160,7 +162,7 @@ class SemiHonest(Variant):
                 "the reply decrypts to an AUC outside [0, 1]: the aggregator's reply is "
                 "corrupted; no AUC is output"
             )
-        return Outcome(min(1.0, max(0.0, auc)), verified=False)
+        return Outcome(min(1.0, max(0.0, auc)), verified=None)
 
 
 class Malicious(Variant):
@@ -183,6 +185,10 @@ class Malicious(Variant):
         self, params: CKKSParameters, config: SessionConfig, policy: Policy
     ) -> float:
         return float(self.sizes(config, policy).scale_bits)
+
+    def sigma_execution(self, sizes: malicious.Sizes, rnd: malicious.Randomness, d: float) -> float:
+        """Std bound of one execution's recovered AUC (the backend's noise model)."""
+        return sizes.sigma_execution(rnd, d)
 
     def multiplier_range(
         self, params: CKKSParameters, config: SessionConfig, policy: Policy
@@ -224,7 +230,7 @@ class Malicious(Variant):
                     "provisioning; no AUC is output"
                 )
         aucs = [malicious.recover_auc(x, y, r) for (x, y), r in zip(decoded, rnds, strict=True)]
-        sigma = max(sizes.sigma_execution(r, d_low) for r in rnds)
+        sigma = max(self.sigma_execution(sizes, r, d_low) for r in rnds)
         tol = malicious.TOLERANCE_SIGMAS * sigma
         spread = max(aucs) - min(aucs)
         if not spread <= tol or not all(-tol <= a <= 1 + tol for a in aucs):

@@ -15,6 +15,11 @@ Simulation only (a virtual node has no ``keys-dir``, only ``partition-id`` and
 ``sim-data-file``, these and the column names and ``output-dir`` taken from the run
 configuration (in a simulation one operator runs every node).
 
+With threshold keys (``privfl keys init --keys threshold``) the node answers the extra
+rounds ``fhauc_keygen``, ``fhauc_keycheck``, ``fhauc_decrypt`` and ``fhauc_fuse``; its key
+share, generated in the session, is kept in the node-local ``context.state`` between rounds
+(never sent).
+
 Every handler rebuilds the party from its key folder and data (a ClientApp may be a fresh
 process per message); its progress through the session (which step it did last, its nonce)
 is kept in the node-local ``context.state``, so steps out of order are refused. The AUC is
@@ -44,8 +49,10 @@ from privfl.errors import (
     VerificationError,
 )
 from privfl.evaluation import fhauc
+from privfl.evaluation.fhauc.threshold_party import ThresholdFhaucParty
+from privfl.evaluation.fhauc.threshold_schedule import threshold_party_step
 from privfl.federation.flower.payload import pack, unpack
-from privfl.federation.provisioning import load_party_keys
+from privfl.federation.provisioning import PartyKeys, load_party_keys
 
 app = ClientApp()
 STATE = "privfl-fhauc"
@@ -83,13 +90,30 @@ def _party_files(context: Context) -> tuple[Path, tuple[FloatArray, Int8Array]]:
     return keys_dir, split[pid]
 
 
-def _party(context: Context) -> fhauc.Party:
+def _party(context: Context) -> fhauc.Party | ThresholdFhaucParty:
     keys_dir, (scores, labels) = _party_files(context)
     keys = load_party_keys(keys_dir)
+    if keys.keys == "threshold":
+        return _threshold_party(context, keys, scores, labels)
     party = fhauc.Party(keys.name, keys.identity, keys.roster, keys.key_holder, scores, labels)
     party.receive_bundle(keys.bundle)
     record = context.state.get(STATE)
     state = record.get("state") if isinstance(record, ConfigRecord) else None
+    party.restore(state if isinstance(state, bytes) else None)
+    return party
+
+
+def _threshold_party(
+    context: Context, keys: PartyKeys, scores: FloatArray, labels: Int8Array
+) -> ThresholdFhaucParty:
+    """A threshold party (keys provisioned with ``--keys threshold``), its session progress
+    and key share restored from the node-local state."""
+    party = ThresholdFhaucParty(
+        keys.name, keys.identity, keys.roster, keys.key_holder, scores, labels
+    )
+    party.receive_bundle(keys.bundle)
+    record = context.state.get(STATE)
+    state = record.get("threshold") if isinstance(record, ConfigRecord) else None
     party.restore(state if isinstance(state, bytes) else None)
     return party
 
@@ -110,16 +134,27 @@ def failure_code(exc: Exception) -> str:
     return next((code for cls, code in FAILURE_CODES if isinstance(exc, cls)), "error")
 
 
-def _fail(message: Message, exc: Exception) -> Message:
-    log(ERROR, "privfl party failed: %s: %s", type(exc).__name__, exc)  # local log only
-    return Message(pack(status="error", reason=failure_code(exc)), reply_to=message)
+def party_label(context: Context) -> str | None:
+    """The party this node is configured to play (its key folder's name, or ``party-k`` for a
+    virtual node), without loading any key: it names the party in a failure report."""
+    if "keys-dir" in context.node_config:
+        return Path(str(context.node_config["keys-dir"])).name or None
+    if "partition-id" in context.node_config:
+        return f"party-{context.node_config['partition-id']}"
+    return None
+
+
+def _fail(message: Message, exc: Exception, context: Context) -> Message:
+    party = party_label(context)
+    log(ERROR, "privfl party %s failed: %s: %s", party, type(exc).__name__, exc)  # local only
+    return Message(pack(status="error", reason=failure_code(exc), party=party), reply_to=message)
 
 
 def _write_result(context: Context, result: fhauc.PartyResult) -> Path:
     out_dir = Path(_setting(context, "output-dir", "."))
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"fhauc-{result.session[:12]}-{result.party}.json"
-    path.write_text(json.dumps(result.to_dict(), indent=2))
+    path.write_text(json.dumps(result.to_dict(), indent=2) + "\n")
     return path
 
 
@@ -129,6 +164,15 @@ def run_step(step: str, data: bytes, context: Context) -> tuple[str, bytes]:
     result is accepted once) and write the result file after the last step. Returns the
     party's name and its answer."""
     party = _party(context)
+    if isinstance(party, ThresholdFhaucParty):
+        try:
+            answer, result = threshold_party_step(party, step, data)
+        finally:
+            context.state[STATE] = ConfigRecord({"threshold": party.export_state()})
+        if result is not None:
+            _write_result(context, result)
+            log(INFO, "privfl FHAUC result for %s: AUC = %.8f", result.party, result.auc)
+        return party.name, answer
     try:
         answer, result = fhauc.party_step(party, step, data)
     finally:
@@ -148,7 +192,7 @@ def _step(step: str, message: Message, context: Context) -> Message:
             raise InputError(f"step {step} carries {len(blobs)} messages, expected 1")
         name, answer = run_step(step, blobs[0], context)
     except Exception as exc:  # reported to the ServerApp, which names this node
-        return _fail(message, exc)
+        return _fail(message, exc, context)
     return Message(pack([answer], status="ok", party=name), reply_to=message)
 
 
@@ -159,7 +203,7 @@ def hello(message: Message, context: Context) -> Message:
         keys_dir, _ = _party_files(context)
         name = load_party_keys(keys_dir).name
     except Exception as exc:
-        return _fail(message, exc)
+        return _fail(message, exc, context)
     return Message(pack(status="ok", party=name), reply_to=message)
 
 
@@ -179,3 +223,29 @@ def upload(message: Message, context: Context) -> Message:
 def result(message: Message, context: Context) -> Message:
     """Decrypt (and, against a malicious aggregator, verify) the result; write it locally."""
     return _step("result", message, context)
+
+
+# threshold keys (``privfl keys init --keys threshold``): the key-generation and decryption
+# rounds of :mod:`privfl.evaluation.fhauc.threshold_schedule`
+@app.query("fhauc_keygen")
+def keygen(message: Message, context: Context) -> Message:
+    """Check every party's join, sample this party's key share, send its public part."""
+    return _step("keygen", message, context)
+
+
+@app.query("fhauc_keycheck")
+def keycheck(message: Message, context: Context) -> Message:
+    """Sketch this party's own key contribution against the joint key it received."""
+    return _step("keycheck", message, context)
+
+
+@app.query("fhauc_decrypt")
+def decrypt(message: Message, context: Context) -> Message:
+    """A non-lead party's decryption shares of the aggregator's replies."""
+    return _step("decrypt", message, context)
+
+
+@app.query("fhauc_fuse")
+def fuse(message: Message, context: Context) -> Message:
+    """The lead party: fuse, decode and reveal the values to the parties only."""
+    return _step("fuse", message, context)

@@ -11,6 +11,11 @@ Run configuration (``[tool.flwr.app.config]`` of the app, overridable with ``flw
                       the parties refuse a weaker one); ``splits`` (S, default 4)
 ``score-low``/``score-high``  declared score range (default 0 and 1)
 ``parties``           comma-separated party names expected (default: every party in the roster)
+``keys``              ``"threshold"`` or ``"single"`` (default ``""``: as provisioned; must
+                      match the aggregator keys). Threshold keys add the rounds
+                      ``fhauc_keygen``, ``fhauc_keycheck`` (joint key generation, checked by
+                      every party), ``fhauc_decrypt`` (every party but the lead) and
+                      ``fhauc_fuse`` (the lead only) before ``fhauc_result``
 ``timeout``           seconds to wait for each round's replies (default 120)
 ``step-pause``        seconds to sleep between rounds (0; for failure-injection tests)
 
@@ -34,9 +39,11 @@ from flwr.app import ConfigRecord, Context, Message
 from flwr.common.logger import log
 from flwr.serverapp import Grid, ServerApp
 
-from privfl.errors import MalformedMessageError, PrivflError, ProtocolError
+from privfl.errors import InputError, MalformedMessageError, PrivflError, ProtocolError
 from privfl.evaluation import fhauc
 from privfl.evaluation.fhauc.policy import Security
+from privfl.evaluation.fhauc.threshold_aggregator import ThresholdAggregator
+from privfl.evaluation.fhauc.threshold_schedule import run_threshold_session
 from privfl.federation.flower.payload import pack, unpack
 from privfl.federation.provisioning import load_aggregator_keys
 
@@ -51,6 +58,12 @@ def _cfg(context: Context, key: str, default: Any) -> Any:
     return context.run_config.get(key, default)
 
 
+def party_of(node: int, targets: Mapping[int, str]) -> str:
+    """How errors name a node: its party once the hello round mapped it, and its node id."""
+    who = targets.get(node, f"node {node}")
+    return who if who.startswith("node ") else f"{who} (node {node})"
+
+
 def _round(
     grid: Grid, name: str, targets: Mapping[int, str], contents: Mapping[int, Any], timeout: float
 ) -> dict[int, tuple[list[bytes], dict[str, Any]]]:
@@ -60,14 +73,21 @@ def _round(
         for node in targets
     ]
     replies: Iterable[Message] = grid.send_and_receive(messages, timeout=timeout)
+    # An error the SuperLink makes for a dead node ("Node Unavailable") comes from the
+    # SuperLink, not the node: map every reply back to the node its request went to.
+    sent = {
+        m.metadata.message_id: m.metadata.dst_node_id for m in messages if m.metadata.message_id
+    }
     got: dict[int, tuple[list[bytes], dict[str, Any]]] = {}
     for reply in replies:
-        node = reply.metadata.src_node_id
-        who = targets.get(node, f"node {node}")
+        node = sent.get(reply.metadata.reply_to_message_id, reply.metadata.src_node_id)
+        who = party_of(node, targets)
         if reply.has_error():
             raise PartyFailure(f"{who} failed in round {name}: {reply.error.reason}")
         blobs, meta = unpack(reply.content, who)
         if meta.get("status") != "ok":
+            if isinstance(meta.get("party"), str) and meta["party"] not in who:
+                who = f"{meta['party']} ({who}, its own claim)"
             raise PartyFailure(
                 f"{who} failed in round {name}: {meta.get('reason', 'no reason given')}"
             )
@@ -145,7 +165,13 @@ def _run(grid: Grid, context: Context) -> None:
     mode = str(_cfg(context, "security", "")).strip()
     security = Security.parse(mode) if mode else None
 
-    agg = fhauc.Aggregator()
+    mode_keys = str(_cfg(context, "keys", "")).strip() or keys.keys
+    if mode_keys != keys.keys:
+        raise InputError(
+            f"run config keys={mode_keys!r} but the aggregator keys were provisioned for "
+            f"{keys.keys!r} keys"
+        )
+    agg = ThresholdAggregator() if keys.keys == "threshold" else fhauc.Aggregator()
     agg.receive_setup(keys.public_setup)
 
     nodes = _wait_for_nodes(grid, len(expected), timeout)
@@ -171,7 +197,10 @@ def _run(grid: Grid, context: Context) -> None:
         int(_cfg(context, "splits", 4)),
     )
     try:
-        report = fhauc.run_session(agg, transport, request)
+        if isinstance(agg, ThresholdAggregator):
+            report = run_threshold_session(agg, transport, request).report
+        else:
+            report = fhauc.run_session(agg, transport, request)
     except MalformedMessageError as exc:
         raise PartyFailure(f"invalid message from a party: {exc}") from exc
     log(INFO,

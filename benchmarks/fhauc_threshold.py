@@ -1,0 +1,114 @@
+"""Threshold FHAUC next to single-key FHAUC (issue 16), N = 100, 100 samples per party.
+
+Per number of parties and key mode, one run each in the same process: the aggregator's time
+for the session (``agg s``: checking and parsing the uploads, the unchanged aggregation,
+building the decryption requests; threshold: plus summing the decryption shares and relaying
+the reveal), its key-generation time (threshold only: both rounds and the key checks; the
+joint keys are generated in every session), each
+party's traffic beyond setup (up + down: join, upload, decryption and result messages; the
+lead party's separately), and setup traffic per party (threshold: the key-generation rounds,
+the key checks and the relinearisation share; single key: the wrapped key bundle).
+
+    OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python benchmarks/fhauc_threshold.py \
+        [--parties 15,100,1000] [--security semi-honest] [--max-keygen-gb 6]
+
+A threshold row whose key-generation round would hold more than ``--max-keygen-gb`` of key
+shares at the aggregator (estimated from the smallest row's measured setup traffic) is not
+run: the in-process transport keeps every party's round-1 share in memory at once.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # before OpenFHE loads
+
+import argparse
+import time
+
+import numpy as np
+
+import privfl
+from privfl.crypto.threshold import ThresholdContext, parameter_set
+
+
+def synthetic(parties: int, size: int, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
+    rng = np.random.default_rng(seed)  # not secret: benchmark data
+    out = []
+    for _ in range(parties):
+        y = rng.integers(0, 2, size).astype(np.int8)
+        out.append((np.clip(rng.normal(0.4 + 0.2 * y, 0.2), 0, 1), y))
+    return out
+
+
+def mb(x: float) -> str:
+    return f"{x / 1e6:.2f}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--parties", default="15,100,1000")
+    ap.add_argument("--security", default="semi-honest")
+    ap.add_argument("--max-keygen-gb", type=float, default=6.0)
+    args = ap.parse_args()
+    counts = [int(p) for p in args.parties.split(",")]
+    n_points = 100
+    print(
+        f"FHAUC, N = {n_points}, 100 samples per party, security = {args.security}; "
+        "threshold: OpenFHE 'fhauc' set (ring 2^14, 128-bit), single key: SEAL ring 8192"
+    )
+    print(
+        f"{'parties':>7} {'keys':>9} {'agg s':>7} {'agg keygen s':>12} {'party s':>8} "
+        f"{'upload MB':>9} {'party MB':>8} {'lead MB':>7} {'setup MB/party':>14} "
+        f"{'|err| binned':>12} {'wall s':>7}"
+    )
+    setup_per_party = 0.0
+    for m in counts:
+        data = synthetic(m, 100)
+        ref = privfl.binned_auc(data, n_points)
+        t0 = time.perf_counter()
+        single = privfl.federated_auc(data, n_points, security=args.security)
+        wall = time.perf_counter() - t0
+        traffic = single.bytes["party_upload"] + single.bytes["aggregator_reply"]
+        print(
+            f"{m:>7} {'single':>9} {single.timings['aggregator']:>7.2f} {'-':>12} "
+            f"{single.timings['party_encrypt'] + single.timings['party_decrypt']:>8.2f} "
+            f"{mb(single.bytes['party_upload']):>9} {mb(traffic):>8} {'-':>7} "
+            f"{mb(single.bytes['setup_key_bundle']):>14} {abs(single.auc - ref):>12.1e} "
+            f"{wall:>7.1f}",
+            flush=True,
+        )
+        if setup_per_party and m * setup_per_party / 2 > args.max_keygen_gb * 1e9:
+            need = m * setup_per_party / 2 / 1e9
+            print(
+                f"{m:>7} {'threshold':>9} not run: its key-generation round would hold about "
+                f"{need:.0f} GB of key shares in this process (limit {args.max_keygen_gb:g} GB)",
+                flush=True,
+            )
+            continue
+        t0 = time.perf_counter()
+        ThresholdContext.for_parameters(parameter_set("fhauc"), m)
+        context_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        res = privfl.federated_auc(data, n_points, keys="threshold", security=args.security)
+        wall = time.perf_counter() - t0
+        b, t = res.bytes, res.timings
+        setup_per_party = float(b["party_setup_traffic"])
+        session_s = t["aggregator"]
+        print(
+            f"{m:>7} {'threshold':>9} {session_s:>7.2f} {t['aggregator_keygen']:>12.2f} "
+            f"{t['party_total'] + t['party_decrypt']:>8.2f} {mb(b['party_upload']):>9} "
+            f"{mb(b['party_session_traffic']):>8} {mb(b['lead_session_traffic']):>7} "
+            f"{mb(b['party_setup_traffic']):>14} {abs(res.auc - ref):>12.1e} {wall:>7.1f}",
+            flush=True,
+        )
+        ratio = session_s / max(single.timings["aggregator"], 1e-9)
+        print(
+            f"{'':>7} {'':>9} aggregator threshold / single key: {ratio:.1f}x; OpenFHE "
+            f"context for {m} parties (once per process, not in the row): {context_s:.1f} s",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,295 @@
+"""The FHAUC aggregator with threshold keys: the single-key aggregator's computation, run on
+ciphertexts under a joint key it helps assemble but can never decrypt.
+
+It holds the roster, the public policy and, per session, a
+:class:`~privfl.crypto.threshold.ThresholdServer` (sums of the parties' public key-generation
+contributions, the joint public and evaluation keys; no share). Steps:
+``start_session`` / ``collect_joins`` (as single-key) · ``combine_keygen`` · ``relay_checks``
+· ``handle_uploads`` (aggregates with :meth:`Aggregator.aggregate`, unchanged) ·
+``lead_requests`` · ``relay_reveal`` · ``collect_done``.
+
+Why it never learns the AUC (it knows its multiplier ``c``, so any fused reply would give
+it away): a reply is decrypted as ``c0 + sum_i s_i c1 + e``. Every party but the lead sends
+``s_i c1 + e_i`` to the aggregator, which adds these ``M - 1`` shares into **one**
+ciphertext-sized sum and forwards it with ``c0, c1`` to the lead. The lead adds its own
+share ``s_L c1 + e_L`` (which it never sends anywhere) and decodes. Without ``s_L c1`` the
+aggregator's ``c0 + sum_{i != L}(s_i c1 + e_i)`` is an RLWE sample under the lead's secret
+share: it reveals nothing of the plaintext. The lead sends the values encrypted under the
+parties' session key (AES-GCM; the aggregator has neither the seed nor the key), and the
+aggregator relays that reveal. Per party: one ``c1`` and one share (non-lead), or one
+compressed ciphertext and one sum (lead), plus 16 bytes per execution: O(1) in ``M``.
+
+Why a coalition of the aggregator with fewer than all parties cannot decrypt a party's
+upload: the joint secret is ``s = sum_i s_i`` and each share exists only inside its party's
+process; the missing party contributes ``s_j c1 + e_j`` only for the ciphertexts the
+aggregator asks it to decrypt (with flooding noise, which hides ``s_j``), and parties check
+the joint key before encrypting under it (so the aggregator cannot substitute a key it
+knows). Against a *semi-honest* coalition (one that follows the protocol) that suffices.
+A *malicious* aggregator may ask the parties to decrypt a ciphertext of its choosing instead
+of its reply (parties cannot recompute the reply without every upload): the lead would then
+see that plaintext, though the aggregator still would not; collusion with the lead is
+outside the model, as in single-key mode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from privfl.crypto import threshold as th
+from privfl.errors import InputError, MalformedMessageError, ProtocolError, UnknownPartyError
+from privfl.evaluation.fhauc import threshold_messages as tmsg
+from privfl.evaluation.fhauc import threshold_plan as tp
+from privfl.evaluation.fhauc.aggregator import Aggregator
+from privfl.evaluation.fhauc.messages import AGGREGATOR
+from privfl.evaluation.fhauc.policy import Security
+from privfl.evaluation.fhauc.reveal import Reveal
+from privfl.evaluation.fhauc.threshold_ops import (
+    EncryptingContext,
+    ThresholdCiphertext,
+    fhauc_parameters,
+)
+from privfl.evaluation.fhauc.threshold_setup import ThresholdPublicSetup
+from privfl.evaluation.fhauc.uploads import Upload
+from privfl.evaluation.statistics import ScoreRange
+
+__all__ = ["ThresholdAggregator", "ThresholdMixin", "threshold_aggregator"]
+
+
+class ThresholdMixin(Aggregator):
+    """The threshold steps; combine with any :class:`Aggregator` subclass (its
+    :meth:`aggregate` is used as is). See the module docstring."""
+
+    def _threshold_init(self) -> None:
+        self.server: th.ThresholdServer | None = None
+        self.plan: tp.Plan | None = None
+        self.lead = ""
+        self._requests: list[th.DecryptionRequest] = []
+        self._uploads: dict[str, tmsg.ThresholdUpload] = {}
+        self._mult: list[th.MultKeyShare] = []
+
+    def receive_setup(self, data: bytes) -> None:
+        """Roster and public policy; there is no key material to receive."""
+        setup = ThresholdPublicSetup.from_bytes(data)
+        self.roster, self.policy = dict(setup.roster), setup.policy
+        self._threshold_init()
+
+    def start_session(
+        self,
+        parties: Sequence[str],
+        thresholds: Any = 100,
+        score_range: ScoreRange = (0.0, 1.0),
+        security: str | Security | None = None,
+        splits: int = 4,
+        reveal: str | Reveal = Reveal.AUC,
+    ) -> bytes:
+        """Announce a session (as single-key); refuses one threshold mode cannot run (for now
+        only ``reveal="auc"``: the curve and metric layouts are single-key only)."""
+        if Reveal.parse(reveal) is not Reveal.AUC:
+            raise InputError("keys='threshold' reveals the AUC only; use reveal='auc'")
+        saved = self.context
+        self.context = _SlotsOnly(fhauc_parameters().batch_size)  # type: ignore[assignment]
+        try:
+            data = super().start_session(parties, thresholds, score_range, security, splits)
+        finally:
+            self.context = saved
+        self.plan = tp.plan(self._config(), self._policy())
+        self.multiplier_range = self.plan.multiplier_bits
+        self.server, self._requests = None, []
+        return data
+
+    def collect_joins(self, joins: Mapping[str, bytes]) -> bytes:
+        """Check and relay the joins (as single-key) and open this session's key rounds."""
+        start = super().collect_joins(joins)
+        assert self.transcript is not None
+        transcript = tp.threshold_transcript(self.transcript)
+        cfg, plan = self._config(), self._plan()
+        ctx = th.ThresholdContext.for_parameters(plan.params, len(cfg.parties))
+        self.server = th.ThresholdServer(AGGREGATOR, ctx, tp.threshold_session(transcript))
+        self.lead = cfg.parties[tp.lead_index(transcript, len(cfg.parties))]
+        self.context = None
+        return start
+
+    def combine_keygen(self, shares: Mapping[str, bytes]) -> bytes:
+        """Key generation round 1: add the parties' signed contributions (public RLWE
+        samples) into the joint public and switching keys."""
+        cfg, server = self._config(), self._server()
+        parsed = []
+        for p in cfg.parties:
+            msg = tmsg.KeyShareUpload.from_bytes(shares[p], cfg.session, self.roster)
+            if msg.sender != p:
+                raise UnknownPartyError(f"a key share signed by {msg.sender!r} arrived as {p!r}'s")
+            share = th.KeyGenShare.from_bytes(msg.share, server.context, server.session)
+            if share.sender != p:
+                raise UnknownPartyError(f"{p!r} sent a key share in {share.sender!r}'s name")
+            parsed.append(share)
+        return server.combine_keygen_shares(parsed).to_bytes()
+
+    def relay_checks(self, checks: Mapping[str, bytes]) -> bytes:
+        """Relay every party's signed key sketch (each party checks them itself)."""
+        cfg = self._config()
+        for p in cfg.parties:
+            if tmsg.KeyCheck.from_bytes(checks[p], cfg.session, self.roster).sender != p:
+                raise UnknownPartyError(f"the key check of {p!r} is signed by another party")
+        items = tuple(checks[p] for p in cfg.parties)
+        return tmsg.Relay(cfg.session, items, "th-keychecks").to_bytes()
+
+    def finish_keys(self, uploads: Mapping[str, bytes]) -> None:
+        """Check every signed upload (sender, session, transcript) and parse the
+        relinearisation share that rides with it; keep both for :meth:`install_keys` and
+        :meth:`handle_uploads`."""
+        cfg, server = self._config(), self._server()
+        mult, self._uploads = [], {}
+        for p in cfg.parties:
+            msg = tmsg.ThresholdUpload.from_bytes(uploads[p], cfg.session, self.roster)
+            if msg.sender != p:
+                raise UnknownPartyError(f"an upload signed by {msg.sender!r} arrived as {p!r}'s")
+            if msg.transcript != tp.threshold_transcript(self.transcript or b""):
+                raise ProtocolError(f"the upload of {p} belongs to another session")
+            share = th.MultKeyShare.from_bytes(msg.mult_share, server.context, server.session)
+            if share.sender != p:
+                raise UnknownPartyError(f"{p!r} sent a key share in {share.sender!r}'s name")
+            mult.append(share)
+            self._uploads[p] = msg
+        self._mult = mult
+
+    def install_keys(self) -> None:
+        """Key generation round 2, end: add the relinearisation shares (collected by
+        :meth:`finish_keys`) into the joint evaluation keys and install them."""
+        self._server().combine_mult_shares(self._mult)
+        self._mult = []
+
+    def handle_uploads(self, uploads: Mapping[str, bytes]) -> bytes:
+        """Load every upload checked by :meth:`finish_keys` (fresh ciphertexts only), run
+        :meth:`aggregate` per execution and ask the non-lead parties for their decryption
+        shares of each reply (``num + den`` in one ciphertext)."""
+        cfg, server, plan = self._config(), self._server(), self._plan()
+        if set(getattr(self, "_uploads", {})) != set(cfg.parties):
+            self.finish_keys(uploads)
+        if getattr(self, "_mult", None):
+            self.install_keys()
+        by_party = {p: self._open(self._uploads[p], plan) for p in cfg.parties}
+        self._uploads = {}
+        self.context = EncryptingContext(server)  # type: ignore[assignment]
+        self._requests = []
+        for e in range(plan.executions):
+            self.execution = e
+            try:
+                reply = self.aggregate([by_party[p][e] for p in cfg.parties])
+                combined = reply.numerator + reply.denominator
+                self._requests.append(server.request_decryption(_native(combined)))
+            except (ValueError, RuntimeError, TypeError, AttributeError) as exc:
+                raise MalformedMessageError(f"the uploads cannot be combined ({exc})") from None
+        items = tuple(r.to_bytes() for r in self._requests)
+        return tmsg.Relay(cfg.session, items, "th-decrypt").to_bytes()
+
+    def lead_requests(self, shares: Mapping[str, bytes]) -> bytes:
+        """Add the non-lead parties' shares of every reply into one sum each and give the
+        lead the compressed replies with those sums (never a complete set of shares)."""
+        cfg, server = self._config(), self._server()
+        ctx = server.context
+        per_request: list[list[th.DecryptionShare]] = [[] for _ in self._requests]
+        for p in cfg.parties:
+            if p == self.lead:
+                continue
+            msg = tmsg.DecryptShares.from_bytes(shares[p], cfg.session, self.roster)
+            if msg.sender != p or len(msg.shares) != len(self._requests):
+                raise MalformedMessageError(f"the decryption shares of {p!r} do not fit")
+            for k, raw in enumerate(msg.shares):
+                share = th.DecryptionShare.from_bytes(raw, ctx, server.session)
+                if share.sender != p:
+                    raise UnknownPartyError(f"{p!r} sent a share in {share.sender!r}'s name")
+                per_request[k].append(share)
+        items = tuple(
+            server.lead_decryption(req, got, self.lead).to_bytes()
+            for req, got in zip(self._requests, per_request, strict=True)
+        )
+        self._requests = []
+        return tmsg.Relay(cfg.session, items, "th-lead").to_bytes()
+
+    def relay_reveal(self, reveal: bytes) -> bytes:
+        """Check the lead's signature and relay its (encrypted) reveal to every party."""
+        cfg = self._config()
+        if tmsg.Reveal.from_bytes(reveal, cfg.session, self.roster).sender != self.lead:
+            raise UnknownPartyError("the reveal is not signed by this session's lead")
+        return reveal
+
+    # ------------------------------------------------------------------ internals
+    def _open(self, msg: tmsg.ThresholdUpload, plan: tp.Plan) -> list[Upload]:
+        layout = plan.layout
+        if len(msg.executions) != plan.executions:
+            raise MalformedMessageError(
+                f"upload from {msg.sender} has {len(msg.executions)} executions, "
+                f"expected {plan.executions}"
+            )
+        out = []
+        for e, vectors in enumerate(msg.executions):
+            shape = tuple(len(v) for v in vectors)
+            if shape != (layout.chunks, layout.chunks, layout.denominator_ciphertexts):
+                raise MalformedMessageError(f"upload from {msg.sender}: {shape} ciphertexts")
+            loaded = [[self._fresh(raw, msg.sender) for raw in vec] for vec in vectors]
+            t, f, d = loaded
+            out.append(Upload(msg.sender, msg.session, t, f, d, e))  # type: ignore[arg-type]
+        return out
+
+    def _fresh(self, raw: bytes, sender: str) -> ThresholdCiphertext:
+        server = self._server()
+        message = th.CiphertextMessage.from_bytes(raw, server.context, server.session)
+        fresh = (self._plan().upload_level, 1)
+        if message.sender != sender or (message.level, message.deg) != fresh:
+            raise MalformedMessageError(
+                f"upload from {sender}: not a fresh ciphertext of its own (level "
+                f"{message.level}, degree {message.deg})"
+            )
+        return ThresholdCiphertext.from_message(server.context, message)
+
+    def _server(self) -> th.ThresholdServer:
+        if getattr(self, "server", None) is None:
+            raise ProtocolError("no threshold session: collect the joins first")
+        assert self.server is not None
+        return self.server
+
+    def _plan(self) -> tp.Plan:
+        if getattr(self, "plan", None) is None:
+            raise ProtocolError("no session started")
+        assert self.plan is not None
+        return self.plan
+
+
+def _native(ct: object) -> th.Ciphertext:
+    """The OpenFHE ciphertext of a reply (a deviating aggregator may return anything)."""
+    if not isinstance(ct, ThresholdCiphertext):
+        raise TypeError("a threshold reply must hold ciphertexts under the joint key")
+    return ct.ct
+
+
+class _SlotsOnly:
+    """What the single-key ``start_session`` reads from ``context``: slots, rotations."""
+
+    def __init__(self, slots: int) -> None:
+        self.params = _SlotParams(slots)
+        self.rotation_steps = [1 << k for k in range(slots.bit_length() - 1)]
+
+
+@dataclass(frozen=True)
+class _SlotParams:
+    slots: int
+    product_capacity_bits: int = 1 << 10  # the multiplier range is the plan's, not SEAL's
+
+
+class ThresholdAggregator(ThresholdMixin, Aggregator):
+    """The honest threshold aggregator."""
+
+
+def threshold_aggregator(aggregator: Aggregator | None = None) -> ThresholdMixin:
+    """``aggregator`` (any :class:`Aggregator`, e.g. from the tamper suite) running the
+    threshold steps around its own :meth:`aggregate`."""
+    if aggregator is None:
+        return ThresholdAggregator()
+    if isinstance(aggregator, ThresholdMixin):
+        return aggregator
+    cls = type(f"Threshold{type(aggregator).__name__}", (ThresholdMixin, type(aggregator)), {})
+    out: ThresholdMixin = object.__new__(cls)
+    out.__dict__.update(aggregator.__dict__)
+    return out

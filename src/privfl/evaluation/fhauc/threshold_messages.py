@@ -1,0 +1,245 @@
+"""Wire messages of FHAUC with threshold keys (``keys="threshold"``).
+
+Steps after the usual ``config``/``join`` (see :mod:`.threshold_party` for who does what)::
+
+    aggregator -> party   keygen     Start                 joins relayed (as today)
+    party -> aggregator   keygen     KeyShareUpload        signed: round-1 key share (b halves)
+    aggregator -> party   keycheck   JointPublicKeys       threshold-ckks message: the sums
+    party -> aggregator   keycheck   KeyCheck              signed: sketch of its own b halves
+    aggregator -> party   upload     KeyChecks             every party's signed KeyCheck
+    party -> aggregator   upload     ThresholdUpload       signed: relin. share, ciphertexts
+    aggregator -> party   decrypt    DecryptRequests       c1 of each reply (non-lead parties)
+    party -> aggregator   decrypt    DecryptShares         signed: s_i c1 + e_i per reply
+    aggregator -> lead    fuse       LeadRequests          c0, c1 and the SUM of M-1 shares
+    lead -> aggregator    fuse       Reveal                signed, AES-GCM under the parties'
+    aggregator -> party   result     Reveal                session key: the decrypted pairs
+    party -> aggregator   result     Done                  (as today)
+
+Every party message is signed with the party's pinned Ed25519 key (``seal``/``open_signed``
+of :mod:`.messages`), every nested threshold-CKKS message is parsed by its own bounded
+``from_bytes`` against the session's context, and every count is bounded before anything is
+allocated. ``from_bytes`` raises :class:`~privfl.errors.ProtocolError` subclasses only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import ClassVar
+
+from privfl.crypto.identity import IdentityKey
+from privfl.errors import MalformedMessageError
+from privfl.evaluation.fhauc.messages import (
+    AGGREGATOR,
+    CODEC,
+    DIGEST_BYTES,
+    MAX_NAME_BYTES,
+    open_signed,
+    seal,
+)
+from privfl.evaluation.fhauc.policy import MAX_EXECUTIONS, MAX_PARTIES
+from privfl.messages import Reader, Writer
+
+MAX_SKETCH_ROWS = 64
+MAX_KEY_MESSAGE_BYTES = 64 << 20  # a round-1 key share of the "fhauc" set is ~4 MB
+MAX_CIPHERTEXT_MESSAGE_BYTES = 4 << 20
+MAX_CIPHERTEXTS = 64  # per vector and execution (threshold layouts are at most 2 chunks)
+GCM_NONCE_BYTES = 12
+MAX_REVEAL_BYTES = 16 + 16 * MAX_EXECUTIONS + 64
+
+
+@dataclass(frozen=True)
+class KeyShareUpload:
+    """Party -> aggregator, key generation round 1: the party's ``KeyGenShare`` (threshold
+    codec, bound to the threshold session), signed."""
+
+    session: bytes
+    sender: str
+    share: bytes
+
+    STEP = "th-keygen"
+
+    def seal(self, identity: IdentityKey) -> bytes:
+        body = Writer().bytes_(self.share).getvalue()
+        return seal(identity, self.STEP, self.session, self.sender, body)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, session: bytes, roster: Mapping[str, bytes]) -> KeyShareUpload:
+        sender, sess, r = open_signed(data, cls.STEP, session, roster)
+        share = r.bytes_(MAX_KEY_MESSAGE_BYTES)
+        r.end()
+        return cls(sess, sender, share)
+
+
+@dataclass(frozen=True)
+class KeyCheck:
+    """Party -> aggregator (relayed to all parties): a random linear sketch, per RNS row, of
+    the ``b`` halves this party contributed to the joint public and switching keys. Sketches
+    are linear, so the parties' sketches must add up to the sketch of the joint key the
+    aggregator returned; the sketch's coefficients are derived from that joint key, after
+    it was fixed (:mod:`.threshold_party`)."""
+
+    session: bytes
+    sender: str
+    sketch: tuple[int, ...]
+
+    STEP = "th-keycheck"
+
+    def seal(self, identity: IdentityKey) -> bytes:
+        w = Writer().u32(len(self.sketch))
+        for v in self.sketch:
+            w.u64(v)
+        return seal(identity, self.STEP, self.session, self.sender, w.getvalue())
+
+    @classmethod
+    def from_bytes(cls, data: bytes, session: bytes, roster: Mapping[str, bytes]) -> KeyCheck:
+        sender, sess, r = open_signed(data, cls.STEP, session, roster)
+        rows = r.count(MAX_SKETCH_ROWS, "sketch rows")
+        sketch = tuple(r.u64() for _ in range(rows))
+        r.end()
+        return cls(sess, sender, sketch)
+
+
+@dataclass(frozen=True)
+class Relay:
+    """Aggregator -> every party: a list of byte strings (signed party messages relayed,
+    or threshold-CKKS requests), one message kind per step."""
+
+    session: bytes
+    items: tuple[bytes, ...]
+    step: str
+    sender: str = AGGREGATOR
+
+    STEPS: ClassVar[tuple[str, ...]] = ("th-keychecks", "th-decrypt", "th-lead")
+    LIMITS: ClassVar[dict[str, int]] = {
+        "th-keychecks": MAX_PARTIES,
+        "th-decrypt": MAX_EXECUTIONS,
+        "th-lead": MAX_EXECUTIONS,
+    }
+
+    def to_bytes(self) -> bytes:
+        body = Writer().list_(list(self.items)).getvalue()
+        return CODEC.encode(self.step, self.session, self.sender, body)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, step: str, session: bytes) -> Relay:
+        if step not in cls.STEPS:
+            raise MalformedMessageError(f"unknown relay step {step!r}")
+        header, r = CODEC.decode(data, step, session)
+        count = r.count(cls.LIMITS[step], f"{step} items")
+        items = tuple(r.bytes_(MAX_KEY_MESSAGE_BYTES) for _ in range(count))
+        r.end()
+        return cls(header.session, items, step, header.sender)
+
+
+@dataclass(frozen=True)
+class ThresholdUpload:
+    """Party -> aggregator: the transcript hash, the party's relinearisation-key share
+    (round 2) and, per execution, its T, F and D ciphertexts under the joint key
+    (threshold-CKKS ``CiphertextMessage`` bytes), signed."""
+
+    session: bytes
+    sender: str
+    transcript: bytes
+    mult_share: bytes
+    executions: tuple[tuple[tuple[bytes, ...], tuple[bytes, ...], tuple[bytes, ...]], ...]
+
+    STEP = "th-upload"
+
+    def body(self) -> bytes:
+        w = Writer().bytes_(self.transcript).bytes_(self.mult_share).u32(len(self.executions))
+        for t, f, d in self.executions:
+            w.list_(list(t)).list_(list(f)).list_(list(d))
+        return w.getvalue()
+
+    def seal(self, identity: IdentityKey) -> bytes:
+        return seal(identity, self.STEP, self.session, self.sender, self.body())
+
+    @classmethod
+    def from_bytes(
+        cls, data: bytes, session: bytes, roster: Mapping[str, bytes]
+    ) -> ThresholdUpload:
+        sender, sess, r = open_signed(data, cls.STEP, session, roster)
+        transcript = r.bytes_(DIGEST_BYTES)
+        if len(transcript) != DIGEST_BYTES:
+            raise MalformedMessageError(f"upload from {sender}: bad transcript hash")
+        mult = r.bytes_(MAX_KEY_MESSAGE_BYTES)
+        execs = []
+        for _ in range(r.count(MAX_EXECUTIONS, "executions")):
+            vectors = []
+            for _v in range(3):
+                n = r.count(MAX_CIPHERTEXTS, "ciphertexts")
+                vectors.append(tuple(r.bytes_(MAX_CIPHERTEXT_MESSAGE_BYTES) for _ in range(n)))
+            execs.append((vectors[0], vectors[1], vectors[2]))
+        r.end()
+        return cls(sess, sender, transcript, mult, tuple(execs))
+
+
+@dataclass(frozen=True)
+class DecryptShares:
+    """Non-lead party -> aggregator: its decryption share of every reply (threshold-CKKS
+    ``DecryptionShare`` bytes), signed."""
+
+    session: bytes
+    sender: str
+    shares: tuple[bytes, ...]
+
+    STEP = "th-share"
+
+    def seal(self, identity: IdentityKey) -> bytes:
+        body = Writer().list_(list(self.shares)).getvalue()
+        return seal(identity, self.STEP, self.session, self.sender, body)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, session: bytes, roster: Mapping[str, bytes]) -> DecryptShares:
+        sender, sess, r = open_signed(data, cls.STEP, session, roster)
+        n = r.count(MAX_EXECUTIONS, "decryption shares")
+        shares = tuple(r.bytes_(MAX_CIPHERTEXT_MESSAGE_BYTES) for _ in range(n))
+        r.end()
+        return cls(sess, sender, shares)
+
+
+@dataclass(frozen=True)
+class Reveal:
+    """Lead -> aggregator -> every party: the decrypted reply values, AES-256-GCM encrypted
+    under a key derived from the parties' session key (the aggregator does not have it), the
+    lead's name and the transcript as associated data; signed by the lead."""
+
+    session: bytes
+    sender: str
+    nonce: bytes
+    sealed: bytes
+
+    STEP = "th-reveal"
+
+    def seal(self, identity: IdentityKey) -> bytes:
+        body = Writer().bytes_(self.nonce).bytes_(self.sealed).getvalue()
+        return seal(identity, self.STEP, self.session, self.sender, body)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, session: bytes, roster: Mapping[str, bytes]) -> Reveal:
+        sender, sess, r = open_signed(data, cls.STEP, session, roster)
+        nonce, sealed = r.bytes_(GCM_NONCE_BYTES), r.bytes_(MAX_REVEAL_BYTES)
+        r.end()
+        if len(nonce) != GCM_NONCE_BYTES or len(sender.encode()) > MAX_NAME_BYTES:
+            raise MalformedMessageError(f"reveal from {sender}: bad nonce")
+        return cls(sess, sender, nonce, sealed)
+
+
+def read_pairs(data: bytes, expected: int) -> list[tuple[float, float]]:
+    """The decrypted ``(X, Y)`` pairs of a reveal's plaintext: exactly ``expected`` pairs of
+    finite floats."""
+    r = Reader(data, "revealed values")
+    n = r.count(MAX_EXECUTIONS, "revealed pairs")
+    if n != expected:
+        raise MalformedMessageError(f"the lead revealed {n} replies, expected {expected}")
+    pairs = [(r.f64_finite("X"), r.f64_finite("Y")) for _ in range(n)]
+    r.end()
+    return pairs
+
+
+def write_pairs(pairs: list[tuple[float, float]]) -> bytes:
+    w = Writer().u32(len(pairs))
+    for x, y in pairs:
+        w.f64(x).f64(y)
+    return w.getvalue()

@@ -1,0 +1,289 @@
+"""Threshold FHAUC's arithmetic: ciphertexts the aggregator's unchanged code can use, the value
+scaling every party applies, and the noise model of the verification (pure functions).
+
+The aggregator's :meth:`~privfl.evaluation.fhauc.Aggregator.aggregate` (and every deviating
+aggregator of :mod:`~privfl.evaluation.fhauc.tamper`) is written against SEAL ciphertexts.
+:class:`ThresholdCiphertext` gives OpenFHE ciphertexts under the joint key the same
+operations (``+``, ``*`` by a ciphertext or an integer, ``rotate``, ``window_sum``,
+``scale_by``), so threshold mode runs the *same* aggregation code:
+
+* a product consumes one level; the aggregator's integer multiplier ``c`` is applied by
+  doubling and adding (no level, "at scale 1" as in single-key mode); ``scale_by`` multiplies
+  by a real constant (one level). A reply decrypts as long as it has used at most 2 of the
+  ``"fhauc"`` set's 3 levels (two towers stay for the flooding noise). Semi-honest uploads
+  are fresh ciphertexts at level 1 (three towers: 768 KB each), so the honest product ends at
+  level 2; malicious uploads are at level 0, one level to spare, so that a deviating
+  aggregator's extra plaintext product still decrypts and is caught by the verification.
+* uploads stay *lazy* (checked coefficient rows) until an OpenFHE operation needs them;
+  their sums are computed on the rows (:class:`ThresholdCiphertext`).
+* the aggregator's reply for one execution is ``num + den`` in one ciphertext (``num`` in
+  every slot, ``den`` added at :attr:`Layout.denominator_slot`): one joint decryption per
+  execution (:func:`decode_pairs`).
+
+Capacity, noise and scaling (why parties scale their values)
+------------------------------------------------------------
+Joint decryption keeps two towers at a 59-bit scale: a decrypted value must stay below
+``2^56`` (:mod:`privfl.crypto.threshold_params`), and OpenFHE's decoder refuses a result whose
+error exceeds ``2^-5`` (value units). The aggregator's reply holds ``c·(X + Y)`` with
+``X + Y <= 4 (M C)^2`` (``M`` parties, ``C`` the provisioned size bound) and ``c < 2^c_hi``,
+and its error is the product's error times ``c``: about ``c 2 sqrt(L) M B e`` for ``L``
+slots of products of ``M`` summed values below ``B`` with fresh error ``e``
+(:func:`fresh_error_bits`). Every party therefore multiplies all its slot values by
+``2^-k`` with ``k`` the larger of what capacity and the decoder need
+(:func:`value_shift`: public, the same for every party), and multiplies what it decrypts by
+``2^2k``. The aggregator's multiplier is ``c`` in ``[2^20, 2^(20 + multiplier_bits))`` in
+both modes (the malicious one's range of single-key mode); the flooding noise of the joint
+decryption then costs ``2^2k / c`` in ``X/c`` units. The malicious variant's tolerance uses
+these terms (:func:`sigma_products`); its acceptance rule and guarantee are unchanged, so
+sessions whose threshold noise is too large for the required guarantee are refused
+(``WeakGuaranteeError``), never accepted more loosely.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from privfl.crypto.threshold import (
+    Ciphertext,
+    CiphertextHolder,
+    CiphertextMessage,
+    ThresholdContext,
+    ThresholdParameters,
+    parameter_set,
+)
+from privfl.crypto.threshold_params import SCALING_MOD_BITS
+from privfl.crypto.threshold_wire import add_mod
+from privfl.errors import InputError
+from privfl.evaluation.fhauc import malicious
+from privfl.evaluation.fhauc.layout import Layout
+
+CAPACITY_BITS = 52.0  # decrypted |value| < 2^52: 4 bits below the two towers' 2^56
+FHAUC_PARAMETER_SET = "fhauc"
+
+
+def fhauc_parameters() -> ThresholdParameters:
+    """The threshold parameter set of FHAUC sessions (``"fhauc"``: ring 2^14, 128-bit;
+    tests switch :data:`FHAUC_PARAMETER_SET` to the insecure ``"fhauc-test"``)."""
+    return parameter_set(FHAUC_PARAMETER_SET)
+
+
+@dataclass(frozen=True, eq=False)
+class _Rows:
+    """A fresh ciphertext's coefficient rows and shape, not yet handed to OpenFHE."""
+
+    ctx: ThresholdContext
+    level: int
+    deg: int
+    rows: npt.NDArray[np.uint64]
+    tag: str
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.level, self.deg
+
+
+def _doubling_product(ct: Ciphertext, k: int) -> Ciphertext:
+    """``k * ct`` for an integer ``k > 0`` by binary doubling: additions only, no level."""
+    out: Ciphertext | None = None
+    base = ct
+    while k:
+        if k & 1:
+            out = base if out is None else out + base
+        k >>= 1
+        if k:
+            base = base + base
+    assert out is not None
+    return out
+
+
+class ThresholdCiphertext:
+    """An OpenFHE ciphertext under the joint key with the SEAL wrapper's operations.
+
+    A ciphertext loaded from an upload stays *lazy* (its checked coefficient rows, RNS and
+    NTT form) until an operation needs OpenFHE: adding two lazy ciphertexts of the same
+    shape adds their rows modulo each prime, which is exactly OpenFHE's ``EvalAdd`` on
+    ciphertexts of equal level and scale, so summing ``M`` uploads costs one OpenFHE
+    deserialisation instead of ``M``."""
+
+    __slots__ = ("_ct", "_lazy")
+
+    def __init__(self, ct: Ciphertext | None = None, lazy: _Rows | None = None) -> None:
+        if (ct is None) == (lazy is None):
+            raise ValueError("a ciphertext is either native or lazy")
+        self._ct, self._lazy = ct, lazy
+
+    @classmethod
+    def from_message(cls, ctx: ThresholdContext, message: CiphertextMessage) -> ThresholdCiphertext:
+        """A lazy ciphertext from a decoded (hence checked) message."""
+        layout = ctx.ciphertext_layout(message.level, message.deg)
+        rows = np.frombuffer(message.payload, dtype=np.uint64).reshape(layout.vectors, ctx.ring)
+        return cls(lazy=_Rows(ctx, message.level, message.deg, rows, message.session.hex()))
+
+    @property
+    def ct(self) -> Ciphertext:
+        """The OpenFHE ciphertext (built once from the rows of a lazy one)."""
+        if self._ct is None:
+            lazy = self._lazy
+            assert lazy is not None
+            layout = lazy.ctx.ciphertext_layout(lazy.level, lazy.deg)
+            native = lazy.ctx.load("ciphertext", layout, lazy.rows.tobytes(), lazy.tag)
+            self._ct, self._lazy = Ciphertext(lazy.ctx, native), None
+        return self._ct
+
+    def __add__(self, other: object) -> ThresholdCiphertext:
+        a, b = self._lazy, other._lazy if isinstance(other, ThresholdCiphertext) else None
+        if a is not None and b is not None and a.shape == b.shape and a.tag == b.tag:
+            moduli = a.ctx.ciphertext_layout(a.level, a.deg).moduli
+            rows = add_mod(a.rows, b.rows, moduli)
+            return ThresholdCiphertext(lazy=_Rows(a.ctx, a.level, a.deg, rows, a.tag))
+        return ThresholdCiphertext(self.ct + self._of(other))
+
+    @property
+    def scale(self) -> float:
+        return float(2.0**SCALING_MOD_BITS)
+
+    def _of(self, other: object) -> Ciphertext | list[float]:
+        if isinstance(other, ThresholdCiphertext):
+            return other.ct
+        return [float(v) for v in np.asarray(other, dtype=np.float64).ravel()]
+
+    def __sub__(self, other: object) -> ThresholdCiphertext:
+        return ThresholdCiphertext(self.ct - self._of(other))
+
+    def __mul__(self, other: object) -> ThresholdCiphertext:
+        if isinstance(other, ThresholdCiphertext):
+            return ThresholdCiphertext(self.ct * other.ct)
+        if isinstance(other, int | np.integer) and not isinstance(other, bool):
+            k = int(other)
+            if k == 0:
+                return ThresholdCiphertext(self.ct - self.ct)
+            out = _doubling_product(self.ct, abs(k))
+            return ThresholdCiphertext(out if k > 0 else -out)
+        raise TypeError("multiply by a ciphertext or an integer (scale_by for reals)")
+
+    def scale_by(self, factor: float, precision_bits: int = 30) -> ThresholdCiphertext:
+        """Every slot times a real ``factor`` (one level; ``precision_bits`` is SEAL's)."""
+        if not math.isfinite(factor):
+            raise ValueError("factor must be finite")
+        return ThresholdCiphertext(self.ct * float(factor))
+
+    def rotate(self, steps: int) -> ThresholdCiphertext:
+        return ThresholdCiphertext(self.ct.rotate(int(steps)))
+
+    def window_sum(self, window: int) -> ThresholdCiphertext:
+        """Rotate-and-sum over ``window`` slots (``log2 window`` rotations)."""
+        acc = self
+        step = 1
+        while step < window:
+            acc = acc + acc.rotate(step)
+            step *= 2
+        return acc
+
+
+@dataclass(frozen=True)
+class SlotParameters:
+    """What :meth:`Aggregator.aggregate` reads from ``context.params``."""
+
+    slots: int
+
+
+class EncryptingContext:
+    """The aggregator's ``context`` in threshold mode: the joint public key only (it
+    encrypts, as a deviating aggregator may, and never decrypts)."""
+
+    def __init__(self, holder: CiphertextHolder) -> None:
+        self._holder = holder
+        self.params = SlotParameters(holder.context.slots)
+
+    def encrypt(
+        self, values: npt.ArrayLike, scale_bits: float | None = None
+    ) -> ThresholdCiphertext:
+        return ThresholdCiphertext(self._holder.encrypt(values))
+
+
+# ---------------------------------------------------------------------- session sizing
+def check_session(params: ThresholdParameters, parties: int, terms: int, executions: int) -> Layout:
+    """The session's layout, or :class:`InputError` when threshold mode cannot run it."""
+    params.check(parties)
+    layout = Layout.for_terms(terms, params.batch_size)
+    if executions > params.max_decryptions:
+        raise InputError(
+            f"{executions} executions need {executions} joint decryptions; the flooding noise "
+            f"of parameter set {params.name!r} allows {params.max_decryptions} per key set"
+        )
+    return layout
+
+
+def fresh_error_bits(ring: int, parties: int) -> float:
+    """log2 of (an upper bound on) the per-slot error of a fresh public-key encryption under
+    the joint key, in value units at the 59-bit scale: coefficient error ``3.2 sqrt(4/3 N M)``
+    (``v e + e0 + s e1`` with ``M`` summed Gaussian and ternary terms), spread over the
+    slots by ``sqrt(N)``, with 2 bits of margin."""
+    coefficient = math.log2(3.2) + 0.5 * math.log2(4.0 / 3.0 * ring * parties)
+    return coefficient + 0.5 * math.log2(ring) + 2.0 - SCALING_MOD_BITS
+
+
+def value_shift(
+    parties: int,
+    max_samples: int,
+    share_bound_bits: float,
+    terms: int,
+    c_high_bits: float,
+    ring: int,
+    malicious_mode: bool,
+) -> int:
+    """``k``: parties scale every slot value by ``2^-k`` (module docstring). The larger of
+    what capacity needs (``c X 2^-2k < 2^52``) and what OpenFHE's decoder needs: it refuses a
+    result whose error exceeds ``2^-5`` (value units), and the reply's error is about
+    ``c 2^-k 2 sqrt(L) M B e`` (``L`` slots of products of ``M`` summed values below ``B``
+    with fresh error ``e``); privfl keeps it below ``2^-8``."""
+    x_max_bits = 2 * math.log2(parties * max_samples) + (2.0 if malicious_mode else 0.0)
+    capacity = math.ceil(max(0.0, c_high_bits + x_max_bits - CAPACITY_BITS) / 2)
+    product = (
+        1.0
+        + 0.5 * math.log2(max(terms, 1))
+        + math.log2(parties)
+        + share_bound_bits
+        + fresh_error_bits(ring, parties)
+    )
+    noise = math.ceil(c_high_bits + product + DECODE_MARGIN_BITS)
+    return max(0, capacity, noise)
+
+
+DECODE_MARGIN_BITS = 8.0
+
+
+def decode_pairs(raw: npt.ArrayLike, layout: Layout, shift_k: int) -> tuple[float, float]:
+    """``(c·X, c·Y)`` from one decrypted reply: the reply is ``num + den`` where ``num`` fills
+    every slot and ``den`` only :attr:`Layout.denominator_slot`."""
+    values = np.asarray(raw, dtype=np.float64)
+    ds = layout.denominator_slot
+    ns = ds + 1
+    factor = 2.0 ** (2 * shift_k)
+    return float(values[ns]) * factor, (float(values[ds]) - float(values[ns])) * factor
+
+
+def sigma_products(
+    sizes: malicious.Sizes,
+    params: ThresholdParameters,
+    ring: int,
+    shift_k: int,
+    c_min: float,
+) -> tuple[float, float]:
+    """Std bounds of the errors of ``X/c`` and ``Y/c`` in threshold mode (malicious
+    variant): the single-key model of :meth:`malicious.Sizes.sigma_products` with the fresh
+    error of :func:`fresh_error_bits` times ``2^k`` (values are scaled by ``2^-k``), plus the
+    flooding noise of the joint decryption (``params.decryption_error_bits``, times ``2^2k /
+    c``; ``Y`` is a difference of two slots)."""
+    m = sizes.parties
+    e = 2.0 ** (fresh_error_bits(ring, m) + shift_k)
+    b = 2.0 ** (sizes.mask_bits + 3)
+    k = malicious.NOISE_CONSTANT
+    sigma_x = k * math.sqrt(sizes.slots_used) * m * b * e
+    sigma_y = k * 4.0 * m * sizes.max_samples * math.sqrt(m) * e
+    flood = 2.0 ** (params.decryption_error_bits(m) + 2 * shift_k) / c_min
+    return math.hypot(sigma_x, flood), math.hypot(sigma_y, math.sqrt(2.0) * flood)

@@ -1,0 +1,421 @@
+"""An FHAUC party with threshold keys: it generates its own key share in every session.
+
+Steps (each takes the bytes it receives and returns the bytes it sends), in order:
+
+``join(config)`` (as single-key) · ``keygen(start)`` · ``keycheck(joint)`` ·
+``upload(checks)`` · ``decrypt(requests)`` (every party but the lead) · ``fuse(lead)`` (the
+lead only) · ``finish(reveal)`` -> :class:`~.party.PartyResult` · ``done()``.
+
+What each step does and learns:
+
+* ``keygen``: checks every party's signed join (as single-key), derives the transcript, the
+  session key ``HKDF(seed, transcript')`` and the threshold session id (a hash of the
+  transcript), samples its own secret share inside OpenFHE and sends the ``b`` halves of its
+  public-key and switching-key contributions (RLWE samples: nothing about the share).
+* ``keycheck``: receives the aggregator's joint ``b`` halves and answers with a random linear
+  sketch of its *own* contribution, the coefficients derived from the joint key's bytes.
+* ``upload``: receives every party's signed sketch and checks that they add up to the
+  sketch of the joint key (else :class:`ProtocolError`: the aggregator substituted or altered
+  the joint key, e.g. to a key of its own, or gave parties different keys; a joint key that
+  differs from the sum is caught except with probability ``2^-30`` per RNS row). Only then
+  does it use the joint key: its relinearisation share (which multiplies the switching key
+  by its secret) and its statistics encrypted under the joint public key, signed.
+* ``decrypt``: ``s_i c1 + e_i`` (noise flooding) for each reply, to the aggregator.
+* ``fuse`` (the lead, :func:`~.threshold_plan.lead_index` of the transcript): its own lead
+  share with the aggregator's sum of the other shares -> the reply values; it sends them
+  encrypted and authenticated under the parties' session key. Learns the reply (as every
+  party does).
+* ``finish``: decrypts the lead's reveal and recovers the AUC with the variant's own checks
+  (malicious: verification of the executions, unchanged).
+
+The party holds its data, the seed, its identity key and its key share (inside a
+:class:`~privfl.crypto.threshold.ThresholdParty`, one per session; never sent, exported only
+into the node's own local state by :meth:`ThresholdFhaucParty.export_state`).
+"""
+
+from __future__ import annotations
+
+import secrets
+from enum import StrEnum
+
+import numpy as np
+import numpy.typing as npt
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from privfl.crypto import keywrap
+from privfl.crypto import threshold as th
+from privfl.errors import InputError, MalformedMessageError, ProtocolError, UnknownPartyError
+from privfl.evaluation.fhauc import threshold_messages as tmsg
+from privfl.evaluation.fhauc import threshold_plan as tp
+from privfl.evaluation.fhauc.messages import AGGREGATOR, Done, Join, SessionConfig, Start
+from privfl.evaluation.fhauc.party import PartyResult
+from privfl.evaluation.fhauc.policy import Policy
+from privfl.evaluation.fhauc.session import check_start, new_nonce, session_key
+from privfl.evaluation.fhauc.threshold_ops import decode_pairs
+from privfl.evaluation.fhauc.threshold_plan import joint_rows, reveal_key, row_moduli
+from privfl.evaluation.fhauc.threshold_setup import open_bundle
+from privfl.evaluation.fhauc.threshold_state import ThresholdState
+from privfl.evaluation.fhauc.variant import PartyView
+from privfl.evaluation.statistics import PartyCounts, party_counts, validate_party
+
+
+class Stage(StrEnum):
+    JOINED = "joined"
+    KEYGEN = "keygen"
+    KEYCHECK = "keycheck"
+    UPLOADED = "uploaded"
+    DECRYPTED = "decrypted"
+    FINISHED = "finished"
+
+
+class ThresholdFhaucParty:
+    """One data owner in threshold mode (module docstring)."""
+
+    def __init__(
+        self,
+        name: str,
+        identity: keywrap.IdentityKey,
+        roster: dict[str, bytes],
+        provisioner: str,
+        scores: npt.ArrayLike | None = None,
+        labels: npt.ArrayLike | None = None,
+    ) -> None:
+        if roster.get(name) != identity.public_bytes:
+            raise UnknownPartyError(f"party {name!r} is not in the roster with this identity key")
+        self.name, self.roster, self.provisioner = name, dict(roster), provisioner
+        self._identity = identity
+        self._scores, self._labels = scores, labels
+        self._seed: bytes | None = None
+        self._policy: Policy | None = None
+        self.stage: Stage | None = None
+        self._reset()
+
+    def _reset(self) -> None:
+        self._config: SessionConfig | None = None
+        self._nonce = b""
+        self._transcript = b""
+        self._plan: tp.Plan | None = None
+        self._keys: th.ThresholdParty | None = None  # this session's key share lives here
+        self._own_rows: npt.NDArray[np.uint64] | None = None
+        self._joint: th.JointPublicKeys | None = None
+        self._joint_bytes = b""
+        self._counts: PartyCounts | None = None
+
+    # ------------------------------------------------------------------ setup
+    def receive_bundle(self, data: bytes) -> None:
+        """Unwrap the shared seed and the policy (from the pinned provisioning party)."""
+        self._seed, self._policy = open_bundle(
+            data, self.name, self._identity, self.roster, self.provisioner
+        )
+
+    @property
+    def policy(self) -> Policy:
+        if self._policy is None:
+            raise ProtocolError(f"party {self.name} has no key bundle yet")
+        return self._policy
+
+    @property
+    def holds_key_share(self) -> bool:
+        return self._keys is not None and self._keys.has_share
+
+    @property
+    def is_lead(self) -> bool:
+        cfg = self._cfg()
+        return cfg.parties[tp.lead_index(self._transcript, len(cfg.parties))] == self.name
+
+    # ------------------------------------------------------------------ steps
+    def join(self, data: bytes) -> bytes:
+        """Check the config against roster and policy (and that threshold mode can run it),
+        draw a fresh nonce, answer with a signed Join. Abandons any earlier session."""
+        config = SessionConfig.from_bytes(data)
+        if self.name not in config.parties:
+            raise UnknownPartyError(f"party {self.name!r} is not part of this session")
+        unknown = [p for p in config.parties if p not in self.roster]
+        if unknown:
+            raise UnknownPartyError(f"session names parties outside the roster: {unknown}")
+        config.check_policy(self.policy)
+        plan = tp.plan(config, self.policy)
+        self._reset()
+        self._count(config)
+        self._config, self._plan, self._nonce = config, plan, new_nonce()
+        self.stage = Stage.JOINED
+        return Join(config.session, self.name, config.digest, self._nonce).seal(self._identity)
+
+    def keygen(self, data: bytes) -> bytes:
+        """Check every join, derive the session, sample this party's key share (round 1)."""
+        self._expect(Stage.JOINED, "generate its key share")
+        config = self._cfg()
+        start = Start.from_bytes(data, config.session)
+        if start.config != config.to_bytes():
+            raise ProtocolError("the start message carries another configuration than joined")
+        checked = check_start(config, self.policy, start.joins, self.roster, self.name, self._nonce)
+        self._transcript = tp.threshold_transcript(checked.transcript)
+        self._counts = self._count(config)
+        ctx = th.ThresholdContext.for_parameters(self._p().params, len(config.parties))
+        index = config.parties.index(self.name)
+        session = tp.threshold_session(self._transcript)
+        self._keys = th.ThresholdParty(self.name, index, ctx, session)
+        share = self._keys.keygen_share()
+        self._own_rows = joint_rows(ctx, share.public_key, share.switch_key)
+        self.stage = Stage.KEYGEN
+        return tmsg.KeyShareUpload(config.session, self.name, share.to_bytes()).seal(self._identity)
+
+    def keycheck(self, data: bytes) -> bytes:
+        """Sketch this party's own contribution with coefficients bound to the joint key."""
+        self._expect(Stage.KEYGEN, "check the joint key")
+        keys = self._k()
+        self._joint = th.JointPublicKeys.from_bytes(data, keys.context, keys.session)
+        if self._joint.sender != AGGREGATOR:
+            raise ProtocolError("the joint key must come from the aggregator")
+        self._joint_bytes = data
+        rows = self._rows_own()
+        coeffs = tp.sketch_coefficients(keys.session, data, rows.shape[0], keys.context.ring)
+        own = tp.sketch(rows, row_moduli(keys.context), coeffs)
+        self.stage = Stage.KEYCHECK
+        return tmsg.KeyCheck(self._cfg().session, self.name, own).seal(self._identity)
+
+    def upload(self, data: bytes) -> bytes:
+        """Verify the joint key against every party's signed sketch, then use it: the
+        relinearisation share and the encrypted statistics of every execution, signed."""
+        self._expect(Stage.KEYCHECK, "upload")
+        config, keys, joint = self._cfg(), self._k(), self._joint
+        assert joint is not None
+        relay = tmsg.Relay.from_bytes(data, "th-keychecks", config.session)
+        self._verify_joint_key(relay.items)
+        mult = keys.keygen_mult_share(joint)
+        plan, counts = self._p(), self._c()
+        view = PartyView(config, self.policy, self._key(), config.parties.index(self.name))
+        factor = 2.0 ** (-plan.shift_k)
+        executions = []
+        for packed in plan.variant.pack(counts, plan.layout, view):
+            vectors = tuple(
+                tuple(
+                    keys.encrypt(np.asarray(v) * factor, plan.upload_level)
+                    .to_message(keys.session, self.name)
+                    .to_bytes()
+                    for v in vec
+                )
+                for vec in (packed.t, packed.f, packed.d)
+            )
+            executions.append((vectors[0], vectors[1], vectors[2]))
+        self.stage = Stage.UPLOADED
+        message = tmsg.ThresholdUpload(
+            config.session, self.name, self._transcript, mult.to_bytes(), tuple(executions)
+        )
+        return message.seal(self._identity)
+
+    def decrypt(self, data: bytes) -> bytes:
+        """A non-lead party's decryption share of every reply (flooding noise included)."""
+        self._expect(Stage.UPLOADED, "send decryption shares")
+        if self.is_lead:
+            raise ProtocolError("the lead party never sends a decryption share")
+        config, keys = self._cfg(), self._k()
+        relay = tmsg.Relay.from_bytes(data, "th-decrypt", config.session)
+        if len(relay.items) != self._p().executions:
+            raise MalformedMessageError(
+                f"{len(relay.items)} decryption requests, expected {self._p().executions}"
+            )
+        shares = []
+        for item in relay.items:
+            request = th.DecryptionRequest.from_bytes(item, keys.context, keys.session)
+            if request.sender != AGGREGATOR:
+                raise ProtocolError("decryption requests must come from the aggregator")
+            shares.append(keys.decryption_share(request).to_bytes())
+        self.stage = Stage.DECRYPTED
+        return tmsg.DecryptShares(config.session, self.name, tuple(shares)).seal(self._identity)
+
+    def fuse(self, data: bytes) -> bytes:
+        """The lead: fuse its own share with the aggregator's sum of the others', decode
+        every reply and reveal the values to the parties only (AES-GCM, session key)."""
+        self._expect(Stage.UPLOADED, "fuse")
+        if not self.is_lead:
+            raise ProtocolError(f"party {self.name} is not this session's lead")
+        config, keys, plan = self._cfg(), self._k(), self._p()
+        relay = tmsg.Relay.from_bytes(data, "th-lead", config.session)
+        if len(relay.items) != plan.executions:
+            raise MalformedMessageError(
+                f"{len(relay.items)} replies to fuse, expected {plan.executions}"
+            )
+        pairs = []
+        for item in relay.items:
+            message = th.LeadDecryption.from_bytes(item, keys.context, keys.session)
+            if message.sender != AGGREGATOR:
+                raise ProtocolError("lead requests must come from the aggregator")
+            try:
+                values = keys.lead_decrypt(message, plan.layout.denominator_slot + 2)
+            except th.JointDecryptionError:
+                values = np.full(plan.layout.denominator_slot + 2, np.nan)
+            pairs.append(decode_pairs(values, plan.layout, 0))
+        plain = tmsg.write_pairs(
+            [(x, y) if np.isfinite([x, y]).all() else (0.0, 0.0) for x, y in pairs]
+        )
+        nonce = secrets.token_bytes(tmsg.GCM_NONCE_BYTES)
+        sealed = AESGCM(reveal_key(self._key())).encrypt(nonce, plain, self._aad())
+        self.stage = Stage.DECRYPTED
+        return tmsg.Reveal(config.session, self.name, nonce, sealed).seal(self._identity)
+
+    def finish(self, data: bytes) -> PartyResult:
+        """Open the lead's reveal and recover the AUC (malicious: verify every execution)."""
+        self._expect(Stage.DECRYPTED, "finish")
+        config, plan = self._cfg(), self._p()
+        lead = config.parties[tp.lead_index(self._transcript, len(config.parties))]
+        reveal = tmsg.Reveal.from_bytes(data, config.session, self.roster)
+        if reveal.sender != lead:
+            raise ProtocolError(f"the reveal must come from the lead {lead!r}")
+        self.stage = Stage.FINISHED
+        self._keys = None  # the key share is used up: one session, one key set
+        try:
+            plain = AESGCM(reveal_key(self._key())).decrypt(
+                reveal.nonce, reveal.sealed, self._aad()
+            )
+        except InvalidTag:
+            raise ProtocolError("the reveal does not authenticate under the session key") from None
+        factor = 2.0 ** (2 * plan.shift_k)
+        decoded = [(x * factor, y * factor) for x, y in tmsg.read_pairs(plain, plan.executions)]
+        counts = self._c()
+        totals = PartyCounts(
+            np.array([0, counts.positives], dtype=np.int64),
+            np.array([0, counts.negatives], dtype=np.int64),
+        )
+        view = PartyView(config, self.policy, self._key(), config.parties.index(self.name))
+        outcome = plan.variant.recover(decoded, totals, view)
+        return PartyResult(
+            self.name, config.session.hex(), config.security.value, config.num_points,
+            config.parties, plan.executions, outcome,
+        )  # fmt: skip
+
+    def done(self, status: str = "ok") -> bytes:
+        """The signed end-of-session status (never the AUC)."""
+        self._expect(Stage.FINISHED, "report its status")
+        return Done(self._cfg().session, self.name, status).seal(self._identity)
+
+    # ------------------------------------------------------------------ local state
+    def export_state(self) -> bytes:
+        """This party's progress through its session, key share included, for its own
+        node-local storage only (a Flower ClientApp may run every step in a fresh process)."""
+        keys = self._keys
+        return ThresholdState(
+            self.stage.value if self.stage else "",
+            self._config.to_bytes() if self._config else b"",
+            self._nonce,
+            self._transcript,
+            keys.export_local_state() if keys is not None and keys.has_share else b"",
+            self._own_rows.tobytes() if self._own_rows is not None else b"",
+            self._joint_bytes,
+        ).to_bytes()
+
+    def restore(self, data: bytes | None) -> None:
+        """Resume from :meth:`export_state` (the config is checked again, the counts are
+        recomputed from the local data, the key share is reloaded)."""
+        self._reset()
+        self.stage = None
+        if not data:
+            return
+        state = ThresholdState.from_bytes(data)
+        config = SessionConfig.from_bytes(state.config)
+        config.check_policy(self.policy)
+        self._config, self._plan = config, tp.plan(config, self.policy)
+        self._nonce, self._transcript = state.nonce, state.transcript
+        try:
+            self.stage = Stage(state.stage)
+        except ValueError:
+            raise MalformedMessageError("threshold party state has an unknown stage") from None
+        if state.transcript:
+            self._counts = self._count(config)
+        if state.keys:
+            ctx = th.ThresholdContext.for_parameters(self._p().params, len(config.parties))
+            index = config.parties.index(self.name)
+            self._keys = th.ThresholdParty(
+                self.name, index, ctx, tp.threshold_session(self._transcript)
+            )
+            self._keys.import_local_state(state.keys)
+            if state.own_rows:
+                rows = np.frombuffer(state.own_rows, dtype=np.uint64)
+                self._own_rows = rows.reshape(-1, ctx.ring)
+            if state.joint:
+                self._joint = th.JointPublicKeys.from_bytes(state.joint, ctx, self._keys.session)
+                self._joint_bytes = state.joint
+
+    # ------------------------------------------------------------------ internals
+    def _verify_joint_key(self, items: tuple[bytes, ...]) -> None:
+        config, keys, joint = self._cfg(), self._k(), self._joint
+        assert joint is not None
+        seen: dict[str, tuple[int, ...]] = {}
+        for item in items:
+            check = tmsg.KeyCheck.from_bytes(item, config.session, self.roster)
+            if check.sender not in config.parties or check.sender in seen:
+                raise ProtocolError(f"unexpected or repeated key check from {check.sender!r}")
+            seen[check.sender] = check.sketch
+        missing = [p for p in config.parties if p not in seen]
+        if missing:
+            raise ProtocolError(f"no key check from {missing}")
+        moduli = row_moduli(keys.context)
+        rows = joint_rows(keys.context, joint.public_key, joint.switch_key)
+        coeffs = tp.sketch_coefficients(
+            keys.session, self._joint_bytes, rows.shape[0], keys.context.ring
+        )
+        expected = tp.sketch(rows, moduli, coeffs)
+        if any(len(s) != len(expected) for s in seen.values()):
+            raise MalformedMessageError("a key check has the wrong number of rows")
+        total = [sum(s[i] for s in seen.values()) % int(q) for i, q in enumerate(moduli)]
+        if tuple(total) != expected:
+            raise ProtocolError(
+                "the joint key is not the sum of the parties' contributions (the aggregator "
+                "altered or substituted it, or gave parties different keys); nothing was "
+                "encrypted under it"
+            )
+
+    def _aad(self) -> bytes:
+        cfg = self._cfg()
+        lead = cfg.parties[tp.lead_index(self._transcript, len(cfg.parties))]
+        return b"privfl/fhauc-threshold/reveal|" + cfg.session + self._transcript + lead.encode()
+
+    def _count(self, config: SessionConfig) -> PartyCounts:
+        if self._scores is None or self._labels is None:
+            raise InputError(f"party {self.name} has no data")
+        s, y = validate_party(self._scores, self._labels, config.score_range, self.name)
+        if s.size > self.policy.max_samples_per_party:
+            raise InputError(
+                f"party {self.name} has {s.size} samples, more than its provisioned "
+                f"max_samples_per_party={self.policy.max_samples_per_party}"
+            )
+        return party_counts(s, y, config.thresholds)
+
+    def _key(self) -> bytes:
+        if self._seed is None:
+            raise ProtocolError(f"party {self.name} has no key bundle yet")
+        return session_key(self._seed, self._transcript)
+
+    def _expect(self, stage: Stage, step: str) -> None:
+        if self.stage is not stage:
+            have = "no session" if self.stage is None else f"stage '{self.stage.value}'"
+            raise ProtocolError(
+                f"party {self.name} cannot {step} now ({have}, expected '{stage.value}'): "
+                "steps out of order are refused"
+            )
+
+    def _cfg(self) -> SessionConfig:
+        if self._config is None:
+            raise ProtocolError(f"party {self.name} has no session")
+        return self._config
+
+    def _p(self) -> tp.Plan:
+        if self._plan is None:
+            raise ProtocolError(f"party {self.name} has no session")
+        return self._plan
+
+    def _k(self) -> th.ThresholdParty:
+        if self._keys is None:
+            raise ProtocolError(f"party {self.name} has no key share for this session")
+        return self._keys
+
+    def _c(self) -> PartyCounts:
+        if self._counts is None:
+            raise ProtocolError(f"party {self.name} has no session")
+        return self._counts
+
+    def _rows_own(self) -> npt.NDArray[np.uint64]:
+        if self._own_rows is None:
+            raise ProtocolError(f"party {self.name} has no key share for this session")
+        return self._own_rows

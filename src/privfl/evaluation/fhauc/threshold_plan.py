@@ -1,0 +1,168 @@
+"""What every role of a threshold FHAUC session derives from the config, the policy and the
+transcript (pure functions, public unless stated).
+
+* :func:`plan`: parameter set, slot layout, executions, the value shift ``k``
+  (:mod:`.threshold_ops`), the aggregator's multiplier range, the variant (the malicious
+  one with the threshold noise model, the same acceptance rule and guarantee) and the level
+  parties encrypt at (semi-honest 1: three towers, 768 KB per ciphertext; malicious 0).
+* :func:`threshold_session`: the threshold-CKKS session id of the joint key, a hash of the
+  transcript (so it binds the whole config, the policy and every party's fresh nonce, and
+  the aggregator cannot choose it: the common reference polynomials come from it).
+* :func:`lead_index`: which party fuses the decryption, also a hash of the transcript. The
+  aggregator learns it only after every party's nonce is fixed and cannot steer it without
+  aborting the session (visible to the parties).
+* :func:`sketch_coefficients` / :func:`sketch`: the joint-key check (:mod:`.threshold_party`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from privfl.crypto.prng import SharedRandomness
+from privfl.crypto.threshold import ThresholdContext, ThresholdParameters
+from privfl.crypto.threshold_wire import U64
+from privfl.evaluation.fhauc import malicious
+from privfl.evaluation.fhauc.layout import Layout
+from privfl.evaluation.fhauc.messages import SessionConfig
+from privfl.evaluation.fhauc.policy import Policy, Security
+from privfl.evaluation.fhauc.threshold_ops import (
+    check_session,
+    fhauc_parameters,
+    sigma_products,
+    value_shift,
+)
+from privfl.evaluation.fhauc.variant import Malicious, SemiHonest, Variant
+from privfl.messages import SESSION_ID_BYTES
+
+LABEL = b"privfl/fhauc-threshold/v1|"
+SKETCH_BITS = 30
+
+
+class ThresholdMalicious(Malicious):
+    """The malicious variant with threshold mode's noise model (OpenFHE's fresh error under
+    the joint key and the decryption's flooding noise): masks, multipliers, splits,
+    permutation, executions, the acceptance rule, the precision and guarantee checks are
+    the single-key variant's, unchanged."""
+
+    def __init__(self, params: ThresholdParameters, ring: int, shift_k: int, c_min: float) -> None:
+        self.params, self.ring, self.shift_k, self.c_min = params, ring, shift_k, c_min
+
+    def sigma_execution(self, sizes: malicious.Sizes, rnd: malicious.Randomness, d: float) -> float:
+        sigma_x, sigma_y = sigma_products(sizes, self.params, self.ring, self.shift_k, self.c_min)
+        ratio = (2 * rnd.r0 + rnd.r1) / rnd.r2
+        return float(np.hypot(sigma_x, ratio * sigma_y) / (2 * rnd.r0 * max(d, 1.0)))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One session's public sizes in threshold mode."""
+
+    params: ThresholdParameters
+    layout: Layout
+    executions: int
+    shift_k: int
+    multiplier_bits: tuple[float, float]
+    variant: Variant
+    upload_level: int
+
+
+def plan(config: SessionConfig, policy: Policy) -> Plan:
+    """The session's plan (:class:`~privfl.errors.InputError` when it cannot run)."""
+    params = fhauc_parameters()
+    mode = config.security
+    executions = policy.executions if mode is Security.MALICIOUS else 1
+    parties = len(config.parties)
+    layout = check_session(params, parties, config.terms(), executions)
+    lo, hi = malicious.multiplier_bounds(policy.multiplier_bits)
+    ring = ThresholdContext.for_parameters(params, parties).ring
+    bad = mode is Security.MALICIOUS
+    c_samples = policy.max_samples_per_party
+    if bad:
+        share_bits = float(Malicious.sizes(config, policy).mask_bits + 3)
+    else:
+        share_bits = math.log2(2 * c_samples)
+    shift = value_shift(parties, c_samples, share_bits, config.terms(), hi, ring, bad)
+    variant: Variant = ThresholdMalicious(params, ring, shift, 2.0**lo) if bad else SemiHonest()
+    # semi-honest replies use one level (the product); malicious uploads keep one more, so
+    # that a deviating aggregator's extra plaintext product still decrypts and is caught by
+    # the verification rather than by a level error
+    level = 0 if mode is Security.MALICIOUS else 1
+    return Plan(params, layout, executions, shift, (lo, hi), variant, level)
+
+
+def _hash(purpose: bytes, transcript: bytes) -> bytes:
+    return hashlib.sha256(LABEL + purpose + b"|" + transcript).digest()
+
+
+def threshold_transcript(transcript: bytes) -> bytes:
+    """The transcript the threshold session key is derived from (never the single-key one)."""
+    return _hash(b"transcript", transcript)
+
+
+def threshold_session(transcript: bytes) -> bytes:
+    return _hash(b"session", transcript)[:SESSION_ID_BYTES]
+
+
+def lead_index(transcript: bytes, parties: int) -> int:
+    return int.from_bytes(_hash(b"lead", transcript), "big") % parties
+
+
+def sketch_coefficients(
+    session: bytes, joint: bytes, rows: int, ring: int
+) -> npt.NDArray[np.uint64]:
+    """Random ``SKETCH_BITS``-bit coefficients, derived from the joint key's bytes (fixed
+    before anyone computes a sketch) and the threshold session."""
+    seed = hashlib.sha256(LABEL + b"sketch|" + session + hashlib.sha256(joint).digest()).digest()
+    raw = SharedRandomness(seed, "key-sketch").uniform_bits(SKETCH_BITS, rows * ring)
+    return raw.astype(np.uint64).reshape(rows, ring)
+
+
+_LOW30 = np.uint64((1 << 30) - 1)
+_LOW32 = np.uint64((1 << 32) - 1)
+
+
+def _wide_sum(x: npt.NDArray[np.uint64]) -> int:
+    """Exact sum of values below ``2^62`` (no uint64 overflow)."""
+    return (int(np.sum(x >> np.uint64(32))) << 32) + int(np.sum(x & _LOW32))
+
+
+def sketch(
+    rows: npt.NDArray[np.uint64], moduli: npt.NDArray[np.uint64], coeffs: npt.NDArray[np.uint64]
+) -> tuple[int, ...]:
+    """``sum_j coeffs[i, j] * rows[i, j] mod q_i`` for every row ``i`` (exact: the products
+    are split in 30-bit halves, each below ``2^61``)."""
+    out = []
+    for row, q, r in zip(rows, moduli, coeffs, strict=True):
+        qq = np.uint64(q)
+        low = (r * (row & _LOW30)) % qq
+        high = (r * (row >> np.uint64(30))) % qq
+        out.append((_wide_sum(low) + (_wide_sum(high) << 30)) % int(q))
+    return tuple(out)
+
+
+def reveal_key(key: bytes) -> bytes:
+    """The AES-256-GCM key of the lead's reveal, from the parties' session key."""
+    return HKDF(
+        algorithm=hashes.SHA256(), length=32, salt=b"privfl-fhauc-threshold-reveal", info=b"v1"
+    ).derive(key)
+
+
+def joint_rows(
+    ctx: ThresholdContext, public_key: bytes, switch_key: bytes
+) -> npt.NDArray[np.uint64]:
+    """The ``b`` rows of a public-key and a switching-key payload, stacked."""
+    pk, sw = ctx.public_key_shape, ctx.switch_key_shape
+    a = np.frombuffer(public_key, dtype=U64).reshape(len(pk.b_index), ctx.ring)
+    b = np.frombuffer(switch_key, dtype=U64).reshape(len(sw.b_index), ctx.ring)
+    return np.concatenate([a, b])
+
+
+def row_moduli(ctx: ThresholdContext) -> npt.NDArray[np.uint64]:
+    return np.concatenate([ctx.public_key_shape.b_moduli, ctx.switch_key_shape.b_moduli])

@@ -1,0 +1,174 @@
+"""``federated_auc(..., keys="threshold")``: FHAUC where every party holds its own key share.
+
+Builds the roles (a provisioning party that creates only the shared seed, one
+:class:`~.fhauc.threshold_party.ThresholdFhaucParty` per data holder, the threshold
+aggregator) and runs :func:`~.fhauc.threshold_schedule.run_threshold_session` through an
+in-process transport that moves real message bytes and times every role. The security
+argument is in :mod:`privfl.evaluation.fhauc.threshold_aggregator`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import ClassVar
+
+import numpy as np
+
+from privfl.crypto import keywrap
+from privfl.crypto.threshold import require_openfhe
+from privfl.errors import ProtocolError
+from privfl.evaluation.federated import AUCResult, party_names
+from privfl.evaluation.fhauc import Aggregator, malicious
+from privfl.evaluation.fhauc import threshold_setup as setup
+from privfl.evaluation.fhauc.messages import CODEC
+from privfl.evaluation.fhauc.party import PartyResult
+from privfl.evaluation.fhauc.policy import Policy, Security
+from privfl.evaluation.fhauc.schedule import SessionRequest
+from privfl.evaluation.fhauc.threshold_aggregator import threshold_aggregator
+from privfl.evaluation.fhauc.threshold_messages import ThresholdUpload
+from privfl.evaluation.fhauc.threshold_party import ThresholdFhaucParty
+from privfl.evaluation.fhauc.threshold_schedule import run_threshold_session, threshold_party_step
+from privfl.evaluation.statistics import ScoreRange
+from privfl.runner import InProcessRunner
+
+FloatArray = np.ndarray
+
+
+class ThresholdTransport:
+    """Delivers each step's messages to in-process threshold parties through the runner
+    (channel ``to_party_<step>`` down, ``from_party_<step>`` up; each party's step timed as
+    ``party_<step>``)."""
+
+    SETUP: ClassVar[frozenset[str]] = frozenset({"keygen", "keycheck"})
+
+    def __init__(self, parties: Sequence[ThresholdFhaucParty], runner: InProcessRunner) -> None:
+        self.parties = {p.name: p for p in parties}
+        self.runner = runner
+        self.results: dict[str, PartyResult] = {}
+        self.traffic: dict[str, dict[str, int]] = {p.name: {} for p in parties}
+
+    def exchange(self, step: str, messages: Mapping[str, bytes]) -> dict[str, bytes]:
+        out = {}
+        for name, data in messages.items():
+            received = self.runner.send(f"to_party_{step}", data)
+            answer, result = self.runner.run(
+                f"party_{step}", threshold_party_step, self.parties[name], step, received
+            )
+            if result is not None:
+                self.results[name] = result
+            out[name] = self.runner.send(f"from_party_{step}", answer)
+            self._count(name, step, data, answer)
+        return out
+
+    def _count(self, name: str, step: str, down: bytes, up: bytes) -> None:
+        """Per-party traffic: key generation (rounds 1-2, the key checks and the
+        relinearisation share that rides with the upload) is ``setup``; the rest ``session``."""
+        mine = self.traffic[name]
+        setup, session = 0, len(down) + len(up)
+        if step in self.SETUP:
+            setup, session = session, 0
+        elif step == "upload":
+            roster = self.parties[name].roster
+            mult = len(ThresholdUpload.from_bytes(up, _session_of(down), roster).mult_share)
+            setup, session = len(down) + mult, len(up) - mult
+            mine["upload"] = len(up) - mult
+        mine["setup"] = mine.get("setup", 0) + setup
+        mine["session"] = mine.get("session", 0) + session
+
+
+def _session_of(data: bytes) -> bytes:
+    """The session id in a relayed message's header."""
+    header, _ = CODEC.decode(data)
+    return header.session
+
+
+def run_threshold(
+    data: Sequence[tuple[FloatArray, FloatArray]],
+    interior: FloatArray,
+    score_range: ScoreRange,
+    mode: Security,
+    splits: int,
+    policy: Policy,
+    aggregator: Aggregator | None,
+) -> AUCResult:
+    """Run one threshold session in-process (called by :func:`privfl.federated_auc`)."""
+    require_openfhe()
+    names = party_names(len(data))
+    runner = InProcessRunner()
+    identities = {n: keywrap.IdentityKey() for n in names}
+    roster = {n: k.public_bytes for n, k in identities.items()}
+    roles = [
+        ThresholdFhaucParty(n, identities[n], roster, names[0], s, y)
+        for n, (s, y) in zip(names, data, strict=True)
+    ]
+    agg = threshold_aggregator(aggregator)
+    public, bundles = runner.run(
+        "setup", setup.provision, names[0], identities[names[0]], roster, policy
+    )
+    runner.run("aggregator_setup", agg.receive_setup, runner.send("setup_public", public))
+    for role in roles:
+        runner.run(
+            "party_setup", role.receive_bundle, runner.send("setup_bundle", bundles[role.name])
+        )
+    transport = ThresholdTransport(roles, runner)
+    request = SessionRequest(tuple(names), interior, score_range, mode, splits)
+    report = run_threshold_session(agg, transport, request, runner.run)
+    results = [transport.results[n] for n in names]
+    aucs = tuple(r.auc for r in results)
+    if max(aucs) - min(aucs) > 1e-9:
+        raise ProtocolError("parties disagree on the decrypted AUC")
+    non_lead = [t for n, t in transport.traffic.items() if n != report.lead]
+    lead = transport.traffic[report.lead]
+    party_keys = ("keygen", "keycheck", "upload", "decrypt", "fuse", "result")
+    base = AUCResult(
+        auc=float(np.mean(aucs)),
+        num_parties=len(roles),
+        thresholds=int(interior.size) + 2,
+        security=mode.value,
+        timings={
+            "party_keygen": max(runner.max_seconds("party_keygen"), 0.0)
+            + runner.max_seconds("party_keycheck"),
+            "party_encrypt": runner.max_seconds("party_upload"),
+            "aggregator": runner.total_seconds("aggregator"),
+            "aggregator_keygen": runner.total_seconds("aggregator_keygen"),
+            "party_decrypt": max(
+                runner.max_seconds("party_decrypt"), runner.max_seconds("party_fuse")
+            )
+            + runner.max_seconds("party_result"),
+            "party_total": max(
+                sum(runner.seconds[f"party_{k}"][i] for k in party_keys[:3])
+                for i in range(len(roles))
+            ),
+            "setup": runner.total_seconds("setup"),
+        },
+        bytes={
+            "party_upload": max(t.get("upload", 0) for t in transport.traffic.values()),
+            "party_session_traffic": max(t.get("session", 0) for t in non_lead or [lead]),
+            "lead_session_traffic": lead.get("session", 0),
+            "party_setup_traffic": max(t.get("setup", 0) for t in transport.traffic.values()),
+            "aggregator_reply": runner.max_bytes("to_party_decrypt"),
+            "lead_request": runner.max_bytes("to_party_fuse"),
+            "reveal": runner.max_bytes("to_party_result"),
+        },
+        party_aucs=aucs,
+    )
+    if mode is Security.SEMI_HONEST:
+        return base
+    sizes = malicious.Sizes.for_session(
+        len(roles), int(interior.size) + 2, splits, policy.max_samples_per_party,
+        policy.hiding_bits,
+    )  # fmt: skip
+    log2p = sizes.cheat_probability_log2()
+    return replace(
+        base,
+        verified=all(r.verified for r in results),
+        cheat_probability=2.0**log2p,
+        cheat_probability_log2=log2p,
+        splits=splits,
+        precision=max(r.outcome.precision or 0.0 for r in results),
+        tolerance=max(r.outcome.tolerance or 0.0 for r in results),
+        spread=max(r.outcome.spread or 0.0 for r in results),
+        guarantee_log2=max(r.outcome.guarantee_log2 or 0.0 for r in results),
+        executions=policy.executions,
+    )

@@ -1,0 +1,297 @@
+"""FHAUC with threshold keys (issue 16): every party holds its own key share, the aggregator
+computes as in single-key mode and never holds a share or a fusable set of shares, the AUC
+is revealed to the parties only. Runs on the insecure ring-2^12 ``fhauc-test`` set (the
+``fhauc`` set's chain, so the same code paths) to stay fast."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # before OpenFHE loads: no spin-waiting threads
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("openfhe")
+
+import privfl
+from conftest import make_parties
+from privfl.crypto import keywrap
+from privfl.crypto import threshold as th
+from privfl.crypto.threshold_ciphertext import fuse_and_decode
+from privfl.crypto.threshold_wire import U64, add_mod
+from privfl.errors import (
+    InputError,
+    ProtocolError,
+    VerificationError,
+)
+from privfl.evaluation.fhauc import threshold_ops
+from privfl.evaluation.fhauc.policy import Policy, Security
+from privfl.evaluation.fhauc.schedule import SessionRequest
+from privfl.evaluation.fhauc.tamper import TAMPERS
+from privfl.evaluation.fhauc.threshold_aggregator import ThresholdAggregator
+from privfl.evaluation.fhauc.threshold_party import ThresholdFhaucParty
+from privfl.evaluation.fhauc.threshold_schedule import (
+    run_threshold_session,
+    threshold_party_step,
+)
+from privfl.evaluation.fhauc.threshold_setup import provision
+
+TOL = 1e-6
+
+
+@pytest.fixture(scope="module", autouse=True)
+def fast_ring():
+    saved = threshold_ops.FHAUC_PARAMETER_SET
+    threshold_ops.FHAUC_PARAMETER_SET = "fhauc-test"
+    yield
+    threshold_ops.FHAUC_PARAMETER_SET = saved
+
+
+class Recorder:
+    """In-process transport that keeps every message of every step."""
+
+    def __init__(self, parties):
+        self.parties = {p.name: p for p in parties}
+        self.down: dict[str, dict[str, bytes]] = {}
+        self.up: dict[str, dict[str, bytes]] = {}
+        self.results = {}
+
+    def exchange(self, step, messages):
+        self.down[step] = dict(messages)
+        out = {}
+        for name, data in messages.items():
+            answer, result = threshold_party_step(self.parties[name], step, data)
+            if result is not None:
+                self.results[name] = result
+            out[name] = answer
+        self.up[step] = dict(out)
+        return out
+
+
+def deployment(rng, m=3, size=200, security="semi-honest", aggregator=None, n_points=10):
+    data = make_parties(rng, m, size)
+    names = [f"p{i}" for i in range(m)]
+    ids = {n: keywrap.IdentityKey() for n in names}
+    roster = {n: k.public_bytes for n, k in ids.items()}
+    mode = Security.parse(security)
+    policy = Policy(mode, 1 << (size - 1).bit_length(), max_splits=4)
+    public, bundles = provision("p0", ids["p0"], roster, policy)
+    parties = [ThresholdFhaucParty(n, ids[n], roster, "p0", s, y) for n, (s, y) in zip(names, data)]
+    for p in parties:
+        p.receive_bundle(bundles[p.name])
+    agg = aggregator or ThresholdAggregator()
+    agg.receive_setup(public)
+    rec = Recorder(parties)
+    splits = 2 if mode is Security.MALICIOUS else 1
+    request = SessionRequest(tuple(names), n_points, (0.0, 1.0), mode, splits)
+    return data, parties, agg, rec, request
+
+
+# ------------------------------------------------------------------ correctness
+@given(st.integers(2, 20), st.sampled_from([3, 10, 100, 1000]), st.integers(0, 2**32 - 1))
+@settings(max_examples=2)
+def test_threshold_semi_honest_equals_binned_reference(m, n_points, seed):
+    rng = np.random.default_rng(seed)
+    parties = make_parties(rng, m, int(rng.integers(3, 300)))
+    res = privfl.federated_auc(parties, n_points, keys="threshold")
+    assert res.auc == pytest.approx(privfl.binned_auc(parties, n_points), abs=TOL)
+
+
+@given(
+    st.integers(2, 20),
+    st.integers(2, 4),
+    st.sampled_from([3, 10, 50, 100, 1000]),
+    st.integers(0, 2**32 - 1),
+)
+@settings(max_examples=1)
+def test_threshold_malicious_equals_binned_reference(m, splits, n_points, seed):
+    rng = np.random.default_rng(seed)
+    parties = make_parties(rng, m, int(rng.integers(20, 300)))
+    res = privfl.federated_auc(
+        parties, n_points, keys="threshold", security="malicious", splits=splits,
+        min_guarantee_bits=0,
+    )  # fmt: skip
+    assert res.verified is True
+    assert res.auc == pytest.approx(privfl.binned_auc(parties, n_points), abs=TOL)
+
+
+# ------------------------------------------------------------------ tamper suite
+@pytest.mark.parametrize("tamper", TAMPERS, ids=lambda c: c.__name__)
+def test_tampering_aggregator_is_detected_in_threshold_mode(tamper):
+    parties = make_parties(np.random.default_rng(7), 2, 300)
+    with pytest.raises(VerificationError):
+        privfl.federated_auc(
+            parties, 10, keys="threshold", security="malicious", splits=2, aggregator=tamper()
+        )
+
+
+# ------------------------------------------------------------------ who holds what
+def test_aggregator_holds_no_key_share_and_never_a_fusable_set_of_shares(rng):
+    data, parties, agg, rec, request = deployment(rng, m=3, size=400, security="malicious")
+    run_threshold_session(agg, rec, request)
+    outcome = rec.results["p1"].outcome  # honest: verified, far inside the tolerance
+    assert outcome.verified and outcome.guarantee_log2 <= -8
+    assert outcome.spread < outcome.tolerance / 5
+    # every party generated (and used) its own share; the aggregator's objects hold none
+    seen = []
+
+    def walk(obj, depth=0):
+        if depth > 4:
+            return
+        if isinstance(obj, th.ThresholdParty):
+            seen.append(obj)
+        values = obj.values() if isinstance(obj, dict) else getattr(obj, "__dict__", {}).values()
+        for v in list(values):
+            if isinstance(v, dict | list | tuple):
+                for x in v.values() if isinstance(v, dict) else v:
+                    walk(x, depth + 1)
+            elif hasattr(v, "__dict__"):
+                walk(v, depth + 1)
+
+    walk(agg)
+    assert seen == [] and not hasattr(agg.server, "_secret")
+    # only the transcript-chosen lead fused; it never sent a decryption share, and the
+    # aggregator got exactly M - 1 of them per reply
+    assert [p.name for p in parties if p.is_lead] == [agg.lead]
+    assert agg.lead not in rec.down["decrypt"] and set(rec.down["fuse"]) == {agg.lead}
+    assert len(rec.up["decrypt"]) == len(parties) - 1
+    # c0 plus the sum the aggregator built does not decrypt to the reply
+    lead = next(p for p in parties if p.name == agg.lead)
+    ctx = th.ThresholdContext.for_parameters(th.parameter_set("fhauc-test"), len(parties))
+    from privfl.evaluation.fhauc.threshold_messages import Relay
+
+    relay = Relay.from_bytes(rec.down["fuse"][agg.lead], "th-lead", agg.config.session)
+    msg = th.LeadDecryption.from_bytes(relay.items[0], ctx, agg.server.session)
+    layout = ctx.compressed_layout(msg.level, msg.deg)
+    rows = np.frombuffer(msg.compressed, dtype=U64).reshape(layout.vectors, ctx.ring)
+    moduli = ctx.q_moduli[:2]
+    others = np.frombuffer(msg.others, dtype=U64).reshape(2, ctx.ring)
+    fused = add_mod(rows[:2], others, moduli)
+    c1 = ctx.c1_layout(msg.level, msg.deg)
+    attempt = ctx.load("ciphertext", c1, fused.tobytes(), agg.server.tag)
+    with pytest.raises(th.JointDecryptionError):  # m - s_L c1: noise under the lead's share
+        fuse_and_decode(ctx, [attempt], 2)
+    assert rec.results[lead.name].auc == pytest.approx(privfl.binned_auc(data, 10), abs=TOL)
+    assert len(relay.items) == 3  # one reply per execution, each one sum of M - 1 shares
+
+
+class SubstitutingAggregator(ThresholdAggregator):
+    """Returns a joint public key that is not the sum of the parties' contributions."""
+
+    def combine_keygen(self, shares):
+        data = super().combine_keygen(shares)
+        joint = th.JointPublicKeys.from_bytes(data, self.server.context, self.server.session)
+        pk = bytearray(joint.public_key)
+        pk[0] = 0 if pk[0] else 1
+        forged = th.JointPublicKeys(joint.session, joint.sender, bytes(pk), joint.switch_key)
+        return forged.to_bytes()
+
+
+def test_a_joint_key_other_than_the_sum_of_the_shares_is_refused_before_any_upload(rng):
+    _, _parties, agg, rec, request = deployment(rng, aggregator=SubstitutingAggregator())
+    with pytest.raises(ProtocolError, match="not the sum"):
+        run_threshold_session(agg, rec, request)
+    assert "upload" not in rec.up
+
+
+class TamperedReveal(ThresholdAggregator):
+    def relay_reveal(self, reveal):
+        out = bytearray(super().relay_reveal(reveal))
+        out[-80] ^= 1
+        return bytes(out)
+
+
+def test_a_reveal_altered_by_the_aggregator_is_refused(rng):
+    _, _, agg, rec, request = deployment(rng, aggregator=TamperedReveal())
+    with pytest.raises(ProtocolError):
+        run_threshold_session(agg, rec, request)
+
+
+def test_an_unknown_keys_value_is_an_input_error(rng):
+    with pytest.raises(InputError, match="keys"):
+        privfl.federated_auc(make_parties(rng, 2, 50), 10, keys="dealer")
+
+
+# ------------------------------------------------------------------ command line
+def test_cli_keys_init_and_auc_with_threshold_keys(tmp_path):
+    import json
+
+    import pandas as pd
+    from typer.testing import CliRunner
+
+    from privfl.cli import app
+    from privfl.federation.provisioning import load_aggregator_keys, load_party_keys
+
+    runner = CliRunner()
+    out = runner.invoke(
+        app, ["keys", "init", "--parties", "a,b", "--out", str(tmp_path / "k"), "--keys",
+              "threshold", "--json"],
+    )  # fmt: skip
+    assert out.exit_code == 0, out.output
+    party, agg = (
+        load_party_keys(tmp_path / "k" / "a"),
+        load_aggregator_keys(tmp_path / "k" / "aggregator"),
+    )
+    assert party.keys == agg.keys == "threshold"
+    assert b"CKKS" not in agg.public_setup and len(party.bundle) < 2048  # seed + policy only
+    rng = np.random.default_rng(2)
+    y = rng.integers(0, 2, 300)
+    s = np.clip(rng.normal(0.4 + 0.2 * y, 0.2), 0, 1)
+    site = np.repeat(["a", "b"], 150)
+    pd.DataFrame({"score": s, "label": y, "site": site}).to_csv(tmp_path / "s.csv", index=False)
+    args = ["auc", str(tmp_path / "s.csv"), "-s", "score", "-l", "label", "--party-column", "site"]
+    out = runner.invoke(app, [*args, "--keys", "threshold", "--thresholds", "10", "--json"])
+    assert out.exit_code == 0, out.output
+    res = json.loads(out.stdout)
+    parts = [(s[:150], y[:150]), (s[150:], y[150:])]
+    assert res["keys"] == "threshold"
+    assert res["auc"] == pytest.approx(privfl.binned_auc(parts, 10), abs=TOL)
+    out = runner.invoke(app, [*args, "--keys", "dealer"])
+    assert out.exit_code == 2
+
+
+# ------------------------------------------------------------------ Flower ClientApp logic
+def test_flower_client_runs_threshold_rounds_with_a_fresh_party_per_round(tmp_path):
+    """Every round rebuilds the party from its key folder, data and node-local state (a
+    ClientApp may be a fresh process per message): the key share survives between rounds,
+    a replayed round is refused, and the AUC is written on the node only."""
+    import json
+
+    import pandas as pd
+
+    pytest.importorskip("flwr")
+    from flwr.app import Context, RecordDict
+
+    from privfl.federation.flower import client_app
+    from privfl.federation.provisioning import load_aggregator_keys
+    from privfl.federation.provisioning import provision as provision_dirs
+
+    names = ["site-a", "site-b", "site-c"]
+    provision_dirs(names, tmp_path / "keys", Policy(max_samples_per_party=256), keys="threshold")
+    rng = np.random.default_rng(4)
+    contexts, data = {}, []
+    for p in names:
+        y = rng.integers(0, 2, 200)
+        s = np.clip(rng.normal(0.4 + 0.2 * y, 0.2), 0, 1)
+        data.append((s, y))
+        pd.DataFrame({"score": s, "label": y}).to_csv(tmp_path / f"{p}.csv", index=False)
+        node = {"keys-dir": str(tmp_path / "keys" / p), "data-file": str(tmp_path / f"{p}.csv"),
+                "output-dir": str(tmp_path / "out" / p)}  # fmt: skip
+        contexts[p] = Context(run_id=1, node_id=1, node_config=node, state=RecordDict(),
+                              run_config={})  # fmt: skip
+
+    class Nodes:
+        def exchange(self, step, messages):
+            return {p: client_app.run_step(step, m, contexts[p])[1] for p, m in messages.items()}
+
+    agg = ThresholdAggregator()
+    agg.receive_setup(load_aggregator_keys(tmp_path / "keys" / "aggregator").public_setup)
+    nodes = Nodes()
+    run_threshold_session(agg, nodes, SessionRequest(tuple(names), 10))
+    written = json.loads(next((tmp_path / "out" / "site-b").glob("*.json")).read_text())
+    assert written["auc"] == pytest.approx(privfl.binned_auc(data, 10), abs=TOL)
+    with pytest.raises(ProtocolError, match="out of order"):
+        client_app.run_step("keygen", b"", contexts["site-a"])
