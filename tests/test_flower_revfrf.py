@@ -69,7 +69,7 @@ class Deployment:
         ])  # fmt: skip
         self.wait_for_port(self.port)
         out, keys = self.root / "out", self.root / "keys"
-        nodes = {p: (f"role='participant' keys-dir='{keys / p}' "
+        nodes = {p: (f"role='participant' keys-dir='{keys / p}' leave={str(p == 'site-a').lower()} "
                      f"data-file='{self.root / (p + '.csv')}' "
                      f"test-file='{self.root / (p + '-test.csv')}' output-dir='{out / p}'")
                  for p in PARTICIPANTS}  # fmt: skip
