@@ -187,6 +187,7 @@ def main() -> None:
     ap.add_argument("--trees", type=int, default=10)
     ap.add_argument("--depth", type=int, default=10)
     ap.add_argument("--psi", default="10000,100000")
+    ap.add_argument("--skip-deployment", action="store_true")
     ap.add_argument("--json")
     args = ap.parse_args()
     result: dict = {"psi": [psi_figures(int(n)) for n in args.psi.split(",") if n]}
@@ -196,6 +197,8 @@ def main() -> None:
             f"{p['wall_s']:.1f} s wall in one process (CS {p['cs_s']:.1f} s, each participant "
             f"{p['participant_s_each']:.1f} s, CC {p['cc_s']:.2f} s), {p['mb']:.1f} MB"
         )
+    if args.skip_deployment:
+        return
     with tempfile.TemporaryDirectory() as tmp:
         s = deployment(Path(tmp), args.bits, args.trees, args.depth)
     ref = in_process(s, args.bits, args.trees, args.depth)

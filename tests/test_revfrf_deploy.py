@@ -39,6 +39,7 @@ class LocalNodes:
         self.root, self.truth = root, truth
         self.states = {n: {} for n in (*PARTICIPANTS, CC, "asker")}
         self.rounds = 0
+        self.leaving: set[str] = set()
 
     def node(self, name: str) -> Node:
         role = "cc" if name == CC else "requester" if name == "asker" else "participant"
@@ -46,7 +47,8 @@ class LocalNodes:
         files = NodeFiles(output_dir=str(self.root / "out" / name))
         if role == "participant":
             train, test = self.truth["files"][name]
-            files = NodeFiles(str(train), str(test), "id", str(self.root / "out" / name))
+            out = str(self.root / "out" / name)
+            files = NodeFiles(str(train), str(test), "id", out, leave=name in self.leaving)
         if role == "requester":
             files = NodeFiles(
                 str(self.root / "asker.csv"), None, "id", str(self.root / "out" / name)
@@ -111,6 +113,9 @@ def test_deployed_forest_predicts_as_the_in_process_forest_on_the_same_aligned_r
 def test_revocation_over_the_deployment_leaves_no_node_of_the_participant(deployed):
     _, _, dep, nodes = deployed
     victim = next(p for p, n in dep.summary()["nodes_per_participant"].items() if n)
+    with pytest.raises(ProtocolError, match="not asked to leave"):
+        drive(dep.revoke(victim, level=2), nodes)  # the CS cannot revoke it on its own
+    nodes.leaving.add(victim)
     report = drive(dep.revoke(victim, level=2), nodes)
     assert report.participant == victim and report.level == 2
     assert dep.summary()["nodes_per_participant"][victim] == 0

@@ -84,12 +84,15 @@ def which_set(session: RevfrfSession, psi_session: bytes) -> str:
 class NodeFiles:
     """A node's own data: ``data-file`` (participant: its id column and feature columns;
     requester: one row per query, the features in the CS's layout order), a participant's
-    ``test-file`` (same columns), the id column and where results go."""
+    ``test-file`` (same columns), the id column, where results go, and ``leave``: whether this
+    participant signs a revocation request when the CS asks (its own consent to leave; a CS
+    cannot revoke a participant that did not opt in on its own node)."""
 
     data_file: str | None = None
     test_file: str | None = None
     id_column: str = "id"
     output_dir: str = "."
+    leave: bool = False
 
 
 def _table(path: str | None, id_column: str | None, what: str) -> tuple[list[str], np.ndarray]:
@@ -217,6 +220,8 @@ class Node:
             return self._psi_party(which, psi_config(self.session, which), fresh=True).start()
         if self.role == "participant" and step == "revocation-please":
             r.end()
+            if not self.files.leave:
+                raise ProtocolError(f"{self.name} has not asked to leave (node config: leave)")
             return self._role().revocation_request()
         if self.role == "cc" and step == "psi-compare":
             finals = r.list_(MAX_BLOBS)

@@ -29,7 +29,7 @@ import numpy as np
 from privfl._typing import BoolArray, FloatArray
 from privfl.crypto import dtpkc
 from privfl.errors import InputError, ProtocolError, UnknownPartyError
-from privfl.forest import secure_ops
+from privfl.forest import plain, secure_ops
 from privfl.forest.jobs import Par, gather, lift
 from privfl.forest.kgc import KeyGrant, RosterEntry
 from privfl.forest.messages import (
@@ -75,12 +75,6 @@ class RevocationReport:
     rebuilt_nodes: int
     seconds: float = 0.0
     refreshed_ciphertexts: int = 0
-
-
-def _mask(n: int, rows: np.ndarray) -> BoolArray:
-    out = np.zeros(n, dtype=bool)
-    out[rows] = True
-    return out
 
 
 class CenterServer:
@@ -202,7 +196,7 @@ class CenterServer:
         for f in chosen:
             owner, column = self._features[f]
             by_owner[owner][column] = f
-        in_node = _mask(self.config.n_samples, region.members)
+        in_node = plain.mask(self.config.n_samples, region.members)
         requests = {
             owner: NodeRequest(tree_id, node_id, in_node, tuple(local), self.config.probe_size,
                                self.config.candidates)
@@ -307,41 +301,10 @@ class CenterServer:
         return self._decoded(vote(leaves, self.task, self._n_classes))
 
     def predict_plain(self, n_rows: int) -> Par[np.ndarray]:
-        """The same forest with the providers' plaintext comparisons: level by level, one
-        ``plain-compare`` message per provider with the rows at each of its nodes."""
-        leaves = np.empty((len(self.trees), n_rows))
-        frontier = {(t.tree_id, 0): np.arange(n_rows) for t in self.trees}
-        while frontier:
-            asks: dict[str, list[tuple[int, Split, np.ndarray]]] = defaultdict(list)
-            for (t, nid), rows in frontier.items():
-                node = self.trees[t].nodes[nid]
-                if isinstance(node, Leaf):
-                    leaves[t, rows] = node.value
-                else:
-                    asks[node.provider].append((t, node, rows))
-            frontier = {}
-            if not asks:
-                break
-            requests = {
-                provider: NodeBatch(
-                    "plain-compare", tuple((t, node.node_id) for t, node, _ in items),
-                    tuple(_mask(n_rows, rows) for _, _, rows in items),
-                )
-                for provider, items in asks.items()
-            }  # fmt: skip
-            replies = yield tuple(
-                Outgoing(p, r.to_bytes(self.config, CS)) for p, r in requests.items()
-            )
-            for (provider, items), reply in zip(asks.items(), replies, strict=True):
-                request = requests[provider]
-                answer = NodeBatch.from_bytes(
-                    reply, "plain-compared", self.config, provider, len(items), n_rows, request
-                )
-                for (t, node, rows), left in zip(items, answer.masks, strict=True):
-                    for child, part in ((node.left, rows[left]), (node.right, rows[~left])):
-                        if part.size:
-                            frontier[(t, child)] = part
-        return self._decoded(vote(leaves, self.task, self._n_classes))
+        """The same forest with the providers' plaintext comparisons (:func:`.plain.leaves`:
+        level by level, one ``plain-compare`` message per provider)."""
+        values = yield from plain.leaves(self.trees, n_rows, self.config)
+        return self._decoded(vote(values, self.task, self._n_classes))
 
     # -------------------------------------------------------------------- revocation
     def _check_fresh(self, request: RevocationRequest) -> None:

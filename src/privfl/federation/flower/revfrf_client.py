@@ -12,6 +12,8 @@ Node configuration (``flower-supernode --node-config '...'``), node-local only:
                 in the participants' order, no id column
 ``test-file``   participant: its test rows (same columns), aligned by PSI for FRF-Test
 ``id-column``   default ``id``;  ``output-dir``: where its results go (default ``.``)
+``leave``       participant: ``true`` to sign a revocation request when the CS asks (its
+                own consent to leave the forest; default ``false``: it refuses)
 
 A ClientApp may be a fresh process per message, so every batch rebuilds the node from its
 folder and files; its progress (PSI scalar and order, aligned rows, pending candidates and
@@ -69,6 +71,7 @@ def _node(context: Context, state: dict[str, bytes]) -> Node:
     files = NodeFiles(
         _setting(context, "data-file"), _setting(context, "test-file"),
         _setting(context, "id-column", "id") or "id", _setting(context, "output-dir", ".") or ".",
+        str(context.node_config.get("leave", "false")).lower() == "true",
     )  # fmt: skip
     return Node(role, load_node(Path(keys_dir), role), files, state)
 
