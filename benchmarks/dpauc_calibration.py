@@ -77,6 +77,7 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"runs": args.runs, "table1_std": spreads, "table2_total": leaks}, fh)
+            fh.write("\n")  # a JSON file ends with a newline
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
     .venv/bin/python benchmarks/fhauc_attacks.py [--seeds 100] [--json OUT]
 
 Each seed builds a fresh deployment (4 parties x 1000 samples, N = 50, S = 4, malicious,
-provisioned policy with a tight size bound) and runs every attack once:
+provisioned policy with a tight size bound and min_pairs = 10^6, default K = 3 executions)
+and runs every attack once:
 
 * replay-result: a later session re-announces the old session id; the aggregator answers
   with the old session's result (party 0's data changed meanwhile);
@@ -79,8 +80,10 @@ class Site:
         self.names = [f"p{i}" for i in range(M)]
         ids = {n: keywrap.IdentityKey() for n in self.names}
         roster = {n: k.public_bytes for n, k in ids.items()}
+        # min_pairs: the deployment's known lower bound on global positives x negatives
+        # (about 2000 x 2000 here), which the parties' tolerance uses instead of their own pairs.
         policy = fhauc.Policy(fhauc.Security.MALICIOUS, max_samples_per_party=1024,
-                              max_points=N, max_splits=S)  # fmt: skip
+                              max_points=N, max_splits=S, min_pairs=10**6)  # fmt: skip
         holder = fhauc.KeyHolder("p0", ids["p0"], roster)
         self.public, bundles = holder.provision(policy)
         self.data = data(seed)
@@ -220,6 +223,7 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(out, fh, indent=2)
+            fh.write("\n")  # a JSON file ends with a newline
 
 
 if __name__ == "__main__":

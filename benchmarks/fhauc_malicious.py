@@ -187,6 +187,7 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(out, fh, indent=2)
+            fh.write("\n")  # a JSON file ends with a newline
 
 
 if __name__ == "__main__":

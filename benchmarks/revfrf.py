@@ -165,6 +165,7 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(results, fh, indent=2)
+            fh.write("\n")  # a JSON file ends with a newline
 
 
 if __name__ == "__main__":

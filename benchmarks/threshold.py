@@ -263,7 +263,7 @@ def main() -> None:
         "OpenFHE's process-global store, so only the transfer is real"
     )
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2))
+        Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -79,8 +79,10 @@ def test_the_node_keeps_the_step_order_across_fresh_invocations(nodes):
     agg, contexts, root = nodes
     result = run(agg, contexts)
     client_app.run_step("result", result, contexts["site-a"])
-    written = json.loads(next((root / "out" / "site-a").glob("*.json")).read_text())
+    text = next((root / "out" / "site-a").glob("*.json")).read_text()
+    written = json.loads(text)
     assert 0 <= written["auc"] <= 1 and written["party"] == "site-a"
+    assert text.endswith("}\n") and written["verified"] is None  # semi-honest: not verified
     with pytest.raises(ProtocolError, match="out of order"):  # a replayed result round
         client_app.run_step("result", result, contexts["site-a"])
 
@@ -102,3 +104,13 @@ def test_the_server_refuses_a_hello_without_a_party_or_a_doubly_claimed_party():
         _claims({1: ([], {"status": "ok"})})
     with pytest.raises(PartyFailure, match="both claim"):
         _claims({1: ([], {"party": "site-b"}), 2: ([], {"party": "site-b"})})
+
+
+def test_a_failing_node_names_its_party_not_only_its_node_id(tmp_path):
+    deployed = context({"keys-dir": str(tmp_path / "keys" / "site-b"), "data-file": "x.csv"})
+    assert client_app.party_label(deployed) == "site-b"
+    assert client_app.party_label(context({"partition-id": 3, "num-partitions": 5})) == "party-3"
+    from privfl.federation.flower.server_app import party_of
+
+    assert party_of(7, {7: "site-b"}) == "site-b (node 7)"
+    assert party_of(8, {7: "site-b"}) == "node 8"

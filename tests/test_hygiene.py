@@ -67,6 +67,7 @@ ALLOWED: dict[str, set[str] | None] = {
     "federation": CORE | {"crypto"} | PROTOCOLS,
     "studies": CORE | {"crypto", "federation"} | PROTOCOLS,
     "cli": None,  # anything
+    "metrics": {"evaluation"},  # the privfl.metrics facade (issue 18)
 }
 
 

@@ -50,10 +50,12 @@ def guard(fn: F) -> F:
             with np.errstate(all="ignore"):
                 return fn(*args, **kwargs)
         except InputError as exc:
-            err_console.print(f"error: {exc}", markup=False, highlight=False)
+            err_console.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
         except PrivflError as exc:
-            err_console.print(f"protocol error: {exc}", markup=False, highlight=False)
+            err_console.print(
+                f"protocol error: {exc}", markup=False, highlight=False, soft_wrap=True
+            )
             raise typer.Exit(1) from None
 
     return wrapper  # type: ignore[return-value]

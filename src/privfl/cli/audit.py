@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Annotated
 
 import numpy as np
 import typer
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
 from privfl.cli._kit import (
@@ -22,6 +21,7 @@ from privfl.cli._kit import (
     err_console,
     guard,
 )
+from privfl.cli._progress import Tracker
 from privfl.errors import InputError
 
 if TYPE_CHECKING:
@@ -46,22 +46,11 @@ Runs = Annotated[int, typer.Option(help="Attack repetitions (mean and max are re
 Seed = Annotated[int, typer.Option(help="Seed of the data split, model and attacks.")]
 
 
-def _progress(label: str) -> tuple[Progress, Callable[[int], None], Callable[[int], None]]:
-    bar = Progress(
-        TextColumn(label),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=err_console,  # stdout stays for tables or the one JSON object
-        transient=True,
-    )
-    task = bar.add_task(label, total=None)
-    return (
-        bar,
-        lambda n: bar.advance(task, n),
-        lambda total: bar.update(task, total=total),
-    )
+def _progress(label: str) -> tuple[Tracker, Callable[[int], None], Callable[[int], None]]:
+    """A tracker on stderr (stdout stays for tables or the one JSON object): a bar on a
+    terminal, plain lines with rate and ETA otherwise."""
+    bar = Tracker(label, console=err_console)
+    return bar, bar.advance, bar.set_total
 
 
 def _layer_table(title: str, rows: Sequence[PropertyRow]) -> Table:
@@ -107,23 +96,43 @@ def membership(
             "default all.",
         ),
     ] = None,
+    model: Annotated[
+        Path | None,
+        typer.Option(
+            "--model",
+            help="Audit this model file of 'privfl train --model-out' instead of training "
+            "one: only its exposed (plaintext) layers, on its own members.",
+        ),
+    ] = None,
     as_json: AsJson = False,
     json_out: JsonOut = None,
     plot: PlotOut = None,
 ) -> None:
     """Layer-by-layer white-box membership inference (Nasr et al.) on SmartCryptNN's target
     model: per layer the output alone, then output + weight gradient + label (+ loss on the
-    output layer). Accuracy baseline is 0.5."""
+    output layer). Accuracy baseline is 0.5. With --model, the attack sees only the layers
+    the model file exposes (the encrypted layers of 'privfl train' stay hidden)."""
     out = err_console if as_json else console
     check_output_path(json_out, "--json-out")
     check_output_path(plot, "--plot")
-    from privfl.studies.audit import membership_audit, plot_membership
+    from privfl.studies.audit import (
+        membership_audit,
+        membership_audit_of_model,
+        plot_membership,
+    )
 
-    bar, advance, total = _progress(f"membership attacks on {dataset}")
+    if model is not None and epochs_every:
+        raise InputError("--epochs-every needs training snapshots; a --model file has none")
+    bar, advance, total = _progress(f"membership attacks on {model or dataset}")
     with bar:
-        res = membership_audit(
-            dataset, epochs_every, runs, attack_epochs, seed, advance, total, _layers(layers)
-        )
+        if model is not None:
+            res = membership_audit_of_model(
+                str(model), runs, attack_epochs, seed, advance, total, _layers(layers)
+            )
+        else:
+            res = membership_audit(
+                dataset, epochs_every, runs, attack_epochs, seed, advance, total, _layers(layers)
+            )
     out.print(
         f"{res.description}: MLP {'-'.join(map(str, res.model.sizes))}, "
         f"{res.members} members / {res.non_members} non-members, train accuracy "

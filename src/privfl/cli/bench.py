@@ -22,6 +22,7 @@ from privfl.cli._kit import (
     guard,
     ints,
 )
+from privfl.cli._progress import Tracker
 from privfl.errors import InputError
 
 if TYPE_CHECKING:
@@ -69,8 +70,6 @@ def bench_accuracy(
     points sorted by FPR)."""
     check_output_path(json_out, "--json-out")
     check_output_path(plot, "--plot")
-    from rich.progress import Progress
-
     from privfl.datasets import check_seed, deal
     from privfl.evaluation.dpauc import CALIBRATIONS, MAX_DECISION_POINTS
     from privfl.studies import fhauc_vs_dpauc as study
@@ -95,7 +94,7 @@ def bench_accuracy(
             raise InputError(f"unknown dataset {dataset!r} (available: adult)")
         from privfl.datasets import adult_scores
 
-        with console.status("training the Adult scorer (gradient boosting)...", spinner="dots"):
+        with Tracker("training the Adult scorer (gradient boosting)", console=err_console):
             scores, labels = adult_scores(seed)
         source = "adult: gradient-boosting scores on Adult's 16,281 test rows"
     else:
@@ -114,11 +113,8 @@ def bench_accuracy(
         labels = labels.astype(np.int8)
         source = str(data)
     total = len(size_list) * len(n_list) * len(eps_list) * 2 * runs + len(leak_eps) * 3 * runs
-    with Progress(console=err_console, transient=True) as bar:
-        task = bar.add_task("DPAUC runs", total=total)
-
-        def advance(k: int) -> None:
-            bar.advance(task, k)
+    with Tracker("DPAUC runs", total, console=err_console) as bar:
+        advance = bar.advance
 
         rows = study.accuracy_study(
             scores, labels, size_list, n_list, eps_list, parties, runs, iid, seed,

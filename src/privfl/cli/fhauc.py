@@ -9,18 +9,22 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from privfl.cli import _metrics
 from privfl.cli._kit import (
     AsJson,
     JsonOut,
+    PlotOut,
     check_output_path,
     console,
     emit,
+    err_console,
     fmt_bytes,
     guard,
     parse_score_range,
-    print_json,
 )
+from privfl.cli._progress import Tracker
 from privfl.errors import InputError
+from privfl.evaluation.curves import hanley_mcneil_interval
 
 
 @guard
@@ -30,7 +34,8 @@ def auc(
         str, typer.Option("--score-column", "-s", help="Column of model scores.")
     ],
     label_column: Annotated[
-        str, typer.Option("--label-column", "-l", help="Column of 0/1 labels.")
+        str,
+        typer.Option("--label-column", "-l", help="Column of labels (0/1, -1/1, or two strings)."),
     ],
     party_column: Annotated[
         str | None, typer.Option(help="Column naming each row's party (one party per value).")
@@ -86,6 +91,26 @@ def auc(
             "holds its own share of a joint OpenFHE key; needs the [threshold] extra)."
         ),
     ] = "single",
+    reveal: Annotated[
+        str,
+        typer.Option(
+            help="What the parties learn: 'auc' (the AUC only), 'curve' (ROC and PR curves "
+            "up to a common secret scale) or 'metrics' (the metrics at --metrics-at)."
+        ),
+    ] = "auc",
+    metrics_at: Annotated[
+        float | None,
+        typer.Option(
+            help="Also print accuracy, precision, recall, FPR, F1, balanced accuracy and MCC "
+            "at score >= THRESHOLD (from the curve if it is a decision point, else a "
+            "reveal='metrics' session)."
+        ),
+    ] = None,
+    pos_label: Annotated[
+        str | None,
+        typer.Option(help="The positive class (needed for string labels; default 1)."),
+    ] = None,
+    plot: PlotOut = None,
     as_json: AsJson = False,
     json_out: JsonOut = None,
 ) -> None:
@@ -95,12 +120,27 @@ def auc(
 
     Against a malicious aggregator: add --security malicious --splits 4 (the parties verify
     the result and refuse to output one if the aggregator deviated).
+
+    Curves and metrics: --reveal curve --plot roc.png, --metrics-at 0.5, --pos-label yes.
     """
     import privfl
 
     check_output_path(json_out, "--json-out")
+    check_output_path(plot, "--plot")
+    _metrics.check_options(reveal, plot, metrics_at)
     rng = parse_score_range(score_range)
-    data = load_parties(file, score_column, label_column, party_column, parties, seed, rng)
+    data = load_parties(
+        file, score_column, label_column, party_column, parties, seed, rng, pos_label
+    )
+    options = {
+        "score_range": rng, "security": security, "splits": splits, "executions": executions,
+        "max_samples_per_party": max_samples_per_party,
+        "min_guarantee_bits": min_guarantee_bits, "force": force, "keys": keys,
+    }  # fmt: skip
+    if reveal != "auc":
+        curve_main(file, data, thresholds, reveal, metrics_at, plot, compare, options,
+                   as_json, json_out)  # fmt: skip
+        return
     res = privfl.federated_auc(
         data,
         thresholds,
@@ -116,6 +156,13 @@ def auc(
     out = res.to_dict()
     if keys != "single":
         out["keys"] = keys
+    bounds = [(float(y.sum()), float(y.size - y.sum())) for _, y in data]
+    low = (max(b[0] for b in bounds), max(b[1] for b in bounds))
+    out["confidence_interval_95"] = hanley_mcneil_interval(res.auc, *low)
+    metrics = None
+    if metrics_at is not None:
+        metrics = _metrics.run_metrics(data, metrics_at, None, options)
+        out["metrics"] = metrics[0].to_dict() | {"reveal": metrics[1]}
     if compare:
         binned = privfl.binned_auc(data, thresholds, score_range=rng)
         exact = privfl.exact_auc(data, score_range=rng)
@@ -135,6 +182,8 @@ def auc(
     table.add_column("quantity")
     table.add_column("value", justify="right")
     table.add_row("FHAUC AUC", f"{res.auc:.8f}")
+    ci = out["confidence_interval_95"]
+    table.add_row("95% interval (Hanley-McNeil, conservative)", f"{ci[0]:.4f} .. {ci[1]:.4f}")
     if compare:
         table.add_row("plaintext binned AUC", f"{out['compare']['binned_auc']:.8f}")
         table.add_row("scikit-learn exact AUC", f"{out['compare']['sklearn_auc']:.8f}")
@@ -150,7 +199,54 @@ def auc(
     table.add_row("upload per party", fmt_bytes(res.bytes["party_upload"]))
     table.add_row("reply per party", fmt_bytes(res.bytes["aggregator_reply"]))
     table.add_row("aggregator public context", fmt_bytes(res.bytes["setup_public_context"]))
+    if metrics is not None:
+        _metrics.add_metric_rows(table, *metrics)
     console.print(table)
+
+
+def curve_main(
+    file: Path,
+    data: list[tuple[Any, Any]],
+    thresholds: int,
+    reveal: str,
+    metrics_at: float | None,
+    plot: Path | None,
+    compare: bool,
+    options: dict[str, Any],
+    as_json: bool,
+    json_out: Path | None,
+) -> None:
+    """``privfl auc --reveal curve|metrics``: the curve and/or the threshold metrics."""
+    out: dict[str, Any] = {"reveal": reveal}
+    curve = _metrics.run_curve(data, thresholds, options) if reveal == "curve" else None
+    cmp = None
+    if curve is not None:
+        cmp = (
+            _metrics.compare_curve(data, thresholds, curve, options["score_range"])
+            if compare
+            else None
+        )
+        out |= _metrics.curve_json(curve, cmp)
+        if plot is not None:
+            _metrics.plot_curves(curve, plot, f"{file.name}: {len(data)} parties, N={thresholds}")
+    metrics = None
+    if metrics_at is not None:
+        metrics = _metrics.run_metrics(data, metrics_at, curve, options)
+        out["metrics"] = metrics[0].to_dict() | {"reveal": metrics[1]}
+    emit(out, as_json, json_out)
+    if as_json:
+        return
+    table = Table(title=f"FHAUC ({options['security']}, reveal={reveal}) on {file.name}: "
+                  f"{len(data)} parties, N={thresholds}")  # fmt: skip
+    table.add_column("quantity")
+    table.add_column("value", justify="right")
+    if curve is not None:
+        _metrics.add_curve_rows(table, curve, cmp)
+    if metrics is not None:
+        _metrics.add_metric_rows(table, *metrics)
+    console.print(table)
+    if plot is not None:
+        console.print(f"ROC and precision-recall curves written to {plot}")
 
 
 def load_parties(
@@ -161,10 +257,14 @@ def load_parties(
     parties: int | None,
     seed: int,
     score_range: tuple[float, float],
+    pos_label: str | None = None,
 ) -> list[tuple[Any, Any]]:
-    """Read a CSV/Parquet file and split it into parties (by column or dealt at random)."""
+    """Read a CSV/Parquet file and split it into parties (by column or dealt at random).
+    Labels are mapped to 0/1 with scikit-learn's ``pos_label`` rule (strings need
+    ``--pos-label``; a numeric ``--pos-label`` matches numeric labels)."""
     import privfl
     from privfl.datasets import deal, read_table
+    from privfl.evaluation.curves import binarize_labels
 
     if (party_column is None) == (parties is None):
         raise InputError("give exactly one of --party-column or --parties K")
@@ -172,6 +272,14 @@ def load_parties(
     for col in (score_column, label_column, party_column):
         if col is not None and col not in df.columns:
             raise InputError(f"unknown column {col!r}; columns are {list(df.columns)}")
+    pos: Any = pos_label
+    if pos_label is not None and df[label_column].dtype.kind in "iuf":
+        try:
+            pos = float(pos_label)
+        except ValueError:
+            raise InputError(
+                f"--pos-label {pos_label!r} is not a number but the labels are numeric"
+            ) from None
     if party_column is not None:
         blank = df[party_column].isna() | (df[party_column].astype(str).str.strip() == "")
         if blank.any():
@@ -180,11 +288,12 @@ def load_parties(
                 f"{party_column!r}; fill them in or remove them (no row is dropped silently)"
             )
         groups = [g for _, g in df.groupby(party_column, sort=True)]
-        return [(g[score_column].to_numpy(), g[label_column].to_numpy()) for g in groups]
+        labels = binarize_labels([g[label_column].to_numpy() for g in groups], pos)
+        return [(g[score_column].to_numpy(), y) for g, y in zip(groups, labels, strict=True)]
     if parties is None:  # unreachable: exactly one of the two was checked above
         raise InputError("give --parties K")
     s = df[score_column].to_numpy()
-    y = df[label_column].to_numpy()
+    (y,) = binarize_labels([df[label_column].to_numpy()], pos)
     privfl.evaluation.reference.validate_parties([(s, y)], score_range)
     return deal(s, y, parties, seed)
 
@@ -193,18 +302,20 @@ def load_parties(
 def demo(
     parties: Annotated[int, typer.Option(help="Number of parties to deal the test set to.")] = 15,
     thresholds: Annotated[int, typer.Option(help="Number N of decision points.")] = 100,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    as_json: AsJson = False,
+    json_out: JsonOut = None,
 ) -> None:
     """Train a model on scikit-learn's breast-cancer data, deal the test set to parties,
     and compare FHAUC with the plaintext binned and exact AUCs."""
     import privfl
     from privfl.datasets import breast_cancer_scores, deal
 
+    check_output_path(json_out, "--json-out")
     start = time.perf_counter()
-    with console.status("training a logistic regression on breast-cancer data...", spinner="dots"):
+    with Tracker("training a logistic regression on breast-cancer data", console=err_console):
         scores, labels = breast_cancer_scores()
     data = deal(scores, labels, parties, seed=0)
-    with console.status(f"running FHAUC with {parties} parties...", spinner="dots"):
+    with Tracker(f"running FHAUC with {parties} parties", console=err_console):
         res = privfl.federated_auc(data, thresholds)
     binned = privfl.binned_auc(data, thresholds)
     exact = privfl.exact_auc(data)
@@ -215,8 +326,8 @@ def demo(
         "sklearn_auc": exact,
         "wall_seconds": time.perf_counter() - start,
     }
+    emit(out, as_json, json_out)
     if as_json:
-        print_json(out)
         return
     table = Table(
         title=f"FHAUC demo: {labels.size} test samples of breast-cancer data, "

@@ -17,9 +17,12 @@ from privfl.cli._kit import (
     guard,
     ints,
 )
+from privfl.cli._progress import Tracker
+from privfl.cli.forest_keys import forest_keys_app
 from privfl.errors import InputError
 
 forest_app = typer.Typer(help="RevFRF: revocable federated random forest.", no_args_is_help=True)
+forest_app.add_typer(forest_keys_app, name="keys")
 
 
 @forest_app.command("run")
@@ -95,12 +98,12 @@ def forest_run(
         check_revocations(data, counts)
     results = []
     for data in datasets:
-        with console.status(
-            f"{data.name}: growing {trees} trees with {key_bits}-bit DT-PKC..."
+        with Tracker(
+            f"{data.name}: growing {trees} trees with {key_bits}-bit DT-PKC", console=err_console
         ) as status:
             res = effectiveness(
                 data, trees, depth, counts, key_bits, level, seed,
-                progress=lambda msg: status.update(msg), reuse_variant=reuse_variant, rho=rho,
+                progress=status.update, reuse_variant=reuse_variant, rho=rho,
                 candidates=candidates, allow_insecure_key_bits=insecure_key_bits,
             )  # fmt: skip
         results.append(res)

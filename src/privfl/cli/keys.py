@@ -8,7 +8,16 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from privfl.cli._kit import AsJson, console, err_console, fmt_bytes, guard, print_json
+from privfl.cli._kit import (
+    AsJson,
+    JsonOut,
+    check_output_path,
+    console,
+    emit,
+    err_console,
+    fmt_bytes,
+    guard,
+)
 from privfl.errors import InputError
 from privfl.evaluation.fhauc.policy import DEFAULT_MAX_SAMPLES_PER_PARTY
 from privfl.evaluation.statistics import MAX_POINTS
@@ -80,6 +89,7 @@ def keys_init(
         ),
     ] = "single",
     as_json: AsJson = False,
+    json_out: JsonOut = None,
 ) -> None:
     """Provision FHAUC: identity keys (X25519 + Ed25519), the wrapped CKKS secret, seed and
     policy for every party, and the aggregator's public context and policy. With --keys
@@ -87,6 +97,7 @@ def keys_init(
     from privfl.evaluation.fhauc.policy import Policy, Security
     from privfl.federation.provisioning import provision
 
+    check_output_path(json_out, "--json-out")
     names = parties.split(",")
     if max_thresholds is not None and max_thresholds < 3:
         raise InputError("--max-thresholds must be at least 3")
@@ -103,8 +114,8 @@ def keys_init(
     path = provision(names, out, policy, key_holder=key_holder, overwrite=force, keys=keys)
     files = sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file())
     sizes = {f: (path / f).stat().st_size for f in files}
+    emit({"out": str(path), "keys": keys, "files": sizes}, as_json, json_out)
     if as_json:
-        print_json({"out": str(path), "keys": keys, "files": sizes})
         return
     table = Table(title=f"provisioned {len(names)} parties in {path}")
     table.add_column("file")

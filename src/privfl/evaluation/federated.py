@@ -81,10 +81,10 @@ class AUCResult:
             "security": self.security,
             "timings": self.timings,
             "bytes": self.bytes,
+            "verified": self.verified,  # null when semi-honest: nothing was verified
         }
         if self.verified is not None:
             out |= {
-                "verified": self.verified,
                 "cheat_probability": self.cheat_probability,
                 "cheat_probability_log2": self.cheat_probability_log2,
                 "splits": self.splits,
@@ -282,7 +282,7 @@ def federated_auc(
     log2p = sizes.cheat_probability_log2()
     return replace(
         base,
-        verified=all(r.verified for r in results),
+        verified=all(r.verified is True for r in results),
         cheat_probability=2.0**log2p,
         cheat_probability_log2=log2p,
         splits=n_splits,

@@ -184,3 +184,45 @@ def party_counts(
 def numerator_vectors(counts: PartyCounts) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """``T^n = TP^n + TP^{n-1}`` and ``F^n = FP^n - FP^{n-1}`` for n = 1..N-1."""
     return counts.tp[1:] + counts.tp[:-1], counts.fp[1:] - counts.fp[:-1]
+
+
+def validate_weights(weights: Any, size: int, index: int | str = "?") -> npt.NDArray[np.float64]:
+    """One party's sample weights as floats: finite, >= 0, one per sample (InputError naming
+    the party and the problem otherwise)."""
+    if _is_str_array(weights):
+        raise InputError(f"party {index}: sample weights must be numbers")
+    try:
+        w = np.asarray(weights, dtype=np.float64).ravel()
+    except (TypeError, ValueError):
+        raise InputError(f"party {index}: sample weights must be numbers") from None
+    if w.size != size:
+        raise InputError(f"party {index}: {size} samples but {w.size} sample weights")
+    if np.any(np.isnan(w)):
+        raise InputError(f"party {index}: {int(np.isnan(w).sum())} sample weights are NaN")
+    if not np.all(np.isfinite(w)):
+        raise InputError(f"party {index}: sample weights must be finite")
+    if np.any(w < 0):
+        raise InputError(
+            f"party {index}: {int((w < 0).sum())} sample weights are negative "
+            f"(smallest {w.min():.6g}); weights must be >= 0"
+        )
+    return w
+
+
+def weighted_counts(
+    scores: npt.NDArray[np.float64],
+    labels: npt.NDArray[np.int8],
+    weights: npt.NDArray[np.float64],
+    interior: npt.NDArray[np.float64],
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Sample-weighted ``TP^n``, ``FP^n`` for n = 0..N-1 (the sums of the weights of the
+    positives/negatives scoring ``>= t_n``), as :func:`party_counts` with weights."""
+    n_points = interior.size + 2
+    k = np.searchsorted(interior[::-1], scores, side="right")
+    pos = labels.astype(bool)
+    hist_pos = np.bincount(k[pos], weights=weights[pos], minlength=n_points - 1)
+    hist_neg = np.bincount(k[~pos], weights=weights[~pos], minlength=n_points - 1)
+    tail_pos = np.concatenate([np.cumsum(hist_pos[::-1])[::-1], [0.0]])
+    tail_neg = np.concatenate([np.cumsum(hist_neg[::-1])[::-1], [0.0]])
+    idx = n_points - 1 - np.arange(n_points)
+    return tail_pos[idx].astype(np.float64), tail_neg[idx].astype(np.float64)

@@ -121,7 +121,7 @@ def provision(
     entries = {"key_holder": holder, "parties": {n: k.hex() for n, k in roster.items()}}
     if keys == "threshold":
         entries["keys"] = keys
-    roster_json = json.dumps(entries, indent=2).encode()
+    roster_json = json.dumps(entries, indent=2).encode() + b"\n"
     _write(out / ROSTER_FILE, roster_json)
     _write(out / "aggregator" / "public_setup.bin", public)
     _write(out / "aggregator" / ROSTER_FILE, roster_json)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -29,6 +30,7 @@ from privfl._typing import BoolArray, FloatArray
 from privfl.crypto import dtpkc
 from privfl.errors import InputError, ProtocolError, UnknownPartyError
 from privfl.forest import secure_ops
+from privfl.forest.jobs import Par, gather, lift
 from privfl.forest.kgc import KeyGrant, RosterEntry
 from privfl.forest.messages import (
     CC,
@@ -135,30 +137,29 @@ class CenterServer:
         return [(e.name, e.n_columns) for e in self._roster.values() if e.name not in self.revoked]
 
     # -------------------------------------------------------------------- growth
-    def fit(self) -> Job[None]:
-        """Grow every tree, each from a bootstrap sample chosen by CS."""
+    def fit(self) -> Par[None]:
+        """Grow every tree, each from a bootstrap sample chosen by CS; the trees, and the two
+        children of every node, grow side by side (one batch of messages per round)."""
         self._material()
-        n, everything = self.config.n_samples, tuple(range(len(self._features)))
-        for t in range(self.config.n_trees):
-            weights = np.bincount(self._rng.integers(0, n, n), minlength=n)
-            members = np.flatnonzero(weights)
-            tree = Tree(t)
-            root = Region(members, weights[members].astype(np.int64), everything, 0)
-            yield from self._grow(tree, [(tree.new_id(), root)])
-            self.trees.append(tree)
+        self.trees = [Tree(t) for t in range(self.config.n_trees)]
+        yield from gather(self._plant(tree) for tree in self.trees)
 
-    def _grow(self, tree: Tree, todo: list[tuple[int, Region]]) -> Job[None]:
-        """FLE-Expan, depth first, for every (node id, region) in ``todo``."""
-        stack = list(reversed(todo))
-        while stack:
-            node_id, region = stack.pop()
-            node, children = yield from self._expand(tree, node_id, region)
-            tree.nodes[node_id] = node
-            stack += reversed(children)
+    def _plant(self, tree: Tree) -> Par[None]:
+        n, everything = self.config.n_samples, tuple(range(len(self._features)))
+        weights = np.bincount(self._rng.integers(0, n, n), minlength=n)
+        members = np.flatnonzero(weights)
+        root = Region(members, weights[members].astype(np.int64), everything, 0)
+        yield from self._grow(tree, tree.new_id(), root)
+
+    def _grow(self, tree: Tree, node_id: int, region: Region) -> Par[None]:
+        """FLE-Expan at ``node_id``, then both subtrees side by side."""
+        node, children = yield from self._expand(tree, node_id, region)
+        tree.nodes[node_id] = node
+        yield from gather(self._grow(tree, cid, child) for cid, child in children)
 
     def _expand(
         self, tree: Tree, node_id: int, region: Region
-    ) -> Job[tuple[Node, list[tuple[int, Region]]]]:
+    ) -> Par[tuple[Node, list[tuple[int, Region]]]]:
         y, w = self._y[region.members], region.counts.astype(np.float64)
         usable = [f for f in region.allowed if self._features[f][0] not in self.revoked]
         leaf = Leaf(node_id, region, leaf_value(y, w, self.task, self._n_classes))
@@ -176,7 +177,7 @@ class CenterServer:
             return leaf, []
         owner, index, feature, right = best
         request = NodeQuery("split-request", tree.tree_id, node_id, index)
-        reply = yield Outgoing(owner, request.to_bytes(self.config))
+        (reply,) = yield (Outgoing(owner, request.to_bytes(self.config)),)
         split = CiphertextReply.from_bytes(
             reply, "split-upload", self.config, self._roster[owner].public, owner,
             (tree.tree_id, node_id, 0),
@@ -193,19 +194,23 @@ class CenterServer:
     def _best_split(
         self, tree_id: int, node_id: int, region: Region, chosen: list[int], y: FloatArray,
         w: FloatArray,
-    ) -> Job[tuple[str, int, int, BoolArray] | None]:  # fmt: skip
-        """FOS-Find: ask each owner of a chosen feature for candidate split vectors and keep
-        the lowest weighted impurity (owner, candidate index, feature, samples going right)."""
+    ) -> Par[tuple[str, int, int, BoolArray] | None]:  # fmt: skip
+        """FOS-Find: ask each owner of a chosen feature (in one batch) for candidate split
+        vectors and keep the lowest weighted impurity (owner, candidate index, feature,
+        samples going right)."""
         by_owner: dict[str, dict[int, int]] = defaultdict(dict)
         for f in chosen:
             owner, column = self._features[f]
             by_owner[owner][column] = f
         in_node = _mask(self.config.n_samples, region.members)
+        requests = {
+            owner: NodeRequest(tree_id, node_id, in_node, tuple(local), self.config.probe_size,
+                               self.config.candidates)
+            for owner, local in by_owner.items()
+        }  # fmt: skip
+        replies = yield tuple(Outgoing(o, r.to_bytes(self.config)) for o, r in requests.items())
         best: tuple[float, str, int, int, BoolArray] | None = None
-        for owner, local in by_owner.items():
-            request = NodeRequest(tree_id, node_id, in_node, tuple(local), self.config.probe_size,
-                                  self.config.candidates)  # fmt: skip
-            reply = yield Outgoing(owner, request.to_bytes(self.config))
+        for (owner, request), reply in zip(requests.items(), replies, strict=True):
             proposals = Proposals.from_bytes(reply, self.config, request, owner)
             for index, (column, right) in enumerate(
                 zip(proposals.columns, proposals.go_right, strict=True)
@@ -214,7 +219,7 @@ class CenterServer:
                     continue
                 score = impurity(y, w, right, self.task, self._n_classes)
                 if best is None or score < best[0]:
-                    best = (score, owner, index, local[column], right)
+                    best = (score, owner, index, by_owner[owner][column], right)
         return None if best is None else best[1:]
 
     # -------------------------------------------------------------------- prediction
@@ -248,27 +253,43 @@ class CenterServer:
             return np.asarray(self.classes[values.astype(np.int64)])
         return values
 
-    def predict_secure(self, n_rows: int) -> Job[np.ndarray]:
+    def _walk(
+        self, tree: Tree, row: int, value: Callable[[Split], Par[dtpkc.Ciphertext]]
+    ) -> Par[float]:
+        """Root to leaf: at every node HoLT(value, split) decides the branch."""
+        node = tree.root
+        while isinstance(node, Split):
+            x = yield from value(node)
+            go_left = yield from lift(self._compare(x, node))
+            node = tree.nodes[node.left if go_left else node.right]
+        return float(node.value)
+
+    def _provider_value(self, tree: Tree, row: int) -> Callable[[Split], Par[dtpkc.Ciphertext]]:
+        def value(node: Split) -> Par[dtpkc.Ciphertext]:
+            ids = (tree.tree_id, node.node_id, row)
+            ask = NodeQuery("value-request", *ids).to_bytes(self.config)
+            (reply,) = yield (Outgoing(node.provider, ask),)
+            key = self._roster[node.provider].public
+            return CiphertextReply.from_bytes(
+                reply, "value-upload", self.config, key, node.provider, ids
+            ).value
+
+        return value
+
+    def predict_secure(self, n_rows: int) -> Par[np.ndarray]:
         """FRF-Test on ``n_rows`` rows the providers hold: at every node the provider encrypts
-        its own value under its key and CS runs the secure comparison."""
-        leaves = np.empty((len(self.trees), n_rows))
-        for i in range(n_rows):
-            for tree in self.trees:
-                node = tree.root
-                while isinstance(node, Split):
-                    ids = (tree.tree_id, node.node_id, i)
-                    ask = NodeQuery("value-request", *ids).to_bytes(self.config)
-                    reply = yield Outgoing(node.provider, ask)
-                    key = self._roster[node.provider].public
-                    x = CiphertextReply.from_bytes(
-                        reply, "value-upload", self.config, key, node.provider, ids
-                    ).value
-                    go_left = yield from self._compare(x, node)
-                    node = tree.nodes[node.left if go_left else node.right]
-                leaves[tree.tree_id, i] = node.value
+        its own value under its key and CS runs the secure comparison (all rows and trees
+        side by side)."""
+        walks = [
+            self._walk(tree, i, self._provider_value(tree, i))
+            for i in range(n_rows)
+            for tree in self.trees
+        ]
+        values = yield from gather(walks)
+        leaves = np.asarray(values, dtype=np.float64).reshape(n_rows, len(self.trees)).T
         return self._decoded(vote(leaves, self.task, self._n_classes))
 
-    def predict_query(self, requester: str, data: bytes) -> Job[np.ndarray]:
+    def predict_query(self, requester: str, data: bytes) -> Par[np.ndarray]:
         """FRF-Predict: compare the requester's encrypted features at every node."""
         key = self._requesters.get(requester)
         if key is None:
@@ -276,16 +297,16 @@ class CenterServer:
         active = [f for f, (owner, _) in enumerate(self._features) if owner not in self.revoked]
         query = Query.from_bytes(data, self.config, requester, key, len(active))
         value_of = dict(zip(active, query.values, strict=True))
-        leaves = np.empty((len(self.trees), 1))
-        for tree in self.trees:
-            node = tree.root
-            while isinstance(node, Split):
-                go_left = yield from self._compare(value_of[node.feature], node)
-                node = tree.nodes[node.left if go_left else node.right]
-            leaves[tree.tree_id, 0] = node.value
+
+        def value(node: Split) -> Par[dtpkc.Ciphertext]:
+            return value_of[node.feature]
+            yield ()  # a generator that sends nothing
+
+        values = yield from gather(self._walk(tree, 0, value) for tree in self.trees)
+        leaves = np.asarray(values, dtype=np.float64).reshape(len(self.trees), 1)
         return self._decoded(vote(leaves, self.task, self._n_classes))
 
-    def predict_plain(self, n_rows: int) -> Job[np.ndarray]:
+    def predict_plain(self, n_rows: int) -> Par[np.ndarray]:
         """The same forest with the providers' plaintext comparisons: level by level, one
         ``plain-compare`` message per provider with the rows at each of its nodes."""
         leaves = np.empty((len(self.trees), n_rows))
@@ -299,11 +320,20 @@ class CenterServer:
                 else:
                     asks[node.provider].append((t, node, rows))
             frontier = {}
-            for provider, items in asks.items():
-                masks = tuple(_mask(n_rows, rows) for _, _, rows in items)
-                nodes = tuple((t, node.node_id) for t, node, _ in items)
-                request = NodeBatch("plain-compare", nodes, masks)
-                reply = yield Outgoing(provider, request.to_bytes(self.config, CS))
+            if not asks:
+                break
+            requests = {
+                provider: NodeBatch(
+                    "plain-compare", tuple((t, node.node_id) for t, node, _ in items),
+                    tuple(_mask(n_rows, rows) for _, _, rows in items),
+                )
+                for provider, items in asks.items()
+            }  # fmt: skip
+            replies = yield tuple(
+                Outgoing(p, r.to_bytes(self.config, CS)) for p, r in requests.items()
+            )
+            for (provider, items), reply in zip(asks.items(), replies, strict=True):
+                request = requests[provider]
                 answer = NodeBatch.from_bytes(
                     reply, "plain-compared", self.config, provider, len(items), n_rows, request
                 )
@@ -329,7 +359,7 @@ class CenterServer:
 
     def revoke(
         self, data: bytes, level: int = 1, expected: str | None = None
-    ) -> Job[RevocationReport]:
+    ) -> Par[RevocationReport]:
         """FRF-Revoc: verify, destroy and regrow, tell providers to forget destroyed nodes,
         and at level 2 refresh the destroyed splits at CC, then here."""
         request = RevocationRequest.from_bytes(data, self.config)
@@ -346,7 +376,8 @@ class CenterServer:
         self.revoked.append(name)
         destroyed: list[Split] = []
         forget: dict[str, list[tuple[int, int]]] = defaultdict(list)
-        rebuilt = 0
+        regrow: list[Par[None]] = []
+        before = sum(len(tree.nodes) for tree in self.trees)
         for tree in self.trees:
             for top in tree.topmost(name):
                 for nid in tree.subtree(top.node_id):
@@ -354,21 +385,28 @@ class CenterServer:
                     if isinstance(node, Split):
                         destroyed.append(node)
                         forget[node.provider].append((tree.tree_id, nid))
-                before = len(tree.nodes)
                 allowed = tuple(f for f in top.region.allowed if self._features[f][0] != name)
-                yield from self._grow(tree, [(top.node_id, replace(top.region, allowed=allowed))])
-                rebuilt += len(tree.nodes) - before
-        for provider, nodes in forget.items():
-            if provider != name:
-                empty = tuple(np.zeros(0, dtype=bool) for _ in nodes)
-                ask = NodeBatch("forget", tuple(nodes), empty)
-                reply = yield Outgoing(provider, ask.to_bytes(self.config, CS))
-                NodeBatch.from_bytes(reply, "forgotten", self.config, provider, len(nodes), 0, ask)
+                regrow.append(self._grow(tree, top.node_id, replace(top.region, allowed=allowed)))
+        removed = before - sum(len(tree.nodes) for tree in self.trees)
+        yield from gather(regrow)
+        rebuilt = sum(len(tree.nodes) for tree in self.trees) - before + removed
+        asks = {
+            provider: NodeBatch("forget", tuple(nodes),
+                                tuple(np.zeros(0, dtype=bool) for _ in nodes))
+            for provider, nodes in forget.items()
+            if provider != name
+        }  # fmt: skip
+        if asks:
+            replies = yield tuple(Outgoing(p, a.to_bytes(self.config, CS)) for p, a in asks.items())
+            for (provider, ask), reply in zip(asks.items(), replies, strict=True):
+                NodeBatch.from_bytes(
+                    reply, "forgotten", self.config, provider, len(ask.nodes), 0, ask
+                )
         refreshed = 0
         if level == 2 and destroyed:
             self._op += 1
             batch = secure_ops.RefreshBatch(self._op, tuple(n.encrypted_split for n in destroyed))
-            reply = yield Outgoing(CC, batch.to_bytes("refresh-request", self.config, CS))
+            (reply,) = yield (Outgoing(CC, batch.to_bytes("refresh-request", self.config, CS)),)
             params = self._material().sk.public.params
             back = secure_ops.RefreshBatch.from_bytes(
                 reply, "refreshed", self.config, CC, params, self._op, len(destroyed)

@@ -5,13 +5,21 @@ for what it learns and why it cannot be used to decrypt for the CS)."""
 
 from __future__ import annotations
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from privfl.crypto import dtpkc
-from privfl.errors import ProtocolError
+from privfl.errors import ProtocolError, UnknownPartyError
 from privfl.forest import secure_ops
 from privfl.forest.kgc import Hello, KeyGrant
-from privfl.forest.messages import CC, CS, KGC, SessionConfig, dispatch, unseal
+from privfl.forest.messages import (
+    CC,
+    CS,
+    KGC,
+    RevocationRequest,
+    SessionConfig,
+    dispatch,
+    unseal,
+)
 from privfl.forest.secure_ops import BlindedRequest, RefreshBatch
 
 
@@ -21,11 +29,15 @@ class ComputationProvider:
     role = "cc"
     name = CC
 
-    def __init__(self, config: SessionConfig) -> None:
+    def __init__(
+        self, config: SessionConfig, *, signing_key: Ed25519PrivateKey | None = None
+    ) -> None:
+        """``signing_key``: a provisioned key for signing comparison results (default: new)."""
         self._config = config
-        self._signing_key = Ed25519PrivateKey.generate()
+        self._signing_key = signing_key or Ed25519PrivateKey.generate()
         self._lam2: dtpkc.StrongKeyShare | None = None
         self._holders: dict[str, dtpkc.PublicKey] = {}
+        self._revocation_keys: dict[str, Ed25519PublicKey] = {}
 
     def hello(self) -> bytes:
         """To the KGC: the key participants check comparison results against."""
@@ -38,6 +50,7 @@ class ComputationProvider:
             raise ProtocolError("CC already holds its keys")
         grant = KeyGrant.from_bytes(data, "cc-keys", self._config)
         self._holders = {e.name: e.public for e in grant.roster}
+        self._revocation_keys = {e.name: e.revocation_key for e in grant.roster}
         self._lam2 = grant.strong_share()
 
     def revoke_key(self, data: bytes) -> None:
@@ -46,6 +59,23 @@ class ComputationProvider:
         name = r.str_(256)
         r.end()
         self._holders.pop(name, None)
+
+    def revoke_by_request(self, data: bytes) -> str:
+        """A participant's own signed revocation request (relayed by the CS when the KGC is
+        offline): checked against the revocation key the KGC pinned; CC then stops
+        re-encrypting to that participant. Returns its name."""
+        request = RevocationRequest.from_bytes(data, self._config)
+        key = self._revocation_keys.get(request.participant)
+        if key is None:
+            raise UnknownPartyError(f"{request.participant!r} is not a registered participant")
+        request.verify(key, self._config)
+        self._holders.pop(request.participant, None)
+        return request.participant
+
+    @property
+    def holders(self) -> tuple[str, ...]:
+        """The participants CC still re-encrypts to."""
+        return tuple(self._holders)
 
     def handle(self, data: bytes) -> bytes:
         """Answer one request of the CS."""

@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from privfl._typing import FloatArray
 from privfl.crypto import dtpkc
-from privfl.errors import InputError, ProtocolError
+from privfl.errors import InputError, MalformedMessageError, ProtocolError
 from privfl.forest import secure_ops
 from privfl.forest.kgc import Hello, KeyGrant
 from privfl.forest.messages import (
@@ -36,6 +36,7 @@ from privfl.forest.messages import (
     StaleMessageError,
     dispatch,
 )
+from privfl.messages import Reader, Writer
 
 
 def check_name(name: object, what: str) -> str:
@@ -65,14 +66,19 @@ class Participant:
 
     role = "participant"
 
-    def __init__(self, name: str, columns: object, config: SessionConfig) -> None:
+    def __init__(
+        self, name: str, columns: object, config: SessionConfig, *,
+        signing_key: Ed25519PrivateKey | None = None,
+    ) -> None:  # fmt: skip
+        """``signing_key``: a provisioned revocation key (default: a fresh one)."""
         self.name = check_name(name, "participant")
         self._columns = check_matrix(columns, f"participant {name!r}", config.n_samples)
         self._config = config
-        self._signing_key = Ed25519PrivateKey.generate()
+        self._signing_key = signing_key or Ed25519PrivateKey.generate()
         self._sk: dtpkc.SecretKey | None = None
         self._cc_key: Ed25519PublicKey | None = None
-        self._pending: tuple[tuple[int, int], list[tuple[int, float]]] | None = None
+        # (tree, node) -> candidates proposed there, until the CS picks one (or stops asking)
+        self._pending: dict[tuple[int, int], list[tuple[int, float]]] = {}
         self._splits: dict[tuple[int, int], tuple[int, float]] = {}  # (tree, node) -> (col, s)
         self._rows: FloatArray | None = None  # local test rows (FRF-Test)
         self._rng = np.random.default_rng(secrets.randbits(64))  # not secret: probed samples
@@ -112,6 +118,36 @@ class Participant:
         )
         return request.to_bytes(self._config)
 
+    def export_state(self) -> bytes:
+        """Its progress through a session (pending candidates, its thresholds), for a node
+        that rebuilds the participant per message; read back by :meth:`restore_state`."""
+        w = Writer().u32(len(self._pending))
+        for (tree, node), items in self._pending.items():
+            w.u32(tree).u32(node).u32(len(items))
+            for col, s in items:
+                w.u32(col).f64(s)
+        w.u32(len(self._splits))
+        for (tree, node), (col, s) in self._splits.items():
+            w.u32(tree).u32(node).u32(col).f64(s)
+        return w.getvalue()
+
+    def restore_state(self, data: bytes) -> None:
+        cfg, limit = self._config, self._config.max_internal_nodes
+        r = Reader(data, f"{self.name}'s saved state")
+        pending: dict[tuple[int, int], list[tuple[int, float]]] = {}
+        for _ in range(r.count(limit, "pending nodes")):
+            key = (r.u32(), r.u32())
+            count = r.count(self.n_columns * cfg.candidates, "candidates")
+            pending[key] = [(r.u32(), r.f64_finite("threshold")) for _ in range(count)]
+        splits = {}
+        for _ in range(r.count(limit, "splits")):
+            key, col = (r.u32(), r.u32()), r.u32()
+            splits[key] = (col, r.f64_finite("threshold"))
+        r.end()
+        if any(c >= self.n_columns for c, _ in splits.values()):
+            raise MalformedMessageError(f"{self.name}'s saved state names a missing column")
+        self._pending, self._splits = pending, splits
+
     def handle(self, data: bytes) -> bytes:
         """Answer one message of the CS."""
         handlers = {
@@ -149,18 +185,21 @@ class Participant:
                 columns.append(c)
                 masks.append(values >= s)
                 pending.append((c, s))
-        self._pending = ((req.tree, req.node), pending)
+        if len(self._pending) >= self._config.max_internal_nodes:
+            self._pending.pop(next(iter(self._pending)))  # losing proposals, oldest first
+        self._pending[(req.tree, req.node)] = pending
         return Proposals(req.tree, req.node, tuple(columns), tuple(masks)).to_bytes(cfg, self.name)
 
     def _upload_split(self, data: bytes) -> bytes:
         """Record the winning split and send it encrypted under θ_u's public key."""
         req, sk = NodeQuery.from_bytes(data, "split-request", self._config), self._keys()
-        if self._pending is None or self._pending[0] != (req.tree, req.node):
+        pending = self._pending.get((req.tree, req.node))
+        if pending is None:
             raise StaleMessageError(f"{self.name} proposed nothing for node {req.tree, req.node}")
-        if req.index >= len(self._pending[1]):
+        if req.index >= len(pending):
             raise ProtocolError(f"{self.name} has no candidate split {req.index}")
-        col, s = self._pending[1][req.index]
-        self._pending = None
+        col, s = pending[req.index]
+        del self._pending[(req.tree, req.node)]
         self._splits[(req.tree, req.node)] = (col, s)
         value = self._encrypt(sk, s)
         return CiphertextReply(req.tree, req.node, 0, value, "split-upload").to_bytes(

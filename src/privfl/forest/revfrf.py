@@ -10,7 +10,7 @@ A short facade over the roles (:class:`~.center_server.CenterServer` holding the
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -23,8 +23,9 @@ from privfl.forest import schedule
 from privfl.forest.center_server import CenterServer, RevocationReport
 from privfl.forest.computation_provider import ComputationProvider
 from privfl.forest.kgc import KeyGenerationCenter
-from privfl.forest.messages import SessionConfig
+from privfl.forest.messages import CC, CS, SessionConfig
 from privfl.forest.participant import Participant, Requester, check_matrix, check_name
+from privfl.forest.psi import PsiComparer, PsiConfig, PsiParty
 from privfl.forest.tree import Tree
 from privfl.messages import new_session_id
 from privfl.runner import InProcessRunner
@@ -91,6 +92,7 @@ class RevFRF:
         self.key_bits = dtpkc.check_key_bits(key_bits, self.allow_insecure_key_bits)
         self.runner = InProcessRunner()
         self._requesters: dict[str, Requester] = {}
+        self.aligned_rows: dict[str, np.ndarray] = {}
 
     # ------------------------------------------------------------------------ roles
     def _fitted(self) -> tuple[CenterServer, ComputationProvider, dict[str, Participant]]:
@@ -126,11 +128,22 @@ class RevFRF:
         return {**self._participants, self._cc.name: self._cc}
 
     # ------------------------------------------------------------------------ fit
-    def fit(self, partitions: Mapping[str, object], labels: object) -> RevFRF:
-        """Set up the system (KGC, CS, CC, participants) and grow the forest."""
+    def fit(
+        self, partitions: Mapping[str, object], labels: object, *,
+        ids: Mapping[str, Sequence[object]] | None = None,
+        label_ids: Sequence[object] | None = None,
+    ) -> RevFRF:  # fmt: skip
+        """Set up the system (KGC, CS, CC, participants) and grow the forest. With ``ids``
+        (participant -> the id of each of its rows) and ``label_ids`` (the id of each label),
+        rows are first aligned by private set intersection (:mod:`.psi`): the forest is grown
+        on the common ids only, in an order no party chose; :attr:`aligned_rows` then gives
+        each party's rows of it (the CS's under ``"CS"``)."""
+        session = new_session_id()
+        if ids is not None or label_ids is not None:
+            partitions, labels = self._align(session, partitions, labels, ids, label_ids)
         mats = _partitions(partitions)
         config = SessionConfig(
-            new_session_id(), next(iter(mats.values())).shape[0], self.n_trees, self.max_depth,
+            session, next(iter(mats.values())).shape[0], self.n_trees, self.max_depth,
             self.rho, self.candidates, allow_insecure_key_bits=self.allow_insecure_key_bits,
         )  # fmt: skip
         cs = CenterServer(config, labels, self.task, min_samples=self.min_samples,
@@ -142,6 +155,29 @@ class RevFRF:
         self._cs, self._participants, self._requesters = cs, participants, {}
         schedule.drive(self.runner, cs.fit(), self._peers())
         return self
+
+    def _align(
+        self, session: bytes, partitions: Mapping[str, object], labels: object,
+        ids: Mapping[str, Sequence[object]] | None, label_ids: Sequence[object] | None,
+    ) -> tuple[dict[str, FloatArray], np.ndarray]:  # fmt: skip
+        items = partitions.items() if isinstance(partitions, Mapping) else ()
+        mats = {check_name(k, "participant"): check_matrix(v, f"participant {k!r}")
+                for k, v in items}  # fmt: skip
+        if not mats or ids is None or label_ids is None or set(ids) != set(mats):
+            raise InputError("give ids for every participant's rows and label_ids for the labels")
+        y = np.asarray(labels)
+        for name, column in [*ids.items(), (CS, label_ids)]:
+            want = y.shape[0] if name == CS else mats[name].shape[0]
+            if y.ndim != 1 or len(column) != want:
+                raise InputError(f"{name}: {len(column)} ids for {want} rows")
+        config = PsiConfig(session, (CS, *mats), CC)
+        parties = {CS: PsiParty(CS, label_ids, config)}
+        parties |= {name: PsiParty(name, ids[name], config) for name in mats}
+        rows = schedule.align(self.runner, parties, PsiComparer(config))
+        if rows[CS].size == 0:
+            raise InputError("the parties have no id in common")
+        self.aligned_rows = rows
+        return {name: m[rows[name]] for name, m in mats.items()}, y[rows[CS]]
 
     # ------------------------------------------------------------------------ predict
     def _load(self, rows: Mapping[str, object]) -> int:

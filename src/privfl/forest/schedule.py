@@ -6,15 +6,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
+
+import numpy as np
 
 from privfl.crypto import dtpkc
 from privfl.errors import ProtocolError
 from privfl.forest.center_server import CenterServer
 from privfl.forest.computation_provider import ComputationProvider
+from privfl.forest.jobs import Batch, Par
 from privfl.forest.kgc import KeyGenerationCenter
-from privfl.forest.messages import Job, SessionConfig
+from privfl.forest.messages import CS, Job, Outgoing, SessionConfig
 from privfl.forest.participant import Participant
+from privfl.forest.psi import PsiComparer, PsiParty
 from privfl.messages import new_session_id
 from privfl.runner import InProcessRunner
 
@@ -30,20 +34,30 @@ class Peer(Protocol):
     def handle(self, data: bytes) -> bytes: ...
 
 
-def drive(runner: InProcessRunner, job: Job[T], peers: Mapping[str, Peer]) -> T:
-    """Run one of the CS's conversations: deliver each message it yields to the named peer
-    and hand the peer's reply back, until the job returns its result."""
+def drive(runner: InProcessRunner, job: Job[T] | Par[T], peers: Mapping[str, Peer]) -> T:
+    """Run one of the CS's conversations: deliver each message it yields (one
+    :class:`Outgoing`, or a batch of them, see :mod:`.jobs`) to the named peer, in order,
+    and hand the replies back, until the job returns its result."""
     try:
-        out = runner.run("cs", next, job)
+        step: Any = job  # a Job or a Par job: the yielded item says which
+        out: Outgoing | Batch = runner.run("cs", next, step)
         while True:
-            peer = peers.get(out.to)
-            if peer is None:
-                raise ProtocolError(f"CS addressed {out.to!r}, who is not in this session")
-            reply = runner.run(peer.role, peer.handle, runner.send(f"cs->{peer.role}", out.data))
-            out = runner.run("cs", job.send, runner.send(f"{peer.role}->cs", reply))
+            batch = out if isinstance(out, tuple) else (out,)
+            replies = tuple(deliver(runner, o, peers) for o in batch)
+            answer: bytes | tuple[bytes, ...] = replies if isinstance(out, tuple) else replies[0]
+            out = runner.run("cs", step.send, answer)
     except StopIteration as stop:
         result: T = stop.value
         return result
+
+
+def deliver(runner: InProcessRunner, out: Outgoing, peers: Mapping[str, Peer]) -> bytes:
+    """One message of the CS to its peer and the peer's reply, through the runner."""
+    peer = peers.get(out.to)
+    if peer is None:
+        raise ProtocolError(f"CS addressed {out.to!r}, who is not in this session")
+    reply = runner.run(peer.role, peer.handle, runner.send(f"cs->{peer.role}", out.data))
+    return runner.send(f"{peer.role}->cs", reply)
 
 
 def provision(
@@ -99,3 +113,33 @@ def secure_ops_world(
     cs, kgc = CenterServer(config, [0]), KeyGenerationCenter(config, key_bits)
     provision(runner, kgc, cs, cc, parties)
     return SecureOpsWorld(runner, kgc, cs, cc, parties)
+
+
+def align(
+    runner: InProcessRunner, parties: Mapping[str, PsiParty], comparer: PsiComparer
+) -> dict[str, np.ndarray]:
+    """Private alignment (:mod:`.psi`): every party's rows of the common ids, in one order.
+    Timing keys ``<role>_psi``; channels ``<role>->psi``/``psi-><role>``."""
+    cfg = comparer.config
+
+    def role(name: str) -> str:
+        return "cs" if name == CS else "participant"
+
+    cc_key = comparer.public_key
+    held = {
+        o: (o, runner.send(f"{role(o)}->psi", runner.run(f"{role(o)}_psi", p.start)))
+        for o, p in parties.items()
+    }
+    for stage in range(1, len(cfg.parties)):
+        for origin, (_, data) in list(held.items()):
+            holder = cfg.holder(origin, stage)
+            out = runner.run(f"{role(holder)}_psi", parties[holder].pass_on, data, cc_key)
+            held[origin] = (holder, runner.send(f"{role(holder)}->psi", out))
+    finals = {sender: data for sender, data in held.values()}
+    results = runner.run("cc_psi", comparer.compare, finals)
+    return {
+        name: runner.run(
+            f"{role(name)}_psi", p.finish, runner.send(f"psi->{role(name)}", results[name])
+        )
+        for name, p in parties.items()
+    }

@@ -20,9 +20,11 @@ import numpy.typing as npt
 
 from privfl.crypto.ckks import CKKSContext, add_all
 from privfl.errors import InputError, MalformedMessageError, ProtocolError, UnknownPartyError
+from privfl.evaluation.fhauc import curve
 from privfl.evaluation.fhauc.layout import Layout
 from privfl.evaluation.fhauc.messages import AGGREGATOR, Done, PublicSetup, SessionConfig, Start
 from privfl.evaluation.fhauc.policy import Policy, Security
+from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.session import check_joins, transcript_hash
 from privfl.evaluation.fhauc.uploads import PartyUpload, Reply, Result, Upload
 from privfl.evaluation.fhauc.variant import variant_for
@@ -73,11 +75,14 @@ class Aggregator:
         score_range: ScoreRange = (0.0, 1.0),
         security: str | Security | None = None,
         splits: int = 4,
+        reveal: str | Reveal = Reveal.AUC,
     ) -> bytes:
         """Announce a new session (fresh random id) to the parties; returns the config.
 
         ``security`` defaults to the provisioned policy's mode; ``splits`` is used by the
-        malicious variant only."""
+        malicious variant only; ``reveal`` says what the parties will learn
+        (:mod:`~privfl.evaluation.fhauc.reveal`; each party refuses a reveal it did not
+        consent to)."""
         ctx, policy = self._ctx(), self._policy()
         unknown = [p for p in parties if p not in self.roster]
         if unknown:
@@ -91,13 +96,14 @@ class Aggregator:
             mode,
             int(splits) if mode is Security.MALICIOUS else 1,
             self.name,
+            Reveal.parse(reveal),
         )
         cfg.validate()
         try:
             cfg.check_policy(policy)
         except ProtocolError as exc:
             raise InputError(f"the parties would refuse this session: {exc}") from None
-        layout = Layout.for_terms(cfg.terms(), ctx.params.slots)
+        layout = curve.layout_for(cfg, ctx.params.slots)
         missing = set(layout.rotation_steps) - set(ctx.rotation_steps)
         if missing:
             raise InputError(
@@ -106,7 +112,10 @@ class Aggregator:
                 "re-provision with a larger --max-thresholds / --max-splits, or without them"
             )
         variant = variant_for(mode)
-        self.multiplier_range = variant.multiplier_range(ctx.params, cfg, policy)
+        if cfg.reveal is Reveal.AUC:
+            self.multiplier_range = variant.multiplier_range(ctx.params, cfg, policy)
+        else:
+            self.multiplier_range = curve.multiplier_range(ctx.params, cfg, policy)
         self.config, self.layout, self.execution, self.transcript = cfg, layout, 0, None
         return cfg.to_bytes()
 
@@ -126,7 +135,10 @@ class Aggregator:
             raise ProtocolError("uploads arrived before the joins were collected")
         variant = variant_for(cfg.security)
         executions = variant.executions(policy)
-        scale = variant.upload_scale_bits(ctx.params, cfg, policy)
+        if cfg.reveal is Reveal.AUC:
+            scale = variant.upload_scale_bits(ctx.params, cfg, policy)
+        else:
+            scale = curve.upload_scale_bits(ctx.params, cfg, policy)
         by_party: dict[str, list[Upload]] = {}
         for claimed, data in uploads.items():
             message = PartyUpload.from_bytes(data, cfg.session, self.roster)
@@ -174,8 +186,13 @@ class Aggregator:
         """Sum the parties' vectors, compute E(c·num) and E(c·TP·FP). Learns nothing.
 
         ``uploads`` holds one :class:`Upload` per party, in the config's party order, for
-        execution :attr:`execution`."""
+        execution :attr:`execution`. With a ``curve``/``metrics`` reveal: the slot-wise sums,
+        every ciphertext times one ``c`` (:func:`~privfl.evaluation.fhauc.curve.aggregate`)."""
         cfg, layout = self._config(), self._layout()
+        if cfg.reveal is not Reveal.AUC:
+            c = random_multiplier(*self.multiplier_range)
+            t0, f0, extra = curve.aggregate(uploads, layout, c)
+            return Reply(cfg.session, t0, f0, self.execution, self.name, extra)
         t = [add_all([u.t[k] for u in uploads]) for k in range(layout.chunks)]
         f = [add_all([u.f[k] for u in uploads]) for k in range(layout.chunks)]
         products = [t[k] * f[k] for k in range(layout.chunks)]

@@ -36,6 +36,7 @@ from privfl.evaluation.fhauc.policy import (
     Policy,
     Security,
 )
+from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.statistics import MAX_POINTS, ScoreRange, interior_thresholds
 from privfl.messages import SESSION_ID_BYTES, Codec, Reader, Writer
 
@@ -97,6 +98,7 @@ class SessionConfig:
     security: Security = Security.SEMI_HONEST
     splits: int = 1
     sender: str = AGGREGATOR
+    reveal: Reveal = Reveal.AUC  # what the parties learn (fhauc.reveal); bound by the digest
 
     STEP = "config"
 
@@ -106,7 +108,10 @@ class SessionConfig:
         return int(self.thresholds.size) + 2
 
     def terms(self) -> int:
-        """Slots each party fills per vector: N-1 (semi-honest) or S·N (malicious)."""
+        """Slots each party fills per vector: N-1 (semi-honest) or S·N (malicious); with a
+        ``curve``/``metrics`` reveal, S·(N-1) (S = 1 semi-honest)."""
+        if self.reveal is not Reveal.AUC:
+            return self.splits * (self.num_points - 1)
         if self.security is Security.MALICIOUS:
             return self.splits * self.num_points
         return self.num_points - 1
@@ -117,7 +122,8 @@ class SessionConfig:
             w.str_(p)
         w.bytes_(np.asarray(self.thresholds, dtype="<f8").tobytes())
         w.f64(self.score_range[0]).f64(self.score_range[1])
-        return w.str_(self.security.value).u32(self.splits).getvalue()
+        w.str_(self.security.value).u32(self.splits)
+        return w.str_(self.reveal.value).getvalue()
 
     @property
     def digest(self) -> bytes:
@@ -136,7 +142,7 @@ class SessionConfig:
             raise MalformedMessageError("session config: bad threshold array")
         thresholds = np.frombuffer(raw, dtype="<f8").astype(np.float64)
         lo, hi = r.f64_finite("score range low"), r.f64_finite("score range high")
-        security, splits = r.str_(32), r.u32()
+        security, splits, reveal = r.str_(32), r.u32(), r.str_(16)
         r.end()
         try:
             cfg = cls(
@@ -147,6 +153,7 @@ class SessionConfig:
                 Security.parse(security),
                 splits,
                 header.sender,
+                Reveal.parse(reveal),
             )
             cfg.validate()
         except InputError as exc:
@@ -162,6 +169,8 @@ class SessionConfig:
         if self.thresholds.size < 1:
             raise InputError("the session needs at least one interior threshold")
         interior_thresholds(self.thresholds, self.score_range)  # raises on bad thresholds
+        if self.reveal is Reveal.METRICS and self.thresholds.size != 1:
+            raise InputError("reveal='metrics' is computed at exactly one interior threshold")
         if self.security is Security.MALICIOUS:
             if not 2 <= self.splits <= MAX_SPLITS:
                 raise InputError(f"splits must be between 2 and {MAX_SPLITS}, got {self.splits}")

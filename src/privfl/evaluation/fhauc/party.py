@@ -8,7 +8,9 @@ sends (or its result at the end); the steps must come in order, for one session 
 
 What a party learns: the session's public parameters, the global AUC (the whole protocol's
 output) and, against a malicious aggregator, the size of ``TP·FP`` within a factor
-``2^w`` (the verification needs a lower bound on it). Never another party's counts.
+``2^w`` (the verification needs a lower bound on it). Never another party's counts. With a
+``curve``/``metrics`` reveal, which it must have consented to (``reveals=``), the global
+counts up to a common secret scale instead (:mod:`~privfl.evaluation.fhauc.reveal`).
 The party's progress through a session (:class:`SessionState`) can be exported and restored,
 so that a deployment that runs each step in a fresh process (a Flower ClientApp) keeps the
 order checks; the state holds nothing secret beyond the party's own two totals.
@@ -17,6 +19,7 @@ order checks; the state holds nothing secret beyond the party's own two totals.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -27,6 +30,7 @@ import numpy.typing as npt
 from privfl.crypto import keywrap, prng
 from privfl.crypto.ckks import CKKSContext
 from privfl.errors import InputError, MalformedMessageError, ProtocolError, UnknownPartyError
+from privfl.evaluation.fhauc import curve
 from privfl.evaluation.fhauc.key_holder import BUNDLE_PURPOSE
 from privfl.evaluation.fhauc.layout import Layout
 from privfl.evaluation.fhauc.messages import (
@@ -38,10 +42,17 @@ from privfl.evaluation.fhauc.messages import (
     Start,
 )
 from privfl.evaluation.fhauc.policy import Policy
+from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.session import check_start, new_nonce, session_key
 from privfl.evaluation.fhauc.uploads import PartyUpload, Result, Upload
 from privfl.evaluation.fhauc.variant import Outcome, PartyView, variant_for
-from privfl.evaluation.statistics import PartyCounts, party_counts, validate_party
+from privfl.evaluation.statistics import (
+    PartyCounts,
+    party_counts,
+    validate_party,
+    validate_weights,
+    weighted_counts,
+)
 from privfl.messages import Reader, Writer
 
 log = logging.getLogger(__name__)
@@ -97,7 +108,8 @@ class PartyResult:
         return self.outcome.auc
 
     @property
-    def verified(self) -> bool:
+    def verified(self) -> bool | None:
+        """True when verified (malicious variant); None when semi-honest (nothing to verify)."""
         return self.outcome.verified
 
     def to_dict(self) -> dict[str, Any]:
@@ -123,12 +135,19 @@ class Party:
         key_holder: str,
         scores: npt.ArrayLike | None = None,
         labels: npt.ArrayLike | None = None,
+        *,
+        weights: npt.ArrayLike | None = None,
+        reveals: Iterable[Reveal | str] = (Reveal.AUC,),
     ) -> None:
+        """``weights``: per-sample weights (``curve``/``metrics`` reveals only).
+        ``reveals``: the disclosures this party consents to; a session announcing another
+        ``reveal`` is refused (default: the AUC only)."""
         if roster.get(name) != identity.public_bytes:
             raise UnknownPartyError(f"party {name!r} is not in the roster with this identity key")
         self.name, self.roster, self.key_holder = name, dict(roster), key_holder
         self._identity = identity
-        self._scores, self._labels = scores, labels
+        self._scores, self._labels, self._weights = scores, labels, weights
+        self.reveals = frozenset(Reveal.parse(r) for r in reveals)
         self._context: CKKSContext | None = None
         self._seed: bytes | None = None
         self._policy: Policy | None = None
@@ -201,7 +220,11 @@ class Party:
         ctx, layout = self._ctx(), self._layout(config)
         variant = variant_for(config.security)
         view = PartyView(config, self.policy, key, config.parties.index(self.name))
-        packed = variant.pack(counts, layout, view)
+        if config.reveal is Reveal.AUC:
+            packed = variant.pack(counts, layout, view)
+        else:
+            assert isinstance(layout, curve.CurveLayout)
+            packed = curve.pack(*self._curve_counts(config), layout, view)
         uploads = [
             Upload(
                 self.name,
@@ -239,20 +262,31 @@ class Party:
                 f"the result must hold executions 0..{executions - 1} in order, got "
                 f"{[r.execution for r in result.replies]}"
             )
-        decoded = [
-            (
-                float(ctx.decrypt(r.numerator)[0]),
-                float(ctx.decrypt(r.denominator)[layout.denominator_slot]),
-            )
-            for r in result.replies
-        ]
-        counts = PartyCounts(
-            np.array([0, state.positives], dtype=np.int64),
-            np.array([0, state.negatives], dtype=np.int64),
-        )
         key = self._key(state.transcript)
         view = PartyView(config, self.policy, key, config.parties.index(self.name))
-        outcome = variant.recover(decoded, counts, view)
+        if config.reveal is not Reveal.AUC:
+            assert isinstance(layout, curve.CurveLayout)
+            vectors = [
+                curve.reply_vectors(
+                    [ctx.decrypt(c) for c in (r.numerator, r.denominator, *r.extra)], layout
+                )
+                for r in result.replies
+            ]
+            tp, fp = self._curve_counts(config)
+            outcome = curve.recover(vectors, float(tp[-1] + fp[-1]), view)
+        else:
+            decoded = [
+                (
+                    float(ctx.decrypt(r.numerator)[0]),
+                    float(ctx.decrypt(r.denominator)[layout.denominator_slot]),
+                )
+                for r in result.replies
+            ]
+            counts = PartyCounts(
+                np.array([0, state.positives], dtype=np.int64),
+                np.array([0, state.negatives], dtype=np.int64),
+            )
+            outcome = variant.recover(decoded, counts, view)
         return PartyResult(
             self.name,
             config.session.hex(),
@@ -278,9 +312,18 @@ class Party:
         if unknown:
             raise UnknownPartyError(f"session names parties outside the roster: {unknown}")
         config.check_policy(self.policy)
-        variant = variant_for(config.security)
-        variant.multiplier_range(self._ctx().params, config, self.policy)  # raises if too big
-        variant.upload_scale_bits(self._ctx().params, config, self.policy)
+        if config.reveal not in self.reveals:
+            raise ProtocolError(
+                f"the session would reveal {config.reveal.value!r} to the parties; party "
+                f"{self.name} consented to {sorted(r.value for r in self.reveals)} only"
+            )
+        if config.reveal is Reveal.AUC:
+            variant = variant_for(config.security)
+            variant.multiplier_range(self._ctx().params, config, self.policy)  # raises if too big
+            variant.upload_scale_bits(self._ctx().params, config, self.policy)
+        else:
+            curve.multiplier_range(self._ctx().params, config, self.policy)  # raises if too big
+            curve.upload_scale_bits(self._ctx().params, config, self.policy)
         self._layout(config)
         return config
 
@@ -294,11 +337,33 @@ class Party:
                 f"party {self.name} has {s.size} samples, more than its provisioned "
                 f"max_samples_per_party={self.policy.max_samples_per_party}"
             )
+        if self._weights is not None and config.reveal is Reveal.AUC:
+            raise InputError(
+                f"party {self.name}: sample weights need reveal='curve' or 'metrics' (the "
+                "AUC-only protocol sums integer counts)"
+            )
         return party_counts(s, y, config.thresholds)
 
+    def _curve_counts(
+        self, config: SessionConfig
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """(TP, FP) at the decision points, sample-weighted if this party has weights; a
+        party's weight total must stay within its provisioned size bound."""
+        counts = self._count(config)
+        if self._weights is None:
+            return counts.tp.astype(np.float64), counts.fp.astype(np.float64)
+        s, y = validate_party(self._scores, self._labels, config.score_range, self.name)
+        w = validate_weights(self._weights, s.size, self.name)
+        if float(w.sum()) > self.policy.max_samples_per_party:
+            raise InputError(
+                f"party {self.name}: its sample weights sum to {float(w.sum()):.6g}, more than "
+                f"its provisioned max_samples_per_party={self.policy.max_samples_per_party} "
+                "(the bound that sizes the CKKS headroom and the masks)"
+            )
+        return weighted_counts(s, y, w, config.thresholds)
+
     def _layout(self, config: SessionConfig) -> Layout:
-        layout = Layout.for_terms(config.terms(), self._ctx().params.slots)
-        return layout
+        return curve.layout_for(config, self._ctx().params.slots)
 
     def _key(self, transcript: bytes) -> bytes:
         if self._seed is None:

@@ -25,6 +25,7 @@ from privfl.errors import ProtocolError
 from privfl.evaluation.fhauc.aggregator import Aggregator
 from privfl.evaluation.fhauc.party import Party, PartyResult
 from privfl.evaluation.fhauc.policy import Security
+from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.statistics import ScoreRange
 
 STEPS = ("join", "upload", "result")
@@ -57,6 +58,7 @@ class SessionRequest:
     score_range: ScoreRange = (0.0, 1.0)
     security: Security | None = None
     splits: int = 4
+    reveal: Reveal = Reveal.AUC
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,7 @@ def run_session(
         request.score_range,
         request.security,
         request.splits,
+        request.reveal,
     )
     parties = request.parties
     joins = _answers(transport, "join", {p: config for p in parties}, parties)

@@ -38,12 +38,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from privfl.crypto import threshold as th
-from privfl.errors import MalformedMessageError, ProtocolError, UnknownPartyError
+from privfl.errors import InputError, MalformedMessageError, ProtocolError, UnknownPartyError
 from privfl.evaluation.fhauc import threshold_messages as tmsg
 from privfl.evaluation.fhauc import threshold_plan as tp
 from privfl.evaluation.fhauc.aggregator import Aggregator
 from privfl.evaluation.fhauc.messages import AGGREGATOR
 from privfl.evaluation.fhauc.policy import Security
+from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.threshold_ops import (
     EncryptingContext,
     ThresholdCiphertext,
@@ -81,8 +82,12 @@ class ThresholdMixin(Aggregator):
         score_range: ScoreRange = (0.0, 1.0),
         security: str | Security | None = None,
         splits: int = 4,
+        reveal: str | Reveal = Reveal.AUC,
     ) -> bytes:
-        """Announce a session (as single-key); refuses one threshold mode cannot run."""
+        """Announce a session (as single-key); refuses one threshold mode cannot run (for now
+        only ``reveal="auc"``: the curve and metric layouts are single-key only)."""
+        if Reveal.parse(reveal) is not Reveal.AUC:
+            raise InputError("keys='threshold' reveals the AUC only; use reveal='auc'")
         saved = self.context
         self.context = _SlotsOnly(fhauc_parameters().batch_size)  # type: ignore[assignment]
         try:

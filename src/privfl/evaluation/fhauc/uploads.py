@@ -122,13 +122,19 @@ class PartyUpload:
 @dataclass(frozen=True)
 class Reply:
     """The aggregator's answer for one execution: ``numerator`` encrypts c·num in every slot,
-    ``denominator`` encrypts c·TP·FP at :attr:`Layout.denominator_slot`."""
+    ``denominator`` encrypts c·TP·FP at :attr:`Layout.denominator_slot`.
+
+    With a ``curve``/``metrics`` reveal (:mod:`~privfl.evaluation.fhauc.curve`) the reply is
+    the summed T-vector chunks and F-vector chunks (TP and FP counts; in the malicious variant
+    secretly permuted shares of both), all times one ``c``: ``numerator`` and ``denominator``
+    are the first chunk of each, ``extra`` the remaining T chunks then the remaining F ones."""
 
     session: bytes
     numerator: Ciphertext
     denominator: Ciphertext
     execution: int = 0
     sender: str = AGGREGATOR
+    extra: tuple[Ciphertext, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -146,6 +152,7 @@ class Result:
         for rep in self.replies:
             w.u32(rep.execution).bytes_(rep.numerator.to_bytes())
             w.bytes_(rep.denominator.to_bytes())
+            w.list_([c.to_bytes() for c in rep.extra])
         return CODEC.encode(self.STEP, self.session, self.sender, w.getvalue())
 
     @classmethod
@@ -156,6 +163,10 @@ class Result:
             execution = r.u32()
             num = context.ciphertext_from_bytes(r.bytes_(MAX_CIPHERTEXT_BYTES))
             den = context.ciphertext_from_bytes(r.bytes_(MAX_CIPHERTEXT_BYTES))
-            replies.append(Reply(header.session, num, den, execution, header.sender))
+            extra = tuple(
+                context.ciphertext_from_bytes(r.bytes_(MAX_CIPHERTEXT_BYTES))
+                for _ in range(r.count(2 * MAX_CIPHERTEXTS, "extra ciphertexts"))
+            )
+            replies.append(Reply(header.session, num, den, execution, header.sender, extra))
         r.end()
         return cls(header.session, tuple(replies), header.sender)

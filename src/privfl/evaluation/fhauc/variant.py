@@ -32,6 +32,7 @@ from privfl.evaluation.fhauc import malicious
 from privfl.evaluation.fhauc.layout import Layout
 from privfl.evaluation.fhauc.messages import SessionConfig
 from privfl.evaluation.fhauc.policy import Policy, Security
+from privfl.evaluation.fhauc.reveal import RevealedCurve
 from privfl.evaluation.statistics import PartyCounts, numerator_vectors
 
 # a semi-honest AUC outside [0, 1] by more than this means a corrupted reply, not noise
@@ -64,12 +65,13 @@ class Outcome:
     """What a party concludes from the decrypted replies."""
 
     auc: float
-    verified: bool
+    verified: bool | None  # None: semi-honest, nothing was verified
     precision: float | None = None
     tolerance: float | None = None
     spread: float | None = None
     guarantee_log2: float | None = None
     d_low: float | None = None
+    curve: RevealedCurve | None = None  # reveal="curve"/"metrics" only (fhauc.curve)
 
 
 class Variant(ABC):
@@ -160,7 +162,7 @@ class SemiHonest(Variant):
                 "the reply decrypts to an AUC outside [0, 1]: the aggregator's reply is "
                 "corrupted; no AUC is output"
             )
-        return Outcome(min(1.0, max(0.0, auc)), verified=False)
+        return Outcome(min(1.0, max(0.0, auc)), verified=None)
 
 
 class Malicious(Variant):

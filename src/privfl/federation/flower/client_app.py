@@ -134,16 +134,27 @@ def failure_code(exc: Exception) -> str:
     return next((code for cls, code in FAILURE_CODES if isinstance(exc, cls)), "error")
 
 
-def _fail(message: Message, exc: Exception) -> Message:
-    log(ERROR, "privfl party failed: %s: %s", type(exc).__name__, exc)  # local log only
-    return Message(pack(status="error", reason=failure_code(exc)), reply_to=message)
+def party_label(context: Context) -> str | None:
+    """The party this node is configured to play (its key folder's name, or ``party-k`` for a
+    virtual node), without loading any key: it names the party in a failure report."""
+    if "keys-dir" in context.node_config:
+        return Path(str(context.node_config["keys-dir"])).name or None
+    if "partition-id" in context.node_config:
+        return f"party-{context.node_config['partition-id']}"
+    return None
+
+
+def _fail(message: Message, exc: Exception, context: Context) -> Message:
+    party = party_label(context)
+    log(ERROR, "privfl party %s failed: %s: %s", party, type(exc).__name__, exc)  # local only
+    return Message(pack(status="error", reason=failure_code(exc), party=party), reply_to=message)
 
 
 def _write_result(context: Context, result: fhauc.PartyResult) -> Path:
     out_dir = Path(_setting(context, "output-dir", "."))
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"fhauc-{result.session[:12]}-{result.party}.json"
-    path.write_text(json.dumps(result.to_dict(), indent=2))
+    path.write_text(json.dumps(result.to_dict(), indent=2) + "\n")
     return path
 
 
@@ -181,7 +192,7 @@ def _step(step: str, message: Message, context: Context) -> Message:
             raise InputError(f"step {step} carries {len(blobs)} messages, expected 1")
         name, answer = run_step(step, blobs[0], context)
     except Exception as exc:  # reported to the ServerApp, which names this node
-        return _fail(message, exc)
+        return _fail(message, exc, context)
     return Message(pack([answer], status="ok", party=name), reply_to=message)
 
 
@@ -192,7 +203,7 @@ def hello(message: Message, context: Context) -> Message:
         keys_dir, _ = _party_files(context)
         name = load_party_keys(keys_dir).name
     except Exception as exc:
-        return _fail(message, exc)
+        return _fail(message, exc, context)
     return Message(pack(status="ok", party=name), reply_to=message)
 
 

@@ -58,6 +58,12 @@ def _cfg(context: Context, key: str, default: Any) -> Any:
     return context.run_config.get(key, default)
 
 
+def party_of(node: int, targets: Mapping[int, str]) -> str:
+    """How errors name a node: its party once the hello round mapped it, and its node id."""
+    who = targets.get(node, f"node {node}")
+    return who if who.startswith("node ") else f"{who} (node {node})"
+
+
 def _round(
     grid: Grid, name: str, targets: Mapping[int, str], contents: Mapping[int, Any], timeout: float
 ) -> dict[int, tuple[list[bytes], dict[str, Any]]]:
@@ -67,14 +73,21 @@ def _round(
         for node in targets
     ]
     replies: Iterable[Message] = grid.send_and_receive(messages, timeout=timeout)
+    # An error the SuperLink makes for a dead node ("Node Unavailable") comes from the
+    # SuperLink, not the node: map every reply back to the node its request went to.
+    sent = {
+        m.metadata.message_id: m.metadata.dst_node_id for m in messages if m.metadata.message_id
+    }
     got: dict[int, tuple[list[bytes], dict[str, Any]]] = {}
     for reply in replies:
-        node = reply.metadata.src_node_id
-        who = targets.get(node, f"node {node}")
+        node = sent.get(reply.metadata.reply_to_message_id, reply.metadata.src_node_id)
+        who = party_of(node, targets)
         if reply.has_error():
             raise PartyFailure(f"{who} failed in round {name}: {reply.error.reason}")
         blobs, meta = unpack(reply.content, who)
         if meta.get("status") != "ok":
+            if isinstance(meta.get("party"), str) and meta["party"] not in who:
+                who = f"{meta['party']} ({who}, its own claim)"
             raise PartyFailure(
                 f"{who} failed in round {name}: {meta.get('reason', 'no reason given')}"
             )

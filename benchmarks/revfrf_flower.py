@@ -1,0 +1,243 @@
+"""RevFRF over a real Flower deployment (loopback) against the in-process runner, and PSI.
+
+* deployment: a SuperLink, one SuperNode per participant (Adult's 14 columns split over 3
+  participants), one for the CC, and ``flwr run examples/flower-revfrf`` with
+  ``steps=train,test``: PSI of the ids (the CS's 5,000 training ids, every participant
+  holding them in its own shuffled order), growth of 10 trees of depth 10, then FRF-Test of
+  one row (plaintext comparisons and HoLT at every node). Reported: rounds, wall seconds,
+  the CS's own seconds (wall minus waiting for rounds), the nodes' own seconds per role,
+  protocol bytes per channel (Flower's own framing not counted);
+* in process: the same roles on the same aligned rows with :class:`privfl.forest.RevFRF`
+  (seconds per role and bytes per channel from the runner);
+* construction per 100 internal nodes is the forest's figure scaled by 100 / nodes (over
+  Flower the time is set by the number of rounds, 2 per level, not by the node count);
+* PSI (:mod:`privfl.forest.psi`, in process): CS + 3 participants with 10^4 and 10^5 ids each
+  (90% common), seconds per role and bytes.
+
+    nice .venv/bin/python benchmarks/revfrf_flower.py [--bits 2048] [--psi 10000,100000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from privfl.datasets import load_tabular
+from privfl.federation.revfrf_keys import provision_revfrf
+from privfl.forest import RevFRF, schedule
+from privfl.forest.psi import PsiComparer, PsiConfig, PsiParty
+from privfl.messages import new_session_id
+from privfl.runner import InProcessRunner
+
+BIN = Path(sys.executable).parent
+APP = Path(__file__).resolve().parents[1] / "examples" / "flower-revfrf"
+NAMES = ("p1", "p2", "p3")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def psi_figures(n: int) -> dict:
+    rng = np.random.default_rng(n)
+    config = PsiConfig(new_session_id(), ("CS", *NAMES), "CC")
+    parties = {}
+    common = int(0.9 * n)
+    for name in config.parties:
+        ids = [f"id{i}" for i in range(common)] + [f"{name}-{i}" for i in range(n - common)]
+        parties[name] = PsiParty(name, [ids[i] for i in rng.permutation(n)], config)
+    runner = InProcessRunner()
+    start = time.perf_counter()
+    rows = schedule.align(runner, parties, PsiComparer(config))
+    wall = time.perf_counter() - start
+    return {
+        "ids_per_party": n, "common": int(rows["CS"].size), "wall_s": wall,
+        "cs_s": runner.total_seconds("cs_psi"),
+        "participant_s_each": runner.total_seconds("participant_psi") / len(NAMES),
+        "cc_s": runner.total_seconds("cc_psi"),
+        "mb": sum(sum(v) for v in runner.sizes.values()) / 1e6,
+    }  # fmt: skip
+
+
+def split(columns: int) -> list[list[int]]:
+    return [list(c) for c in np.array_split(np.arange(columns), len(NAMES))]
+
+
+def deployment(root: Path, bits: int, trees: int, depth: int) -> dict:
+    d = load_tabular("adult")
+    x, y = d.x_train[:5000], d.y_train[:5000]
+    cols = split(x.shape[1])
+    ids = np.array([f"a{i:05d}" for i in range(len(x))])
+    provision_revfrf(
+        NAMES, [len(c) for c in cols], root / "keys", key_bits=bits,
+        allow_insecure_key_bits=bits < 2048, n_trees=trees, max_depth=depth,
+    )  # fmt: skip
+    rng = np.random.default_rng(0)
+    pd.DataFrame({"id": ids, "label": y}).to_csv(root / "labels.csv", index=False)
+    xt = d.x_test[:1]
+    for name, c in zip(NAMES, cols, strict=True):
+        order = rng.permutation(len(x))
+        frame = pd.DataFrame(x[order][:, c], columns=[f"f{j}" for j in c])
+        frame.insert(0, "id", ids[order])
+        frame.to_csv(root / f"{name}.csv", index=False)
+        test = pd.DataFrame(xt[:, c], columns=[f"f{j}" for j in c])
+        test.insert(0, "id", ["t0"])
+        test.to_csv(root / f"{name}-test.csv", index=False)
+    home = root / "flwr-home"
+    home.mkdir()
+    port = free_port()
+    (home / "config.toml").write_text(
+        f'[superlink]\ndefault = "b"\n\n[superlink.b]\naddress = "127.0.0.1:{port}"\n'
+        "insecure = true\n"
+    )
+    env = dict(os.environ, FLWR_HOME=str(home), PATH=f"{BIN}:{os.environ['PATH']}")
+    env.pop("VIRTUAL_ENV", None)
+    procs: list[subprocess.Popen] = []
+
+    def start(args: list[str], log: str) -> None:
+        with open(root / log, "w") as fh:
+            procs.append(subprocess.Popen(args, env=env, stdout=fh, stderr=subprocess.STDOUT,
+                                          cwd=root, start_new_session=True))  # fmt: skip
+
+    try:
+        link = [str(BIN / "flower-superlink"), "--insecure", "--host", "127.0.0.1"]
+        start([*link, "--port", str(port), "--disable-runtime-dependency-installation"], "sl.log")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.2)
+        k, out = root / "keys", root / "out"
+        nodes = {n: f"role='participant' keys-dir='{k / n}' data-file='{root / (n + '.csv')}' "
+                    f"test-file='{root / (n + '-test.csv')}' output-dir='{out / n}'"
+                 for n in NAMES}  # fmt: skip
+        nodes["CC"] = f"role='cc' keys-dir='{k / 'CC'}' output-dir='{out / 'CC'}'"
+        for name, cfg in nodes.items():
+            start([str(BIN / "flower-supernode"), "--insecure", "--superlink",
+                   f"127.0.0.1:{port}", "--port", str(free_port()), "--node-config", cfg],
+                  f"{name}.log")  # fmt: skip
+        cfg = (f"cs-keys='{k / 'CS'}' labels-file='{root / 'labels.csv'}' "
+               f"output-dir='{out / 'CS'}' steps='train,test' timeout=3600.0")  # fmt: skip
+        started = time.perf_counter()
+        run = subprocess.run(
+            [str(BIN / "flwr"), "run", str(APP), "b", "--run-config", cfg, "--stream"],
+            env=env, cwd=root, capture_output=True, text=True, timeout=6 * 3600,
+        )  # fmt: skip
+        wall = time.perf_counter() - started
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait(timeout=10)
+    found = list((out / "CS").glob("*-summary.json"))
+    if not found:
+        raise RuntimeError("the deployment wrote no result:\n" + run.stdout[-4000:])
+    summary = json.loads(found[0].read_text())
+    summary["flwr_run_wall_s"] = wall
+    summary["cols"], summary["x"], summary["y"], summary["xt"] = cols, x, y, xt
+    return summary
+
+
+def in_process(summary: dict, bits: int, trees: int, depth: int) -> dict:
+    x, y, cols = summary["x"], summary["y"], summary["cols"]
+    index = {f"a{i:05d}": i for i in range(len(x))}
+    rows = np.array([index[i] for i in summary["aligned_ids"]])
+    parts = {n: x[rows][:, c] for n, c in zip(NAMES, cols, strict=True)}
+    model = RevFRF(n_trees=trees, max_depth=depth, key_bits=bits, seed=0,
+                   allow_insecure_key_bits=bits < 2048)  # fmt: skip
+    start = time.perf_counter()
+    model.fit(parts, y[rows])
+    fit_wall = time.perf_counter() - start
+    fit_s = {k: sum(v) for k, v in model.runner.seconds.items()}
+    fit_b = {k: sum(v) for k, v in model.runner.sizes.items() if "kgc" not in k}
+    model.runner.seconds.clear()
+    model.runner.sizes.clear()
+    start = time.perf_counter()
+    model.predict({n: summary["xt"][:, c] for n, c in zip(NAMES, cols, strict=True)})
+    return {
+        "fit_wall_s": fit_wall, "fit_seconds": fit_s, "fit_bytes": fit_b,
+        "nodes": model.report().internal_nodes,
+        "predict_wall_s": time.perf_counter() - start,
+        "predict_seconds": {k: sum(v) for k, v in model.runner.seconds.items()},
+        "predict_bytes": {k: sum(v) for k, v in model.runner.sizes.items()},
+    }  # fmt: skip
+
+
+def listing(values: dict, scale: float = 1.0, digits: int = 1) -> str:
+    return ", ".join(f"{k} {v / scale:.{digits}f}" for k, v in sorted(values.items()))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bits", type=int, default=2048)
+    ap.add_argument("--trees", type=int, default=10)
+    ap.add_argument("--depth", type=int, default=10)
+    ap.add_argument("--psi", default="10000,100000")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    result: dict = {"psi": [psi_figures(int(n)) for n in args.psi.split(",") if n]}
+    for p in result["psi"]:
+        print(
+            f"PSI, CS + 3 participants, {p['ids_per_party']} ids each ({p['common']} common): "
+            f"{p['wall_s']:.1f} s wall in one process (CS {p['cs_s']:.1f} s, each participant "
+            f"{p['participant_s_each']:.1f} s, CC {p['cc_s']:.2f} s), {p['mb']:.1f} MB"
+        )
+    with tempfile.TemporaryDirectory() as tmp:
+        s = deployment(Path(tmp), args.bits, args.trees, args.depth)
+    ref = in_process(s, args.bits, args.trees, args.depth)
+    nodes = s["summary"]["internal_nodes"]
+    train, test = s["rounds"]["train"], s["rounds"]["test"]
+    print(
+        f"|N|={args.bits}, Adult 5,000 rows, 14 columns over 3 participants, {args.trees} trees "
+        f"of depth {args.depth}; flwr run {s['flwr_run_wall_s']:.0f} s in all"
+    )
+    print(
+        f"  deployment: PSI + construction of {nodes} nodes in {train} rounds, "
+        f"{s['seconds']['train']:.1f} s ({100 * s['seconds']['train'] / nodes:.1f} s per 100 "
+        f"nodes); secure + plain prediction of one row in {test} rounds, "
+        f"{s['seconds']['test']:.1f} s"
+    )
+    cs_own = sum(s["seconds"].values()) - s["wait_seconds"]
+    print(
+        f"  deployment, seconds over both steps: CS own {cs_own:.1f}, waiting for rounds "
+        f"{s['wait_seconds']:.1f}; nodes' own (incl. rebuilding per message): "
+        + listing(s["node_seconds"])
+    )
+    print("  deployment, protocol MB per channel (both steps): " + listing(s["bytes"], 1e6, 2))
+    per100 = 100 * ref["fit_wall_s"] / ref["nodes"]
+    print(
+        f"  in process (same aligned rows, its own forest: {ref['nodes']} nodes): construction "
+        f"{ref['fit_wall_s']:.1f} s ({per100:.1f} s per 100 nodes); seconds "
+        + listing(ref["fit_seconds"])
+        + "; MB "
+        + listing(ref["fit_bytes"], 1e6, 2)
+    )
+    print(
+        f"  in process, secure prediction of one row: {ref['predict_wall_s']:.1f} s; seconds "
+        + listing(ref["predict_seconds"])
+        + "; MB "
+        + listing(ref["predict_bytes"], 1e6, 2)
+    )
+    if args.json:
+        for k in ("x", "y", "xt", "aligned_ids"):
+            s.pop(k, None)
+        Path(args.json).write_text(json.dumps({**result, "deployment": s, "in_process": ref},
+                                              indent=2, default=str))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

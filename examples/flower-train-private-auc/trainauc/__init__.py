@@ -1,0 +1,1 @@
+"""Federated logistic regression on UCI Adult with FedAvg, privately evaluated by FHAUC."""

@@ -1,0 +1,211 @@
+"""Run a FHAUC session with a ``curve``/``metrics`` reveal in one process (issue 18).
+
+The same roles and step sequence as :func:`privfl.federated_auc` (key holder, one
+:class:`~privfl.evaluation.fhauc.Party` per data holder, the aggregator, real bytes through
+the in-process runner); the parties consent to the requested reveal and may hold sample
+weights. Returns every party's :class:`~privfl.evaluation.fhauc.PartyResult` and the run's
+timings and sizes; :mod:`privfl.evaluation.metrics` turns them into scikit-learn-shaped
+results.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from privfl.crypto import keywrap
+from privfl.crypto.ckks import DEFAULT_PARAMETERS, CKKSParameters
+from privfl.errors import InputError, ProtocolError
+from privfl.evaluation import fhauc
+from privfl.evaluation.federated import InProcessTransport, _check_int, party_names
+from privfl.evaluation.fhauc.layout import DEFAULT_MEMORY_LIMIT, Cost
+from privfl.evaluation.fhauc.layout import fresh_ciphertext_bytes as ct_bytes
+from privfl.evaluation.fhauc.layout import loaded_ciphertext_bytes as loaded_bytes
+from privfl.evaluation.fhauc.policy import (
+    DEFAULT_EXECUTIONS,
+    DEFAULT_GUARANTEE_BITS,
+    DEFAULT_MAX_SAMPLES_PER_PARTY,
+    REQUIRED_ACCURACY,
+    Policy,
+    Security,
+)
+from privfl.evaluation.fhauc.reveal import Reveal
+from privfl.evaluation.fhauc.schedule import SessionRequest, run_session
+from privfl.evaluation.statistics import ScoreRange
+from privfl.runner import InProcessRunner
+
+KEYS = ("single",)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """The protocol options every :mod:`privfl.metrics` function takes (as
+    :func:`privfl.federated_auc`)."""
+
+    security: str = "semi-honest"
+    keys: str | None = None
+    splits: int = 4
+    executions: int = DEFAULT_EXECUTIONS
+    max_samples_per_party: int | None = None
+    min_pairs: int | None = None
+    min_guarantee_bits: float = DEFAULT_GUARANTEE_BITS
+    required_accuracy: float = REQUIRED_ACCURACY
+    params: CKKSParameters = DEFAULT_PARAMETERS
+    memory_limit: int = DEFAULT_MEMORY_LIMIT
+    force: bool = False
+    aggregator: fhauc.Aggregator | None = None
+
+
+@dataclass(frozen=True)
+class Run:
+    """One session's party results and measurements."""
+
+    results: tuple[fhauc.PartyResult, ...]
+    own_totals: tuple[tuple[float, float], ...]  # each party's own (P_m, Q_m)
+    timings: dict[str, float]
+    bytes: dict[str, int]
+    security: str
+    num_points: int
+
+
+def check_keys(keys: str | None) -> None:
+    """``keys=`` as :func:`privfl.federated_auc` will take it: only the single-key backend
+    exists in this build (issue 16 adds ``"threshold"``)."""
+    if keys is not None and keys not in KEYS:
+        raise InputError(
+            f"keys={keys!r} is not available here (supported: {', '.join(KEYS)}); the "
+            "threshold-key backend is issue 16"
+        )
+
+
+def run_reveal(
+    data: Sequence[tuple[npt.NDArray[np.float64], npt.NDArray[np.int8]]],
+    weights: Sequence[npt.NDArray[np.float64]] | None,
+    interior: npt.NDArray[np.float64],
+    score_range: ScoreRange,
+    reveal: Reveal,
+    options: RunOptions,
+) -> Run:
+    """Provision, run one session and collect every party's result (validated data)."""
+    check_keys(options.keys)
+    mode = Security.parse(options.security)
+    n_points = interior.size + 2
+    splits = _check_int(options.splits, "splits") if mode is Security.MALICIOUS else 1
+    totals = [_totals(y, None if weights is None else weights[i]) for i, (_, y) in enumerate(data)]
+    max_samples = options.max_samples_per_party
+    if max_samples is None:
+        if mode is Security.MALICIOUS:
+            largest = max(
+                max(s.size, math.ceil(p + q)) for (s, _), (p, q) in zip(data, totals, strict=True)
+            )
+            max_samples = 1 << max(0, (largest - 1).bit_length())
+        else:
+            max_samples = DEFAULT_MAX_SAMPLES_PER_PARTY
+    min_pairs = options.min_pairs
+    if min_pairs is None:
+        pairs = math.floor(sum(p for p, _ in totals) * sum(q for _, q in totals))
+        min_pairs = 1 << (pairs.bit_length() - 1) if pairs >= 1 else 0
+    policy = Policy(
+        mode,
+        _check_int(max_samples, "max_samples_per_party"),
+        executions=_check_int(options.executions, "executions"),
+        max_points=max(n_points, 3),
+        max_splits=splits,
+        required_accuracy=float(options.required_accuracy),
+        min_pairs=_check_int(min_pairs, "min_pairs"),
+        min_guarantee_bits=float(options.min_guarantee_bits),
+    )
+    executions = policy.executions if mode is Security.MALICIOUS else 1
+    _cost(options.params, n_points, len(data), splits, executions).check(
+        options.memory_limit, options.force
+    )
+    names = party_names(len(data))
+    runner = InProcessRunner()
+    identities = {n: keywrap.IdentityKey() for n in names}
+    roster = {n: k.public_bytes for n, k in identities.items()}
+    holder = fhauc.KeyHolder(names[0], identities[names[0]], roster)
+    roles = [
+        fhauc.Party(
+            n,
+            identities[n],
+            roster,
+            names[0],
+            s,
+            y,
+            weights=None if weights is None else weights[i],
+            reveals=(reveal,),
+        )
+        for i, (n, (s, y)) in enumerate(zip(names, data, strict=True))
+    ]
+    agg = options.aggregator if options.aggregator is not None else fhauc.Aggregator()
+    public, bundles = runner.run("setup", holder.provision, policy, options.params)
+    runner.run("aggregator_setup", agg.receive_setup, runner.send("setup_public_context", public))
+    for role in roles:
+        runner.run(
+            "party_setup", role.receive_bundle, runner.send("setup_key_bundle", bundles[role.name])
+        )
+    transport = InProcessTransport(roles, runner)
+    request = SessionRequest(tuple(names), interior, score_range, mode, splits, reveal)
+    run_session(agg, transport, request, runner.run)
+    results = tuple(transport.results[n] for n in names)
+    curves = [r.outcome.curve for r in results]
+    if any(c is None for c in curves):
+        raise ProtocolError("a party finished without a revealed curve")
+    first = curves[0]
+    for c in curves[1:]:  # every party decrypts the same ciphertexts
+        if c is None or first is None or np.max(np.abs(c.tp - first.tp)) > 1e-9:
+            raise ProtocolError("parties disagree on the decrypted curve")
+    return Run(
+        results,
+        tuple(totals),
+        {
+            "party_encrypt": runner.max_seconds("party_encrypt"),
+            "aggregator": runner.total_seconds("aggregator"),
+            "party_decrypt": runner.max_seconds("party_decrypt"),
+            "setup": runner.total_seconds("setup"),
+        },
+        {
+            "party_upload": runner.max_bytes("party_upload"),
+            "aggregator_reply": runner.max_bytes("aggregator_reply"),
+            "setup_public_context": runner.max_bytes("setup_public_context"),
+            "setup_key_bundle": runner.max_bytes("setup_key_bundle"),
+        },
+        mode.value,
+        n_points,
+    )
+
+
+def _totals(y: npt.NDArray[np.int8], w: npt.NDArray[np.float64] | None) -> tuple[float, float]:
+    pos = y.astype(bool)
+    if w is None:
+        return float(pos.sum()), float((~pos).sum())
+    return float(w[pos].sum()), float(w[~pos].sum())
+
+
+def _cost(params: CKKSParameters, points: int, parties: int, splits: int, executions: int) -> Cost:
+    """Upload per party and aggregator ciphertext memory of a curve session (two vectors of
+    ``S·(N-1)`` slots, chunked)."""
+    per_execution = 2 * math.ceil(splits * (points - 1) / params.slots)
+    upload = executions * per_execution * ct_bytes(params)
+    memory = parties * upload + (parties + 2) * per_execution * loaded_bytes(params)
+    return Cost(upload, memory)
+
+
+def describe(run: Run) -> dict[str, Any]:
+    """The run's public facts for a result's ``to_dict``."""
+    first = run.results[0].outcome
+    return {
+        "security": run.security,
+        "parties": len(run.results),
+        "thresholds": run.num_points,
+        "verified": first.verified,
+        "precision": max(r.outcome.precision or 0.0 for r in run.results),
+        "guarantee_log2": first.guarantee_log2,
+        "timings": run.timings,
+        "bytes": run.bytes,
+    }

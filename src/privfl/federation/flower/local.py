@@ -1,0 +1,341 @@
+"""A Flower deployment on 127.0.0.1, as child processes: one SuperLink, SuperNodes, `flwr run`.
+
+Used by ``privfl flower local`` (the quickstart) and by the integration tests, so the tests
+exercise exactly what a newcomer runs. Everything binds to loopback on free ports; every
+process is started in its own session and killed (process group, SIGKILL after SIGTERM) by
+:meth:`LocalFederation.close`, which the context manager calls also on failure or Ctrl-C.
+
+Readiness, without a start-up race: the SuperLink counts as up when its port accepts
+connections *and* ``flwr supernode list`` answers; the SuperNodes when that list shows the
+expected number of online nodes (:meth:`LocalFederation.wait_for_nodes`). ``flwr run``
+itself exits with status 0 whatever the run's outcome (Flower 1.41), so :meth:`run` asks the
+SuperLink for the run's final status (``flwr ls --run-id``) and :class:`RunOutcome` says
+whether the ServerApp failed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+from privfl.errors import InputError, ProtocolError
+
+CONNECTION = "local"
+ConfigValue = str | int | float | bool
+
+
+def flower_bin() -> Path:
+    """The folder holding ``flower-superlink``, ``flower-supernode`` and ``flwr`` (this
+    Python's environment)."""
+    return Path(sys.executable).parent
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def config_string(values: Mapping[str, ConfigValue]) -> str:
+    """``--node-config`` / ``--run-config`` syntax: ``key='text' n=3 x=0.5 flag=true``."""
+    parts = []
+    for key, value in values.items():
+        if isinstance(value, bool):
+            parts.append(f"{key}={'true' if value else 'false'}")
+        elif isinstance(value, int | float):
+            parts.append(f"{key}={value!r}")
+        else:
+            text = str(value)
+            if "'" in text or "\n" in text:
+                raise InputError(f"config value for {key!r} may not contain quotes: {text!r}")
+            parts.append(f"{key}='{text}'")
+    return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """How a ``flwr run`` ended: the run id, the SuperLink's final status of the run
+    (``finished:completed``, ``finished:failed``, ...) and the streamed log."""
+
+    run_id: int | None
+    status: str
+    log: str
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "finished:completed"
+
+    def errors(self) -> list[str]:
+        """The ServerApp's error lines from the log (they name the failing party)."""
+        return [ln.strip() for ln in self.log.splitlines() if "ERROR" in ln and "failed" in ln]
+
+
+class LocalFederation:
+    """``with LocalFederation(root) as fed: fed.start_superlink(); fed.start_supernode(...)``.
+
+    ``root`` gets ``flwr-home/`` (Flower's config, with a connection named ``local``) and one
+    ``<name>.log`` per process."""
+
+    def __init__(
+        self,
+        root: str | Path,
+        *,
+        bin_dir: Path | None = None,
+        connection: str = CONNECTION,
+        private_home: bool = True,
+    ) -> None:
+        """``private_home=False`` (with the user's ``connection``, "" = Flower's default):
+        no processes of its own, only ``flwr run`` against an existing deployment, with the
+        user's ``FLWR_HOME``."""
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.bin = bin_dir or flower_bin()
+        self.connection = connection
+        for exe in ("flower-superlink", "flower-supernode", "flwr"):
+            if not (self.bin / exe).is_file():
+                raise InputError(
+                    f"{exe} not found next to {sys.executable}: install Flower with "
+                    "pip install 'privfl[flower]'"
+                )
+        self.env = dict(os.environ)
+        if private_home:
+            self.home = self.root / "flwr-home"
+            self.home.mkdir(exist_ok=True)
+            self.env["FLWR_HOME"] = str(self.home)
+        self.env["PATH"] = f"{self.bin}{os.pathsep}{os.environ.get('PATH', '')}"
+        self.env.pop("VIRTUAL_ENV", None)
+        self.port = free_port()
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._logs: list[IO[bytes]] = []
+
+    # ------------------------------------------------------------------ processes
+    def _write_connection(self, num_supernodes: int = 0) -> None:
+        text = (
+            f'[superlink]\ndefault = "{CONNECTION}"\n\n[superlink.{CONNECTION}]\n'
+            f'address = "127.0.0.1:{self.port}"\ninsecure = true\n'
+        )
+        if num_supernodes:
+            text += f"options.num-supernodes = {num_supernodes}\n"
+        (self.home / "config.toml").write_text(text)
+
+    def _start(self, name: str, args: list[str]) -> None:
+        log = open(self.root / f"{name}.log", "wb")  # noqa: SIM115 - closed in close()
+        self._logs.append(log)
+        self.procs[name] = subprocess.Popen(  # noqa: S603 - fixed executables, no shell
+            args, env=self.env, stdout=log, stderr=subprocess.STDOUT, cwd=self.root,
+            start_new_session=True,
+        )  # fmt: skip
+
+    def start_superlink(self, *, simulation: int = 0, timeout: float = 60.0) -> None:
+        """Start the SuperLink (``simulation=K``: a simulation runtime with K virtual nodes)
+        and wait until it answers."""
+        self._write_connection(simulation)
+        args = [str(self.bin / "flower-superlink"), "--insecure", "--host", "127.0.0.1",
+                "--port", str(self.port), "--disable-runtime-dependency-installation"]  # fmt: skip
+        if simulation:
+            args.append("--simulation")
+        self._start("superlink", args)
+        self.wait_for_port(self.port, timeout)
+
+    def start_supernode(self, name: str, node_config: Mapping[str, ConfigValue]) -> None:
+        """Start a SuperNode named ``name`` (its log: ``<root>/<name>.log``)."""
+        self._start(
+            name,
+            [str(self.bin / "flower-supernode"), "--insecure", "--superlink",
+             f"127.0.0.1:{self.port}", "--port", str(free_port()),
+             "--node-config", config_string(node_config)],
+        )  # fmt: skip
+
+    def _alive(self, name: str) -> None:
+        proc = self.procs.get(name)
+        if proc is not None and proc.poll() is not None:
+            tail = (self.root / f"{name}.log").read_text(errors="replace")[-2000:]
+            raise ProtocolError(f"{name} exited with status {proc.returncode}:\n{tail}")
+
+    def wait_for_port(self, port: int, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self._alive("superlink")
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    return
+            time.sleep(0.2)
+        raise ProtocolError(f"the SuperLink did not listen on 127.0.0.1:{port} in {timeout:g} s")
+
+    def online_nodes(self) -> int:
+        """SuperNodes the SuperLink lists as online (``flwr supernode list``)."""
+        out = self.flwr(["supernode", "list", *self._conn(), "--format", "json"], timeout=30)
+        try:
+            nodes = json.loads(out).get("nodes", [])
+        except (ValueError, AttributeError):
+            return 0
+        return sum(1 for n in nodes if str(n.get("status", "online")).startswith("online"))
+
+    def wait_for_nodes(self, count: int, timeout: float = 180.0) -> None:
+        """Block until ``count`` SuperNodes are online (a dead one fails at once)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for name in self.procs:
+                self._alive(name)
+            if self.online_nodes() >= count:
+                return
+            if time.monotonic() > deadline:
+                raise ProtocolError(f"fewer than {count} SuperNodes came online in {timeout:g} s")
+            time.sleep(0.5)
+
+    def flwr(self, args: list[str], timeout: float = 60.0) -> str:
+        """Run one ``flwr`` command against this federation; its stdout ("" if it did not
+        answer within ``timeout``: the callers poll, and a loaded machine can be slow)."""
+        try:
+            done = subprocess.run(  # noqa: S603 - fixed executable, no shell
+                [str(self.bin / "flwr"), *args], env=self.env, cwd=self.root,
+                capture_output=True, text=True, timeout=timeout, check=False,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            return ""
+        return done.stdout
+
+    # ------------------------------------------------------------------ runs
+    def _conn(self) -> list[str]:
+        return [self.connection] if self.connection else []
+
+    def start_run(
+        self, app: str | Path, run_config: Mapping[str, ConfigValue] | str
+    ) -> subprocess.Popen[str]:
+        """``flwr run APP local --stream --run-config ...`` (stdout and stderr merged)."""
+        args = [str(self.bin / "flwr"), "run", str(app), *self._conn(), "--stream"]
+        if run_config:
+            text = run_config if isinstance(run_config, str) else config_string(run_config)
+            args += ["--run-config", text]
+        proc = subprocess.Popen(  # noqa: S603 - fixed executable, no shell
+            args, env=self.env, cwd=self.root, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        )  # fmt: skip
+        self.procs[f"flwr-run-{len(self.procs)}"] = proc  # type: ignore[assignment]
+        return proc
+
+    def run(
+        self,
+        app: str | Path,
+        run_config: Mapping[str, ConfigValue] | str,
+        *,
+        timeout: float = 600.0,
+        on_line: Callable[[str], None] | None = None,
+    ) -> RunOutcome:
+        """Run the app to its end (``timeout`` bounds the whole run) and report its status."""
+        proc = self.start_run(app, run_config)
+        return self.finish_run(proc, timeout=timeout, on_line=on_line)
+
+    def finish_run(
+        self,
+        proc: subprocess.Popen[str],
+        *,
+        timeout: float = 600.0,
+        on_line: Callable[[str], None] | None = None,
+        lines: list[str] | None = None,
+    ) -> RunOutcome:
+        """Read a started run's stream to its end, then ask the SuperLink for its status."""
+        deadline = time.monotonic() + timeout
+        got = list(lines or [])
+        assert proc.stdout is not None
+        with _alarm(deadline, proc):
+            for line in proc.stdout:
+                got.append(line)
+                if on_line is not None:
+                    on_line(line.rstrip("\n"))
+        if time.monotonic() > deadline:
+            raise ProtocolError(f"the run did not finish in {timeout:g} s:\n{''.join(got)[-3000:]}")
+        proc.wait(timeout=30)
+        text = "".join(got)
+        match = re.search(r"started run (\d+)", text)
+        run_id = int(match.group(1)) if match else None
+        return RunOutcome(run_id, self.run_status(run_id), text)
+
+    def run_status(self, run_id: int | None, wait: float = 60.0) -> str:
+        """The SuperLink's status of a run, once it is finished (``unknown`` without an id)."""
+        if run_id is None:
+            return "unknown"
+        deadline = time.monotonic() + wait
+        status = "unknown"
+        while time.monotonic() < deadline:
+            out = self.flwr(["ls", *self._conn(), "--run-id", str(run_id), "--format", "json"], 30)
+            with contextlib.suppress(ValueError, AttributeError, IndexError, KeyError):
+                status = str(json.loads(out)["runs"][0]["status"])
+            if status.startswith("finished"):
+                break
+            time.sleep(0.5)
+        return status
+
+    # ------------------------------------------------------------------ teardown
+    def kill(self, name: str) -> None:
+        """Kill one process (and its children) at once."""
+        proc = self.procs.get(name)
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+    def close(self) -> None:
+        """Stop everything this object started: SIGTERM, then SIGKILL after 5 s."""
+        running = [p for p in self.procs.values() if p.poll() is None]
+        for proc in running:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 5
+        for proc in running:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+        for log in self._logs:
+            log.close()
+        self._logs.clear()
+
+    def __enter__(self) -> LocalFederation:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+@contextlib.contextmanager
+def _alarm(deadline: float, proc: subprocess.Popen[Any]) -> Any:
+    """Kill ``proc`` when ``deadline`` passes (so a blocked read of its output ends)."""
+    import threading
+
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(0.5):
+            if time.monotonic() > deadline and proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                return
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=2)

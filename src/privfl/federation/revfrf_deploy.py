@@ -1,0 +1,208 @@
+"""The center server's side of a RevFRF deployment, independent of the network.
+
+:class:`CenterDeployment` holds the CS's key folder and its labels; it aligns the ids with
+the participants (:mod:`privfl.forest.psi`), then builds the same
+:class:`~privfl.forest.center_server.CenterServer` the in-process facade builds, and returns
+its conversations as batched jobs (:mod:`privfl.forest.jobs`). :func:`drive` runs a job over
+any ``deliver`` function that sends a batch of messages to the nodes named in it and returns
+their replies in order: the Flower ServerApp's rounds, or nodes in this process (tests).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+
+from privfl.errors import InputError, ProtocolError
+from privfl.federation.revfrf_keys import NodeKeys
+from privfl.federation.revfrf_node import CONTROL, control, psi_config, read_control
+from privfl.forest.center_server import CenterServer, RevocationReport
+from privfl.forest.jobs import Batch, Par, gather
+from privfl.forest.messages import CC, CS, Outgoing
+from privfl.forest.psi import PsiConfig, PsiParty
+from privfl.messages import Writer
+
+T = TypeVar("T")
+Deliver = Callable[[Batch], tuple[bytes, ...]]
+
+
+def drive(job: Par[T], deliver: Deliver) -> T:
+    """Run a CS job: every batch it yields goes to ``deliver``, the replies come back."""
+    try:
+        batch = next(job)
+        while True:
+            replies = deliver(batch)
+            if len(replies) != len(batch):
+                raise ProtocolError(f"{len(replies)} replies to {len(batch)} messages")
+            batch = job.send(replies)
+    except StopIteration as stop:
+        result: T = stop.value
+        return result
+
+
+@dataclass(frozen=True)
+class Predictions:
+    """What a test run gave the CS: the plaintext-comparison and secure predictions."""
+
+    plain: np.ndarray
+    secure: np.ndarray
+
+
+class CenterDeployment:
+    """The CS of a deployment: its keys, its labels (with their ids), the forest."""
+
+    def __init__(
+        self, keys: NodeKeys, label_ids: Sequence[object], labels: Sequence[object], *,
+        task: str = "classification", seed: int | None = 0, min_samples: int = 2,
+    ) -> None:  # fmt: skip
+        if len(label_ids) != len(labels):
+            raise InputError(f"{len(label_ids)} ids for {len(labels)} labels")
+        self.keys, self.session = keys, keys.session
+        self._ids, self._labels = [str(i) for i in label_ids], np.asarray(labels)
+        self._task, self._seed, self._min = task, seed, min_samples
+        self._cs: CenterServer | None = None
+        self.aligned_ids: list[str] = []
+        self.n_test = 0
+
+    @property
+    def participants(self) -> tuple[str, ...]:
+        return self.session.participants
+
+    @property
+    def cs(self) -> CenterServer:
+        if self._cs is None:
+            raise ProtocolError("align the ids first")
+        return self._cs
+
+    # ---------------------------------------------------------------- alignment
+    def align(self, test: bool = True) -> Par[None]:
+        """PSI of the training ids (CS and participants) and, with ``test``, of the
+        participants' test ids, side by side; then the CS is built on the aligned labels."""
+        train = psi_config(self.session, "train")
+        local = PsiParty(CS, self._ids, train)
+        jobs = [self._psi(train, local)]
+        if test:
+            jobs.append(self._psi(psi_config(self.session, "test"), None))
+        counts = yield from gather(jobs)
+        assert local.rows is not None
+        if counts[0] == 0:
+            raise InputError("the CS and the participants have no training id in common")
+        self.n_test = counts[1] if test else 0
+        self.aligned_ids = [self._ids[i] for i in local.rows]
+        cs = CenterServer(
+            self.session.config(len(local.rows)), self._labels[local.rows], self._task,
+            min_samples=self._min, seed=self._seed,
+        )  # fmt: skip
+        cs.install_keys(self.keys.grant)
+        for data in self.keys.registrations.values():
+            cs.register_requester(data)
+        self._cs = cs
+
+    def _psi(self, config: PsiConfig, local: PsiParty | None) -> Par[int]:
+        """One PSI over the nodes: the CS starts the parties, relays every list to its next
+        holder (keying its own turns itself), sends the sealed lists to CC and each result to
+        its party. Returns the size of the intersection."""
+        sid = self.session.session
+        remote = [p for p in config.parties if local is None or p != local.name]
+        begin = control("psi-begin", sid, CS, Writer().str_("train" if local else "test"))
+        held = dict(zip(remote, (yield tuple(Outgoing(p, begin) for p in remote)), strict=True))
+        if local is not None:
+            held[local.name] = local.start()
+        key = self.session.psi_comparer_key
+        for stage in range(1, len(config.parties)):
+            turns = {o: config.holder(o, stage) for o in config.parties}
+            away = [o for o, h in turns.items() if local is None or h != local.name]
+            replies = yield tuple(Outgoing(turns[o], held[o]) for o in away)
+            for o in config.parties:
+                if o not in away and local is not None:
+                    held[o] = local.pass_on(held[o], key)
+            held.update(zip(away, replies, strict=True))
+        ask = control("psi-compare", sid, CS, Writer().list_(list(held.values())))
+        (answer,) = yield (Outgoing(CC, ask),)
+        r = read_control(answer, "psi-results", sid, CC)
+        results = dict(zip(config.parties, r.list_(len(config.parties)), strict=True))
+        r.end()
+        done = yield tuple(Outgoing(p, results[p]) for p in remote)
+        counts = set()
+        for p, reply in zip(remote, done, strict=True):
+            rr = read_control(reply, "psi-done", sid, p)
+            counts.add(rr.u32())
+            rr.end()
+        if local is not None:
+            counts.add(len(local.finish(results[local.name])))
+        if len(counts) != 1:
+            raise ProtocolError(f"the parties disagree on the intersection: sizes {counts}")
+        return counts.pop()
+
+    # ---------------------------------------------------------------- forest
+    def fit(self) -> Par[None]:
+        return self.cs.fit()
+
+    def test(self, secure: bool = True) -> Par[Predictions]:
+        """FRF-Test on the participants' aligned test rows: plaintext comparisons and (with
+        ``secure``) HoLT at every node, side by side."""
+        if self.n_test == 0:
+            raise InputError("no aligned test rows (give the participants a test-file)")
+        jobs = [self.cs.predict_plain(self.n_test)]
+        if secure:
+            jobs.append(self.cs.predict_secure(self.n_test))
+        out = yield from gather(jobs)
+        return Predictions(out[0], out[-1] if secure else np.asarray([]))
+
+    def query(self, requester: str) -> Par[np.ndarray]:
+        """FRF-Predict for every row of a requester's file: it encrypts them under its key,
+        the CS walks the forest with HoLT and sends the requester its predictions."""
+        if requester not in self.session.requesters:
+            raise InputError(f"{requester!r} is not a provisioned requester")
+        sid, w = self.session.session, Writer()
+        layout = self.cs.layout()
+        w.u32(len(layout))
+        for name, n_columns in layout:
+            w.str_(name).u32(n_columns)
+        (reply,) = yield (Outgoing(requester, control("query-request", sid, CS, w)),)
+        r = read_control(reply, "queries", sid, requester)
+        queries = r.list_(1 << 16)
+        r.end()
+        out = yield from gather(self.cs.predict_query(requester, q) for q in queries)
+        values = np.concatenate(out) if out else np.asarray([])
+        w = Writer().u32(len(values))
+        for v in values:
+            w.str_(str(v))
+        (ack,) = yield (Outgoing(requester, control("prediction", sid, CS, w)),)
+        read_control(ack, "ack", sid, requester).end()
+        return values
+
+    def revoke(self, participant: str, level: int = 1) -> Par[RevocationReport]:
+        """FRF-Revoc: the participant's own signed request, verified by the CS (destroy,
+        regrow, forget; level 2 refreshes at CC), then by CC, which stops re-encrypting
+        to it (the KGC is offline)."""
+        if participant not in self.participants or participant in self.cs.revoked:
+            raise InputError(f"{participant!r} is not an active participant")
+        if level not in (1, 2):
+            raise InputError("revocation level must be 1 or 2")
+        sid = self.session.session
+        (request,) = yield (Outgoing(participant, control("revocation-please", sid, CS)),)
+        report = yield from self.cs.revoke(request, level, participant)
+        ask = control("cc-revoke", sid, CS, Writer().bytes_(request))
+        (ack,) = yield (Outgoing(CC, ask),)
+        r = read_control(ack, "cc-revoked", sid, CC)
+        if r.str_(256) != participant:
+            raise ProtocolError("CC revoked another participant")
+        r.end()
+        return report
+
+    def summary(self) -> dict[str, Any]:
+        cs = self.cs
+        per = cs.nodes_per_participant()
+        return {
+            "session": self.session.session.hex(), "aligned_samples": len(self.aligned_ids),
+            "test_rows": self.n_test, "trees": len(cs.trees),
+            "nodes_per_participant": per, "internal_nodes": sum(per.values()),
+            "revoked": list(cs.revoked),
+        }  # fmt: skip
+
+
+__all__ = ["CONTROL", "CenterDeployment", "Predictions", "drive"]

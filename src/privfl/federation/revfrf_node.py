@@ -1,0 +1,282 @@
+"""One RevFRF node of a deployment: a participant, the computation provider (CC) or a
+requester, rebuilt from its key folder and its own files for every batch of messages.
+
+The node answers the CS's messages one by one, in order, with the same role objects the
+in-process runner uses (:class:`~privfl.forest.participant.Participant`,
+:class:`~privfl.forest.computation_provider.ComputationProvider`,
+:class:`~privfl.forest.participant.Requester`, :mod:`~privfl.forest.psi`). A message is
+routed by its header: the ``revfrf`` protocol goes to the role's ``handle``, ``psi`` to the
+node's PSI party, and the node-control codec ``revfrf-node`` (:data:`CONTROL`) carries what
+the in-process facade does by calling methods: "start a PSI", "give me your revocation
+request", "encrypt your query", "here is your prediction", "compare these PSI lists" (CC),
+"a participant left" (CC).
+
+A node's progress through a run (its PSI scalar and order, its aligned rows, its pending
+candidates and thresholds, the CC's revocations) lives in ``state``, a mapping of bytes the
+Flower ClientApp keeps in the node-local ``context.state``; nothing of it leaves the node.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import MutableMapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from privfl.datasets import read_table
+from privfl.errors import InputError, MalformedMessageError, ProtocolError, WrongProtocolError
+from privfl.federation.revfrf_keys import NodeKeys, RevfrfSession
+from privfl.forest.computation_provider import ComputationProvider
+from privfl.forest.messages import CC, CS
+from privfl.forest.messages import CODEC as FOREST_CODEC
+from privfl.forest.participant import Participant, Requester
+from privfl.forest.psi import CODEC as PSI_CODEC
+from privfl.forest.psi import PsiComparer, PsiConfig, PsiParty
+from privfl.messages import SESSION_ID_BYTES, Codec, Header, Reader, Writer
+
+CONTROL = Codec("revfrf-node", 1)
+SETS = ("train", "test")
+MAX_BLOBS = 1 << 16
+
+
+def psi_config(session: RevfrfSession, which: str) -> PsiConfig:
+    """The PSI of the training ids (CS and participants) or of the test ids (participants):
+    its own session id, derived from the deployment's."""
+    if which not in SETS:
+        raise InputError(f"unknown id set {which!r}")
+    sid = hashlib.sha256(b"privfl-revfrf-psi" + session.session + which.encode()).digest()
+    parties = (CS, *session.participants) if which == "train" else session.participants
+    return PsiConfig(sid[:SESSION_ID_BYTES], parties, CC)
+
+
+def control(step: str, session: bytes, sender: str, w: Writer | None = None) -> bytes:
+    return CONTROL.encode(step, session, sender, (w or Writer()).getvalue())
+
+
+def read_control(data: bytes, step: str, session: bytes, sender: str) -> Reader:
+    header, r = CONTROL.decode(data, step, session)
+    if header.sender != sender:
+        raise ProtocolError(f"a '{step}' from {header.sender!r}, expected {sender!r}")
+    return r
+
+
+def peek(data: bytes) -> Header:
+    """The header of a message of any of the deployment's codecs (payload untouched)."""
+    for codec in (FOREST_CODEC, PSI_CODEC, CONTROL):
+        try:
+            return codec.decode(data)[0]
+        except WrongProtocolError:
+            continue
+    raise WrongProtocolError("not a RevFRF, PSI or node-control message")
+
+
+def which_set(session: RevfrfSession, psi_session: bytes) -> str:
+    for which in SETS:
+        if psi_config(session, which).session == psi_session:
+            return which
+    raise ProtocolError("a PSI message of another session")
+
+
+@dataclass(frozen=True)
+class NodeFiles:
+    """A node's own data: ``data-file`` (participant: its id column and feature columns;
+    requester: one row per query, the features in the CS's layout order), a participant's
+    ``test-file`` (same columns), the id column and where results go."""
+
+    data_file: str | None = None
+    test_file: str | None = None
+    id_column: str = "id"
+    output_dir: str = "."
+
+
+def _table(path: str | None, id_column: str | None, what: str) -> tuple[list[str], np.ndarray]:
+    if not path:
+        raise InputError(f"node config needs a {what}")
+    df = read_table(path)
+    if id_column is None:
+        return [], np.asarray(df, dtype=np.float64)
+    if id_column not in df.columns:
+        raise InputError(f"{path} has no id column {id_column!r}")
+    ids = [str(v) for v in df[id_column].tolist()]
+    return ids, np.asarray(df.drop(columns=[id_column]), dtype=np.float64)
+
+
+def _rows(state: MutableMapping[str, bytes], which: str) -> np.ndarray | None:
+    raw = state.get(f"rows-{which}")
+    return None if raw is None else np.frombuffer(raw, dtype=">u4").astype(np.int64)
+
+
+class Node:
+    """Answers one batch of the CS's messages as ``role`` (participant, cc, requester)."""
+
+    def __init__(
+        self, role: str, keys: NodeKeys, files: NodeFiles, state: MutableMapping[str, bytes]
+    ) -> None:
+        if role not in ("participant", "cc", "requester"):
+            raise InputError(f"unknown node role {role!r} (participant, cc or requester)")
+        self.role, self.keys, self.files, self.state = role, keys, files, state
+        self.session = keys.session
+        self._participant: Participant | None = None
+        self._data: dict[str, tuple[list[str], np.ndarray]] = {}
+
+    @property
+    def name(self) -> str:
+        return self.keys.name
+
+    # ---------------------------------------------------------------- dispatch
+    def handle_all(self, blobs: Sequence[bytes]) -> list[bytes]:
+        """Answer every message, in order; the role's state is saved after each one."""
+        if len(blobs) > MAX_BLOBS:
+            raise MalformedMessageError(f"a batch of {len(blobs)} messages")
+        return [self.handle(b) for b in blobs]
+
+    def handle(self, data: bytes) -> bytes:
+        header = peek(data)
+        if header.protocol == PSI_CODEC.protocol:
+            return self._psi(data, header.session)
+        if header.protocol == CONTROL.protocol:
+            return self._control(data, header.step)
+        if self.role == "participant":
+            participant = self._role()
+            try:
+                return participant.handle(data)
+            finally:
+                self.state["participant"] = participant.export_state()
+        if self.role == "cc":
+            return self._cc().handle(data)
+        raise ProtocolError(f"a requester answers no '{header.step}' message")
+
+    # ---------------------------------------------------------------- roles
+    def _table(self, which: str) -> tuple[list[str], np.ndarray]:
+        if which not in self._data:
+            path = self.files.data_file if which == "train" else self.files.test_file
+            self._data[which] = _table(path, self.files.id_column, f"{which} file")
+        return self._data[which]
+
+    def _role(self) -> Participant:
+        if self._participant is None:
+            rows = _rows(self.state, "train")
+            if rows is None:
+                raise ProtocolError(f"{self.name} has not aligned its training ids yet")
+            _, x = self._table("train")
+            config = self.session.config(len(rows))
+            p = Participant(self.name, x[rows], config, signing_key=self.keys.signing_key)
+            p.install_keys(self.keys.grant)
+            if "participant" in self.state:
+                p.restore_state(self.state["participant"])
+            test = _rows(self.state, "test")
+            if test is not None and test.size:
+                p.load_rows(self._table("test")[1][test])
+            self._participant = p
+        return self._participant
+
+    def _cc(self) -> ComputationProvider:
+        cc = ComputationProvider(self.session.config(), signing_key=self.keys.signing_key)
+        cc.install_keys(self.keys.grant)
+        r = Reader(self.state.get("cc-revocations", Writer().u32(0).getvalue()), "CC state")
+        for request in r.list_(len(self.session.participants)):
+            cc.revoke_by_request(request)
+        return cc
+
+    # ---------------------------------------------------------------- PSI
+    def _psi(self, data: bytes, psi_session: bytes) -> bytes:
+        which = which_set(self.session, psi_session)
+        config = psi_config(self.session, which)
+        header, _ = PSI_CODEC.decode(data, None, psi_session)
+        if self.role != "participant" or header.step not in ("psi-start", "psi-pass", "psi-result"):
+            raise ProtocolError(f"{self.name} ({self.role}) answers no '{header.step}'")
+        party = self._psi_party(which, config)
+        if header.step == "psi-result":
+            rows = party.finish(data)
+            self.state[f"rows-{which}"] = np.asarray(rows, dtype=">u4").tobytes()
+            ids = self._table(which)[0]
+            self._write(f"{which}-ids", {"ids": [ids[i] for i in rows]})
+            self._participant, self._data = None, {}
+            return control("psi-done", self.session.session, self.name, Writer().u32(len(rows)))
+        return party.pass_on(data, self.session.psi_comparer_key)
+
+    def _psi_party(self, which: str, config: PsiConfig, fresh: bool = False) -> PsiParty:
+        ids, _ = self._table(which)
+        key = f"psi-{which}"
+        if fresh or key not in self.state:
+            party = PsiParty(self.name, ids, config)
+            self.state[key] = party.secret_state()
+            return party
+        return PsiParty(self.name, ids, config, self.state[key])
+
+    # ---------------------------------------------------------------- control
+    def _control(self, data: bytes, step: str) -> bytes:
+        sid = self.session.session
+        r = read_control(data, step, sid, CS)
+        if self.role == "participant" and step == "psi-begin":
+            which = r.str_(16)
+            r.end()
+            return self._psi_party(which, psi_config(self.session, which), fresh=True).start()
+        if self.role == "participant" and step == "revocation-please":
+            r.end()
+            return self._role().revocation_request()
+        if self.role == "cc" and step == "psi-compare":
+            finals = r.list_(MAX_BLOBS)
+            r.end()
+            return self._compare(finals)
+        if self.role == "cc" and step == "cc-revoke":
+            request = r.bytes_(1 << 12)
+            r.end()
+            name = self._cc().revoke_by_request(request)
+            old = Reader(self.state.get("cc-revocations", Writer().u32(0).getvalue()), "CC state")
+            self.state["cc-revocations"] = Writer().list_([*old.list_(), request]).getvalue()
+            return control("cc-revoked", sid, CC, Writer().str_(name))
+        if self.role == "requester" and step == "query-request":
+            return self._queries(r)
+        if self.role == "requester" and step == "prediction":
+            return self._prediction(r)
+        raise ProtocolError(f"{self.name} ({self.role}) answers no '{step}' message")
+
+    def _compare(self, finals: list[bytes]) -> bytes:
+        if not finals:
+            raise MalformedMessageError("no PSI list to compare")
+        psi_session = peek(finals[0]).session
+        config = psi_config(self.session, which_set(self.session, psi_session))
+        senders = {PSI_CODEC.decode(f, "psi-final", config.session)[0].sender: f for f in finals}
+        if len(senders) != len(finals):
+            raise ProtocolError("two PSI lists from one sender")
+        results = PsiComparer(config, self.keys.psi_key).compare(senders)
+        out = control("psi-results", self.session.session, CC, Writer().list_(
+            [results[p] for p in config.parties]
+        ))  # fmt: skip
+        return out
+
+    def _queries(self, r: Reader) -> bytes:
+        layout = [(r.str_(256), r.count(1 << 16, "columns")) for _ in range(r.count(4096, "ps"))]
+        r.end()
+        requester = Requester(self.name, self.session.config())
+        requester.install_keys(self.keys.grant)
+        _, x = _table(self.files.data_file, None, "data-file")
+        sizes = [n for _, n in layout]
+        if x.shape[1] != sum(sizes):
+            raise InputError(f"the query file has {x.shape[1]} columns, the forest {sum(sizes)}")
+        bounds = np.cumsum([0, *sizes])
+        queries = [
+            requester.query(layout, {
+                name: row[bounds[i] : bounds[i + 1]] for i, (name, _) in enumerate(layout)
+            })
+            for row in x
+        ]  # fmt: skip
+        return control("queries", self.session.session, self.name, Writer().list_(queries))
+
+    def _prediction(self, r: Reader) -> bytes:
+        values = [r.str_(256) for _ in range(r.count(1 << 20, "predictions"))]
+        r.end()
+        self._write("predictions", {"requester": self.name, "predictions": values})
+        return control("ack", self.session.session, self.name)
+
+    def _write(self, what: str, content: dict[str, object]) -> Path:
+        """A result this node owns, in its own output folder."""
+        out = Path(self.files.output_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        path = out / f"revfrf-{self.session.session.hex()[:12]}-{self.name}-{what}.json"
+        path.write_text(json.dumps(content, indent=2))
+        return path

@@ -1,0 +1,187 @@
+"""The step sequence of partially encrypted training, driven in one process.
+
+:class:`Session` holds the roles (one :class:`~.server.Server`, the :class:`~.party.Party`
+objects) and moves every message between them as bytes through
+:class:`privfl.runner.InProcessRunner`: channel ``"<sender>><receiver>:<kind>"`` (bytes per
+role), run key ``"<role>:<step>"`` (seconds per role). Each receiver decodes (and so checks)
+what it gets. Joint steps: interactive bootstrapping (the batch owner sends ``c1``, every other
+party returns its masked shares, the owner adds its own), joint decryption (the requester sends
+``c1`` to the others, fuses their shares with its own: only it learns the plaintext).
+Messages between parties are relayed by the server in a deployment (star topology); they are
+counted once, as party-to-party bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+
+from privfl._typing import FloatArray
+from privfl.crypto.threshold import (
+    BootstrapRequest,
+    BootstrapShare,
+    CiphertextMessage,
+    DecryptionRequest,
+    DecryptionShare,
+)
+from privfl.runner import InProcessRunner
+from privfl.training.messages import GlobalPlainLayers, PartyPlainLayers
+from privfl.training.party import Party
+from privfl.training.server import Server
+
+T = TypeVar("T")
+
+
+class Session:
+    """The roles of one training run and the runner that carries their messages."""
+
+    def __init__(self, server: Server, parties: Sequence[Party], runner: InProcessRunner) -> None:
+        self.server = server
+        self.parties = list(parties)
+        self.runner = runner
+
+    # ------------------------------------------------------------------ transport
+    def _run(self, role: str, step: str, fn: Callable[..., T], *args: Any) -> T:
+        return self.runner.run(f"{role}:{step}", fn, *args)
+
+    def _send(self, sender: str, receiver: str, kind: str, data: bytes) -> bytes:
+        return self.runner.send(f"{sender}>{receiver}:{kind}", data)
+
+    def _ctx(self, party: Party) -> Any:
+        assert party.crypto is not None
+        return party.crypto.context
+
+    # ------------------------------------------------------------------ model exchange
+    def send_model(self, rnd: int) -> None:
+        """Server -> every party: the global model of round ``rnd``."""
+        server = self.server
+        plain, secret = self._run("server", "global-model", server.global_model, rnd)
+        plain_bytes = self._run("server", "encode", plain.to_bytes)
+        secret_bytes = None if secret is None else self._run("server", "encode", secret.to_bytes)
+        for p in self.parties:
+            data = self._send("server", p.name, "global-plain", plain_bytes)
+            msg = self._run(
+                p.name, "decode", GlobalPlainLayers.from_bytes, data, server.session, rnd,
+                server.shapes,
+            )  # fmt: skip
+            ct = None
+            if secret_bytes is not None:
+                raw = self._send("server", p.name, "global-secret", secret_bytes)
+                ct = self._run(
+                    p.name, "decode", CiphertextMessage.from_bytes, raw, self._ctx(p),
+                    server.session,
+                )  # fmt: skip
+            self._run(p.name, "receive-model", p.receive_model, msg, ct)
+
+    def aggregate(self, rnd: int) -> None:
+        """Every party -> server: plaintext layers and encrypted update; the server averages."""
+        server = self.server
+        plains, updates = [], []
+        for p in self.parties:
+            plain, update = self._run(p.name, "upload", p.upload, server.session, rnd)
+            data = self._send(p.name, "server", "party-plain", plain.to_bytes())
+            plains.append(
+                self._run(
+                    "server",
+                    "decode",
+                    PartyPlainLayers.from_bytes,
+                    data,
+                    server.session,
+                    rnd,
+                    server.shapes,
+                )
+            )
+            ct = None
+            if update is not None and server.crypto is not None:
+                raw = self._send(p.name, "server", "party-update", update.to_bytes())
+                ct = self._run(
+                    "server", "decode", CiphertextMessage.from_bytes, raw,
+                    server.crypto.context, server.session,
+                )  # fmt: skip
+            updates.append(ct)
+        self._run("server", "aggregate", server.aggregate, plains, updates)
+
+    # ------------------------------------------------------------------ joint steps
+    def bootstrap(self, owner: Party, request: BootstrapRequest) -> list[BootstrapShare]:
+        """Every party's bootstrapping shares for ``owner``'s request."""
+        data = self._run(owner.name, "encode", request.to_bytes)
+        shares = []
+        for q in self.parties:
+            if q is owner:
+                shares.append(self._run(q.name, "boot-share", q.bootstrap_share, request))
+                continue
+            raw = self._send(owner.name, q.name, "boot-request", data)
+            req = self._run(
+                q.name, "decode", BootstrapRequest.from_bytes, raw, self._ctx(q), q.session
+            )
+            share = self._run(q.name, "boot-share", q.bootstrap_share, req)
+            back = self._send(q.name, owner.name, "boot-share", share.to_bytes())
+            shares.append(
+                self._run(
+                    owner.name,
+                    "decode",
+                    BootstrapShare.from_bytes,
+                    back,
+                    self._ctx(owner),
+                    owner.session,
+                )
+            )
+        return shares
+
+    def decryption_shares(
+        self, requester: Party, request: DecryptionRequest
+    ) -> list[DecryptionShare]:
+        """The other parties' decryption shares for ``requester``'s request."""
+        data = self._run(requester.name, "encode", request.to_bytes)
+        shares = []
+        for q in self.parties:
+            if q is requester:
+                continue
+            raw = self._send(requester.name, q.name, "decrypt-request", data)
+            req = self._run(
+                q.name, "decode", DecryptionRequest.from_bytes, raw, self._ctx(q), q.session
+            )
+            share = self._run(q.name, "decrypt-share", q.decryption_share, req)
+            back = self._send(q.name, requester.name, "decrypt-share", share.to_bytes())
+            shares.append(
+                self._run(
+                    requester.name,
+                    "decode",
+                    DecryptionShare.from_bytes,
+                    back,
+                    self._ctx(requester),
+                    requester.session,
+                )
+            )
+        return shares
+
+    # ------------------------------------------------------------------ training
+    def train_batch(self, p: Party, idx: Any) -> float:
+        """One mini-batch of party ``p``; returns ``max |e_T|`` (0 without a secret layer)."""
+        request = self._run(p.name, "forward", p.start_batch, idx)
+        if request is None:
+            return 0.0
+        request = self._run(p.name, "sigmoid", p.sigmoid_step, self.bootstrap(p, request))
+        dec = self._run(p.name, "backward", p.backward_step, self.bootstrap(p, request))
+        shares = self.decryption_shares(p, dec)
+        return self._run(p.name, "plain-backward", p.finish_batch, shares)
+
+    # ------------------------------------------------------------------ outputs
+    def outputs(self, p: Party, x: FloatArray) -> FloatArray:
+        """Pre-activations of the encrypted last layer for the rows of ``x``, decrypted for
+        party ``p`` only (blocks of ``K`` rows per ciphertext)."""
+        assert p.layout is not None
+        k = p.layout.blocks
+        out = []
+        for start in range(0, x.shape[0], k):
+            request = self._run(p.name, "output", p.output_request, x[start : start + k])
+            shares = self.decryption_shares(p, request)
+            out.append(self._run(p.name, "output", p.finish_output, shares))
+        return np.concatenate(out, axis=0)
+
+    def reveal(self, p: Party) -> tuple[FloatArray, FloatArray]:
+        """The final encrypted layer, jointly decrypted for party ``p`` (all parties share)."""
+        request = self._run(p.name, "reveal", p.reveal_request)
+        return self._run(p.name, "reveal", p.finish_reveal, self.decryption_shares(p, request))

@@ -1,0 +1,117 @@
+"""One CLI convention over every command (issue 19, item 3): ``--json`` prints one JSON object
+to stdout, ``--json-out FILE`` writes the same object, an unwritable output path is refused
+before any work, progress is printed also when stderr is not a terminal, ``--version``."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+
+import click
+import pytest
+import typer
+from rich.console import Console
+from typer.testing import CliRunner
+
+from privfl import __version__
+from privfl.cli import app
+from privfl.cli._progress import Tracker
+
+runner = CliRunner()
+
+
+def leaf_commands() -> dict[str, click.Command]:
+    """'auc', 'keys init', 'audit membership', ... -> the click command."""
+    out: dict[str, click.Command] = {}
+
+    def walk(cmd: click.Command, prefix: str) -> None:
+        if isinstance(cmd, click.Group):
+            for name, sub in cmd.commands.items():
+                walk(sub, f"{prefix} {name}".strip())
+        else:
+            out[prefix] = cmd
+
+    walk(typer.main.get_command(app), "")
+    return out
+
+
+COMMANDS = leaf_commands()
+# The smallest arguments that get each command past its own argument parsing.
+REQUIRED = {
+    "auc": ["missing.csv", "-s", "score", "-l", "label", "--parties", "2"],
+    "dpauc": ["missing.csv", "-s", "score", "-l", "label", "--parties", "2"],
+    "keys init": ["--parties", "a,b", "--out", "{tmp}/keys"],
+    "audit recommend": ["missing.json"],
+    "flower local": ["missing.csv", "--party-column", "p", "-s", "score", "-l", "label"],
+    "flower run": ["missing-app"],
+}
+
+
+def test_the_command_list_is_the_one_this_test_knows():
+    assert {"auc", "dpauc", "demo", "keys init", "bench accuracy", "forest run"} <= set(COMMANDS)
+    assert set(REQUIRED) <= set(COMMANDS)
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_every_command_takes_json_and_json_out(name):
+    opts = {o for p in COMMANDS[name].params for o in getattr(p, "opts", [])}
+    assert {"--json", "--json-out"} <= opts, f"privfl {name} lacks --json or --json-out"
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_every_command_refuses_an_unwritable_json_out_before_any_work(name, tmp_path):
+    args = [a.replace("{tmp}", str(tmp_path)) for a in REQUIRED.get(name, [])]
+    started = time.perf_counter()
+    out = runner.invoke(
+        app, [*name.split(), *args, "--json", "--json-out", str(tmp_path / "no" / "r.json")]
+    )
+    assert out.exit_code == 2, out.output
+    assert "does not exist" in out.output and out.stdout == ""
+    assert len(out.stderr.strip().splitlines()) == 1  # one line, however long the path
+    assert time.perf_counter() - started < 5
+    assert not (tmp_path / "keys").exists()  # nothing was written before the check
+
+
+def test_json_and_json_out_agree_and_stdout_holds_only_the_json(tmp_path):
+    target = tmp_path / "keys.json"
+    out = runner.invoke(
+        app,
+        ["keys", "init", "--parties", "a,b", "--out", str(tmp_path / "k"), "--json",
+         "--json-out", str(target)],
+    )  # fmt: skip
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout) == json.loads(target.read_text())
+    assert target.read_text().endswith("}\n")
+
+
+def test_version():
+    out = runner.invoke(app, ["--version"])
+    assert out.exit_code == 0 and out.stdout.strip() == f"privfl {__version__}"
+
+
+def test_progress_off_a_terminal_is_plain_lines_with_rate_and_eta():
+    buf = io.StringIO()
+    with Tracker("runs", 4, console=Console(file=buf, force_terminal=False), every=0) as t:
+        for _ in range(4):
+            t.advance()
+    lines = buf.getvalue().splitlines()
+    assert lines[0] == "runs: started (4 steps)"
+    assert any("/s" in line and "ETA" in line and "1/4 (25%)" in line for line in lines)
+    assert lines[-1].startswith("runs: done (4 steps, ")
+    assert "\x1b" not in buf.getvalue()  # no terminal control codes in a log
+
+
+def test_a_semi_honest_result_says_verified_null_not_false(tmp_path):
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 200)
+    pd.DataFrame({"score": rng.random(200), "label": y}).to_csv(tmp_path / "s.csv", index=False)
+    out = runner.invoke(
+        app, ["auc", str(tmp_path / "s.csv"), "-s", "score", "-l", "label", "--parties", "2",
+              "--thresholds", "10", "--json"],
+    )  # fmt: skip
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout)["verified"] is None

@@ -1,0 +1,209 @@
+"""A RevFRF deployment with its nodes in this process: every batch goes to a node rebuilt
+from its key folder, its files and its saved state (as a Flower ClientApp is per message)."""
+
+from __future__ import annotations
+
+import json
+import stat
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from _forest_fuzz import decode_safely, mutated
+from _revfrf_deployment import (
+    COLUMNS,
+    PARTICIPANTS,
+    SEED,
+    aligned_test_rows,
+    in_process_forest,
+    make,
+)
+from privfl.errors import InputError, ProtocolError
+from privfl.federation.revfrf_deploy import CenterDeployment, drive
+from privfl.federation.revfrf_keys import load_node
+from privfl.federation.revfrf_node import Node, NodeFiles, control
+from privfl.forest.jobs import Batch
+from privfl.forest.messages import CC, CS
+from privfl.messages import Writer
+
+FUZZ_VALID = control("query-request", bytes(16), CS, Writer().u32(1).str_("site-a").u32(4))
+
+
+class LocalNodes:
+    """Delivers a batch to nodes in this process, one rebuilt node per recipient."""
+
+    def __init__(self, root, truth):
+        self.root, self.truth = root, truth
+        self.states = {n: {} for n in (*PARTICIPANTS, CC, "asker")}
+        self.rounds = 0
+
+    def node(self, name: str) -> Node:
+        role = "cc" if name == CC else "requester" if name == "asker" else "participant"
+        keys = load_node(self.root / "keys" / name, role)
+        files = NodeFiles(output_dir=str(self.root / "out" / name))
+        if role == "participant":
+            train, test = self.truth["files"][name]
+            files = NodeFiles(str(train), str(test), "id", str(self.root / "out" / name))
+        if role == "requester":
+            files = NodeFiles(
+                str(self.root / "asker.csv"), None, "id", str(self.root / "out" / name)
+            )
+        return Node(role, keys, files, self.states[name])
+
+    def __call__(self, batch: Batch) -> tuple[bytes, ...]:
+        self.rounds += 1
+        by_node: dict[str, list[int]] = {}
+        for i, out in enumerate(batch):
+            by_node.setdefault(out.to, []).append(i)
+        replies: list[bytes] = [b""] * len(batch)
+        for name, idx in by_node.items():
+            for i, reply in zip(idx, self.node(name).handle_all([batch[i].data for i in idx])):
+                replies[i] = reply
+        return tuple(replies)
+
+
+@pytest.fixture(scope="module")
+def deployed(tmp_path_factory):
+    root = tmp_path_factory.mktemp("revfrf")
+    truth = make(root)
+    labels = pd.read_csv(root / "labels.csv")
+    keys = load_node(root / "keys" / CS, "cs")
+    dep = CenterDeployment(keys, labels["id"].tolist(), labels["label"].to_numpy(), seed=SEED)
+    nodes = LocalNodes(root, truth)
+    drive(dep.align(), nodes)
+    drive(dep.fit(), nodes)
+    return root, truth, dep, nodes
+
+
+def _test_ids(root, name="site-a"):
+    (path,) = (root / "out" / name).glob("*-test-ids.json")
+    return json.loads(path.read_text())["ids"]
+
+
+def test_deployed_forest_predicts_as_the_in_process_forest_on_the_same_aligned_rows(deployed):
+    root, truth, dep, nodes = deployed
+    common = set(truth["ids"].astype(str))
+    for p in PARTICIPANTS:
+        common &= set(__import__("pandas").read_csv(root / f"{p}.csv")["id"])
+    assert set(dep.aligned_ids) == common & set(
+        __import__("pandas").read_csv(root / "labels.csv")["id"]
+    )
+    reference = in_process_forest(truth, dep.aligned_ids)
+    assert reference.report().nodes_per_participant == dep.summary()["nodes_per_participant"]
+    got = drive(dep.test(secure=True), nodes)
+    ids = _test_ids(root)
+    assert all(_test_ids(root, p) == ids for p in PARTICIPANTS)
+    rows = aligned_test_rows(truth, ids)
+    assert np.array_equal(got.plain, reference.predict_plain(rows))
+    assert np.array_equal(got.secure, reference.predict(rows))
+    assert np.array_equal(got.secure, got.plain)
+    # a requester's own query: its prediction is written on its node
+    values = drive(dep.query("asker"), nodes)
+    (path,) = (root / "out" / "asker").glob("*-predictions.json")
+    assert json.loads(path.read_text())["predictions"] == [str(v) for v in values]
+    want = reference.predict_plain({p: truth["xt"][:2][:, c] for p, c in COLUMNS.items()})
+    assert [str(v) for v in want] == [str(v) for v in values]
+
+
+def test_revocation_over_the_deployment_leaves_no_node_of_the_participant(deployed):
+    _, _, dep, nodes = deployed
+    victim = next(p for p, n in dep.summary()["nodes_per_participant"].items() if n)
+    report = drive(dep.revoke(victim, level=2), nodes)
+    assert report.participant == victim and report.level == 2
+    assert dep.summary()["nodes_per_participant"][victim] == 0
+    assert victim in dep.summary()["revoked"]
+    cc = nodes.node(CC)._cc()
+    assert victim not in cc.holders
+    got = drive(dep.test(secure=True), nodes)
+    assert np.array_equal(got.secure, got.plain)
+    with pytest.raises(InputError):
+        drive(dep.revoke(victim), nodes)
+
+
+def test_key_folders_hold_only_their_node_and_are_private(deployed):
+    root = deployed[0]
+    for name in (*PARTICIPANTS, CC, CS, "asker"):
+        files = {p.name for p in (root / "keys" / name).iterdir()}
+        assert "session.json" in files
+        for p in (root / "keys" / name).glob("*.key"):
+            assert stat.S_IMODE(p.stat().st_mode) == 0o600
+    assert {p.name for p in (root / "keys" / "site-a").iterdir()} == {
+        "session.json",
+        "participant-keys.bin",
+        "signing.key",
+    }
+    assert not list((root / "keys").rglob("*.pkl"))
+    with pytest.raises(InputError, match="not a participant"):
+        load_node(root / "keys" / "asker", "participant")
+
+
+def test_a_node_refuses_messages_out_of_order(deployed):
+    root, truth, _, _ = deployed
+    keys = load_node(root / "keys" / "site-a", "participant")
+    fresh = Node("participant", keys, NodeFiles(*map(str, truth["files"]["site-a"])), {})
+    with pytest.raises(ProtocolError, match="not aligned"):
+        fresh._role()
+
+
+def test_cli_forest_keys_init_writes_one_folder_per_node(tmp_path):
+    from typer.testing import CliRunner
+
+    from privfl.cli import app
+
+    args = ["forest", "keys", "init", "--participants", "a,b", "--columns", "2,3",
+            "--requesters", "r", "--key-bits", "512", "--insecure-key-bits", "--trees", "2",
+            "--depth", "2", "--out", str(tmp_path / "k"), "--json"]  # fmt: skip
+    out = CliRunner().invoke(app, args)
+    assert out.exit_code == 0, out.output
+    files = json.loads(out.stdout)["files"]
+    assert {"CS/cs-keys.bin", "CC/cc-keys.bin", "a/participant-keys.bin", "r/requester-keys.bin",
+            "CS/requesters/r.bin", "CC/psi.key"} <= set(files)  # fmt: skip
+    keys = load_node(tmp_path / "k" / "CS", "cs")
+    assert keys.session.participants == ("a", "b") and set(keys.registrations) == {"r"}
+    bad = CliRunner().invoke(app, [*args[:5], "x", *args[6:-3], "--out", str(tmp_path / "j")])
+    assert bad.exit_code == 2 and "--columns" in bad.output
+    again = CliRunner().invoke(app, args)  # a non-empty folder needs --force
+    assert again.exit_code == 2 and "--force" in again.output
+
+
+# ------------------------------------------------------------------ the ClientApp's own logic
+def test_the_client_app_keeps_node_state_across_fresh_invocations_and_fails_with_codes(deployed):
+    pytest.importorskip("flwr")
+    from flwr.app import Context, RecordDict
+
+    from privfl.federation.flower import revfrf_client
+
+    root, truth, dep, _ = deployed
+    train, test = truth["files"]["site-b"]
+    cfg = {"role": "participant", "keys-dir": str(root / "keys" / "site-b"),
+           "data-file": str(train), "test-file": str(test)}  # fmt: skip
+    ctx = Context(run_id=1, node_id=1, node_config=cfg, state=RecordDict(), run_config={})
+
+    def ask(blobs):
+        replies, meta = revfrf_client.answer(blobs, ctx)
+        meta.pop("seconds", None)
+        return replies, meta
+
+    assert revfrf_client._node(ctx, {}).name == "site-b"
+    sid = dep.session.session
+    begin = control("psi-begin", sid, "CS", Writer().str_("train"))
+    blobs, meta = ask([begin])
+    assert meta["status"] == "ok" and len(blobs) == 1
+    assert "psi-train" in dict(ctx.state["privfl-revfrf"])  # the scalar stays on the node
+    _, meta = ask([b"garbage"])
+    assert meta == {"status": "error", "reason": "malformed-message"}  # a code, never a text
+    _, meta = ask([control("psi-compare", sid, "CS")])
+    assert meta == {"status": "error", "reason": "refused"}  # a participant compares nothing
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.one_of(st.binary(max_size=300), mutated(FUZZ_VALID)))
+def test_node_decoders_survive_fuzzing(deployed, data):
+    nodes = deployed[3]
+    for name in ("site-c", CC, "asker"):
+        node = nodes.node(name)
+        node.state = dict(nodes.states[name])  # fuzz a copy of the node's state
+        decode_safely(node.handle, data)

@@ -1,0 +1,102 @@
+"""``privfl train`` and the audit of its model (issue 17): settings refused before any key is
+generated, the JSON rule, --encrypt-last from a recommendation, the saved model audited with
+only its plaintext layers exposed."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from privfl.cli import app
+from privfl.training.result import load_model
+
+runner = CliRunner()
+TINY = [
+    "--test-rows",
+    "4",
+    "--parties",
+    "2",
+    "--per-party",
+    "2",
+    "--batch-size",
+    "2",
+    "--layers",
+    "64,5,10",
+]
+
+
+def _refused_quickly(args, reason, seconds=10.0):
+    start = time.perf_counter()
+    out = runner.invoke(app, ["train", *args])
+    assert out.exit_code == 2, out.output
+    assert reason in " ".join(out.output.split()), out.output
+    assert "Traceback" not in out.output
+    assert time.perf_counter() - start < seconds
+
+
+@pytest.mark.parametrize(
+    ("args", "reason"),
+    [
+        (["--encrypt-last", "4"], "has 3 layers"),
+        (["--encrypt-last", "2"], "at most the last layer"),
+        (["--encrypt-last", "nope.json"], "a number or a recommendation file"),
+        (["--sigmoid-range", "-0.1,0.1"], "outside the sigmoid range"),
+        (["--sigmoid-degree", "119"], "too few levels"),
+        (["--epochs", "3", "--rounds", "2"], "rounds must divide epochs"),
+        (["--dataset", "mnist"], "unknown dataset"),
+        (["--json-out", "/no/such/dir/x.json"], "does not exist"),
+        (["--model-out", "/no/such/dir/m.npz"], "does not exist"),
+    ],
+)
+def test_bad_training_settings_are_refused_before_key_generation(args, reason):
+    _refused_quickly(args, reason)
+
+
+def test_encrypt_last_comes_from_a_recommendation_file(tmp_path):
+    rec = {"encrypt_layers": [3], "layers": 3, "model_sizes": [64, 30, 20, 10]}
+    good = tmp_path / "rec.json"
+    good.write_text(json.dumps(rec))
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({**rec, "model_sizes": [64, 8, 10]}))
+    _refused_quickly(["--encrypt-last", str(other)], "recommends layers for the model")
+    # the file's answer (1 layer) is used: the sigmoid check then refuses a tiny range
+    _refused_quickly(
+        ["--encrypt-last", str(good), "--sigmoid-range", "-0.1,0.1"], "outside the sigmoid range"
+    )
+
+
+def test_plain_baseline_prints_one_json_object_and_writes_json_out(tmp_path):
+    path = tmp_path / "out.json"
+    out = runner.invoke(
+        app, ["train", "--encrypt-last", "0", "--epochs", "2", "--json", "--json-out", str(path)]
+    )
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.stdout)
+    assert data == json.loads(path.read_text())
+    assert data["encrypted_layers"] == 0 and len(data["history"]) == 2
+    assert 0 <= data["test_accuracy"] <= 1
+
+
+def test_trained_model_is_audited_with_only_its_plaintext_layers(tmp_path):
+    model = tmp_path / "model.npz"
+    args = ["train", *TINY, "--encrypt-last", "1", "--parameters", "test", "--learning-rate", "1"]
+    out = runner.invoke(app, [*args, "--model-out", str(model), "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout)["encrypted_layers"] == 1
+    saved = load_model(model)
+    assert saved.exposed_layers == 1 and not saved.revealed  # the encrypted layer is absent
+    assert saved.exposed_model().sizes == [64, 5]
+    with np.load(model) as z:
+        assert "w2" not in z.files
+    audit = runner.invoke(
+        app,
+        ["audit", "membership", "--model", str(model), "--runs", "1", "--attack-epochs", "2",
+         "--json"],
+    )  # fmt: skip
+    assert audit.exit_code == 0, audit.output
+    rows = json.loads(audit.stdout)["layers"]
+    assert [(r["layer"], r["features"]) for r in rows] == [(1, "output")]
