@@ -42,6 +42,7 @@ REQUIRED = {
     "auc": ["missing.csv", "-s", "score", "-l", "label", "--parties", "2"],
     "dpauc": ["missing.csv", "-s", "score", "-l", "label", "--parties", "2"],
     "keys init": ["--parties", "a,b", "--out", "{tmp}/keys"],
+    "forest keys init": ["--participants", "a,b", "--columns", "2,2", "--out", "{tmp}/keys"],
     "audit recommend": ["missing.json"],
     "flower local": ["missing.csv", "--party-column", "p", "-s", "score", "-l", "label"],
     "flower run": ["missing-app"],

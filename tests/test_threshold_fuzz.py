@@ -42,6 +42,9 @@ def world():
     request = server.request_decryption(ct)
     dshares = [p.decryption_share(request, SEED) for p in parties]
     boot = server.start_bootstrap(ct * 1.0)
+    lead_request = server.request_decryption(ct)
+    lead = parties[0].name
+    lead_share = parties[1].decryption_share(lead_request)
     valid = {
         tm.KeyGenShare: shares[0],
         tm.JointPublicKeys: joint,
@@ -51,6 +54,7 @@ def world():
         tm.DecryptionRequest: request,
         tm.DecryptionShare: dshares[1],
         tm.MaskedDecryption: server.fuse_masked(request, dshares),
+        tm.LeadDecryption: server.lead_decryption(lead_request, [lead_share], lead),
         tm.BootstrapRequest: boot,
         tm.BootstrapShare: parties[1].bootstrap_share(boot),
     }
@@ -83,6 +87,10 @@ def _consume(world, msg):
         parties[0].fuse(request, [share], PARAMS.batch_size)
     elif isinstance(msg, tm.MaskedDecryption):
         parties[1].open_masked(msg, SEED, PARAMS.batch_size)
+    elif isinstance(msg, tm.LeadDecryption):  # a fresh id: each id is fused once
+        parties[0].lead_decrypt(
+            dataclasses.replace(msg, request_id=next(FRESH_IDS)), PARAMS.batch_size
+        )
     elif isinstance(msg, tm.BootstrapRequest):
         parties[1].bootstrap_share(msg)
     elif isinstance(msg, tm.BootstrapShare):

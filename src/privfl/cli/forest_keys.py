@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from privfl.cli._kit import AsJson, console, fmt_bytes, guard, print_json
+from privfl.cli._kit import AsJson, JsonOut, check_output_path, console, emit, fmt_bytes, guard
 from privfl.errors import InputError
 
 forest_keys_app = typer.Typer(help="Provision RevFRF node folders.", no_args_is_help=True)
@@ -39,11 +39,13 @@ def forest_keys_init(
     ] = False,
     force: Annotated[bool, typer.Option(help="Overwrite a non-empty directory.")] = False,
     as_json: AsJson = False,
+    json_out: JsonOut = None,
 ) -> None:
     """Run the KGC once: folders for CS, CC, every participant and requester, each holding
     only that node's keys (p, q and λ are never written)."""
     from privfl.federation.revfrf_keys import provision_revfrf
 
+    check_output_path(json_out, "--json-out")
     try:
         counts = [int(c) for c in columns.split(",")]
     except ValueError:
@@ -55,8 +57,8 @@ def forest_keys_init(
     )  # fmt: skip
     files = sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file())
     sizes = {f: (path / f).stat().st_size for f in files}
+    emit({"out": str(path), "files": sizes}, as_json, json_out)
     if as_json:
-        print_json({"out": str(path), "files": sizes})
         return
     table = Table(title=f"provisioned RevFRF nodes in {path}")
     table.add_column("file")

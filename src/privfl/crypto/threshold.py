@@ -7,7 +7,8 @@ Modules: :mod:`~privfl.crypto.threshold_params` (named parameter sets, flooding 
 :mod:`~privfl.crypto.threshold_wire` (bounded transport of OpenFHE objects),
 :mod:`~privfl.crypto.threshold_messages` (typed messages),
 :mod:`~privfl.crypto.threshold_ciphertext` (ciphertexts, requests) and
-:mod:`~privfl.crypto.threshold_roles` (parties and server). This module re-exports them and
+:mod:`~privfl.crypto.threshold_roles` (parties) and
+:mod:`~privfl.crypto.threshold_server` (the server). This module re-exports them and
 drives each protocol through :class:`privfl.runner.InProcessRunner`, which passes the real
 message bytes between the roles and records time per role and bytes per channel::
 
@@ -63,11 +64,8 @@ from privfl.crypto.threshold_params import (
     parameter_set,
     require_openfhe,
 )
-from privfl.crypto.threshold_roles import (
-    DecryptionBudgetExhaustedError,
-    ThresholdParty,
-    ThresholdServer,
-)
+from privfl.crypto.threshold_roles import DecryptionBudgetExhaustedError, ThresholdParty
+from privfl.crypto.threshold_server import ThresholdServer
 from privfl.messages import new_session_id
 
 __all__ = [

@@ -1,4 +1,5 @@
-"""Roles of threshold CKKS: parties (each holds only its own key share) and the server.
+"""Roles of threshold CKKS: the party (holds only its own key share; the server is in
+:mod:`privfl.crypto.threshold_server`), and the protocols both run.
 
 Key generation (no dealer, star topology, two rounds, every party runs the same steps):
 
@@ -44,27 +45,27 @@ from privfl.crypto import threshold_wire as wire
 from privfl.crypto.threshold_ciphertext import CiphertextHolder, fuse_and_decode
 from privfl.crypto.threshold_context import ThresholdContext
 from privfl.crypto.threshold_params import DECRYPTION_TOWERS
+from privfl.crypto.threshold_rows import (
+    check_senders,
+    coefficient_rows,
+    install_evaluation_keys,
+    payload_rows,
+)
 from privfl.errors import (
     DecryptionNotPermittedError,
     MalformedMessageError,
     ProtocolError,
-    UnknownPartyError,
 )
 from privfl.messages import Reader, Writer
 
 __all__ = [
     "DecryptionBudgetExhaustedError",
     "ThresholdParty",
-    "ThresholdServer",
 ]
 
 
 class DecryptionBudgetExhaustedError(DecryptionNotPermittedError):
     """This party has produced as many decryption shares as the flooding noise allows."""
-
-
-def _rows(shape_layout: wire.Layout, payload: bytes) -> npt.NDArray[np.uint64]:
-    return np.frombuffer(payload, dtype=wire.U64).reshape(shape_layout.vectors, shape_layout.ring)
 
 
 class ThresholdParty(CiphertextHolder):
@@ -134,9 +135,10 @@ class ThresholdParty(CiphertextHolder):
             shape = ctx.automorphism_shape
             crp_auto = ctx.crp_key(shape, self.session, "automorphism", "eval_key_map")
             keys = cc.MultiEvalAtIndexKeyGen(self._secret, crp_auto, list(ctx.steps), tag)
-            auto = _rows(shape.layout, ctx.dump(shape.layout, keys))[shape.b_index].tobytes()
-        pk = _rows(pk_shape.layout, ctx.dump(pk_shape.layout, pair.publicKey))
-        sw = _rows(sw_shape.layout, ctx.dump(sw_shape.layout, switch))
+            rows = coefficient_rows(shape.layout, ctx.dump(shape.layout, keys))
+            auto = rows[shape.b_index].tobytes()
+        pk = coefficient_rows(pk_shape.layout, ctx.dump(pk_shape.layout, pair.publicKey))
+        sw = coefficient_rows(sw_shape.layout, ctx.dump(sw_shape.layout, switch))
         return tm.KeyGenShare(
             self.session,
             self.name,
@@ -157,7 +159,7 @@ class ThresholdParty(CiphertextHolder):
             sw_shape.layout,
             sw_shape.merge(
                 ctx.crp(sw_shape, self.session, "switch-key"),
-                _payload_rows(joint.switch_key, len(sw_shape.b_index), ctx.ring),
+                payload_rows(joint.switch_key, len(sw_shape.b_index), ctx.ring),
             ),
             self.tag,
         )
@@ -166,7 +168,7 @@ class ThresholdParty(CiphertextHolder):
 
     def receive_evaluation_keys(self, keys: tm.EvaluationKeys) -> None:
         """Install the joint evaluation keys (for a party that computes on ciphertexts)."""
-        _install_evaluation_keys(self.context, self.session, keys)
+        install_evaluation_keys(self.context, self.session, keys)
 
     # ------------------------------------------------------------------ decryption
     def _count_decryption(self) -> None:
@@ -201,7 +203,7 @@ class ThresholdParty(CiphertextHolder):
         c1_layout = ctx.c1_layout(request.level, request.deg)
         payload = ctx.dump(c1_layout, share)
         if mask_seed is not None and self.index == 0:
-            rows = _rows(c1_layout, payload)
+            rows = coefficient_rows(c1_layout, payload)
             mask = _mask(ctx, mask_seed, request.request_id)
             payload = wire.add_mod(rows, mask, c1_layout.moduli).tobytes()
         return tm.DecryptionShare(self.session, self.name, request.request_id, payload)
@@ -213,7 +215,7 @@ class ThresholdParty(CiphertextHolder):
         ``M - 1`` parties' shares, fused. Only this party sees the plaintext."""
         ctx = self.context
         compressed = self._pending_decryption(request)
-        _check_senders(ctx, shares, request.request_id, ctx.parties - 1, exclude=self.name)
+        check_senders(ctx, shares, request.request_id, ctx.parties - 1, exclude=self.name)
         self._count_decryption()
         lead = ctx.cc.MultipartyDecryptLead([compressed], self._share())[0]
         layout = ctx.c1_layout(request.level, request.deg)
@@ -246,7 +248,7 @@ class ThresholdParty(CiphertextHolder):
         server's fused polynomial and decode."""
         ctx = self.context
         layout = ctx.c1_layout(result.level, result.deg)
-        rows = _rows(layout, result.masked)
+        rows = coefficient_rows(layout, result.masked)
         clear = wire.sub_mod(rows, _mask(ctx, mask_seed, result.request_id), layout.moduli)
         fused = ctx.load("ciphertext", layout, clear.tobytes(), self.tag)
         return fuse_and_decode(ctx, [fused], length)
@@ -271,156 +273,8 @@ class ThresholdParty(CiphertextHolder):
         )
 
 
-def _payload_rows(payload: bytes, vectors: int, ring: int) -> npt.NDArray[np.uint64]:
-    return np.frombuffer(payload, dtype=wire.U64).reshape(vectors, ring)
-
-
 def _mask(ctx: ThresholdContext, seed: bytes, request_id: int) -> npt.NDArray[np.uint64]:
     """The parties' common mask ``R`` of one masked decryption (uniform modulo each tower)."""
     moduli = ctx.q_moduli[:DECRYPTION_TOWERS]
     raw = wire.uniform_coefficients(seed, f"masked-decryption-{request_id}", moduli, ctx.ring)
     return np.frombuffer(raw, dtype=wire.U64).reshape(len(moduli), ctx.ring)
-
-
-def _check_senders(
-    ctx: ThresholdContext,
-    shares: Sequence[tm.DecryptionShare],
-    request_id: int,
-    expected: int,
-    exclude: str | None = None,
-) -> None:
-    names = [s.sender for s in shares]
-    if len(set(names)) != len(names) or exclude in names:
-        raise UnknownPartyError("duplicate decryption shares (or the fuser's own) were given")
-    if any(s.request_id != request_id for s in shares):
-        raise ProtocolError("a decryption share answers another request")
-    if len(shares) != expected:
-        raise ProtocolError(
-            f"{len(shares)} decryption shares for request {request_id}, expected {expected}: "
-            f"all {ctx.parties} parties must take part"
-        )
-
-
-def _installed(getter: Any, tag: str) -> bool:
-    """Whether OpenFHE's process-global store already holds keys under ``tag`` (several
-    roles of one session simulated in one process install the same public keys once)."""
-    try:
-        getter(tag)
-    except RuntimeError:
-        return False
-    return True
-
-
-def _install_evaluation_keys(
-    ctx: ThresholdContext, session: bytes, keys: tm.EvaluationKeys
-) -> None:
-    """Insert the joint relinearisation and automorphism keys into OpenFHE's key stores."""
-    tag, cc = session.hex(), ctx.cc
-    if not _installed(cc.GetEvalMultKeyVector, tag):
-        cc.InsertEvalMultKey(
-            [ctx.load("eval_key", ctx.switch_key_shape.layout, keys.mult_key, tag)]
-        )
-    shape = ctx.automorphism_shape
-    if shape is not None and not _installed(cc.GetEvalAutomorphismKeyMap, tag):
-        b = _payload_rows(keys.automorphism_keys, len(shape.b_index), ctx.ring)
-        payload = shape.merge(ctx.crp(shape, session, "automorphism"), b)
-        cc.InsertEvalAutomorphismKey(ctx.load("eval_key_map", shape.layout, payload, tag), tag)
-
-
-class ThresholdServer(CiphertextHolder):
-    """The server (aggregator, coordinator): adds the parties' public contributions, holds the
-    joint public and evaluation keys, evaluates, relays. It never holds a secret share, so it
-    can neither decrypt nor fuse a masked decryption."""
-
-    def __init__(self, name: str, context: ThresholdContext, session: bytes) -> None:
-        super().__init__(name, context, session)
-        self._keygen_senders: tuple[str, ...] = ()
-        self._joint_auto_b: bytes = b""
-        self._mult_key: bytes = b""
-
-    def combine_keygen_shares(self, shares: Sequence[tm.KeyGenShare]) -> tm.JointPublicKeys:
-        """Round 1 (server): sum the parties' contributions into the joint public key, the
-        joint key-switching key and the joint automorphism keys."""
-        ctx = self.context
-        names = [s.sender for s in shares]
-        if len(shares) != ctx.parties or len(set(names)) != len(names):
-            raise ProtocolError(
-                f"key generation needs one share from each of {ctx.parties} parties"
-            )
-        self._keygen_senders = tuple(names)
-        pk_shape, sw_shape = ctx.public_key_shape, ctx.switch_key_shape
-        pk_b = _sum_rows([s.public_key for s in shares], pk_shape.b_moduli, ctx.ring)
-        sw_b = _sum_rows([s.switch_key for s in shares], sw_shape.b_moduli, ctx.ring)
-        self.public_key = self._load_joint_public_key(pk_b.tobytes())
-        if ctx.automorphism_shape is not None:
-            moduli = ctx.automorphism_shape.b_moduli
-            self._joint_auto_b = _sum_rows(
-                [s.automorphism_keys for s in shares], moduli, ctx.ring
-            ).tobytes()
-        return tm.JointPublicKeys(self.session, self.name, pk_b.tobytes(), sw_b.tobytes())
-
-    def combine_mult_shares(self, shares: Sequence[tm.MultKeyShare]) -> tm.EvaluationKeys:
-        """Round 2 (server): sum the relinearisation-key shares, install the joint evaluation
-        keys in this process and return them (for roles elsewhere that evaluate)."""
-        ctx = self.context
-        if sorted(s.sender for s in shares) != sorted(self._keygen_senders):
-            raise ProtocolError("relinearisation shares must come from the parties of round 1")
-        layout = ctx.switch_key_shape.layout
-        joint = _sum_rows([s.mult_key for s in shares], layout.moduli, ctx.ring)
-        keys = tm.EvaluationKeys(self.session, self.name, joint.tobytes(), self._joint_auto_b)
-        _install_evaluation_keys(ctx, self.session, keys)
-        return keys
-
-    def lead_decryption(
-        self, request: tm.DecryptionRequest, shares: Sequence[tm.DecryptionShare], lead: str
-    ) -> tm.LeadDecryption:
-        """Add the ``M - 1`` shares of every party but ``lead`` (one ciphertext-sized sum) and
-        hand the lead the compressed ciphertext with that sum. The server cannot decrypt:
-        the lead's share is missing, and it never receives it."""
-        ctx = self.context
-        compressed = self._pending_decryption(request)
-        _check_senders(ctx, shares, request.request_id, ctx.parties - 1, exclude=lead)
-        layout = ctx.compressed_layout(request.level, request.deg)
-        moduli = ctx.q_moduli[:DECRYPTION_TOWERS]
-        total = _sum_rows([s.share for s in shares], moduli, ctx.ring)
-        return tm.LeadDecryption(
-            self.session,
-            self.name,
-            request.level,
-            request.deg,
-            request.request_id,
-            ctx.dump(layout, compressed),
-            total.tobytes(),
-        )
-
-    def fuse_masked(
-        self, request: tm.DecryptionRequest, shares: Sequence[tm.DecryptionShare]
-    ) -> tm.MaskedDecryption:
-        """Add ``c0`` and all ``M`` shares (one of them masked by the parties): the result is
-        uniformly random to the server and is broadcast to the parties."""
-        ctx = self.context
-        compressed = self._pending_decryption(request)
-        _check_senders(ctx, shares, request.request_id, ctx.parties)
-        layout = ctx.ciphertext_layout(request.level, request.deg, DECRYPTION_TOWERS)
-        moduli = ctx.q_moduli[:DECRYPTION_TOWERS]
-        c0 = _rows(layout, ctx.dump(layout, compressed))[: len(moduli)]
-        total = _sum_rows([s.share for s in shares], moduli, ctx.ring)
-        masked = wire.add_mod(c0, total, moduli)
-        return tm.MaskedDecryption(
-            self.session,
-            self.name,
-            request.level,
-            request.deg,
-            request.request_id,
-            masked.tobytes(),
-        )
-
-
-def _sum_rows(
-    payloads: Sequence[bytes], moduli: npt.NDArray[np.uint64], ring: int
-) -> npt.NDArray[np.uint64]:
-    """Coefficient-wise sum modulo each vector's prime (RNS addition of polynomials)."""
-    total = np.zeros((len(moduli), ring), dtype=wire.U64)
-    for p in payloads:
-        total = wire.add_mod(total, _payload_rows(p, len(moduli), ring), moduli)
-    return total
