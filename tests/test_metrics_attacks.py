@@ -7,8 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import privfl
 import privfl.metrics as pm
-from privfl.errors import MalformedMessageError, ProtocolError, VerificationError
+from conftest import make_parties
+from privfl.errors import InputError, MalformedMessageError, ProtocolError, VerificationError
 from privfl.evaluation.fhauc import curve_tamper
 from privfl.evaluation.fhauc.messages import CODEC, SessionConfig, Start
 from privfl.evaluation.fhauc.party import SessionState, Stage
@@ -208,3 +210,26 @@ def test_the_honest_metrics_reveal_is_its_three_ratios_only(rng):
     assert out is not None and out.tp.size == out.fp.size == 3
     ref = pm.binned_reference(data, np.array([0.5]))
     assert np.allclose(out.tp, ref.tp, atol=TOL) and np.allclose(out.fp, ref.fp, atol=TOL)
+
+
+# ----------------------------------------------------------------------------- keys="threshold"
+def test_threshold_keys_run_the_auc_and_refuse_the_other_reveals(rng, monkeypatch):
+    pytest.importorskip("openfhe")
+    from privfl.evaluation.fhauc import threshold_ops
+
+    monkeypatch.setattr(threshold_ops, "FHAUC_PARAMETER_SET", "fhauc-test")  # fast, insecure
+    parties = make_parties(rng, 3, 60)
+    score = pm.roc_auc_score(parties, 10, keys="threshold")
+    assert score.reveal == "auc" and score.run["keys"] == "threshold"
+    assert float(score) == pytest.approx(privfl.binned_auc(parties, 10), abs=TOL)
+    for call in (
+        lambda: pm.roc_auc_score(parties, 10, keys="threshold", reveal="curve"),
+        lambda: pm.roc_curve(parties, 10, keys="threshold"),
+        lambda: pm.precision_recall_curve(parties, 10, keys="threshold"),
+        lambda: pm.average_precision_score(parties, 10, keys="threshold"),
+        lambda: pm.threshold_metrics(parties, 0.5, keys="threshold"),
+    ):
+        with pytest.raises(InputError, match=r"keys=.threshold. with reveal=.* not supported yet"):
+            call()
+    with pytest.raises(InputError, match="keys must be 'single' or 'threshold'"):
+        pm.roc_auc_score(parties, 10, keys="dealer")
