@@ -218,7 +218,7 @@ def test_threshold_keys_run_the_auc_and_refuse_the_other_reveals(rng, monkeypatc
     from privfl.evaluation.fhauc import threshold_ops
 
     monkeypatch.setattr(threshold_ops, "FHAUC_PARAMETER_SET", "fhauc-test")  # fast, insecure
-    parties = make_parties(rng, 3, 60)
+    parties = make_parties(rng, 2, 60)
     score = pm.roc_auc_score(parties, 10, keys="threshold")
     assert score.reveal == "auc" and score.run["keys"] == "threshold"
     assert float(score) == pytest.approx(privfl.binned_auc(parties, 10), abs=TOL)
