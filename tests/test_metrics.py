@@ -433,6 +433,9 @@ def test_the_documented_caveat_integer_counts_are_recoverable_up_to_their_gcd(rn
         (["--reveal", "roc"], "--reveal must be"),
         (["--pos-label", "yes"], "is not a number"),
         (["--pos-label", "7"], "pos_label=7.0 is not among"),
+        # no second session behind --reveal's back (the parties would learn more)
+        (["--metrics-at", "0.5"], "more than --reveal auc"),
+        (["--reveal", "curve", "--thresholds", "5", "--metrics-at", "0.3"], "not one of the"),
     ],
 )
 def test_cli_reveal_and_label_errors_exit_2(tmp_path, extra, message):

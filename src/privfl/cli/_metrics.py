@@ -6,10 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from rich.table import Table
 
 from privfl.errors import InputError
 from privfl.evaluation.curves import ThresholdMetrics
+from privfl.evaluation.statistics import interior_thresholds
 
 METRIC_ROWS = (
     ("accuracy", "accuracy"),
@@ -22,14 +24,36 @@ METRIC_ROWS = (
 )
 
 
-def check_options(reveal: str, plot: Path | None, metrics_at: float | None) -> None:
-    """Refuse option combinations that cannot work, before any long work."""
+def check_options(
+    reveal: str,
+    plot: Path | None,
+    metrics_at: float | None,
+    thresholds: int,
+    score_range: tuple[float, float],
+) -> None:
+    """Refuse option combinations that cannot work, or that would make the parties learn
+    more than ``--reveal`` says, before any long work: ``--metrics-at`` is read from the
+    revealed curve or is the metrics reveal itself, never a second session."""
     if reveal not in ("auc", "curve", "metrics"):
         raise InputError(f"--reveal must be 'auc', 'curve' or 'metrics', got {reveal!r}")
     if plot is not None and reveal != "curve":
         raise InputError("--plot draws the ROC and PR curves: it needs --reveal curve")
     if reveal == "metrics" and metrics_at is None:
         raise InputError("--reveal metrics needs --metrics-at THRESHOLD")
+    if metrics_at is None or reveal == "metrics":
+        return
+    if reveal == "auc":
+        raise InputError(
+            "--metrics-at would reveal the metrics at that threshold as well, more than "
+            "--reveal auc (the AUC only): use --reveal metrics --metrics-at T"
+        )
+    points = interior_thresholds(thresholds, score_range)
+    if not np.any(np.isclose(points, metrics_at, rtol=0, atol=1e-12)):
+        raise InputError(
+            f"--metrics-at {metrics_at:g} is not one of the curve's {thresholds} decision "
+            "points, and another session there would reveal more than the curve: pass "
+            "--thresholds so that it is one, or use --reveal metrics"
+        )
 
 
 def run_curve(data: list[tuple[Any, Any]], thresholds: int, options: dict[str, Any]) -> Any:
@@ -41,15 +65,12 @@ def run_curve(data: list[tuple[Any, Any]], thresholds: int, options: dict[str, A
 def run_metrics(
     data: list[tuple[Any, Any]], threshold: float, curve: Any, options: dict[str, Any]
 ) -> tuple[ThresholdMetrics, str]:
-    """Metrics at ``threshold``: read from the revealed curve when it is one of its decision
-    points, else from a ``reveal="metrics"`` session at that threshold."""
+    """Metrics at ``threshold``: read from the revealed curve (one of its decision points,
+    :func:`check_options`), or, without a curve, a ``reveal="metrics"`` session there."""
     import privfl.metrics as pm
 
     if curve is not None:
-        try:
-            return curve.metrics_at(threshold), "curve"
-        except InputError:
-            pass
+        return curve.metrics_at(threshold), "curve"
     return pm.threshold_metrics(data, threshold, **options).metrics, "metrics"
 
 

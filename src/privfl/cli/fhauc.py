@@ -102,8 +102,8 @@ def auc(
         float | None,
         typer.Option(
             help="Also print accuracy, precision, recall, FPR, F1, balanced accuracy and MCC "
-            "at score >= THRESHOLD (from the curve if it is a decision point, else a "
-            "reveal='metrics' session)."
+            "at score >= THRESHOLD: with --reveal metrics (that session), or --reveal curve "
+            "when THRESHOLD is a decision point (read from the curve)."
         ),
     ] = None,
     pos_label: Annotated[
@@ -127,8 +127,8 @@ def auc(
 
     check_output_path(json_out, "--json-out")
     check_output_path(plot, "--plot")
-    _metrics.check_options(reveal, plot, metrics_at)
     rng = parse_score_range(score_range)
+    _metrics.check_options(reveal, plot, metrics_at, thresholds, rng)
     data = load_parties(
         file, score_column, label_column, party_column, parties, seed, rng, pos_label
     )
@@ -159,10 +159,6 @@ def auc(
     bounds = [(float(y.sum()), float(y.size - y.sum())) for _, y in data]
     low = (max(b[0] for b in bounds), max(b[1] for b in bounds))
     out["confidence_interval_95"] = hanley_mcneil_interval(res.auc, *low)
-    metrics = None
-    if metrics_at is not None:
-        metrics = _metrics.run_metrics(data, metrics_at, None, options)
-        out["metrics"] = metrics[0].to_dict() | {"reveal": metrics[1]}
     if compare:
         binned = privfl.binned_auc(data, thresholds, score_range=rng)
         exact = privfl.exact_auc(data, score_range=rng)
@@ -199,8 +195,6 @@ def auc(
     table.add_row("upload per party", fmt_bytes(res.bytes["party_upload"]))
     table.add_row("reply per party", fmt_bytes(res.bytes["aggregator_reply"]))
     table.add_row("aggregator public context", fmt_bytes(res.bytes["setup_public_context"]))
-    if metrics is not None:
-        _metrics.add_metric_rows(table, *metrics)
     console.print(table)
 
 

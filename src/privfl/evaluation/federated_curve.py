@@ -39,7 +39,7 @@ from privfl.evaluation.fhauc.schedule import SessionRequest, run_session
 from privfl.evaluation.statistics import ScoreRange
 from privfl.runner import InProcessRunner
 
-KEYS = ("single",)
+KEYS = ("single", "threshold")
 
 
 @dataclass(frozen=True)
@@ -73,14 +73,20 @@ class Run:
     num_points: int
 
 
-def check_keys(keys: str | None) -> None:
-    """``keys=`` as :func:`privfl.federated_auc` will take it: only the single-key backend
-    exists in this build (issue 16 adds ``"threshold"``)."""
-    if keys is not None and keys not in KEYS:
+def check_keys(keys: str | None, reveal: Reveal = Reveal.CURVE) -> str:
+    """``keys=`` as :func:`privfl.federated_auc` takes it (``None`` = ``"single"``).
+    ``"threshold"`` (every party holds its own share of a joint OpenFHE key) reveals the AUC
+    only so far: a ``curve``/``metrics`` reveal with threshold keys is refused (InputError)."""
+    chosen = "single" if keys is None else keys
+    if chosen not in KEYS:
+        raise InputError(f"keys must be 'single' or 'threshold' (got {keys!r})")
+    if chosen == "threshold" and reveal is not Reveal.AUC:
         raise InputError(
-            f"keys={keys!r} is not available here (supported: {', '.join(KEYS)}); the "
-            "threshold-key backend is issue 16"
+            f"keys='threshold' with reveal={reveal.value!r} is not supported yet: the "
+            "threshold-key backend reveals the AUC only (use reveal='auc', or keys='single' "
+            "for the curve and the threshold metrics)"
         )
+    return chosen
 
 
 def run_reveal(
@@ -92,7 +98,7 @@ def run_reveal(
     options: RunOptions,
 ) -> Run:
     """Provision, run one session and collect every party's result (validated data)."""
-    check_keys(options.keys)
+    check_keys(options.keys, reveal)
     mode = Security.parse(options.security)
     n_points = interior.size + 2
     splits = _check_int(options.splits, "splits") if mode is Security.MALICIOUS else 1

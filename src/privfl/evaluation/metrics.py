@@ -3,8 +3,10 @@
 ``parties`` is a list of ``(scores, labels)`` pairs, one per data holder, as for
 :func:`privfl.federated_auc`. Every function also takes ``thresholds=`` (N decision points,
 or an explicit decreasing array of interior thresholds), ``score_range=``, ``security=``
-(``"semi-honest"``/``"malicious"``), ``keys=``, ``pos_label=``, ``sample_weight=`` (one
-array per party, or None) and ``reveal=``; the protocol options of :class:`RunOptions`
+(``"semi-honest"``/``"malicious"``), ``keys=`` (``"single"``; ``"threshold"``, every party
+holding its own share of a joint OpenFHE key, only with ``reveal="auc"`` so far: other
+reveals with it raise :class:`~privfl.errors.InputError`), ``pos_label=``, ``sample_weight=``
+(one array per party, or None) and ``reveal=``; the protocol options of :class:`RunOptions`
 (``splits``, ``executions``, ``max_samples_per_party``, ``min_pairs``, ...) pass through.
 
 What each party learns is set by ``reveal`` and derived in
@@ -203,7 +205,7 @@ def _curve_run(
             f"{what} needs reveal={' or '.join(repr(a.value) for a in allowed)} (got "
             f"{mode.value!r}): see privfl.evaluation.fhauc.reveal for what each discloses"
         )
-    check_keys(options.keys)
+    check_keys(options.keys, mode)
     data, weights = prepare(parties, score_range, pos_label, sample_weight)
     interior = interior_thresholds(thresholds, score_range)
     run = run_reveal(data, weights, interior, score_range, mode, options)
@@ -242,8 +244,10 @@ def roc_auc_score(
     **kwargs: Any,
 ) -> Score:
     """Global ROC AUC. ``reveal="auc"``: :func:`privfl.federated_auc` (parties learn the AUC
-    only; sample weights need ``"curve"``). ``reveal="curve"``: the AUC of the revealed
-    curve (the same binned AUC; parties learn the curve)."""
+    only; sample weights need ``"curve"``), with ``keys="single"`` or ``keys="threshold"``
+    (every party holds its own key share; needs the ``[threshold]`` extra).
+    ``reveal="curve"``: the AUC of the revealed curve (the same binned AUC; parties learn
+    the curve; single keys only so far)."""
     opts = _options(options, kwargs)
     if Reveal.parse(reveal) is Reveal.AUC:
         if sample_weight is not None:
@@ -251,7 +255,7 @@ def roc_auc_score(
                 "sample_weight needs reveal='curve' (the AUC-only protocol sums integer "
                 "counts); the AUC is then computed from the revealed curve"
             )
-        check_keys(opts.keys)
+        keys = check_keys(opts.keys, Reveal.AUC)
         data, _ = prepare(parties, score_range, pos_label, None)
         res = federated_auc(
             data, thresholds, score_range=score_range, security=opts.security,
@@ -259,10 +263,10 @@ def roc_auc_score(
             max_samples_per_party=opts.max_samples_per_party, executions=opts.executions,
             required_accuracy=opts.required_accuracy, min_pairs=opts.min_pairs,
             min_guarantee_bits=opts.min_guarantee_bits, params=opts.params,
-            memory_limit=opts.memory_limit, force=opts.force,
+            memory_limit=opts.memory_limit, force=opts.force, keys=keys,
         )  # fmt: skip
         bounds = tuple((float(y.sum()), float(y.size - y.sum())) for _, y in data)
-        run = {k: v for k, v in res.to_dict().items() if k != "auc"}
+        run = {k: v for k, v in res.to_dict().items() if k != "auc"} | {"keys": keys}
         return Score(res.auc, Reveal.AUC.value, run, bounds)
     curve, _, run, bounds = _curve_run(
         parties, thresholds, score_range, pos_label, sample_weight, reveal, opts,

@@ -6,21 +6,32 @@ uploads) apply unchanged, since they call the honest aggregation on altered inpu
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import replace
+
 import numpy as np
 
+from privfl.evaluation.fhauc import curve
+from privfl.evaluation.fhauc.aggregator import Aggregator, random_multiplier
 from privfl.evaluation.fhauc.tamper import (
+    PRECISION_BITS,
     DropParty,
     DuplicateParty,
     PerExecution,
     ReplayFirstExecution,
     SwapTwoPartiesBetweenExecutions,
 )
-from privfl.evaluation.fhauc.uploads import Reply, Upload
+from privfl.evaluation.fhauc.uploads import Reply, Result, Upload
 
 __all__ = [
     "CURVE_TAMPERS",
+    "EPSILON_TAMPERS",
     "AddToOneSlot",
+    "AddToOneSlotEverywhere",
     "DoubleFalsePositives",
+    "RotateTSum",
+    "ScaleFalsePositivesEverywhere",
+    "SwapExecutions",
     "SwapTAndF",
 ]
 
@@ -59,6 +70,66 @@ class AddToOneSlot(PerExecution):
         return Reply(r.session, r.numerator + vec, r.denominator, r.execution, r.sender, r.extra)
 
 
+class SwapExecutions(Aggregator):
+    """Returns the honest replies of executions 0 and 1 swapped, each labelled as the
+    other: every reply is a genuine aggregate, of the wrong execution."""
+
+    def handle_uploads(self, uploads: Mapping[str, bytes]) -> bytes:
+        cfg = self._config()
+        res = Result.from_bytes(super().handle_uploads(uploads), self._ctx(), cfg.session)
+        r = res.replies
+        swapped = (replace(r[1], execution=0), replace(r[0], execution=1), *r[2:])
+        return Result(res.session, swapped, res.sender).to_bytes()
+
+
+class RotateTSum(PerExecution):
+    """Rotates the T sum by one slot (shifts every decision point by one if the slots
+    were in order)."""
+
+    def tamper(self, uploads: list[Upload]) -> Reply:
+        r = self.honest(uploads)
+        return Reply(
+            r.session, r.numerator.rotate(1), r.denominator, r.execution, r.sender, r.extra
+        )
+
+
+class ScaleFalsePositivesEverywhere(PerExecution):
+    """Multiplies the F ciphertexts by ``1 + epsilon`` (encoded at scale ``2^24``) and the T
+    ones by 1, in every execution: ``DoubleFalsePositives`` at any size."""
+
+    epsilon = 1e-6
+
+    def __init__(self, epsilon: float | None = None) -> None:
+        super().__init__()
+        if epsilon is not None:
+            self.epsilon = epsilon
+
+    def tamper(self, uploads: list[Upload]) -> Reply:
+        r = self.honest(uploads)
+        k = len(r.extra) // 2
+        up = [c.scale_by(1.0 + self.epsilon, PRECISION_BITS) for c in (r.denominator, *r.extra[k:])]
+        same = [c.scale_by(1.0, PRECISION_BITS) for c in (r.numerator, *r.extra[:k])]
+        return Reply(r.session, same[0], up[0], r.execution, r.sender, (*same[1:], *up[1:]))
+
+
+class AddToOneSlotEverywhere(ScaleFalsePositivesEverywhere):
+    """Adds ``epsilon·c·total`` to slot 0 of the T sum in every execution (``c`` its own
+    multiplier; ``total``, the federation's sample count, given to it as an oracle): one
+    share of one secret position moves by ``epsilon`` of the normalised scale."""
+
+    total = 1.0
+
+    def tamper(self, uploads: list[Upload]) -> Reply:
+        c = random_multiplier(*self.multiplier_range)
+        t0, f0, extra = curve.aggregate(uploads, self._layout(), c)
+        vec = np.zeros(self._ctx().params.slots)
+        vec[0] = self.epsilon * c * self.total
+        cfg = self._config()
+        return Reply(cfg.session, t0 + vec, f0, self.execution, self.name, extra)
+
+
+EPSILON_TAMPERS = [ScaleFalsePositivesEverywhere, AddToOneSlotEverywhere]
+
 CURVE_TAMPERS = [
     DropParty,
     DuplicateParty,
@@ -67,4 +138,6 @@ CURVE_TAMPERS = [
     DoubleFalsePositives,
     SwapTAndF,
     AddToOneSlot,
-]
+    SwapExecutions,
+    RotateTSum,
+]  # the EPSILON_TAMPERS take a size (and AddToOneSlotEverywhere an oracle): see their tests

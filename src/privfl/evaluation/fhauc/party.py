@@ -255,7 +255,8 @@ class Party:
         ctx, layout = self._ctx(), self._layout(config)
         variant = variant_for(config.security)
         executions = variant.executions(self.policy)
-        result = Result.from_bytes(data, ctx, config.session)
+        extra = 2 * (layout.chunks - 1) if config.reveal is not Reveal.AUC else 0
+        result = Result.from_bytes(data, ctx, config.session, extra, executions)
         self.state = SessionState(Stage.FINISHED, state.config, state.nonce, state.transcript)
         if [r.execution for r in result.replies] != list(range(executions)):
             raise ProtocolError(

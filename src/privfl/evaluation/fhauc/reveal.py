@@ -45,7 +45,11 @@ multiplier, drawn afresh per session (and per execution in the malicious variant
     accuracy, MCC) are functions of those three, and jointly determine them whenever
     ``TP_t > 0`` (recall and FPR are two of them; precision then gives the prevalence), so
     the reveal is exactly what the named metrics disclose, not more. The integer-structure
-    caveat of ``"curve"`` applies to the four values.
+    caveat of ``"curve"`` applies to the four values. Consent is per mode, not per threshold:
+    a party that accepts ``"metrics"`` joins such a session at any threshold the aggregator
+    announces, and the sessions' values share the normaliser ``P+Q``, so ``k`` of them reveal
+    the curve at those ``k`` points. Consent to ``"metrics"`` for as many sessions as the
+    party joins, or restrict who may start them.
 
 The aggregator learns nothing in plaintext in any mode: it holds the public context only
 (it cannot decrypt), never receives a decrypted value (parties answer with a fixed status

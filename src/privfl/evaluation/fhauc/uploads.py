@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from privfl.crypto.ckks import Ciphertext, CKKSContext
 from privfl.crypto.identity import IdentityKey
-from privfl.errors import MalformedMessageError
+from privfl.errors import MalformedMessageError, ProtocolError
 from privfl.evaluation.fhauc.messages import (
     AGGREGATOR,
     CODEC,
@@ -156,17 +156,36 @@ class Result:
         return CODEC.encode(self.STEP, self.session, self.sender, w.getvalue())
 
     @classmethod
-    def from_bytes(cls, data: bytes, context: CKKSContext, session: bytes) -> Result:
+    def from_bytes(
+        cls,
+        data: bytes,
+        context: CKKSContext,
+        session: bytes,
+        extra: int | None = None,
+        executions: int | None = None,
+    ) -> Result:
+        """``extra``/``executions``: the counts the reader's session expects (a party passes
+        both); any other count is refused before a ciphertext is loaded. A serialised
+        ciphertext can be a hundred bytes (zstd of a transparent one) and load as hundreds
+        of KB, so the bytes on the wire do not bound the memory: the counts must."""
         header, r = CODEC.decode(data, cls.STEP, session)
         replies = []
-        for _ in range(r.count(MAX_EXECUTIONS, "executions")):
+        count = r.count(MAX_EXECUTIONS, "executions")
+        if executions is not None and count != executions:
+            raise ProtocolError(f"the result must hold {executions} executions, got {count}")
+        for _ in range(count):
             execution = r.u32()
             num = context.ciphertext_from_bytes(r.bytes_(MAX_CIPHERTEXT_BYTES))
             den = context.ciphertext_from_bytes(r.bytes_(MAX_CIPHERTEXT_BYTES))
-            extra = tuple(
+            n_extra = r.count(2 * MAX_CIPHERTEXTS, "extra ciphertexts")
+            if extra is not None and n_extra != extra:
+                raise ProtocolError(
+                    f"a reply of this session carries {extra} extra ciphertext(s), got {n_extra}"
+                )
+            extra_cts = tuple(
                 context.ciphertext_from_bytes(r.bytes_(MAX_CIPHERTEXT_BYTES))
-                for _ in range(r.count(2 * MAX_CIPHERTEXTS, "extra ciphertexts"))
+                for _ in range(n_extra)
             )
-            replies.append(Reply(header.session, num, den, execution, header.sender, extra))
+            replies.append(Reply(header.session, num, den, execution, header.sender, extra_cts))
         r.end()
         return cls(header.session, tuple(replies), header.sender)
