@@ -63,14 +63,14 @@ def test_every_command_takes_json_and_json_out(name):
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_every_command_refuses_an_unwritable_json_out_before_any_work(name, tmp_path):
     args = [a.replace("{tmp}", str(tmp_path)) for a in REQUIRED.get(name, [])]
-    started = time.perf_counter()
+    started = time.process_time()
     out = runner.invoke(
         app, [*name.split(), *args, "--json", "--json-out", str(tmp_path / "no" / "r.json")]
     )
     assert out.exit_code == 2, out.output
     assert "does not exist" in out.output and out.stdout == ""
     assert len(out.stderr.strip().splitlines()) == 1  # one line, however long the path
-    assert time.perf_counter() - started < 5
+    assert time.process_time() - started < 5
     assert not (tmp_path / "keys").exists()  # nothing was written before the check
 
 

@@ -239,10 +239,10 @@ def test_a_public_key_with_huge_sigma_and_ell_is_refused_at_once():
     h = dtpkc.new_key_pair(params).public.h
     for sigma, ell in [(2**32 - 1, 2**32 - 1), (80, 2**32 - 1), (2**32 - 1, 100), (80, 2048)]:
         w = Writer().uint(int(params.n)).uint(int(params.g)).u32(sigma).u32(ell).uint(int(h))
-        start = time.perf_counter()
+        start = time.process_time()
         with pytest.raises(MalformedMessageError, match="sigma"):
             dtpkc.PublicKey.from_bytes(w.getvalue())
-        assert time.perf_counter() - start < 0.1
+        assert time.process_time() - start < 0.1
 
 
 def test_a_modulus_beyond_the_maximum_size_is_refused_before_conversion():

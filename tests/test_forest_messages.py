@@ -182,10 +182,10 @@ def test_a_node_request_for_a_million_candidates_is_refused_at_once(session):
     mask = np.ones(cfg.n_samples, dtype=bool)
     for probe, candidates in [(32, 10**6), (10**6, 8), (2**32 - 1, 2**32 - 1)]:
         data = fm.NodeRequest(0, 0, mask, (0,), probe, candidates).to_bytes(cfg)
-        start = time.perf_counter()
+        start = time.process_time()
         with pytest.raises(MalformedMessageError, match="agreed"):
             participant.handle(data)
-        assert time.perf_counter() - start < 0.1
+        assert time.process_time() - start < 0.1
     body = Writer().u32(0).u32(0).bytes_(b"\xff" * 5).u32(2**32 - 1)  # 4 billion columns
     with pytest.raises(MalformedMessageError, match="columns"):
         participant.handle(fm.CODEC.encode("node-request", cfg.session, "CS", body.getvalue()))

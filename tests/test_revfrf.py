@@ -295,9 +295,9 @@ def test_cli_forest_run_prints_the_effectiveness_table(tmp_path):
 )
 def test_cli_forest_run_refuses_bad_options_up_front(args, message):
     keys = [] if "--key-bits" in args else ["--key-bits", "512", "--insecure-key-bits"]
-    start = time.perf_counter()
+    start = time.process_time()
     out = forest_cli(*args, *keys, "--trees", "1")
-    assert time.perf_counter() - start < 5  # refused before any forest is grown
+    assert time.process_time() - start < 5  # refused before any forest is grown
     assert out.exit_code == 2, out.output
     assert message in out.output and "Traceback" not in out.output
 

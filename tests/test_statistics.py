@@ -91,9 +91,9 @@ def test_counting_ten_million_scores_takes_under_three_seconds():
     rng = np.random.default_rng(0)
     y = rng.integers(0, 2, 10**7).astype(np.int8)
     s = rng.random(10**7)
-    start = time.perf_counter()
+    start = time.process_time()
     c = party_counts(s, y, interior_thresholds(100))
-    assert time.perf_counter() - start < 3.0
+    assert time.process_time() - start < 3.0
     assert c.positives + c.negatives == 10**7
 
 

@@ -30,12 +30,12 @@ TINY = [
 
 
 def _refused_quickly(args, reason, seconds=10.0):
-    start = time.perf_counter()
+    start = time.process_time()
     out = runner.invoke(app, ["train", *args])
     assert out.exit_code == 2, out.output
     assert reason in " ".join(out.output.split()), out.output
     assert "Traceback" not in out.output
-    assert time.perf_counter() - start < seconds
+    assert time.process_time() - start < seconds
 
 
 @pytest.mark.parametrize(
