@@ -42,7 +42,7 @@ def _refused_quickly(args, reason, seconds=10.0):
     ("args", "reason"),
     [
         (["--encrypt-last", "4"], "has 3 layers"),
-        (["--encrypt-last", "2"], "at most the last layer"),
+        (["--encrypt-last", "3"], "at most the last two layers"),
         (["--encrypt-last", "nope.json"], "a number or a recommendation file"),
         (["--sigmoid-range", "-0.1,0.1"], "outside the sigmoid range"),
         (["--sigmoid-degree", "119"], "too few levels"),
