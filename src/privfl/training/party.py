@@ -3,7 +3,7 @@
 What a party holds: its samples; the plaintext layers in the clear (the global ones each round,
 then its local updates); its own share of the threshold-CKKS secret key (inside its
 :class:`~privfl.crypto.threshold.ThresholdParty`, never serialised); a copy of the encrypted
-last layer, a ciphertext it cannot decrypt alone.
+layers, ciphertexts it cannot decrypt alone.
 
 What a party learns: the global plaintext layers; for each of its own mini-batches the
 boundary error ``e_T = dL/da_T`` (the only value jointly decrypted during training, and only
@@ -11,7 +11,9 @@ for the party that owns the batch); when the caller asks for evaluation or predi
 pre-activations ``u`` of the last layer for the rows it evaluates (the same as a prediction
 reveals); the decrypted last layer only if the caller asks to reveal it at the end. Its
 bootstrapping shares are masked, its decryption shares carry flooding noise: answering other
-parties' requests teaches it nothing.
+parties' requests teaches it nothing. Semi-honest model (as the paper): a decryption request
+carries only ``c1``, so the parties cannot check *what* they help decrypt; a party that asked
+for the weights instead of ``e_T`` would get them (out of scope, as in SmartCryptNN).
 
 A mini-batch, an evaluation or a reveal is a *flow*: a generator of the party's own steps that
 yields ``("boot", ct)`` (interactive bootstrapping) or ``("decrypt", ct)`` (joint decryption for
