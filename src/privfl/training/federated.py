@@ -132,7 +132,9 @@ def train_federated(
     part; party 0 receives them). ``evaluate_every``: after every such round (and the last;
     0 = never) each party decrypts the last layer's pre-activations of its own samples (what a
     prediction reveals) to report loss, accuracy and ``max |u|``, the check that the sigmoid's
-    range held; ``on_range`` = ``"raise"`` (:class:`SigmoidRangeError`) or ``"warn"``
+    range held (for the last layer; with two encrypted layers the first one's pre-activations
+    are checked on the initial model and by the ``e_T`` tripwire only); ``on_range`` =
+    ``"raise"`` (:class:`SigmoidRangeError`) or ``"warn"``
     (recorded in ``result.warnings``).
     """
     if on_range not in ("raise", "warn"):

@@ -1,7 +1,7 @@
 """SmartCryptNN's server: coordinates the rounds and averages the parties' models.
 
-What the server holds: the global plaintext layers; the encrypted last layer (a ciphertext
-under the joint key); the joint public and evaluation keys (its
+What the server holds: the global plaintext layers; the encrypted layers (ciphertexts under
+the joint key); the joint public and evaluation keys (its
 :class:`~privfl.crypto.threshold.ThresholdServer`). It holds **no** key share, so it can
 neither decrypt nor take part in a decryption.
 
