@@ -28,8 +28,9 @@ demo: $(STAMP)
 # Four workers on two cores: the Flower tests spend most of their time waiting for processes
 # (a fresh ClientApp process per message, Flower's heartbeat), so they overlap with the rest.
 # Time bounds in tests use CPU time (time.process_time), which parallel workers do not inflate.
+# One OpenMP thread: OpenFHE's spinning barriers cost 5-8x CPU when the cores are shared.
 test: $(STAMP)
-	$(BIN)/pytest -q -n 4 --dist worksteal
+	OMP_NUM_THREADS=1 $(BIN)/pytest -q -n 4 --dist worksteal
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks

@@ -78,7 +78,7 @@ def test_one_step_decrypted_weights_agree_with_the_numpy_twin():
     party = session.parties[0]
     (idx,) = party.batches(0)
     session.train_batch(party, idx)
-    w_secret, b_secret = session.reveal(party)
+    ((w_secret, b_secret),) = session.reveal(party)
     twin = initial_model(sched)
     x, y = parties[0]
     _twin_batch(twin, sched, x[idx], np.eye(4)[y[idx]], chebyshev_sigmoid)
@@ -95,6 +95,19 @@ def test_one_epoch_decrypted_weights_agree_with_the_numpy_twin(epoch_run):
     # predictions: on the revealed model and by the joint protocol agree with the twin's
     x = np.concatenate([p[0] for p in parties])
     assert np.array_equal(res.predict(x), twin.predict(x))
+
+
+def test_two_encrypted_layers_agree_with_the_numpy_twin_and_predict_jointly():
+    """The last two layers encrypted (five bootstraps and one decryption per batch)."""
+    rng = np.random.default_rng(3)  # not secret: test data
+    parties = [(rng.uniform(0, 1, (4, 6)), rng.integers(0, 3, 4)) for _ in range(2)]
+    res = _run(parties, layers=(6, 5, 4, 3), encrypted_layers=2, reveal=True, evaluate_every=0)
+    twin = train_twin(res.schedule, parties)
+    assert len(res.secret_weights) == 2 and _max_diff(res, twin) < TOLERANCE
+    hidden = privfl.TrainingResult(**{**res.__dict__, "secret_weights": None,
+                                      "secret_biases": None})  # fmt: skip
+    x = parties[0][0]
+    assert np.array_equal(hidden.predict(x), twin.predict(x))
 
 
 def test_joint_prediction_without_reveal_matches_the_revealed_model(epoch_run):
@@ -130,7 +143,7 @@ def test_baseline_without_encrypted_layers_is_plain_fedavg_and_equals_the_twin()
     ("kw", "reason"),
     [
         ({"encrypted_layers": 3}, "has 2 layers"),
-        ({"encrypted_layers": 2}, "at most the last layer"),
+        ({"encrypted_layers": 3, "layers": (6, 5, 4, 3)}, "at most the last two layers"),
         ({"epochs": 3, "rounds": 2}, "rounds must divide epochs"),
         ({"sigmoid_range": (-0.05, 0.05)}, "outside the sigmoid range"),
         ({"sigmoid_degree": 119}, "too few levels"),
@@ -174,7 +187,7 @@ def test_mutated_training_messages_raise_typed_errors_only(epoch_run):
     with pytest.raises(ProtocolError):
         GlobalPlainLayers.from_bytes(data, plain.session, 2, shapes)  # stale round
     party = session.parties[0]
-    request = party.crypto.start_bootstrap(party._secret)
+    request = party.crypto.start_bootstrap(party._secret[0])
     blob = request.to_bytes()
     for _ in range(40):
         raw = bytearray(blob)

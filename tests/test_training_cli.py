@@ -42,7 +42,7 @@ def _refused_quickly(args, reason, seconds=10.0):
     ("args", "reason"),
     [
         (["--encrypt-last", "4"], "has 3 layers"),
-        (["--encrypt-last", "2"], "at most the last layer"),
+        (["--encrypt-last", "3"], "at most the last two layers"),
         (["--encrypt-last", "nope.json"], "a number or a recommendation file"),
         (["--sigmoid-range", "-0.1,0.1"], "outside the sigmoid range"),
         (["--sigmoid-degree", "119"], "too few levels"),
@@ -82,6 +82,8 @@ def test_plain_baseline_prints_one_json_object_and_writes_json_out(tmp_path):
 
 
 def test_trained_model_is_audited_with_only_its_plaintext_layers(tmp_path):
+    pytest.importorskip("openfhe")
+    pytest.importorskip("torch")
     model = tmp_path / "model.npz"
     args = ["train", *TINY, "--encrypt-last", "1", "--parameters", "test", "--learning-rate", "1"]
     out = runner.invoke(app, [*args, "--model-out", str(model), "--json"])

@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["SigmoidRangeError", "TrainingResult", "train_federated", "validate"]
 
-SUPPORTED_ENCRYPTED = (0, 1)
+SUPPORTED_ENCRYPTED = (0, 1, 2)
 
 
 def validate(
@@ -53,7 +53,7 @@ def validate(
         )
     if secret not in SUPPORTED_ENCRYPTED:
         raise InputError(
-            f"encrypted_layers={secret}: this version encrypts at most the last layer "
+            f"encrypted_layers={secret}: this version encrypts at most the last two layers "
             f"(supported: {SUPPORTED_ENCRYPTED})"
         )
     if schedule.epochs < 1 or schedule.rounds < 1 or schedule.epochs % schedule.rounds:
@@ -91,13 +91,19 @@ def _check_initial_range(
     low, high = schedule.sigmoid_range
     for k, (x, _) in enumerate(parties):
         h = plain_forward(model.weights[:t], model.biases[:t], x)[-1]
-        u = h @ model.weights[t].T + model.biases[t]
-        if u.min() < low or u.max() > high:
-            raise InputError(
-                f"party {k}: the initial model's last-layer pre-activations reach "
-                f"[{u.min():.2f}, {u.max():.2f}], outside the sigmoid range [{low}, {high}]; "
-                "scale the inputs or declare a wider range (and a higher degree)"
-            )
+        for layer in range(t, model.layers):
+            u = h @ model.weights[layer].T + model.biases[layer]
+            h = chebyshev_sigmoid(u, low, high, schedule.sigmoid_degree)
+            if u.min() < low or u.max() > high:
+                _refuse_range(k, layer, u, low, high)
+
+
+def _refuse_range(k: int, layer: int, u: FloatArray, low: float, high: float) -> None:
+    raise InputError(
+        f"party {k}: the initial model's layer-{layer + 1} pre-activations reach "
+        f"[{u.min():.2f}, {u.max():.2f}], outside the sigmoid range [{low}, {high}]; "
+        "scale the inputs or declare a wider range (and a higher degree)"
+    )
 
 
 def train_federated(
@@ -126,7 +132,9 @@ def train_federated(
     part; party 0 receives them). ``evaluate_every``: after every such round (and the last;
     0 = never) each party decrypts the last layer's pre-activations of its own samples (what a
     prediction reveals) to report loss, accuracy and ``max |u|``, the check that the sigmoid's
-    range held; ``on_range`` = ``"raise"`` (:class:`SigmoidRangeError`) or ``"warn"``
+    range held (for the last layer; with two encrypted layers the first one's pre-activations
+    are checked on the initial model and by the ``e_T`` tripwire only); ``on_range`` =
+    ``"raise"`` (:class:`SigmoidRangeError`) or ``"warn"``
     (recorded in ``result.warnings``).
     """
     if on_range not in ("raise", "warn"):
@@ -175,8 +183,8 @@ def train_federated(
         parameters=parameters,
         plain_weights=tuple(w),
         plain_biases=tuple(b),
-        secret_weights=None if secret is None else (secret[0],),
-        secret_biases=None if secret is None else (secret[1],),
+        secret_weights=None if secret is None else tuple(w for w, _ in secret),
+        secret_biases=None if secret is None else tuple(b for _, b in secret),
         history=tuple(history),
         role_seconds=role_totals(train.seconds),
         role_bytes=role_totals(train.sizes, split=True),
@@ -203,7 +211,8 @@ def _build(
     from privfl.training.params import check_levels, training_parameters
 
     t = sched.plain_layers
-    layout = LayerLayout(sched.sizes[t], sched.sizes[t + 1], sched.batch_size)
+    nxt = sched.sizes[t + 2] if sched.secret_layers == 2 else 0
+    layout = LayerLayout(sched.sizes[t], sched.sizes[t + 1], sched.batch_size, nxt)
     params = training_parameters(layout, parameters)
     check_levels(params, sched.sigmoid_degree)
     t_server, t_parties = make_roles(params, len(data), sid)

@@ -38,18 +38,19 @@ class LayerLayout:
     n_in: int
     n_out: int
     batch: int
+    next_out: int = 0  # outputs of a second secret layer after this one (0: none)
 
     def __post_init__(self) -> None:
-        if min(self.n_in, self.n_out, self.batch) < 1:
+        if min(self.n_in, self.n_out, self.batch) < 1 or self.next_out < 0:
             raise InputError("layer sizes and the batch size must be positive")
 
     @property
-    def rows(self) -> int:  # R: inputs + bias, rounded up
-        return pow2(self.n_in + 1)
+    def rows(self) -> int:  # R: inputs + bias (and the next layer's outputs), rounded up
+        return pow2(max(self.n_in + 1, self.next_out))
 
     @property
-    def cols(self) -> int:  # C: outputs, rounded up
-        return pow2(self.n_out)
+    def cols(self) -> int:  # C: outputs (+ the next layer's bias input), rounded up
+        return pow2(self.n_out + (1 if self.next_out else 0))
 
     @property
     def block(self) -> int:
@@ -81,6 +82,10 @@ class LayerLayout:
         return tuple(self.block << k for k in range(self.blocks.bit_length() - 1))
 
     @property
+    def output_replicate_steps(self) -> tuple[int, ...]:
+        return tuple(-s for s in self.output_sum_steps)
+
+    @property
     def rotation_steps(self) -> tuple[int, ...]:
         steps = (
             self.input_sum_steps
@@ -88,6 +93,8 @@ class LayerLayout:
             + self.output_sum_steps
             + self.batch_sum_steps
         )
+        if self.next_out:
+            steps += self.output_replicate_steps
         return tuple(sorted(set(steps)))
 
     # --------------------------------------------------------------------- packing
@@ -150,6 +157,62 @@ class LayerLayout:
     def unpack_boundary(self, vec: FloatArray, samples: int) -> FloatArray:
         g = np.asarray(vec, dtype=np.float64)[: self.slots].reshape(self._grid().shape)
         return g[:samples, 0, : self.n_in].copy()
+
+
+class TwoLayerPacking:
+    """The second secret layer (``n_out`` -> ``next_out``) of a :class:`LayerLayout` with
+    ``next_out``: row-packed, ``W2[k, j]`` at ``slot(n, j, k)`` and its bias at row ``j = n_out``
+    (the first layer's activation gets a constant 1 there), so the first layer's output
+    ``a[n, j]`` at ``slot(n, j, 0)`` is its input after a replication along ``k``. Its output
+    ``u2[n, k]`` lands at ``slot(n, 0, k)``."""
+
+    def __init__(self, layout: LayerLayout) -> None:
+        if not layout.next_out:
+            raise InputError("a two-layer packing needs next_out")
+        self.layout = layout
+
+    def _grid(self) -> FloatArray:
+        lay = self.layout
+        return np.zeros((lay.blocks, lay.cols, lay.rows))
+
+    def pack_weights(self, w: FloatArray, b: FloatArray) -> FloatArray:
+        lay = self.layout
+        w, b = np.asarray(w, dtype=np.float64), np.asarray(b, dtype=np.float64)
+        if w.shape != (lay.next_out, lay.n_out) or b.shape != (lay.next_out,):
+            raise InputError(f"weights must be {lay.next_out}x{lay.n_out}, bias {lay.next_out}")
+        g = self._grid()
+        g[:, : lay.n_out, : lay.next_out] = w.T
+        g[:, lay.n_out, : lay.next_out] = b
+        return g.ravel()
+
+    def unpack_weights(self, vec: FloatArray) -> tuple[FloatArray, FloatArray]:
+        lay = self.layout
+        g = np.asarray(vec, dtype=np.float64)[: lay.slots].reshape(self._grid().shape)
+        return g[0, : lay.n_out, : lay.next_out].T.copy(), g[0, lay.n_out, : lay.next_out].copy()
+
+    def bias_input(self, samples: int) -> FloatArray:
+        """1 at ``slot(n, n_out, 0)``: the constant input of the second layer's bias."""
+        g = self._grid()
+        g[:samples, self.layout.n_out, 0] = 1.0
+        return g.ravel()
+
+    def output_mask(self, samples: int, factor: float = 1.0) -> FloatArray:
+        """``factor`` at ``slot(n, 0, k)`` for ``k < next_out``."""
+        g = self._grid()
+        g[:samples, 0, : self.layout.next_out] = factor
+        return g.ravel()
+
+    def pack_outputs(self, y: FloatArray) -> FloatArray:
+        lay = self.layout
+        y = np.asarray(y, dtype=np.float64)
+        g = self._grid()
+        g[: y.shape[0], 0, : lay.next_out] = y
+        return g.ravel()
+
+    def unpack_outputs(self, vec: FloatArray, samples: int) -> FloatArray:
+        lay = self.layout
+        g = np.asarray(vec, dtype=np.float64)[: lay.slots].reshape(self._grid().shape)
+        return g[:samples, 0, : lay.next_out].copy()
 
 
 def chebyshev_sigmoid(

@@ -3,7 +3,7 @@
 What a party holds: its samples; the plaintext layers in the clear (the global ones each round,
 then its local updates); its own share of the threshold-CKKS secret key (inside its
 :class:`~privfl.crypto.threshold.ThresholdParty`, never serialised); a copy of the encrypted
-last layer, a ciphertext it cannot decrypt alone.
+layers, ciphertexts it cannot decrypt alone.
 
 What a party learns: the global plaintext layers; for each of its own mini-batches the
 boundary error ``e_T = dL/da_T`` (the only value jointly decrypted during training, and only
@@ -11,19 +11,24 @@ for the party that owns the batch); when the caller asks for evaluation or predi
 pre-activations ``u`` of the last layer for the rows it evaluates (the same as a prediction
 reveals); the decrypted last layer only if the caller asks to reveal it at the end. Its
 bootstrapping shares are masked, its decryption shares carry flooding noise: answering other
-parties' requests teaches it nothing.
+parties' requests teaches it nothing. Semi-honest model (as the paper): a decryption request
+carries only ``c1``, so the parties cannot check *what* they help decrypt; a party that asked
+for the weights instead of ``e_T`` would get them (out of scope, as in SmartCryptNN).
 
-One mini-batch with a secret last layer is four steps with joint work between them:
-:meth:`start_batch` (plaintext forward, encrypted ``u``) -> bootstrap ->
-:meth:`sigmoid_step` (Chebyshev sigmoid) -> bootstrap -> :meth:`backward_step` (encrypted
-backward, weight update, ``e_T``) -> joint decryption -> :meth:`finish_batch` (plaintext
-backward). Without a secret layer :meth:`start_batch` does the whole step.
+A mini-batch, an evaluation or a reveal is a *flow*: a generator of the party's own steps that
+yields ``("boot", ct)`` (interactive bootstrapping) or ``("decrypt", ct)`` (joint decryption for
+this party) and receives the refreshed ciphertext or the plaintext. :meth:`start_batch` /
+:meth:`start_output` / :meth:`start_reveal` return the first request, :meth:`advance` takes
+the other parties' shares and returns the next request or :class:`Done`. One secret layer:
+bootstrap ``u``, bootstrap ``a``, decrypt ``e_T``; two: five bootstraps (``u1, a1, u2, a2, g1``)
+and ``e_T``. Without a secret layer :meth:`start_batch` does the whole step.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -41,7 +46,7 @@ from privfl.errors import PrivflError, ProtocolError
 from privfl.training import secret as enc
 from privfl.training.messages import GlobalPlainLayers, PartyPlainLayers
 from privfl.training.mlp import one_hot
-from privfl.training.packing import LayerLayout
+from privfl.training.packing import LayerLayout, TwoLayerPacking
 from privfl.training.twin import Schedule, batch_order, plain_backward, plain_forward
 
 # In range, |e_T| <= max|sigma'| * (|a - y| + Chebyshev error) * sum_j |W_ji| (about 0.27 * 10 *
@@ -54,13 +59,15 @@ class SigmoidRangeError(PrivflError):
     """A pre-activation of an encrypted layer left the Chebyshev sigmoid's declared range."""
 
 
-@dataclass
-class _Batch:
-    x: FloatArray  # input of the secret layer (last plaintext activation)
-    y: FloatArray  # one-hot targets
-    acts: list[FloatArray]
-    ct: Ciphertext | None = None
-    request: DecryptionRequest | BootstrapRequest | None = None
+Flow = Generator[tuple[str, Ciphertext], Any, Any]
+Request = BootstrapRequest | DecryptionRequest
+
+
+@dataclass(frozen=True)
+class Done:
+    """A flow's result (e.g. ``max |e_T|`` of a batch, outputs, revealed weights)."""
+
+    value: Any
 
 
 class Party:
@@ -87,10 +94,11 @@ class Party:
         self.layout = layout
         self._weights: list[FloatArray] = []
         self._biases: list[FloatArray] = []
-        self._secret: Ciphertext | None = None
-        self._update: Ciphertext | None = None
-        self._batch: _Batch | None = None
-        self._pending_output: tuple[int, DecryptionRequest] | None = None
+        self.two = TwoLayerPacking(layout) if layout is not None and layout.next_out else None
+        self._secret: list[Ciphertext] = []
+        self._update: list[Ciphertext] = []
+        self._flow: Flow | None = None
+        self._request: Request | None = None
         self.max_boundary_error = 0.0
 
     @property
@@ -98,78 +106,115 @@ class Party:
         return int(self._y.size)
 
     # ------------------------------------------------------------------ model exchange
-    def receive_model(self, plain: GlobalPlainLayers, secret: CiphertextMessage | None) -> None:
-        """Start a round from the server's global model (plaintext layers, encrypted layer)."""
+    def receive_model(self, plain: GlobalPlainLayers, secret: Sequence[CiphertextMessage]) -> None:
+        """Start a round from the server's global model (plaintext layers, encrypted layers)."""
         self._weights = [w.copy() for w in plain.weights]
         self._biases = [b.copy() for b in plain.biases]
         if self.crypto is not None:
-            if secret is None:
-                raise ProtocolError("the global model lacks its encrypted layer")
-            self._secret = Ciphertext.from_message(self.crypto.context, secret)
-        self._update = None
+            if len(secret) != self.schedule.secret_layers:
+                raise ProtocolError("the global model lacks its encrypted layers")
+            self._secret = [Ciphertext.from_message(self.crypto.context, m) for m in secret]
+        self._update = []
 
-    def upload(self, session: bytes, rnd: int) -> tuple[PartyPlainLayers, CiphertextMessage | None]:
-        """End of a round: the plaintext layers and the encrypted sum of this round's updates
-        of the last layer (the server averages them under encryption)."""
+    def upload(self, session: bytes, rnd: int) -> tuple[PartyPlainLayers, list[CiphertextMessage]]:
+        """End of a round: the plaintext layers and the encrypted sums of this round's updates
+        of the secret layers (the server averages them under encryption)."""
         plain = PartyPlainLayers(session, self.name, rnd, tuple(self._weights), tuple(self._biases))
         if self.crypto is None:
-            return plain, None
-        if self._update is None:
+            return plain, []
+        if len(self._update) != len(self._secret):
             raise ProtocolError(f"{self.name} trained no batch this round")
-        return plain, self._update.to_message(session, self.name)
+        return plain, [u.to_message(session, self.name) for u in self._update]
 
     def batches(self, epoch: int) -> list[IntArray]:
         s = self.schedule
         return batch_order(s.seed, self.index, epoch, self.samples, s.batch_size)
 
-    # ------------------------------------------------------------------ one mini-batch
-    def start_batch(self, idx: IntArray) -> BootstrapRequest | None:
-        """Plaintext forward; with a secret layer, ``u`` under encryption and the request to
-        bootstrap it. Without one, the whole SGD step (returns None)."""
+    # ------------------------------------------------------------------ flows
+    def start_batch(self, idx: IntArray) -> Request | None:
+        """Plaintext forward; with secret layers, the encrypted flow's first request. Without
+        one, the whole SGD step (returns None)."""
         acts = plain_forward(self._weights, self._biases, self._x[idx])
         y = self._yo[idx]
         if self.crypto is None:
             plain_backward(self._weights, self._biases, acts, acts[-1] - y, self._lr)
             return None
-        layout, w = self._layout_and_weights()
-        u = enc.forward_u(w, acts[-1], layout)
-        request = self.crypto.start_bootstrap(u)
-        self._batch = _Batch(acts[-1], y, acts, request=request)
-        return request
+        return self._start(self._batch_flow(acts, y))
 
-    def sigmoid_step(self, shares: Sequence[BootstrapShare]) -> BootstrapRequest:
-        """Refreshed ``u`` -> Chebyshev sigmoid -> request to bootstrap ``a``."""
-        batch, crypto = self._current(BootstrapRequest)
-        assert isinstance(batch.request, BootstrapRequest)
-        u = crypto.finish_bootstrap(batch.request, shares)
+    def start_output(self, x: FloatArray) -> Request:
+        """Flow: the last layer's pre-activations for up to ``K`` rows of ``x`` (network
+        inputs), decrypted for this party only."""
+        return self._start(self._output_flow(self.plain_outputs(x)))
+
+    def start_reveal(self) -> Request:
+        """Flow: the current encrypted layers, jointly decrypted for this party."""
+        return self._start(self._reveal_flow())
+
+    def advance(
+        self, shares: Sequence[BootstrapShare] | Sequence[DecryptionShare]
+    ) -> Request | Done:
+        """The other parties' shares for the pending request -> the next request, or Done."""
+        crypto = self._crypto()
+        if self._flow is None or self._request is None:
+            raise ProtocolError(f"{self.name} has no pending request")
+        request = self._request
+        if isinstance(request, BootstrapRequest):
+            value: Any = crypto.finish_bootstrap(request, shares)  # type: ignore[arg-type]
+        else:
+            value = crypto.fuse(request, shares, self._slots)  # type: ignore[arg-type]
+        return self._next(value)
+
+    def _start(self, flow: Flow) -> Request:
+        if self._flow is not None:
+            raise ProtocolError(f"{self.name} is already in the middle of a flow")
+        self._flow = flow
+        out = self._next(None)
+        if isinstance(out, Done):  # pragma: no cover - every flow asks at least once
+            raise ProtocolError("a flow finished without joint work")
+        return out
+
+    def _next(self, value: Any) -> Request | Done:
+        assert self._flow is not None
+        try:
+            kind, ct = self._flow.send(value)
+        except StopIteration as stop:
+            self._flow, self._request = None, None
+            return Done(stop.value)
+        except BaseException:
+            self._flow, self._request = None, None
+            raise
+        crypto = self._crypto()
+        self._request = (
+            crypto.start_bootstrap(ct) if kind == "boot" else crypto.request_decryption(ct)
+        )
+        return self._request
+
+    def _batch_flow(self, acts: list[FloatArray], y: FloatArray) -> Flow:
+        layout, w = self._layout_and_weights()
+        x, n, lr = acts[-1], y.shape[0], self._lr
         low, high = self.schedule.sigmoid_range
-        a = enc.sigmoid(u, low, high, self.schedule.sigmoid_degree)
-        batch.request = crypto.start_bootstrap(a)
-        return batch.request
-
-    def backward_step(self, shares: Sequence[BootstrapShare]) -> DecryptionRequest:
-        """Refreshed ``a`` -> encrypted backward pass: the last layer's update (applied to the
-        local copy and added to the round's update) and ``e_T``, to be jointly decrypted."""
-        batch, crypto = self._current(BootstrapRequest)
-        assert isinstance(batch.request, BootstrapRequest)
-        a = crypto.finish_bootstrap(batch.request, shares)
-        layout, w = self._layout_and_weights()
-        rep = enc.replicate(enc.output_gradient(a, batch.y, layout), layout)
-        e_t = enc.boundary_error(rep, w, layout, batch.x.shape[0])
-        delta = enc.weight_update(rep, batch.x, self._lr, layout)
-        self._secret = w + delta
-        self._update = delta if self._update is None else self._update + delta
-        batch.request = crypto.request_decryption(e_t)
-        return batch.request
-
-    def finish_batch(self, shares: Sequence[DecryptionShare]) -> float:
-        """Fuse ``e_T`` (only this party sees it), check it, backpropagate in the clear.
-        Returns ``max |e_T|``; raises :class:`SigmoidRangeError` when it exploded."""
-        batch, crypto = self._current(DecryptionRequest)
-        assert isinstance(batch.request, DecryptionRequest) and self.layout is not None
-        plain = crypto.fuse(batch.request, shares, self.layout.slots)
-        e_t = self.layout.unpack_boundary(plain, batch.x.shape[0])
-        self._batch = None
+        deg = self.schedule.sigmoid_degree
+        u = yield ("boot", enc.forward_u(w[0], x, layout))
+        a = yield ("boot", enc.sigmoid(u, low, high, deg))
+        deltas: list[Ciphertext] = []
+        if self.two is not None:
+            rep_h = enc.hidden_input(a, layout, self.two, n)
+            u2 = yield ("boot", enc.forward_u2(rep_h, w[1], layout, self.two, n))
+            a2 = yield ("boot", enc.sigmoid(u2, low, high, deg))
+            rep_g2 = enc.output_gradient2(a2, y, self.two, -lr / n)
+            deltas.append(enc.weight_update2(rep_g2, rep_h, layout))
+            g = yield ("boot", enc.hidden_gradient(rep_g2, w[1], a, layout, n, -n / lr))
+        else:
+            g = enc.output_gradient(a, y, layout)
+        rep = enc.replicate(g, layout)
+        e_t_ct = enc.boundary_error(rep, w[0], layout, n)
+        deltas.insert(0, enc.weight_update(rep, x, lr, layout))
+        self._secret = [wi + d for wi, d in zip(w, deltas, strict=True)]
+        if self._update:
+            deltas = [u_ + d for u_, d in zip(self._update, deltas, strict=True)]
+        self._update = deltas
+        plain = yield ("decrypt", e_t_ct)
+        e_t = layout.unpack_boundary(plain, n)
         largest = float(np.max(np.abs(e_t)))
         self.max_boundary_error = max(self.max_boundary_error, largest)
         if not largest <= E_T_LIMIT:
@@ -178,8 +223,31 @@ class Party:
                 f"pre-activation left the sigmoid range {self.schedule.sigmoid_range} "
                 "(lower the learning rate or declare a wider range)"
             )
-        plain_backward(self._weights, self._biases, batch.acts, e_t, self._lr)
+        plain_backward(self._weights, self._biases, acts, e_t, lr)
         return largest
+
+    def _output_flow(self, h: FloatArray) -> Flow:
+        layout, w = self._layout_and_weights()
+        n = h.shape[0]
+        u = enc.forward_u(w[0], h, layout)
+        if self.two is not None:
+            low, high = self.schedule.sigmoid_range
+            u = yield ("boot", u)
+            a = yield ("boot", enc.sigmoid(u, low, high, self.schedule.sigmoid_degree))
+            rep_h = enc.hidden_input(a, layout, self.two, n)
+            plain = yield ("decrypt", enc.forward_u2(rep_h, w[1], layout, self.two, n))
+            return self.two.unpack_outputs(plain, n)
+        plain = yield ("decrypt", u)
+        return layout.unpack_outputs(plain, n)
+
+    def _reveal_flow(self) -> Flow:
+        layout, w = self._layout_and_weights()
+        plain = yield ("decrypt", w[0])
+        out = [layout.unpack_weights(plain)]
+        if self.two is not None:
+            plain = yield ("decrypt", w[1])
+            out.append(self.two.unpack_weights(plain))
+        return out
 
     # ------------------------------------------------------------------ serving the others
     def bootstrap_share(self, request: BootstrapRequest) -> BootstrapShare:
@@ -195,38 +263,6 @@ class Party:
         """Last activation of the plaintext layers for ``x`` (the secret layer's input)."""
         return plain_forward(self._weights, self._biases, np.asarray(x, dtype=np.float64))[-1]
 
-    def output_request(self, x: FloatArray) -> DecryptionRequest:
-        """Encrypted pre-activations ``u`` of the last layer for up to ``K`` rows of ``x``
-        (inputs of the network) and the request to decrypt them for this party."""
-        layout, w = self._layout_and_weights()
-        h = self.plain_outputs(x)
-        request = self._crypto().request_decryption(enc.forward_u(w, h, layout))
-        self._pending_output = (h.shape[0], request)
-        return request
-
-    def finish_output(self, shares: Sequence[DecryptionShare]) -> FloatArray:
-        if self._pending_output is None or self.layout is None:
-            raise ProtocolError(f"{self.name} has no pending output request")
-        rows, request = self._pending_output
-        self._pending_output = None
-        plain = self._crypto().fuse(request, shares, self.layout.slots)
-        return self.layout.unpack_outputs(plain, rows)
-
-    def reveal_request(self) -> DecryptionRequest:
-        """Ask the parties to decrypt the final last layer for this party (reveal)."""
-        _, w = self._layout_and_weights()
-        request = self._crypto().request_decryption(w)
-        self._pending_output = (0, request)
-        return request
-
-    def finish_reveal(self, shares: Sequence[DecryptionShare]) -> tuple[FloatArray, FloatArray]:
-        if self._pending_output is None or self.layout is None:
-            raise ProtocolError(f"{self.name} has no pending reveal")
-        _, request = self._pending_output
-        self._pending_output = None
-        plain = self._crypto().fuse(request, shares, self.layout.slots)
-        return self.layout.unpack_weights(plain)
-
     def plain_layers(self) -> tuple[list[FloatArray], list[FloatArray]]:
         return [w.copy() for w in self._weights], [b.copy() for b in self._biases]
 
@@ -240,12 +276,12 @@ class Party:
             raise ProtocolError(f"{self.name} has no encrypted layer")
         return self.crypto
 
-    def _layout_and_weights(self) -> tuple[LayerLayout, Ciphertext]:
-        if self.layout is None or self._secret is None:
+    @property
+    def _slots(self) -> int:
+        assert self.layout is not None
+        return self.layout.slots
+
+    def _layout_and_weights(self) -> tuple[LayerLayout, list[Ciphertext]]:
+        if self.layout is None or not self._secret:
             raise ProtocolError(f"{self.name} has no encrypted layer (receive the model first)")
         return self.layout, self._secret
-
-    def _current(self, kind: type) -> tuple[_Batch, ThresholdParty]:
-        if self._batch is None or not isinstance(self._batch.request, kind):
-            raise ProtocolError(f"{self.name}: no mini-batch waiting for this step")
-        return self._batch, self._crypto()

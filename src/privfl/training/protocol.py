@@ -28,7 +28,7 @@ from privfl.crypto.threshold import (
 )
 from privfl.runner import InProcessRunner
 from privfl.training.messages import GlobalPlainLayers, PartyPlainLayers
-from privfl.training.party import Party
+from privfl.training.party import Done, Party, Request
 from privfl.training.server import Server
 
 T = TypeVar("T")
@@ -59,21 +59,27 @@ class Session:
         server = self.server
         plain, secret = self._run("server", "global-model", server.global_model, rnd)
         plain_bytes = self._run("server", "encode", plain.to_bytes)
-        secret_bytes = None if secret is None else self._run("server", "encode", secret.to_bytes)
+        secret_bytes = [self._run("server", "encode", m.to_bytes) for m in secret]
         for p in self.parties:
             data = self._send("server", p.name, "global-plain", plain_bytes)
             msg = self._run(
                 p.name, "decode", GlobalPlainLayers.from_bytes, data, server.session, rnd,
                 server.shapes,
             )  # fmt: skip
-            ct = None
-            if secret_bytes is not None:
-                raw = self._send("server", p.name, "global-secret", secret_bytes)
-                ct = self._run(
-                    p.name, "decode", CiphertextMessage.from_bytes, raw, self._ctx(p),
-                    server.session,
-                )  # fmt: skip
-            self._run(p.name, "receive-model", p.receive_model, msg, ct)
+            cts = []
+            for blob in secret_bytes:
+                raw = self._send("server", p.name, "global-secret", blob)
+                cts.append(
+                    self._run(
+                        p.name,
+                        "decode",
+                        CiphertextMessage.from_bytes,
+                        raw,
+                        self._ctx(p),
+                        server.session,
+                    )
+                )
+            self._run(p.name, "receive-model", p.receive_model, msg, cts)
 
     def aggregate(self, rnd: int) -> None:
         """Every party -> server: plaintext layers and encrypted update; the server averages."""
@@ -93,14 +99,20 @@ class Session:
                     server.shapes,
                 )
             )
-            ct = None
-            if update is not None and server.crypto is not None:
-                raw = self._send(p.name, "server", "party-update", update.to_bytes())
-                ct = self._run(
-                    "server", "decode", CiphertextMessage.from_bytes, raw,
-                    server.crypto.context, server.session,
-                )  # fmt: skip
-            updates.append(ct)
+            cts = []
+            for u in update:
+                raw = self._send(p.name, "server", "party-update", u.to_bytes())
+                cts.append(
+                    self._run(
+                        "server",
+                        "decode",
+                        CiphertextMessage.from_bytes,
+                        raw,
+                        self._ctx(p),
+                        server.session,
+                    )
+                )
+            updates.append(cts)
         self._run("server", "aggregate", server.aggregate, plains, updates)
 
     # ------------------------------------------------------------------ joint steps
@@ -157,18 +169,25 @@ class Session:
             )
         return shares
 
-    # ------------------------------------------------------------------ training
+    # ------------------------------------------------------------------ flows
+    def _joint(self, p: Party, request: Request | Done) -> Any:
+        """Serve ``p``'s flow: bootstrapping and decryption shares until it is done."""
+        while not isinstance(request, Done):
+            shares: list[BootstrapShare] | list[DecryptionShare]
+            if isinstance(request, BootstrapRequest):
+                shares = self.bootstrap(p, request)
+            else:
+                shares = self.decryption_shares(p, request)
+            request = self._run(p.name, "encrypted", p.advance, shares)
+        return request.value
+
     def train_batch(self, p: Party, idx: Any) -> float:
         """One mini-batch of party ``p``; returns ``max |e_T|`` (0 without a secret layer)."""
         request = self._run(p.name, "forward", p.start_batch, idx)
         if request is None:
             return 0.0
-        request = self._run(p.name, "sigmoid", p.sigmoid_step, self.bootstrap(p, request))
-        dec = self._run(p.name, "backward", p.backward_step, self.bootstrap(p, request))
-        shares = self.decryption_shares(p, dec)
-        return self._run(p.name, "plain-backward", p.finish_batch, shares)
+        return float(self._joint(p, request))
 
-    # ------------------------------------------------------------------ outputs
     def outputs(self, p: Party, x: FloatArray) -> FloatArray:
         """Pre-activations of the encrypted last layer for the rows of ``x``, decrypted for
         party ``p`` only (blocks of ``K`` rows per ciphertext)."""
@@ -176,12 +195,10 @@ class Session:
         k = p.layout.blocks
         out = []
         for start in range(0, x.shape[0], k):
-            request = self._run(p.name, "output", p.output_request, x[start : start + k])
-            shares = self.decryption_shares(p, request)
-            out.append(self._run(p.name, "output", p.finish_output, shares))
+            request = self._run(p.name, "output", p.start_output, x[start : start + k])
+            out.append(self._joint(p, request))
         return np.concatenate(out, axis=0)
 
-    def reveal(self, p: Party) -> tuple[FloatArray, FloatArray]:
-        """The final encrypted layer, jointly decrypted for party ``p`` (all parties share)."""
-        request = self._run(p.name, "reveal", p.reveal_request)
-        return self._run(p.name, "reveal", p.finish_reveal, self.decryption_shares(p, request))
+    def reveal(self, p: Party) -> list[tuple[FloatArray, FloatArray]]:
+        """The final encrypted layers, jointly decrypted for party ``p`` (all parties share)."""
+        return list(self._joint(p, self._run(p.name, "reveal", p.start_reveal)))

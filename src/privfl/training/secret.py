@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from privfl._typing import FloatArray
 from privfl.crypto.threshold import Ciphertext
-from privfl.training.packing import LayerLayout
+from privfl.training.packing import LayerLayout, TwoLayerPacking
 
 
 def _rotsum(ct: Ciphertext, steps: Sequence[int]) -> Ciphertext:
@@ -64,3 +64,49 @@ def weight_update(rep: Ciphertext, x: FloatArray, lr: float, layout: LayerLayout
     """``-lr/B * sum_n g[n]^T [x_n, 1]``, replicated in every block (weights and bias)."""
     factor = -lr / x.shape[0]
     return _rotsum(rep * list(layout.tile_inputs(x, factor)), layout.batch_sum_steps)
+
+
+# ---------------------------------------------------------------------- two secret layers
+# (first layer column-packed as above, second row-packed: TwoLayerPacking). Levels with the
+# weights at 4: hidden = a1 * mask + 1 (1); u2 = mask * rotsum_j(rep(hidden) * W2) (6) ->
+# bootstrap; a2 -> bootstrap; g2s = -lr/B (a2 - y) a2 (1 - a2) (2); e1 = rotsum_k(rep(g2s) W2)
+# (5); g1 = e1 * (a1 - a1^2) * (-B/lr) mask (7) -> bootstrap; then the one-layer backward.
+
+
+def hidden_input(a1: Ciphertext, layout: LayerLayout, two: TwoLayerPacking, n: int) -> Ciphertext:
+    """The first secret layer's activation as the second's input: masked, plus the constant 1
+    of the second layer's bias, replicated along the second layer's outputs."""
+    h = a1 * list(layout.output_mask(n)) + list(two.bias_input(n))
+    return _rotsum(h, layout.replicate_steps)
+
+
+def forward_u2(
+    rep_h: Ciphertext, w2: Ciphertext, layout: LayerLayout, two: TwoLayerPacking, n: int
+) -> Ciphertext:
+    """``u2[n, k] = sum_j W2[k, j] h[n, j] + b2[k]`` at ``slot(n, 0, k)``, zero elsewhere."""
+    t = _rotsum(rep_h * w2, layout.output_sum_steps)
+    return t * list(two.output_mask(n))
+
+
+def output_gradient2(
+    a2: Ciphertext, y: FloatArray, two: TwoLayerPacking, factor: float
+) -> Ciphertext:
+    """``factor * (a2 - y) * a2 (1 - a2)`` at ``slot(n, 0, k)``, replicated along ``j``."""
+    e = (a2 - list(two.pack_outputs(y))) * list(two.output_mask(y.shape[0], factor))
+    g = e * (a2 - a2 * a2)
+    return _rotsum(g, two.layout.output_replicate_steps)
+
+
+def hidden_gradient(
+    rep_g2: Ciphertext, w2: Ciphertext, a1: Ciphertext, layout: LayerLayout, n: int, unscale: float
+) -> Ciphertext:
+    """``g1[n, j] = (sum_k g2[n, k] W2[k, j]) * a1 (1 - a1)`` at ``slot(n, j, 0)`` (``rep_g2``
+    carries ``factor * g2``: ``unscale`` = 1/factor, folded into the mask)."""
+    e1 = _rotsum(rep_g2 * w2, layout.input_sum_steps)
+    return (e1 * (a1 - a1 * a1)) * list(layout.output_mask(n) * unscale)
+
+
+def weight_update2(rep_g2: Ciphertext, rep_h: Ciphertext, layout: LayerLayout) -> Ciphertext:
+    """``factor * sum_n g2[n] [h_n, 1]^T`` in the second layer's packing (``rep_g2`` carries the
+    factor ``-lr/B``)."""
+    return _rotsum(rep_g2 * rep_h, layout.batch_sum_steps)

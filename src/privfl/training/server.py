@@ -1,7 +1,7 @@
 """SmartCryptNN's server: coordinates the rounds and averages the parties' models.
 
-What the server holds: the global plaintext layers; the encrypted last layer (a ciphertext
-under the joint key); the joint public and evaluation keys (its
+What the server holds: the global plaintext layers; the encrypted layers (ciphertexts under
+the joint key); the joint public and evaluation keys (its
 :class:`~privfl.crypto.threshold.ThresholdServer`). It holds **no** key share, so it can
 neither decrypt nor take part in a decryption.
 
@@ -20,7 +20,7 @@ import numpy as np
 from privfl.crypto.threshold import Ciphertext, CiphertextMessage, ThresholdServer
 from privfl.errors import ProtocolError
 from privfl.training.messages import GlobalPlainLayers, PartyPlainLayers
-from privfl.training.packing import LayerLayout
+from privfl.training.packing import LayerLayout, TwoLayerPacking
 from privfl.training.twin import Schedule, initial_model
 
 
@@ -44,28 +44,32 @@ class Server:
         t = schedule.plain_layers
         self._weights = model.weights[:t]
         self._biases = model.biases[:t]
-        self._secret: Ciphertext | None = None
+        self._secret: list[Ciphertext] = []
         if crypto is not None and layout is not None:
-            # the server initialises the model, so it encrypts the initial last layer
-            packed = layout.pack_weights(model.weights[t], model.biases[t])
-            self._secret = crypto.encrypt(packed)
+            # the server initialises the model, so it encrypts the initial secret layers
+            self._secret.append(
+                crypto.encrypt(layout.pack_weights(model.weights[t], model.biases[t]))
+            )
+            if layout.next_out:
+                two = TwoLayerPacking(layout)
+                packed = two.pack_weights(model.weights[t + 1], model.biases[t + 1])
+                self._secret.append(crypto.encrypt(packed))
 
     @property
     def shapes(self) -> list[tuple[int, int]]:
         return [(int(w.shape[0]), int(w.shape[1])) for w in self._weights]
 
-    def global_model(self, rnd: int) -> tuple[GlobalPlainLayers, CiphertextMessage | None]:
+    def global_model(self, rnd: int) -> tuple[GlobalPlainLayers, list[CiphertextMessage]]:
         """The model every party starts round ``rnd`` from."""
         plain = GlobalPlainLayers(
             self.session, self.name, rnd, tuple(self._weights), tuple(self._biases)
         )
-        secret = None if self._secret is None else self._secret.to_message(self.session, "server")
-        return plain, secret
+        return plain, [ct.to_message(self.session, self.name) for ct in self._secret]
 
     def aggregate(
-        self, plains: Sequence[PartyPlainLayers], updates: Sequence[CiphertextMessage | None]
+        self, plains: Sequence[PartyPlainLayers], updates: Sequence[Sequence[CiphertextMessage]]
     ) -> None:
-        """Equal-weight average: the plaintext layers in the clear, the encrypted layer as
+        """Equal-weight average: the plaintext layers in the clear, each encrypted layer as
         ``W + (1/N) sum_k D_k`` with ``D_k`` party ``k``'s encrypted update of the round."""
         n = len(plains)
         if n == 0 or len(updates) != n or len({p.sender for p in plains}) != n:
@@ -73,14 +77,13 @@ class Server:
         for layer in range(len(self._weights)):
             self._weights[layer] = np.mean([p.weights[layer] for p in plains], axis=0)
             self._biases[layer] = np.mean([p.biases[layer] for p in plains], axis=0)
-        if self.crypto is None or self._secret is None:
+        if self.crypto is None:
             return
-        cts = []
-        for u in updates:
-            if u is None:
-                raise ProtocolError("a party sent no encrypted update")
-            cts.append(Ciphertext.from_message(self.crypto.context, u))
-        total = cts[0]
-        for ct in cts[1:]:
-            total = total + ct
-        self._secret = self._secret + total * (1.0 / n)
+        if any(len(u) != len(self._secret) for u in updates):
+            raise ProtocolError("a party sent the wrong number of encrypted updates")
+        ctx = self.crypto.context
+        for layer in range(len(self._secret)):
+            total = Ciphertext.from_message(ctx, updates[0][layer])
+            for u in updates[1:]:
+                total = total + Ciphertext.from_message(ctx, u[layer])
+            self._secret[layer] = self._secret[layer] + total * (1.0 / n)

@@ -108,9 +108,8 @@ def train_twin(
     on_round: Callable[[int, MLP], None] | None = None,
     max_steps: int | None = None,
 ) -> MLP:
-    """The twin of :func:`privfl.train_federated` (only ``secret_layers`` 0 and 1 have a
-    protocol; the twin accepts them). ``max_steps`` stops after that many batches per party
-    (for one-step comparisons)."""
+    """The twin of :func:`privfl.train_federated`. ``max_steps`` stops after that many
+    batches per party (for one-step comparisons)."""
     model = initial_model(schedule)
     classes = schedule.sizes[-1]
     low, high = schedule.sigmoid_range
@@ -154,8 +153,18 @@ def _twin_batch(
         plain_backward(m.weights, m.biases, acts, acts[-1] - yo, lr)
         return
     acts = plain_forward(m.weights[:t], m.biases[:t], x)
-    w, b, e_t, _ = secret_step(m.weights[t], m.biases[t], acts[-1], yo, lr, cheb)
-    m.weights[t], m.biases[t] = w, b
+    # secret layers: Chebyshev sigmoid, sigma' = a - a^2, e = a - y
+    hs = [acts[-1]]
+    for layer in range(t, m.layers):
+        hs.append(cheb(hs[-1] @ m.weights[layer].T + m.biases[layer]))
+    error = hs[-1] - yo
+    n = x.shape[0]
+    for layer in range(m.layers - 1, t - 1, -1):
+        a, h_in = hs[layer - t + 1], hs[layer - t]
+        g = error * (a - a * a)
+        error = g @ m.weights[layer]
+        m.weights[layer] = m.weights[layer] - lr / n * (g.T @ h_in)
+        m.biases[layer] = m.biases[layer] - lr / n * g.sum(axis=0)
     plain_w, plain_b = m.weights[:t], m.biases[:t]
-    plain_backward(plain_w, plain_b, acts, e_t, lr)
+    plain_backward(plain_w, plain_b, acts, error, lr)
     m.weights[:t], m.biases[:t] = plain_w, plain_b
