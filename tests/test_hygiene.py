@@ -161,3 +161,13 @@ def test_the_layering_checks_can_fail():
         "evaluation imports federation",
     ]
     assert find_cycle({"a": {"b"}, "b": {"a"}}) == ["a", "b", "a"]
+
+
+def test_no_library_module_is_over_400_lines():
+    """Small, readable modules (issue 15): a file over 400 lines holds more than one job."""
+    long = {
+        str(p.relative_to(SRC)): n
+        for p in SRC.rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > 400
+    }
+    assert not long, f"split these modules: {long}"

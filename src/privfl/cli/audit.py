@@ -115,11 +115,8 @@ def membership(
     out = err_console if as_json else console
     check_output_path(json_out, "--json-out")
     check_output_path(plot, "--plot")
-    from privfl.studies.audit import (
-        membership_audit,
-        membership_audit_of_model,
-        plot_membership,
-    )
+    from privfl.studies.audit import membership_audit, plot_membership
+    from privfl.studies.audit_model import membership_audit_of_model
 
     if model is not None and epochs_every:
         raise InputError("--epochs-every needs training snapshots; a --model file has none")

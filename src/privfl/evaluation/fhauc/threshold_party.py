@@ -52,6 +52,7 @@ from privfl.evaluation.fhauc.messages import AGGREGATOR, Done, Join, SessionConf
 from privfl.evaluation.fhauc.party import PartyResult
 from privfl.evaluation.fhauc.policy import Policy
 from privfl.evaluation.fhauc.session import check_start, new_nonce, session_key
+from privfl.evaluation.fhauc.threshold_keycheck import verify_joint_key
 from privfl.evaluation.fhauc.threshold_ops import decode_pairs
 from privfl.evaluation.fhauc.threshold_plan import joint_rows, reveal_key, row_moduli
 from privfl.evaluation.fhauc.threshold_setup import open_bundle
@@ -180,9 +181,10 @@ class ThresholdFhaucParty:
         relinearisation share and the encrypted statistics of every execution, signed."""
         self._expect(Stage.KEYCHECK, "upload")
         config, keys, joint = self._cfg(), self._k(), self._joint
-        assert joint is not None
+        if joint is None:
+            raise ProtocolError(f"party {self.name} has no joint key for this session")
         relay = tmsg.Relay.from_bytes(data, "th-keychecks", config.session)
-        self._verify_joint_key(relay.items)
+        verify_joint_key(config, self.roster, keys, joint, self._joint_bytes, relay.items)
         mult = keys.keygen_mult_share(joint)
         plan, counts = self._p(), self._c()
         view = PartyView(config, self.policy, self._key(), config.parties.index(self.name))
@@ -338,34 +340,6 @@ class ThresholdFhaucParty:
                 self._joint_bytes = state.joint
 
     # ------------------------------------------------------------------ internals
-    def _verify_joint_key(self, items: tuple[bytes, ...]) -> None:
-        config, keys, joint = self._cfg(), self._k(), self._joint
-        assert joint is not None
-        seen: dict[str, tuple[int, ...]] = {}
-        for item in items:
-            check = tmsg.KeyCheck.from_bytes(item, config.session, self.roster)
-            if check.sender not in config.parties or check.sender in seen:
-                raise ProtocolError(f"unexpected or repeated key check from {check.sender!r}")
-            seen[check.sender] = check.sketch
-        missing = [p for p in config.parties if p not in seen]
-        if missing:
-            raise ProtocolError(f"no key check from {missing}")
-        moduli = row_moduli(keys.context)
-        rows = joint_rows(keys.context, joint.public_key, joint.switch_key)
-        coeffs = tp.sketch_coefficients(
-            keys.session, self._joint_bytes, rows.shape[0], keys.context.ring
-        )
-        expected = tp.sketch(rows, moduli, coeffs)
-        if any(len(s) != len(expected) for s in seen.values()):
-            raise MalformedMessageError("a key check has the wrong number of rows")
-        total = [sum(s[i] for s in seen.values()) % int(q) for i, q in enumerate(moduli)]
-        if tuple(total) != expected:
-            raise ProtocolError(
-                "the joint key is not the sum of the parties' contributions (the aggregator "
-                "altered or substituted it, or gave parties different keys); nothing was "
-                "encrypted under it"
-            )
-
     def _aad(self) -> bytes:
         cfg = self._cfg()
         lead = cfg.parties[tp.lead_index(self._transcript, len(cfg.parties))]
