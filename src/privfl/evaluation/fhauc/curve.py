@@ -233,6 +233,14 @@ def _normalise(
     return np.concatenate([z, t]) / total, np.concatenate([z, f]) / total, total
 
 
+def _snap(values: FloatArray, precision: float) -> FloatArray:
+    """Clip to [0, 1] and set to exactly 0 what is within the precision of 0: such a count
+    cannot be told from none, and a ratio of two noise terms (precision at a point where no
+    sample is predicted positive) would otherwise come out as an arbitrary value."""
+    clipped = np.clip(values, 0.0, 1.0)
+    return np.where(clipped <= precision, 0.0, clipped)
+
+
 def recover(
     decoded: Sequence[tuple[FloatArray, FloatArray]],
     own_total: float,
@@ -246,7 +254,7 @@ def recover(
         _sanity(u_tp, u_fp, SEMI_HONEST_SLACK)
         precision = NORMALISED_NOISE * m * FRESH_NOISE_BOUND / max(own_total, 1e-300)
         _check_precision(precision, policy)
-        curve = RevealedCurve(np.clip(u_tp, 0, 1), np.clip(u_fp, 0, 1))
+        curve = RevealedCurve(_snap(u_tp, precision), _snap(u_fp, precision))
         return Outcome(_auc(curve), verified=False, precision=precision, curve=curve)
     sz = sizes(cfg, policy)
     t_low = max(own_total, 2.0 * math.sqrt(policy.min_pairs))
@@ -285,7 +293,7 @@ def recover(
             f"larger than {policy.required_accuracy:.0e} on the curve with probability "
             f"2^-{policy.min_guarantee_bits:g}: provision more executions; no curve is output"
         )
-    mean = np.clip(stacked.mean(axis=0), 0, 1)
+    mean = _snap(stacked.mean(axis=0), precision)
     curve = RevealedCurve(mean[: n + 1], mean[n + 1 :])
     return Outcome(
         _auc(curve),
