@@ -21,6 +21,7 @@ from typing import Annotated, Any, TypeVar
 import numpy as np
 import typer
 from rich.console import Console
+from rich.table import Table
 
 from privfl.errors import InputError, PrivflError
 
@@ -150,3 +151,22 @@ def fmt_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
         n /= 1000
     return f"{n:.2f} GB"
+
+
+def report_provisioned(
+    path: Path, title: str, advice: str, extra: dict[str, Any], as_json: bool, json_out: Path | None
+) -> None:
+    """The result of a provisioning command: every file written under ``path`` with its size
+    (JSON by the one rule, else a table and the advice on who gets which folder)."""
+    files = sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file())
+    sizes = {f: (path / f).stat().st_size for f in files}
+    emit({"out": str(path), **extra, "files": sizes}, as_json, json_out)
+    if as_json:
+        return
+    table = Table(title=title)
+    table.add_column("file")
+    table.add_column("size", justify="right")
+    for f in files:
+        table.add_row(f, fmt_bytes(sizes[f]))
+    console.print(table)
+    console.print(advice)

@@ -6,9 +6,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
-from privfl.cli._kit import AsJson, JsonOut, check_output_path, console, emit, fmt_bytes, guard
+from privfl.cli._kit import AsJson, JsonOut, check_output_path, guard, report_provisioned
 from privfl.errors import InputError
 
 forest_keys_app = typer.Typer(help="Provision RevFRF node folders.", no_args_is_help=True)
@@ -55,18 +54,12 @@ def forest_keys_init(
         allow_insecure_key_bits=insecure_key_bits, n_trees=trees, max_depth=depth, rho=rho,
         candidates=candidates, overwrite=force,
     )  # fmt: skip
-    files = sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file())
-    sizes = {f: (path / f).stat().st_size for f in files}
-    emit({"out": str(path), "files": sizes}, as_json, json_out)
-    if as_json:
-        return
-    table = Table(title=f"provisioned RevFRF nodes in {path}")
-    table.add_column("file")
-    table.add_column("size", justify="right")
-    for f in files:
-        table.add_row(f, fmt_bytes(sizes[f]))
-    console.print(table)
-    console.print(
+    report_provisioned(
+        path,
+        f"provisioned RevFRF nodes in {path}",
         "Give each node only its own folder (CS/, CC/, one per participant and requester); "
-        "the KGC kept nothing."
+        "the KGC kept nothing.",
+        {},
+        as_json,
+        json_out,
     )

@@ -6,17 +6,14 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from privfl.cli._kit import (
     AsJson,
     JsonOut,
     check_output_path,
-    console,
-    emit,
     err_console,
-    fmt_bytes,
     guard,
+    report_provisioned,
 )
 from privfl.errors import InputError
 from privfl.evaluation.fhauc.policy import DEFAULT_MAX_SAMPLES_PER_PARTY
@@ -112,21 +109,17 @@ def keys_init(
         min_guarantee_bits=min_guarantee_bits,
     )
     path = provision(names, out, policy, key_holder=key_holder, overwrite=force, keys=keys)
-    files = sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file())
-    sizes = {f: (path / f).stat().st_size for f in files}
-    emit({"out": str(path), "keys": keys, "files": sizes}, as_json, json_out)
+    report_provisioned(
+        path,
+        f"provisioned {len(names)} parties in {path}",
+        "Give each party only its own folder; the aggregator gets 'aggregator/' "
+        "(public material, it cannot decrypt).",
+        {"keys": keys},
+        as_json,
+        json_out,
+    )
     if as_json:
         return
-    table = Table(title=f"provisioned {len(names)} parties in {path}")
-    table.add_column("file")
-    table.add_column("size", justify="right")
-    for f in files:
-        table.add_row(f, fmt_bytes(sizes[f]))
-    console.print(table)
-    console.print(
-        "Give each party only its own folder; the aggregator gets 'aggregator/' "
-        "(public material, it cannot decrypt)."
-    )
     if policy.security is Security.MALICIOUS and min_pairs == 0:
         err_console.print(
             "note: without --min-pairs every party bounds the verification with its own "

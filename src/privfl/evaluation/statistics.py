@@ -144,6 +144,23 @@ def validate_party(
     return s, y.astype(np.int8)
 
 
+def validate_bounded_party(
+    scores: Any, labels: Any, score_range: ScoreRange, max_samples: int, name: str
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int8]]:
+    """A party's own check of its local data before an FHAUC session (single-key or
+    threshold): present, valid for the score range (:func:`validate_party`), and within the
+    provisioned size bound that sizes the CKKS headroom and the masks."""
+    if scores is None or labels is None:
+        raise InputError(f"party {name} has no data")
+    s, y = validate_party(scores, labels, score_range, name)
+    if s.size > max_samples:
+        raise InputError(
+            f"party {name} has {s.size} samples, more than its provisioned "
+            f"max_samples_per_party={max_samples}"
+        )
+    return s, y
+
+
 def _is_str_array(x: Any) -> bool:
     arr = np.asarray(x)
     return arr.dtype.kind in "USO" and not _numeric_object(arr)

@@ -49,6 +49,7 @@ from privfl.evaluation.fhauc.variant import Outcome, PartyView, variant_for
 from privfl.evaluation.statistics import (
     PartyCounts,
     party_counts,
+    validate_bounded_party,
     validate_party,
     validate_weights,
     weighted_counts,
@@ -330,14 +331,10 @@ class Party:
 
     def _count(self, config: SessionConfig) -> PartyCounts:
         """Validate the local data and count TP/FP at the session's decision points."""
-        if self._scores is None or self._labels is None:
-            raise InputError(f"party {self.name} has no data")
-        s, y = validate_party(self._scores, self._labels, config.score_range, self.name)
-        if s.size > self.policy.max_samples_per_party:
-            raise InputError(
-                f"party {self.name} has {s.size} samples, more than its provisioned "
-                f"max_samples_per_party={self.policy.max_samples_per_party}"
-            )
+        s, y = validate_bounded_party(
+            self._scores, self._labels, config.score_range, self.policy.max_samples_per_party,
+            self.name,
+        )  # fmt: skip
         if self._weights is not None and config.reveal is Reveal.AUC:
             raise InputError(
                 f"party {self.name}: sample weights need reveal='curve' or 'metrics' (the "

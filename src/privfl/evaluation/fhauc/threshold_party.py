@@ -45,7 +45,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from privfl.crypto import keywrap
 from privfl.crypto import threshold as th
-from privfl.errors import InputError, MalformedMessageError, ProtocolError, UnknownPartyError
+from privfl.errors import MalformedMessageError, ProtocolError, UnknownPartyError
 from privfl.evaluation.fhauc import threshold_messages as tmsg
 from privfl.evaluation.fhauc import threshold_plan as tp
 from privfl.evaluation.fhauc.messages import AGGREGATOR, Done, Join, SessionConfig, Start
@@ -58,7 +58,7 @@ from privfl.evaluation.fhauc.threshold_plan import joint_rows, reveal_key, row_m
 from privfl.evaluation.fhauc.threshold_setup import open_bundle
 from privfl.evaluation.fhauc.threshold_state import ThresholdState
 from privfl.evaluation.fhauc.variant import PartyView
-from privfl.evaluation.statistics import PartyCounts, party_counts, validate_party
+from privfl.evaluation.statistics import PartyCounts, party_counts, validate_bounded_party
 
 
 class Stage(StrEnum):
@@ -346,14 +346,10 @@ class ThresholdFhaucParty:
         return b"privfl/fhauc-threshold/reveal|" + cfg.session + self._transcript + lead.encode()
 
     def _count(self, config: SessionConfig) -> PartyCounts:
-        if self._scores is None or self._labels is None:
-            raise InputError(f"party {self.name} has no data")
-        s, y = validate_party(self._scores, self._labels, config.score_range, self.name)
-        if s.size > self.policy.max_samples_per_party:
-            raise InputError(
-                f"party {self.name} has {s.size} samples, more than its provisioned "
-                f"max_samples_per_party={self.policy.max_samples_per_party}"
-            )
+        s, y = validate_bounded_party(
+            self._scores, self._labels, config.score_range, self.policy.max_samples_per_party,
+            self.name,
+        )  # fmt: skip
         return party_counts(s, y, config.thresholds)
 
     def _key(self) -> bytes:
