@@ -21,7 +21,6 @@ from conftest import make_parties
 from privfl.crypto import keywrap
 from privfl.crypto import threshold as th
 from privfl.crypto.threshold_ciphertext import fuse_and_decode
-from privfl.crypto.threshold_wire import U64, add_mod
 from privfl.errors import (
     InputError,
     ProtocolError,
@@ -165,13 +164,8 @@ def test_aggregator_holds_no_key_share_and_never_a_fusable_set_of_shares(rng):
 
     relay = Relay.from_bytes(rec.down["fuse"][agg.lead], "th-lead", agg.config.session)
     msg = th.LeadDecryption.from_bytes(relay.items[0], ctx, agg.server.session)
-    layout = ctx.compressed_layout(msg.level, msg.deg)
-    rows = np.frombuffer(msg.compressed, dtype=U64).reshape(layout.vectors, ctx.ring)
-    moduli = ctx.q_moduli[:2]
-    others = np.frombuffer(msg.others, dtype=U64).reshape(2, ctx.ring)
-    fused = add_mod(rows[:2], others, moduli)
     c1 = ctx.c1_layout(msg.level, msg.deg)
-    attempt = ctx.load("ciphertext", c1, fused.tobytes(), agg.server.tag)
+    attempt = ctx.load("ciphertext", c1, msg.partial, agg.server.tag)
     with pytest.raises(th.JointDecryptionError):  # m - s_L c1: noise under the lead's share
         fuse_and_decode(ctx, [attempt], 2)
     assert rec.results[lead.name].auc == pytest.approx(privfl.binned_auc(data, 10), abs=TOL)
@@ -181,8 +175,8 @@ def test_aggregator_holds_no_key_share_and_never_a_fusable_set_of_shares(rng):
 class SubstitutingAggregator(ThresholdAggregator):
     """Returns a joint public key that is not the sum of the parties' contributions."""
 
-    def combine_keygen(self, shares):
-        data = super().combine_keygen(shares)
+    def finish_keygen(self):
+        data = super().finish_keygen()
         joint = th.JointPublicKeys.from_bytes(data, self.server.context, self.server.session)
         pk = bytearray(joint.public_key)
         pk[0] = 0 if pk[0] else 1

@@ -58,9 +58,14 @@ def world():
             rec.down["upload"]["p0"],
             lambda d: tm.Relay.from_bytes(d, "th-keychecks", session),
         ),
+        "upload-step": (rec.up["upload"]["p0"], tm.UploadStep.from_bytes),
         "upload": (
-            rec.up["upload"]["p0"],
+            tm.UploadStep.from_bytes(rec.up["upload"]["p0"]).upload,
             lambda d: tm.ThresholdUpload.from_bytes(d, session, roster),
+        ),
+        "mult": (
+            tm.UploadStep.from_bytes(rec.up["upload"]["p1"]).mult,
+            lambda d: tm.MultShareUpload.from_bytes(d, session, roster),
         ),
         "requests": (
             rec.down["decrypt"][other],
@@ -84,8 +89,8 @@ def world():
 
 
 NAMES = [
-    "keygen", "keycheck", "keychecks", "upload", "requests", "shares", "lead-relay", "lead",
-    "reveal", "public", "pairs", "state",
+    "keygen", "keycheck", "keychecks", "upload-step", "upload", "mult", "requests", "shares",
+    "lead-relay", "lead", "reveal", "public", "pairs", "state",
 ]  # fmt: skip
 
 

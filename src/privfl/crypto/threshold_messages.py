@@ -237,19 +237,14 @@ class MaskedDecryption(_AboutCiphertext):
 @dataclass(frozen=True)
 class LeadDecryption(_AboutCiphertext):
     """Server -> the lead party (decryption for the parties only, without a shared mask):
-    the whole compressed ciphertext (``c0`` and ``c1``) and the **sum** of the other
-    ``M - 1`` parties' decryption shares. Only the lead's own ``MultipartyDecryptLead`` share
-    completes it, and the lead never sends that share anywhere: the server holds ``c0`` and
-    ``M - 1`` shares, never a fusable set. One ciphertext-sized sum, whatever ``M``."""
+    ``partial = c0 + sum`` of the other ``M - 1`` parties' decryption shares, and ``c1``
+    (both compressed to two towers). Only the lead's own share ``s_L c1 + e_L`` completes
+    it, and the lead never sends that share anywhere: the server holds ``c0`` and ``M - 1``
+    shares, never a fusable set. Two polynomials, whatever ``M``."""
 
     STEP: ClassVar[str] = "lead-decrypt"
-    LAYOUT: ClassVar[str] = "compressed_layout"
-    compressed: bytes
-    others: bytes
-
-    MODULI: ClassVar[dict[str, Callable[[ThresholdContext], Moduli]]] = {
-        "others": lambda ctx: ctx.q_moduli[:DECRYPTION_TOWERS],
-    }
+    partial: bytes
+    c1: bytes
 
 
 @dataclass(frozen=True)

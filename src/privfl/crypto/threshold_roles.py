@@ -223,9 +223,9 @@ class ThresholdParty(CiphertextHolder):
         return fuse_and_decode(ctx, [lead, *others], length)
 
     def lead_decrypt(self, message: tm.LeadDecryption, length: int) -> npt.NDArray[np.float64]:
-        """The lead of a decryption for the parties only: fuse its own
-        ``MultipartyDecryptLead`` share of the server's compressed ciphertext with the server's
-        sum of the other parties' shares and decode. This party learns the plaintext; its lead
+        """The lead of a decryption for the parties only: add its own
+        ``MultipartyDecryptLead`` share ``s_L c1 + e_L`` to the server's ``c0`` plus the sum
+        of the other parties' shares, and decode. This party learns the plaintext; its lead
         share never leaves it. Each request id is fused once; the share counts against the
         flooding budget like any other."""
         ctx = self.context
@@ -235,11 +235,9 @@ class ThresholdParty(CiphertextHolder):
         self._answered.add(key)
         self._count_decryption()
         layout = ctx.compressed_layout(message.level, message.deg)
-        compressed = ctx.load("ciphertext", layout, message.compressed, self.tag)
-        lead = ctx.cc.MultipartyDecryptLead([compressed], self._share())[0]
-        c1 = ctx.c1_layout(message.level, message.deg)
-        others = ctx.load("ciphertext", c1, message.others, self.tag)
-        return fuse_and_decode(ctx, [lead, others], length)
+        partial = ctx.load("ciphertext", layout, message.partial + message.c1, self.tag)
+        lead = ctx.cc.MultipartyDecryptLead([partial], self._share())[0]
+        return fuse_and_decode(ctx, [lead], length)
 
     def open_masked(
         self, result: tm.MaskedDecryption, mask_seed: bytes, length: int

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+import numpy.typing as npt
+
 from privfl.crypto import threshold_messages as tm
 from privfl.crypto import threshold_wire as wire
 from privfl.crypto.threshold_ciphertext import CiphertextHolder
@@ -15,6 +18,7 @@ from privfl.crypto.threshold_rows import (
     check_senders,
     coefficient_rows,
     install_evaluation_keys,
+    payload_rows,
     sum_rows,
 )
 from privfl.errors import ProtocolError
@@ -29,63 +33,116 @@ class ThresholdServer(CiphertextHolder):
 
     def __init__(self, name: str, context: ThresholdContext, session: bytes) -> None:
         super().__init__(name, context, session)
-        self._keygen_senders: tuple[str, ...] = ()
+        self._keygen_senders: list[str] = []
+        self._keygen_sums: tuple[npt.NDArray[np.uint64], ...] = ()
         self._joint_auto_b: bytes = b""
-        self._mult_key: bytes = b""
+        self._mult_senders: list[str] = []
+        self._mult_sum: npt.NDArray[np.uint64] | None = None
+
+    # ------------------------------------------------------------------ key generation
+    def add_keygen_share(self, share: tm.KeyGenShare) -> None:
+        """Round 1 (server), one party's contribution: add its ``b`` halves into the running
+        sums (the share itself is not kept, so ``M`` shares never sit in memory at once)."""
+        ctx = self.context
+        if share.sender in self._keygen_senders or len(self._keygen_senders) >= ctx.parties:
+            raise ProtocolError(f"a second round-1 key share from {share.sender!r}")
+        parts = [
+            (share.public_key, ctx.public_key_shape.b_moduli),
+            (share.switch_key, ctx.switch_key_shape.b_moduli),
+        ]
+        if ctx.automorphism_shape is not None:
+            parts.append((share.automorphism_keys, ctx.automorphism_shape.b_moduli))
+        rows = [payload_rows(raw, len(moduli), ctx.ring) for raw, moduli in parts]
+        if not self._keygen_sums:
+            self._keygen_sums = tuple(r.copy() for r in rows)
+        else:
+            self._keygen_sums = tuple(
+                wire.add_mod(total, r, moduli)
+                for total, r, (_, moduli) in zip(self._keygen_sums, rows, parts, strict=True)
+            )
+        self._keygen_senders.append(share.sender)
+
+    def joint_public_keys(self) -> tm.JointPublicKeys:
+        """Round 1 (server), once every party's contribution was added: the joint public key
+        (kept for encryption here) and the joint key-switching key (input of round 2)."""
+        if len(self._keygen_senders) != self.context.parties:
+            raise ProtocolError(
+                f"key generation needs one share from each of {self.context.parties} parties; "
+                f"{len(self._keygen_senders)} arrived"
+            )
+        pk_b, sw_b, *auto = self._keygen_sums
+        self.public_key = self._load_joint_public_key(pk_b.tobytes())
+        self._joint_auto_b = auto[0].tobytes() if auto else b""
+        self._keygen_sums = ()
+        return tm.JointPublicKeys(self.session, self.name, pk_b.tobytes(), sw_b.tobytes())
 
     def combine_keygen_shares(self, shares: Sequence[tm.KeyGenShare]) -> tm.JointPublicKeys:
-        """Round 1 (server): sum the parties' contributions into the joint public key, the
+        """Round 1 (server): every party's contribution summed into the joint public key, the
         joint key-switching key and the joint automorphism keys."""
+        for share in shares:
+            self.add_keygen_share(share)
+        return self.joint_public_keys()
+
+    def add_mult_share(self, share: tm.MultKeyShare) -> None:
+        """Round 2 (server), one party's relinearisation-key share, added into the sum."""
         ctx = self.context
-        names = [s.sender for s in shares]
-        if len(shares) != ctx.parties or len(set(names)) != len(names):
+        if share.sender not in self._keygen_senders or share.sender in self._mult_senders:
             raise ProtocolError(
-                f"key generation needs one share from each of {ctx.parties} parties"
+                f"relinearisation shares must come once from each party of round 1, not "
+                f"{share.sender!r}"
             )
-        self._keygen_senders = tuple(names)
-        pk_shape, sw_shape = ctx.public_key_shape, ctx.switch_key_shape
-        pk_b = sum_rows([s.public_key for s in shares], pk_shape.b_moduli, ctx.ring)
-        sw_b = sum_rows([s.switch_key for s in shares], sw_shape.b_moduli, ctx.ring)
-        self.public_key = self._load_joint_public_key(pk_b.tobytes())
-        if ctx.automorphism_shape is not None:
-            moduli = ctx.automorphism_shape.b_moduli
-            self._joint_auto_b = sum_rows(
-                [s.automorphism_keys for s in shares], moduli, ctx.ring
-            ).tobytes()
-        return tm.JointPublicKeys(self.session, self.name, pk_b.tobytes(), sw_b.tobytes())
+        moduli = ctx.switch_key_shape.layout.moduli
+        rows = payload_rows(share.mult_key, len(moduli), ctx.ring)
+        self._mult_sum = (
+            rows.copy() if self._mult_sum is None else wire.add_mod(self._mult_sum, rows, moduli)
+        )
+        self._mult_senders.append(share.sender)
+
+    def evaluation_keys(self) -> tm.EvaluationKeys:
+        """Round 2 (server), once every share was added: install the joint evaluation keys in
+        this process and return them (for roles elsewhere that evaluate)."""
+        if sorted(self._mult_senders) != sorted(self._keygen_senders) or self._mult_sum is None:
+            raise ProtocolError("relinearisation shares must come from the parties of round 1")
+        joint = self._mult_sum.tobytes()
+        keys = tm.EvaluationKeys(self.session, self.name, joint, self._joint_auto_b)
+        install_evaluation_keys(self.context, self.session, keys)
+        self._mult_sum = None
+        return keys
 
     def combine_mult_shares(self, shares: Sequence[tm.MultKeyShare]) -> tm.EvaluationKeys:
         """Round 2 (server): sum the relinearisation-key shares, install the joint evaluation
         keys in this process and return them (for roles elsewhere that evaluate)."""
-        ctx = self.context
-        if sorted(s.sender for s in shares) != sorted(self._keygen_senders):
-            raise ProtocolError("relinearisation shares must come from the parties of round 1")
-        layout = ctx.switch_key_shape.layout
-        joint = sum_rows([s.mult_key for s in shares], layout.moduli, ctx.ring)
-        keys = tm.EvaluationKeys(self.session, self.name, joint.tobytes(), self._joint_auto_b)
-        install_evaluation_keys(ctx, self.session, keys)
-        return keys
+        for share in shares:
+            self.add_mult_share(share)
+        return self.evaluation_keys()
 
+    # ------------------------------------------------------------------ decryption
     def lead_decryption(
         self, request: tm.DecryptionRequest, shares: Sequence[tm.DecryptionShare], lead: str
     ) -> tm.LeadDecryption:
-        """Add the ``M - 1`` shares of every party but ``lead`` (one ciphertext-sized sum) and
-        hand the lead the compressed ciphertext with that sum. The server cannot decrypt:
-        the lead's share is missing, and it never receives it."""
+        """Add ``c0`` and the ``M - 1`` shares of every party but ``lead`` (one
+        ciphertext-sized sum) and hand the lead that sum with ``c1``. The server cannot
+        decrypt: the lead's share ``s_L c1 + e_L`` is missing, and it never receives it (the
+        sum is an RLWE sample under ``s_L``). The lead learns no more than from ``c0`` and
+        the sum apart."""
         ctx = self.context
         compressed = self._pending_decryption(request)
         check_senders(ctx, shares, request.request_id, ctx.parties - 1, exclude=lead)
         layout = ctx.compressed_layout(request.level, request.deg)
         moduli = ctx.q_moduli[:DECRYPTION_TOWERS]
-        total = sum_rows([s.share for s in shares], moduli, ctx.ring)
+        rows = coefficient_rows(layout, ctx.dump(layout, compressed))
+        towers = len(moduli)
+        total = wire.add_mod(
+            rows[:towers], sum_rows([s.share for s in shares], moduli, ctx.ring), moduli
+        )
         return tm.LeadDecryption(
             self.session,
             self.name,
             request.level,
             request.deg,
             request.request_id,
-            ctx.dump(layout, compressed),
             total.tobytes(),
+            rows[towers:].tobytes(),
         )
 
     def fuse_masked(

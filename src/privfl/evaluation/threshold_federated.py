@@ -9,7 +9,7 @@ argument is in :mod:`privfl.evaluation.fhauc.threshold_aggregator`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import ClassVar
 
@@ -21,12 +21,11 @@ from privfl.errors import ProtocolError
 from privfl.evaluation.federated import AUCResult, party_names
 from privfl.evaluation.fhauc import Aggregator, malicious
 from privfl.evaluation.fhauc import threshold_setup as setup
-from privfl.evaluation.fhauc.messages import CODEC
 from privfl.evaluation.fhauc.party import PartyResult
 from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.evaluation.fhauc.schedule import SessionRequest
 from privfl.evaluation.fhauc.threshold_aggregator import threshold_aggregator
-from privfl.evaluation.fhauc.threshold_messages import ThresholdUpload
+from privfl.evaluation.fhauc.threshold_messages import UploadStep
 from privfl.evaluation.fhauc.threshold_party import ThresholdFhaucParty
 from privfl.evaluation.fhauc.threshold_schedule import run_threshold_session, threshold_party_step
 from privfl.evaluation.statistics import ScoreRange
@@ -49,7 +48,15 @@ class ThresholdTransport:
         self.traffic: dict[str, dict[str, int]] = {p.name: {} for p in parties}
 
     def exchange(self, step: str, messages: Mapping[str, bytes]) -> dict[str, bytes]:
-        out = {}
+        out: dict[str, bytes] = {}
+        self.stream(step, messages, out.__setitem__)
+        return out
+
+    def stream(
+        self, step: str, messages: Mapping[str, bytes], consume: Callable[[str, bytes], None]
+    ) -> None:
+        """Run each party's step and hand its answer to ``consume`` before the next party
+        runs (nothing is kept here: ``M`` key shares never sit in memory at once)."""
         for name, data in messages.items():
             received = self.runner.send(f"to_party_{step}", data)
             answer, result = self.runner.run(
@@ -57,9 +64,9 @@ class ThresholdTransport:
             )
             if result is not None:
                 self.results[name] = result
-            out[name] = self.runner.send(f"from_party_{step}", answer)
-            self._count(name, step, data, answer)
-        return out
+            up = self.runner.send(f"from_party_{step}", answer)
+            self._count(name, step, data, up)
+            consume(name, up)
 
     def _count(self, name: str, step: str, down: bytes, up: bytes) -> None:
         """Per-party traffic: key generation (rounds 1-2, the key checks and the
@@ -69,18 +76,11 @@ class ThresholdTransport:
         if step in self.SETUP:
             setup, session = session, 0
         elif step == "upload":
-            roster = self.parties[name].roster
-            mult = len(ThresholdUpload.from_bytes(up, _session_of(down), roster).mult_share)
-            setup, session = len(down) + mult, len(up) - mult
-            mine["upload"] = len(up) - mult
+            upload = len(UploadStep.from_bytes(up).upload)
+            setup, session = len(down) + len(up) - upload, upload
+            mine["upload"] = upload
         mine["setup"] = mine.get("setup", 0) + setup
         mine["session"] = mine.get("session", 0) + session
-
-
-def _session_of(data: bytes) -> bytes:
-    """The session id in a relayed message's header."""
-    header, _ = CODEC.decode(data)
-    return header.session
 
 
 def run_threshold(

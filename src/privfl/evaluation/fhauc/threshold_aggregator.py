@@ -4,20 +4,22 @@ ciphertexts under a joint key it helps assemble but can never decrypt.
 It holds the roster, the public policy and, per session, a
 :class:`~privfl.crypto.threshold.ThresholdServer` (sums of the parties' public key-generation
 contributions, the joint public and evaluation keys; no share). Steps:
-``start_session`` / ``collect_joins`` (as single-key) · ``combine_keygen`` · ``relay_checks``
-· ``handle_uploads`` (aggregates with :meth:`Aggregator.aggregate`, unchanged) ·
-``lead_requests`` · ``relay_reveal`` · ``collect_done``.
+``start_session`` / ``collect_joins`` (as single-key) · ``add_keygen_share`` per party
+and ``finish_keygen`` · ``relay_checks`` · ``add_mult_share`` per party, ``finish_keys`` and
+``install_keys`` · ``request_decryptions`` (aggregates with :meth:`Aggregator.aggregate`,
+unchanged) · ``lead_requests`` · ``relay_reveal`` · ``collect_done``. Key material is added
+as each party's message arrives, so the aggregator never holds ``M`` key shares at once.
 
 Why it never learns the AUC (it knows its multiplier ``c``, so any fused reply would give
 it away): a reply is decrypted as ``c0 + sum_i s_i c1 + e``. Every party but the lead sends
 ``s_i c1 + e_i`` to the aggregator, which adds these ``M - 1`` shares into **one**
-ciphertext-sized sum and forwards it with ``c0, c1`` to the lead. The lead adds its own
+ciphertext-sized sum, adds ``c0`` and forwards it with ``c1`` to the lead. The lead adds its own
 share ``s_L c1 + e_L`` (which it never sends anywhere) and decodes. Without ``s_L c1`` the
 aggregator's ``c0 + sum_{i != L}(s_i c1 + e_i)`` is an RLWE sample under the lead's secret
 share: it reveals nothing of the plaintext. The lead sends the values encrypted under the
 parties' session key (AES-GCM; the aggregator has neither the seed nor the key), and the
 aggregator relays that reveal. Per party: one ``c1`` and one share (non-lead), or one
-compressed ciphertext and one sum (lead), plus 16 bytes per execution: O(1) in ``M``.
+``c1`` and one sum (lead), plus 16 bytes per execution: O(1) in ``M``.
 
 Why a coalition of the aggregator with fewer than all parties cannot decrypt a party's
 upload: the joint secret is ``s = sum_i s_i`` and each share exists only inside its party's
@@ -67,7 +69,7 @@ class ThresholdMixin(Aggregator):
         self.lead = ""
         self._requests: list[th.DecryptionRequest] = []
         self._uploads: dict[str, tmsg.ThresholdUpload] = {}
-        self._mult: list[th.MultKeyShare] = []
+        self._keys_installed = False
 
     def receive_setup(self, data: bytes) -> None:
         """Roster and public policy; there is no key material to receive."""
@@ -97,6 +99,7 @@ class ThresholdMixin(Aggregator):
         self.plan = tp.plan(self._config(), self._policy())
         self.multiplier_range = self.plan.multiplier_bits
         self.server, self._requests = None, []
+        self._uploads, self._keys_installed = {}, False
         return data
 
     def collect_joins(self, joins: Mapping[str, bytes]) -> bytes:
@@ -111,20 +114,31 @@ class ThresholdMixin(Aggregator):
         self.context = None
         return start
 
-    def combine_keygen(self, shares: Mapping[str, bytes]) -> bytes:
-        """Key generation round 1: add the parties' signed contributions (public RLWE
-        samples) into the joint public and switching keys."""
+    def add_keygen_share(self, party: str, data: bytes) -> None:
+        """Key generation round 1, one party's signed contribution (public RLWE samples),
+        added into the running sums as it arrives (``M`` shares are never held at once)."""
         cfg, server = self._config(), self._server()
-        parsed = []
-        for p in cfg.parties:
-            msg = tmsg.KeyShareUpload.from_bytes(shares[p], cfg.session, self.roster)
-            if msg.sender != p:
-                raise UnknownPartyError(f"a key share signed by {msg.sender!r} arrived as {p!r}'s")
-            share = th.KeyGenShare.from_bytes(msg.share, server.context, server.session)
-            if share.sender != p:
-                raise UnknownPartyError(f"{p!r} sent a key share in {share.sender!r}'s name")
-            parsed.append(share)
-        return server.combine_keygen_shares(parsed).to_bytes()
+        if party not in cfg.parties:
+            raise UnknownPartyError(f"{party!r} is not in this session")
+        msg = tmsg.KeyShareUpload.from_bytes(data, cfg.session, self.roster)
+        if msg.sender != party:
+            raise UnknownPartyError(f"a key share signed by {msg.sender!r} arrived as {party!r}'s")
+        share = th.KeyGenShare.from_bytes(msg.share, server.context, server.session)
+        if share.sender != party:
+            raise UnknownPartyError(f"{party!r} sent a key share in {share.sender!r}'s name")
+        server.add_keygen_share(share)
+
+    def finish_keygen(self) -> bytes:
+        """Key generation round 1, end: the joint public and switching keys (every party's
+        contribution must have been added)."""
+        return self._server().joint_public_keys().to_bytes()
+
+    def combine_keygen(self, shares: Mapping[str, bytes]) -> bytes:
+        """Key generation round 1 from all contributions at once (:meth:`add_keygen_share`
+        for each party in the config's order, then :meth:`finish_keygen`)."""
+        for p in self._config().parties:
+            self.add_keygen_share(p, shares[p])
+        return self.finish_keygen()
 
     def relay_checks(self, checks: Mapping[str, bytes]) -> bytes:
         """Relay every party's signed key sketch (each party checks them itself)."""
@@ -135,40 +149,60 @@ class ThresholdMixin(Aggregator):
         items = tuple(checks[p] for p in cfg.parties)
         return tmsg.Relay(cfg.session, items, "th-keychecks").to_bytes()
 
-    def finish_keys(self, uploads: Mapping[str, bytes]) -> None:
-        """Check every signed upload (sender, session, transcript) and parse the
-        relinearisation share that rides with it; keep both for :meth:`install_keys` and
-        :meth:`handle_uploads`."""
+    def add_mult_share(self, party: str, data: bytes) -> bytes:
+        """Key generation round 2, one party's answer to the upload step: check its signed
+        relinearisation share and add it into the joint key's sum; returns the signed
+        ciphertext upload (checked by :meth:`finish_keys`)."""
         cfg, server = self._config(), self._server()
-        mult, self._uploads = [], {}
+        step = tmsg.UploadStep.from_bytes(data)
+        msg = tmsg.MultShareUpload.from_bytes(step.mult, cfg.session, self.roster)
+        if msg.sender != party:
+            raise UnknownPartyError(f"a key share signed by {msg.sender!r} arrived as {party!r}'s")
+        share = th.MultKeyShare.from_bytes(msg.share, server.context, server.session)
+        if share.sender != party:
+            raise UnknownPartyError(f"{party!r} sent a key share in {share.sender!r}'s name")
+        server.add_mult_share(share)
+        return step.upload
+
+    def finish_keys(self, uploads: Mapping[str, bytes]) -> None:
+        """Check every signed ciphertext upload (sender, session, transcript) and keep it for
+        :meth:`request_decryptions`."""
+        cfg = self._config()
+        self._uploads = {}
         for p in cfg.parties:
             msg = tmsg.ThresholdUpload.from_bytes(uploads[p], cfg.session, self.roster)
             if msg.sender != p:
                 raise UnknownPartyError(f"an upload signed by {msg.sender!r} arrived as {p!r}'s")
             if msg.transcript != tp.threshold_transcript(self.transcript or b""):
                 raise ProtocolError(f"the upload of {p} belongs to another session")
-            share = th.MultKeyShare.from_bytes(msg.mult_share, server.context, server.session)
-            if share.sender != p:
-                raise UnknownPartyError(f"{p!r} sent a key share in {share.sender!r}'s name")
-            mult.append(share)
             self._uploads[p] = msg
-        self._mult = mult
 
     def install_keys(self) -> None:
-        """Key generation round 2, end: add the relinearisation shares (collected by
-        :meth:`finish_keys`) into the joint evaluation keys and install them."""
-        self._server().combine_mult_shares(self._mult)
-        self._mult = []
+        """Key generation round 2, end: install the joint evaluation keys (every party's
+        relinearisation share must have been added by :meth:`add_mult_share`)."""
+        self._server().evaluation_keys()
+        self._keys_installed = True
+
+    def take_uploads(self, answers: Mapping[str, bytes]) -> None:
+        """The whole upload step from all answers at once: :meth:`add_mult_share` for each
+        party, :meth:`finish_keys` and :meth:`install_keys`."""
+        uploads = {p: self.add_mult_share(p, answers[p]) for p in self._config().parties}
+        self.finish_keys(uploads)
+        self.install_keys()
 
     def handle_uploads(self, uploads: Mapping[str, bytes]) -> bytes:
+        """The upload step from all answers at once (:meth:`take_uploads`), then
+        :meth:`request_decryptions`."""
+        self.take_uploads(uploads)
+        return self.request_decryptions()
+
+    def request_decryptions(self) -> bytes:
         """Load every upload checked by :meth:`finish_keys` (fresh ciphertexts only), run
         :meth:`aggregate` per execution and ask the non-lead parties for their decryption
         shares of each reply (``num + den`` in one ciphertext)."""
         cfg, server, plan = self._config(), self._server(), self._plan()
-        if set(getattr(self, "_uploads", {})) != set(cfg.parties):
-            self.finish_keys(uploads)
-        if getattr(self, "_mult", None):
-            self.install_keys()
+        if set(self._uploads) != set(cfg.parties) or not self._keys_installed:
+            raise ProtocolError("the uploads and joint keys of every party are needed first")
         by_party = {p: self._open(self._uploads[p], plan) for p in cfg.parties}
         self._uploads = {}
         self.context = EncryptingContext(server)  # type: ignore[assignment]
@@ -185,8 +219,8 @@ class ThresholdMixin(Aggregator):
         return tmsg.Relay(cfg.session, items, "th-decrypt").to_bytes()
 
     def lead_requests(self, shares: Mapping[str, bytes]) -> bytes:
-        """Add the non-lead parties' shares of every reply into one sum each and give the
-        lead the compressed replies with those sums (never a complete set of shares)."""
+        """Add the non-lead parties' shares of every reply into one sum each, plus ``c0``, and
+        give the lead those sums with ``c1`` (never a complete set of shares)."""
         cfg, server = self._config(), self._server()
         ctx = server.context
         per_request: list[list[th.DecryptionShare]] = [[] for _ in self._requests]

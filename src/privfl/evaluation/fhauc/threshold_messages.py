@@ -7,10 +7,12 @@ Steps after the usual ``config``/``join`` (see :mod:`.threshold_party` for who d
     aggregator -> party   keycheck   JointPublicKeys       threshold-ckks message: the sums
     party -> aggregator   keycheck   KeyCheck              signed: sketch of its own b halves
     aggregator -> party   upload     KeyChecks             every party's signed KeyCheck
-    party -> aggregator   upload     ThresholdUpload       signed: relin. share, ciphertexts
+    party -> aggregator   upload     UploadStep            MultShareUpload (signed: the
+                                                          relinearisation share) and
+                                                          ThresholdUpload (signed: ciphertexts)
     aggregator -> party   decrypt    DecryptRequests       c1 of each reply (non-lead parties)
     party -> aggregator   decrypt    DecryptShares         signed: s_i c1 + e_i per reply
-    aggregator -> lead    fuse       LeadRequests          c0, c1 and the SUM of M-1 shares
+    aggregator -> lead    fuse       LeadRequests          c1 and c0 + the SUM of M-1 shares
     lead -> aggregator    fuse       Reveal                signed, AES-GCM under the parties'
     aggregator -> party   result     Reveal                session key: the decrypted pairs
     party -> aggregator   result     Done                  (as today)
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Self
 
 from privfl.crypto.identity import IdentityKey
 from privfl.errors import MalformedMessageError
@@ -64,7 +66,7 @@ class KeyShareUpload:
         return seal(identity, self.STEP, self.session, self.sender, body)
 
     @classmethod
-    def from_bytes(cls, data: bytes, session: bytes, roster: Mapping[str, bytes]) -> KeyShareUpload:
+    def from_bytes(cls, data: bytes, session: bytes, roster: Mapping[str, bytes]) -> Self:
         sender, sess, r = open_signed(data, cls.STEP, session, roster)
         share = r.bytes_(MAX_KEY_MESSAGE_BYTES)
         r.end()
@@ -133,21 +135,28 @@ class Relay:
 
 
 @dataclass(frozen=True)
+class MultShareUpload(KeyShareUpload):
+    """Party -> aggregator, key generation round 2: the party's ``MultKeyShare`` (threshold
+    codec), signed. It travels with the upload (:class:`UploadStep`) but is signed apart, so
+    the aggregator checks the session's ciphertexts without hashing key material."""
+
+    STEP = "th-mult"
+
+
+@dataclass(frozen=True)
 class ThresholdUpload:
-    """Party -> aggregator: the transcript hash, the party's relinearisation-key share
-    (round 2) and, per execution, its T, F and D ciphertexts under the joint key
-    (threshold-CKKS ``CiphertextMessage`` bytes), signed."""
+    """Party -> aggregator: the transcript hash and, per execution, its T, F and D
+    ciphertexts under the joint key (threshold-CKKS ``CiphertextMessage`` bytes), signed."""
 
     session: bytes
     sender: str
     transcript: bytes
-    mult_share: bytes
     executions: tuple[tuple[tuple[bytes, ...], tuple[bytes, ...], tuple[bytes, ...]], ...]
 
     STEP = "th-upload"
 
     def body(self) -> bytes:
-        w = Writer().bytes_(self.transcript).bytes_(self.mult_share).u32(len(self.executions))
+        w = Writer().bytes_(self.transcript).u32(len(self.executions))
         for t, f, d in self.executions:
             w.list_(list(t)).list_(list(f)).list_(list(d))
         return w.getvalue()
@@ -163,7 +172,6 @@ class ThresholdUpload:
         transcript = r.bytes_(DIGEST_BYTES)
         if len(transcript) != DIGEST_BYTES:
             raise MalformedMessageError(f"upload from {sender}: bad transcript hash")
-        mult = r.bytes_(MAX_KEY_MESSAGE_BYTES)
         execs = []
         for _ in range(r.count(MAX_EXECUTIONS, "executions")):
             vectors = []
@@ -172,7 +180,29 @@ class ThresholdUpload:
                 vectors.append(tuple(r.bytes_(MAX_CIPHERTEXT_MESSAGE_BYTES) for _ in range(n)))
             execs.append((vectors[0], vectors[1], vectors[2]))
         r.end()
-        return cls(sess, sender, transcript, mult, tuple(execs))
+        return cls(sess, sender, transcript, tuple(execs))
+
+
+@dataclass(frozen=True)
+class UploadStep:
+    """A party's answer to the upload step: two messages, each signed on its own (the
+    envelope itself carries no claim): the relinearisation share (:class:`MultShareUpload`,
+    key generation) and the ciphertexts (:class:`ThresholdUpload`, the session)."""
+
+    mult: bytes
+    upload: bytes
+
+    LIMIT: ClassVar[int] = MAX_KEY_MESSAGE_BYTES
+
+    def to_bytes(self) -> bytes:
+        return Writer().bytes_(self.mult).bytes_(self.upload).getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> UploadStep:
+        r = Reader(data, "threshold upload step")
+        mult, upload = r.bytes_(cls.LIMIT), r.bytes_(cls.LIMIT)
+        r.end()
+        return cls(mult, upload)
 
 
 @dataclass(frozen=True)

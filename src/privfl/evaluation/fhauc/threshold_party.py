@@ -178,7 +178,7 @@ class ThresholdFhaucParty:
 
     def upload(self, data: bytes) -> bytes:
         """Verify the joint key against every party's signed sketch, then use it: the
-        relinearisation share and the encrypted statistics of every execution, signed."""
+        relinearisation share and the encrypted statistics of every execution, each signed."""
         self._expect(Stage.KEYCHECK, "upload")
         config, keys, joint = self._cfg(), self._k(), self._joint
         if joint is None:
@@ -202,10 +202,12 @@ class ThresholdFhaucParty:
             )
             executions.append((vectors[0], vectors[1], vectors[2]))
         self.stage = Stage.UPLOADED
-        message = tmsg.ThresholdUpload(
-            config.session, self.name, self._transcript, mult.to_bytes(), tuple(executions)
-        )
-        return message.seal(self._identity)
+        self._joint, self._joint_bytes, self._own_rows = None, b"", None  # used: not kept
+        upload = tmsg.ThresholdUpload(
+            config.session, self.name, self._transcript, tuple(executions)
+        ).seal(self._identity)
+        key = tmsg.MultShareUpload(config.session, self.name, mult.to_bytes())
+        return tmsg.UploadStep(key.seal(self._identity), upload).to_bytes()
 
     def decrypt(self, data: bytes) -> bytes:
         """A non-lead party's decryption share of every reply (flooding noise included)."""

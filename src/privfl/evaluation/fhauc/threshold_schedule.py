@@ -7,7 +7,7 @@ Steps (``messages`` go to every party unless stated)::
     "join"      config          -> Join
     "keygen"    Start           -> KeyShareUpload     (round 1 of the joint key)
     "keycheck"  JointPublicKeys -> KeyCheck
-    "upload"    KeyChecks       -> ThresholdUpload    (relinearisation share, ciphertexts)
+    "upload"    KeyChecks       -> UploadStep         (relinearisation share, ciphertexts)
     "decrypt"   DecryptRequests -> DecryptShares      (every party but the lead)
     "fuse"      LeadRequests    -> Reveal             (the lead only)
     "result"    Reveal          -> Done
@@ -15,6 +15,7 @@ Steps (``messages`` go to every party unless stated)::
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from privfl.errors import ProtocolError
@@ -61,15 +62,25 @@ def run_threshold_session(
 
     joins = everyone("join", config)
     start = run(agg, aggregator.collect_joins, joins)
-    shares = everyone("keygen", start)
     keys = "aggregator_keygen"  # key generation, timed apart (single-key: provisioning)
-    joint = run(keys, aggregator.combine_keygen, shares)
+
+    def add_share(party: str, data: bytes) -> None:
+        run(keys, aggregator.add_keygen_share, party, data)
+
+    stream(transport, "keygen", {p: start for p in parties}, parties, add_share)
+    joint = run(keys, aggregator.finish_keygen)
     checks = everyone("keycheck", joint)
     relay = run(keys, aggregator.relay_checks, checks)
-    uploads = everyone("upload", relay)
+    uploads: dict[str, bytes] = {}
+
+    def add_upload(party: str, data: bytes) -> None:
+        uploads[party] = run(keys, aggregator.add_mult_share, party, data)
+
+    stream(transport, "upload", {p: relay for p in parties}, parties, add_upload)
     run(agg, aggregator.finish_keys, uploads)  # checking the signed uploads, as single-key
     run(keys, aggregator.install_keys)  # the relinearisation key rode with the uploads
-    requests = run(agg, aggregator.handle_uploads, uploads)
+    uploads.clear()
+    requests = run(agg, aggregator.request_decryptions)
     others = tuple(p for p in parties if p != aggregator.lead)
     decrypted = _answers(transport, "decrypt", {p: requests for p in others}, others)
     lead_request = run(agg, aggregator.lead_requests, decrypted)
@@ -84,6 +95,36 @@ def run_threshold_session(
         aggregator.executions, tuple(completed),
     )  # fmt: skip
     return ThresholdReport(report, aggregator.lead)
+
+
+def stream(
+    transport: Transport,
+    step: str,
+    messages: Mapping[str, bytes],
+    parties: Sequence[str],
+    consume: Callable[[str, bytes], None],
+) -> None:
+    """Hand each party's answer to ``consume`` as it arrives when the transport can
+    (``transport.stream(step, messages, consume)``: the in-process transport, so that ``M``
+    key shares are never held at once), else after :meth:`Transport.exchange`. Every party
+    must answer exactly once."""
+    seen: list[str] = []
+
+    def once(party: str, data: bytes) -> None:
+        if party not in messages or party in seen:
+            raise ProtocolError(f"an unexpected answer from {party!r} in step {step!r}")
+        seen.append(party)
+        consume(party, data)
+
+    streaming = getattr(transport, "stream", None)
+    if streaming is not None:
+        streaming(step, messages, once)
+    else:
+        for party, data in _answers(transport, step, messages, parties).items():
+            once(party, data)
+    missing = [p for p in parties if p not in seen]
+    if missing:
+        raise ProtocolError(f"no answer from {missing} in step {step!r}")
 
 
 def threshold_party_step(
