@@ -97,7 +97,7 @@ def test_key_generation_traffic_per_party_does_not_grow_with_the_number_of_parti
     ctx = ThresholdContext.for_parameters(PARAMS, 2)
     b_vectors = len(ctx.public_key_shape.b_index) + len(ctx.switch_key_shape.b_index)
     b_vectors += len(ctx.automorphism_shape.b_index)
-    assert per_party[2]["keygen_share"] == pytest.approx(b_vectors * ctx.ring * 8, rel=0.001)
+    assert per_party[2]["keygen_share"] == pytest.approx(b_vectors * ctx.ring * 7.5, rel=0.001)
 
 
 def test_the_server_holds_no_secret_share_and_each_party_exactly_its_own(roles):

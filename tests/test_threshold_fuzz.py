@@ -23,8 +23,9 @@ from test_threshold_support import require_openfhe_for_tests
 require_openfhe_for_tests()
 
 from privfl.crypto import threshold_messages as tm  # noqa: E402
+from privfl.crypto import threshold_wire as wire  # noqa: E402
 from privfl.crypto.threshold import Ciphertext, ThresholdServer, make_roles, parameter_set  # noqa: E402
-from privfl.errors import PrivflError, ProtocolError  # noqa: E402
+from privfl.errors import MalformedMessageError, PrivflError, ProtocolError  # noqa: E402
 
 PARAMS = dataclasses.replace(parameter_set("test"), max_decryptions=1 << 16, name="fuzz")
 SEED = bytes(32)
@@ -188,8 +189,7 @@ def test_a_huge_declared_length_is_refused_before_anything_is_allocated(world, c
 @pytest.mark.parametrize("cls", MESSAGES, ids=lambda c: c.__name__)
 def test_an_unreduced_coefficient_is_refused(world, cls):
     valid = bytearray(world["valid"][cls].to_bytes())
-    valid[-2] = 0xFF  # top byte of the last coefficient: above every 60-bit modulus
-    valid[-1] = 0xFF
+    valid[-8:] = b"\xff" * 8  # the last coefficient (60 bits) is 2^60 - 1: above every modulus
     assert _decode(world, cls, bytes(valid)) is None
 
 
@@ -208,8 +208,9 @@ def test_in_range_coefficients_of_any_value_reach_openfhe_safely(
     last payload) with zeros, ``2^50 - 1`` or random values below ``2^50`` (reduced modulo
     every prime): the message decodes and the consuming step returns or raises a typed error."""
     valid = world["valid"][cls]
-    data = bytearray(valid.to_bytes())
-    last = len(getattr(valid, dataclasses.fields(valid)[-1].name)) // 8  # the last payload
+    name = dataclasses.fields(valid)[-1].name  # the last payload
+    payload = bytearray(getattr(valid, name))
+    last = len(payload) // 8
     first = int(start * last)
     count = min(count, last - first)
     if fill == "zeros":
@@ -219,9 +220,38 @@ def test_in_range_coefficients_of_any_value_reach_openfhe_safely(
     else:
         gen = np.random.default_rng(seed)  # not secret: fuzz input
         new = gen.integers(0, 1 << 50, count, dtype=np.uint64).astype("<u8")
-    end = len(data) - 8 * first
-    data[end - 8 * count : end] = new.tobytes()
+    end = len(payload) - 8 * first
+    payload[end - 8 * count : end] = new.tobytes()
+    data = dataclasses.replace(valid, **{name: bytes(payload)}).to_bytes()  # packed on the wire
     msg = _decode(world, cls, bytes(data))
     assert msg is not None, "in-range coefficients must decode"
     with contextlib.suppress(PrivflError):
         _consume(world, msg)
+
+
+@given(
+    values=st.lists(st.integers(0, (1 << 60) - 1), min_size=0, max_size=64).filter(
+        lambda v: len(v) % 2 == 0
+    )
+)
+def test_sixty_bit_packing_round_trips_and_saves_a_sixteenth(values):
+    payload = np.array(values, dtype=np.uint64).tobytes()
+    packed = wire.pack60(payload)
+    assert len(packed) == len(payload) * 15 // 16
+    assert wire.unpack60(packed, len(values), "x") == payload
+
+
+@given(data=st.binary(max_size=64), count=st.integers(0, 10))
+def test_any_bytes_of_the_packed_size_unpack_below_two_to_the_sixty(data, count):
+    if len(data) != wire.packed_bytes(2 * count):
+        with pytest.raises(MalformedMessageError):
+            wire.unpack60(data, 2 * count, "x")
+        return
+    out = np.frombuffer(wire.unpack60(data, 2 * count, "x"), dtype=np.uint64)
+    assert out.size == 2 * count and all(int(v) < 1 << 60 for v in out)
+    assert wire.pack60(out.tobytes()) == data
+
+
+def test_packing_refuses_a_coefficient_of_sixty_one_bits():
+    with pytest.raises(ValueError, match="2\\^60"):
+        wire.pack60(np.array([1 << 60, 0], dtype=np.uint64).tobytes())

@@ -128,6 +128,16 @@ class Reader:
             raise MalformedMessageError(f"{self._what}: {what} is not a finite number")
         return value
 
+    def view(self, max_bytes: int) -> memoryview:
+        """A length-prefixed field as a view into the message, not a copy (for large fields
+        that are decoded at once, e.g. packed coefficients)."""
+        n = self.u32()
+        if n > max_bytes:
+            raise MalformedMessageError(
+                f"{self._what} has a {n}-byte field where at most {max_bytes} are allowed"
+            )
+        return self._take(n)
+
     def bytes_(self, max_bytes: int | None = None) -> bytes:
         n = self.u32()
         if max_bytes is not None and n > max_bytes:

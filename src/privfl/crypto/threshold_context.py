@@ -171,6 +171,8 @@ class ThresholdContext:
             raise RuntimeError("could not read the RNS moduli from OpenFHE's serialisation")
         switch = cc.KeySwitchGen(throwaway.secretKey, throwaway.secretKey)
         p = [m for m in wire.loose_moduli(self.serialize(switch), self.ring) if m not in q]
+        if max(q + p) >> wire.PACKED_BITS:
+            raise RuntimeError(f"a modulus of this context exceeds 2^{wire.PACKED_BITS}")
         self.q_moduli = np.array(q, dtype=np.uint64)
         self.moduli = frozenset(q) | frozenset(p)
         self.public_key_shape = _key_shape(

@@ -1,8 +1,9 @@
 """Messages of threshold CKKS: key generation, ciphertexts, joint decryption, bootstrapping.
 
 Every message is a frozen dataclass framed by :data:`CODEC` (protocol ``threshold-ckks``,
-version 1: magic, protocol, version, step, session id, sender). Its payload holds small
-integers and **coefficient payloads** only (OpenFHE objects stripped to their coefficient
+version 2: magic, protocol, version, step, session id, sender). Its payload holds small
+integers and **coefficient payloads** only, at 60 bits per coefficient
+(:func:`~privfl.crypto.threshold_wire.pack60`) (OpenFHE objects stripped to their coefficient
 vectors, :mod:`privfl.crypto.threshold_wire`). ``from_bytes(data, context, session)`` checks,
 in this order and before anything is allocated from the payload: the header (protocol,
 version, step, session), each declared level/degree against the context's depth, each field's
@@ -42,7 +43,7 @@ __all__ = [
     "MultKeyShare",
 ]
 
-CODEC = Codec("threshold-ckks", 1)
+CODEC = Codec("threshold-ckks", 2)
 _NO_MODULI = np.zeros(0, dtype=np.uint64)
 
 Moduli = npt.NDArray[np.uint64]
@@ -66,7 +67,7 @@ class _Message:
         w = Writer()
         for f in fields(self)[2:]:
             value = getattr(self, f.name)
-            w.bytes_(value) if isinstance(value, bytes) else w.u64(value)
+            w.bytes_(wire.pack60(value)) if isinstance(value, bytes) else w.u64(value)
         return CODEC.encode(self.STEP, self.session, self.sender, w.getvalue())
 
     @classmethod
@@ -83,9 +84,10 @@ class _Message:
                     cls._check_shape(ctx, ints["level"], ints["deg"])
                 continue
             moduli = cls._moduli(ctx, f.name, ints)
-            expected = len(moduli) * ctx.ring * wire.U64.itemsize
-            raw = r.bytes_(expected)  # bounded before it is read
-            wire.check_coefficients(moduli, ctx.ring, raw, f"{cls.STEP} {f.name}")
+            count, what = len(moduli) * ctx.ring, f"{cls.STEP} {f.name}"
+            packed = r.view(wire.packed_bytes(count))  # bounded before it is read
+            raw = wire.unpack60(packed, count, what)
+            wire.check_coefficients(moduli, ctx.ring, raw, what)
             values.append(raw)
         r.end()
         return cls(session, header.sender, *values)
