@@ -289,3 +289,53 @@ def test_flower_client_runs_threshold_rounds_with_a_fresh_party_per_round(tmp_pa
     assert written["auc"] == pytest.approx(privfl.binned_auc(data, 10), abs=TOL)
     with pytest.raises(ProtocolError, match="out of order"):
         client_app.run_step("keygen", b"", contexts["site-a"])
+
+
+class Streaming(Recorder):
+    """A transport that hands each answer on as soon as the party has produced it."""
+
+    def __init__(self, parties, extra=None):
+        super().__init__(parties)
+        self.events: list[tuple[str, str, str]] = []
+        self.extra = extra
+
+    def stream(self, step, messages, consume):
+        for name, data in messages.items():
+            answer, _ = threshold_party_step(self.parties[name], step, data)
+            self.events.append(("ran", step, name))
+            consume(name, answer)
+            self.events.append(("consumed", step, name))
+            if self.extra and step == self.extra[0]:
+                consume(self.extra[1], answer)
+
+
+def test_key_shares_are_added_one_by_one_as_they_arrive(rng):
+    data, parties, agg, _, request = deployment(rng)
+    transport = Streaming(parties)
+    added: list[str] = []
+    original = agg.add_keygen_share
+
+    def add(party, raw):
+        added.append(party)
+        return original(party, raw)
+
+    agg.add_keygen_share = add
+    run_threshold_session(agg, transport, request)
+    keygen = [e for e in transport.events if e[1] == "keygen"]
+    # party k's share is added before party k + 1 runs: never M shares in memory at once
+    assert keygen == [(kind, "keygen", p.name) for p in parties for kind in ("ran", "consumed")]
+    assert added == [p.name for p in parties]
+    assert "keygen" not in transport.up  # nothing collected by the transport
+
+
+@pytest.mark.parametrize("step", ["keygen", "upload"])
+def test_a_second_answer_from_one_party_is_refused(rng, step):
+    _, parties, agg, _, request = deployment(rng)
+    with pytest.raises(ProtocolError, match="unexpected answer|second"):
+        run_threshold_session(agg, Streaming(parties, extra=(step, "p0")), request)
+
+
+def test_an_answer_from_outside_the_session_is_refused(rng):
+    _, parties, agg, _, request = deployment(rng)
+    with pytest.raises(ProtocolError, match="unexpected answer"):
+        run_threshold_session(agg, Streaming(parties, extra=("keygen", "mallory")), request)
