@@ -23,6 +23,7 @@ from privfl.crypto import threshold as th
 from privfl.crypto.threshold_ciphertext import fuse_and_decode
 from privfl.errors import (
     InputError,
+    InsufficientPrecisionError,
     ProtocolError,
     VerificationError,
 )
@@ -310,7 +311,7 @@ class Streaming(Recorder):
 
 
 def test_key_shares_are_added_one_by_one_as_they_arrive(rng):
-    data, parties, agg, _, request = deployment(rng)
+    _, parties, agg, _, request = deployment(rng)
     transport = Streaming(parties)
     added: list[str] = []
     original = agg.add_keygen_share
@@ -331,7 +332,7 @@ def test_key_shares_are_added_one_by_one_as_they_arrive(rng):
 @pytest.mark.parametrize("step", ["keygen", "upload"])
 def test_a_second_answer_from_one_party_is_refused(rng, step):
     _, parties, agg, _, request = deployment(rng)
-    with pytest.raises(ProtocolError, match="unexpected answer|second"):
+    with pytest.raises(ProtocolError, match=r"unexpected answer|second"):
         run_threshold_session(agg, Streaming(parties, extra=(step, "p0")), request)
 
 
@@ -339,3 +340,19 @@ def test_an_answer_from_outside_the_session_is_refused(rng):
     _, parties, agg, _, request = deployment(rng)
     with pytest.raises(ProtocolError, match="unexpected answer"):
         run_threshold_session(agg, Streaming(parties, extra=("keygen", "mallory")), request)
+
+
+@pytest.mark.parametrize("bound", [512, 10**5])
+def test_the_semi_honest_threshold_auc_comes_with_a_precision_that_bounds_its_error(bound):
+    parties = make_parties(np.random.default_rng(5), 3, 400)
+    res = privfl.federated_auc(parties, 20, keys="threshold", max_samples_per_party=bound)
+    assert res.precision is not None and 0 < res.precision <= 1e-6
+    assert abs(res.auc - privfl.binned_auc(parties, 20)) <= res.precision
+
+
+def test_a_size_bound_far_above_the_data_is_refused_not_answered_coarsely():
+    """With C = 10^7 and 400 rows per party the flooding noise, scaled for C, leaves the AUC
+    accurate to ~1e-5 only: every party refuses it, naming the fix."""
+    parties = make_parties(np.random.default_rng(5), 3, 400)
+    with pytest.raises(InsufficientPrecisionError, match="closer to the real party sizes"):
+        privfl.federated_auc(parties, 20, keys="threshold", max_samples_per_party=10**7)

@@ -19,6 +19,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import privfl
+from privfl.evaluation.fhauc.policy import Policy
 from privfl.federation.provisioning import provision
 
 pytestmark = pytest.mark.flower
@@ -31,9 +33,12 @@ PARTIES = ["site-a", "site-b", "site-c"]
 BIN = Path(sys.executable).parent
 
 
-@pytest.fixture
-def federation(tmp_path):
-    provision(PARTIES, tmp_path / "keys")
+@pytest.fixture(params=["single"])
+def federation(request, tmp_path):
+    # threshold keys: a size bound near the real party sizes (400 rows), or the flooding noise
+    # of joint decryption leaves too little precision and the parties refuse the AUC
+    policy = Policy(max_samples_per_party=512) if request.param == "threshold" else None
+    provision(PARTIES, tmp_path / "keys", policy, keys=request.param)
     rng = np.random.default_rng(42)  # not secret: test data
     (tmp_path / "app").mkdir()
     (tmp_path / "app" / "pyproject.toml").write_text(APP_PYPROJECT)
@@ -93,6 +98,32 @@ def test_a_supernode_killed_mid_session_stops_the_run_naming_it_and_flwr_reports
     assert not outcome.ok and outcome.status == "finished:failed", outcome.status
     assert any("site-c" in e for e in outcome.errors()), outcome.log
     assert results(root) == {}  # no AUC anywhere
+
+
+@pytest.mark.parametrize("federation", ["threshold"], indirect=True)
+def test_threshold_fhauc_across_real_processes_reveals_the_auc_to_the_parties_only(federation):
+    """Every SuperNode generates its own key share in the run (no dealer); the AUC reaches
+    each party's result file and equals the in-process threshold run; the ServerApp's log
+    never holds it."""
+    pytest.importorskip("openfhe")
+    root = federation.root
+    proc = federation.start_run(
+        root / "app",
+        {"aggregator-keys": str(root / "keys" / "aggregator"), "keys": "threshold",
+         "thresholds": 20, "timeout": 120.0},
+    )  # fmt: skip
+    outcome = federation.finish_run(proc, timeout=400)
+    assert outcome.ok, outcome.log
+    got = results(root)
+    parts = []
+    for p in PARTIES:
+        df = pd.read_csv(root / f"{p}.csv")
+        parts.append((df.score.to_numpy(), df.label.to_numpy()))
+    expected = privfl.binned_auc(parts, 20)
+    assert set(got) == set(PARTIES)
+    for r in got.values():
+        assert r["auc"] == pytest.approx(expected, abs=1e-6)
+    assert f"{expected:.6f}"[:8] not in outcome.log
 
 
 def test_ctrl_c_stops_every_process_the_federation_started(tmp_path):

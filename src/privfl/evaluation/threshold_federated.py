@@ -152,6 +152,7 @@ def run_threshold(
             "reveal": runner.max_bytes("to_party_result"),
         },
         party_aucs=aucs,
+        precision=max(r.outcome.precision or 0.0 for r in results),
     )
     if mode is Security.SEMI_HONEST:
         return base

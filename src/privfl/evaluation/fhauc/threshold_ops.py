@@ -287,3 +287,35 @@ def sigma_products(
     sigma_y = k * 4.0 * m * sizes.max_samples * math.sqrt(m) * e
     flood = 2.0 ** (params.decryption_error_bits(m) + 2 * shift_k) / c_min
     return math.hypot(sigma_x, flood), math.hypot(sigma_y, math.sqrt(2.0) * flood)
+
+
+def semi_honest_precision(
+    params: ThresholdParameters,
+    ring: int,
+    parties: int,
+    terms: int,
+    shift_k: int,
+    auc: float,
+    y: float,
+    own: tuple[int, int],
+) -> float:
+    """``PRECISION_SIGMAS`` standard errors of a semi-honest threshold AUC ``x / 2y``, from
+    what a party knows after decryption: ``y = c·Y`` decoded and its own positives and
+    negatives ``own`` (lower bounds on the global ``P`` and ``N``).
+
+    * Flooding noise of the joint decryption: ``f = 2^(decryption_error_bits + 2k)`` per
+      slot in decoded units, on ``x`` and on ``y`` (a difference of two slots: ``sqrt 2 f``);
+      in AUC units ``hypot(f, 2 AUC sqrt(2) f) / 2y``. This is the term that grows as
+      ``(M C)^2 / (P N)`` through ``k``: a policy bound ``C`` far above the real party sizes
+      costs precision.
+    * Fresh encryption error of the product ``T·F`` summed over ``L`` slots: ``T e_F + F e_T``
+      with ``e = 2^(fresh_error_bits + k)`` per summed count (``sqrt M`` parties), at most
+      ``NOISE_CONSTANT sqrt(L M) e (P + N)`` on ``X = 2 P N AUC``; in AUC units
+      ``NOISE_CONSTANT sqrt(L M) e (1/P + 1/N) / 2`` (``c`` cancels), bounded with the
+      party's own counts."""
+    flood = 2.0 ** (params.decryption_error_bits(parties) + 2 * shift_k)
+    flooding = math.hypot(flood, 2.0 * auc * math.sqrt(2.0) * flood) / (2.0 * y)
+    e = 2.0 ** (fresh_error_bits(ring, parties) + shift_k)
+    pos, neg = (max(1, n) for n in own)
+    product = malicious.NOISE_CONSTANT * math.sqrt(terms * parties) * e * (1 / pos + 1 / neg) / 2
+    return malicious.PRECISION_SIGMAS * math.hypot(flooding, product)

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -28,6 +29,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from privfl.crypto.prng import SharedRandomness
 from privfl.crypto.threshold import ThresholdContext, ThresholdParameters
 from privfl.crypto.threshold_wire import U64
+from privfl.errors import InsufficientPrecisionError
 from privfl.evaluation.fhauc import malicious
 from privfl.evaluation.fhauc.layout import Layout
 from privfl.evaluation.fhauc.messages import SessionConfig
@@ -35,10 +37,18 @@ from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.evaluation.fhauc.threshold_ops import (
     check_session,
     fhauc_parameters,
+    semi_honest_precision,
     sigma_products,
     value_shift,
 )
-from privfl.evaluation.fhauc.variant import Malicious, SemiHonest, Variant
+from privfl.evaluation.fhauc.variant import (
+    Malicious,
+    Outcome,
+    PartyView,
+    SemiHonest,
+    Variant,
+)
+from privfl.evaluation.statistics import PartyCounts
 from privfl.messages import SESSION_ID_BYTES
 
 LABEL = b"privfl/fhauc-threshold/v1|"
@@ -58,6 +68,35 @@ class ThresholdMalicious(Malicious):
         sigma_x, sigma_y = sigma_products(sizes, self.params, self.ring, self.shift_k, self.c_min)
         ratio = (2 * rnd.r0 + rnd.r1) / rnd.r2
         return float(np.hypot(sigma_x, ratio * sigma_y) / (2 * rnd.r0 * max(d, 1.0)))
+
+
+class ThresholdSemiHonest(SemiHonest):
+    """The semi-honest variant with threshold mode's noise model: the AUC is output with its
+    precision (:func:`~.threshold_ops.semi_honest_precision`), and only when that is within
+    the policy's required accuracy; otherwise :class:`InsufficientPrecisionError` (the
+    flooding noise of joint decryption is far larger than single-key CKKS noise, and a size
+    bound far above the real data amplifies it), never a silently coarser AUC."""
+
+    def __init__(self, params: ThresholdParameters, ring: int, shift_k: int) -> None:
+        self.params, self.ring, self.shift_k = params, ring, shift_k
+
+    def recover(
+        self, decoded: Sequence[tuple[float, float]], counts: PartyCounts, view: PartyView
+    ) -> Outcome:
+        out = super().recover(decoded, counts, view)
+        policy, config = view.policy, view.config
+        precision = semi_honest_precision(
+            self.params, self.ring, len(config.parties), config.terms(), self.shift_k,
+            out.auc, decoded[0][1], (counts.positives, counts.negatives),
+        )  # fmt: skip
+        if precision > policy.required_accuracy:
+            raise InsufficientPrecisionError(
+                f"the threshold AUC is only accurate to {precision:.1e} (required: "
+                f"{policy.required_accuracy:.0e}): the flooding noise of joint decryption, "
+                f"scaled for max_samples_per_party={policy.max_samples_per_party}, is too "
+                "large for this little data; provision a bound closer to the real party sizes"
+            )
+        return replace(out, precision=precision)
 
 
 @dataclass(frozen=True)
@@ -89,7 +128,11 @@ def plan(config: SessionConfig, policy: Policy) -> Plan:
     else:
         share_bits = math.log2(2 * c_samples)
     shift = value_shift(parties, c_samples, share_bits, config.terms(), hi, ring, bad)
-    variant: Variant = ThresholdMalicious(params, ring, shift, 2.0**lo) if bad else SemiHonest()
+    variant: Variant = (
+        ThresholdMalicious(params, ring, shift, 2.0**lo)
+        if bad
+        else ThresholdSemiHonest(params, ring, shift)
+    )
     # semi-honest replies use one level (the product); malicious uploads keep one more, so
     # that a deviating aggregator's extra plaintext product still decrypts and is caught by
     # the verification rather than by a level error

@@ -61,6 +61,7 @@ clientapp = "privfl.federation.flower.client_app:app"
 aggregator-keys = "keys/aggregator"
 thresholds = 100
 security = ""
+keys = ""
 splits = 4
 score-low = 0.0
 score-high = 1.0
