@@ -61,6 +61,15 @@ def pair(log, ask, answer):
     raise AssertionError(f"no {ask} -> {answer} exchange")
 
 
+def sender_key(cs, data):
+    """The public key of a message's claimed sender, as the receiving role looks it up (a
+    name outside the roster is refused there with UnknownPartyError)."""
+    name = header(data).sender
+    if name not in cs._roster:
+        raise UnknownPartyError(f"unknown sender {name!r}")
+    return cs._roster[name].public
+
+
 def first(log, step):
     return next(d for d in log if header(d).step == step)
 
@@ -92,7 +101,7 @@ def cases(model, log):
                       lambda m: all(v.size == node_req.members.sum() for v in m.go_right)
                       and len(m.columns) <= cfg.candidates),
         "split-upload": (first(log, "split-upload"), lambda b: fm.CiphertextReply.from_bytes(
-            b, "split-upload", cfg, cs._roster[header(b).sender].public, None, (0, 0, 0)),
+            b, "split-upload", cfg, sender_key(cs, b), None, (0, 0, 0)),
             lambda m: 0 < m.value.c1 < params.n2),
         "value-upload": (value_up, lambda b: fm.CiphertextReply.from_bytes(
             b, "value-upload", cfg, cs._roster[provider].public, provider, ids),

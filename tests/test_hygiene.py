@@ -171,3 +171,18 @@ def test_no_library_module_is_over_400_lines():
         if (n := len(p.read_text().splitlines())) > 400
     }
     assert not long, f"split these modules: {long}"
+
+
+def assert_lines(text: str) -> list[int]:
+    """Line numbers of ``assert`` statements (``python -O`` strips them: a state or input
+    check written as an assert silently disappears)."""
+    return [i for i, line in enumerate(text.splitlines(), 1) if re.match(r"\s*assert\b", line)]
+
+
+def test_library_code_checks_state_with_errors_not_asserts():
+    offenders = [f"{p}:{n}" for p in SRC.rglob("*.py") for n in assert_lines(p.read_text())]
+    assert not offenders, "raise a typed privfl error instead of assert: " + ", ".join(offenders)
+
+
+def test_the_assert_guard_flags_violations():
+    assert assert_lines("x = 1\n    assert x is not None\nasserted = 2") == [2]

@@ -38,7 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from privfl._typing import FloatArray
-from privfl.errors import InputError
+from privfl.errors import InputError, ProtocolError
 from privfl.evaluation import curves
 from privfl.evaluation.curves import ThresholdMetrics
 from privfl.evaluation.federated import federated_auc
@@ -210,7 +210,8 @@ def _curve_run(
     interior = interior_thresholds(thresholds, score_range)
     run = run_reveal(data, weights, interior, score_range, mode, options)
     curve = run.results[0].outcome.curve
-    assert curve is not None  # run_reveal checked it
+    if curve is None:
+        raise ProtocolError("the session revealed no curve")
     points = np.concatenate([[np.inf], interior, [-np.inf]])
     bounds = tuple(
         curves.class_total_lower_bounds(p, q, curve.prevalence) for p, q in run.own_totals

@@ -87,7 +87,8 @@ class CenterDeployment:
         if test:
             jobs.append(self._psi(psi_config(self.session, "test"), None))
         counts = yield from gather(jobs)
-        assert local.rows is not None
+        if local.rows is None:
+            raise ProtocolError("the private set intersection gave this node no rows")
         if counts[0] == 0:
             raise InputError("the CS and the participants have no training id in common")
         self.n_test = counts[1] if test else 0

@@ -174,7 +174,8 @@ class Party:
         return out
 
     def _next(self, value: Any) -> Request | Done:
-        assert self._flow is not None
+        if self._flow is None:
+            raise ProtocolError(f"{self.name} has no step in progress")
         try:
             kind, ct = self._flow.send(value)
         except StopIteration as stop:
@@ -278,7 +279,8 @@ class Party:
 
     @property
     def _slots(self) -> int:
-        assert self.layout is not None
+        if self.layout is None:
+            raise ProtocolError(f"{self.name} has no encrypted layer")
         return self.layout.slots
 
     def _layout_and_weights(self) -> tuple[LayerLayout, list[Ciphertext]]:

@@ -26,6 +26,7 @@ from privfl.crypto.threshold import (
     DecryptionRequest,
     DecryptionShare,
 )
+from privfl.errors import ProtocolError
 from privfl.runner import InProcessRunner
 from privfl.training.messages import GlobalPlainLayers, PartyPlainLayers
 from privfl.training.party import Done, Party, Request
@@ -50,7 +51,8 @@ class Session:
         return self.runner.send(f"{sender}>{receiver}:{kind}", data)
 
     def _ctx(self, party: Party) -> Any:
-        assert party.crypto is not None
+        if party.crypto is None:
+            raise ProtocolError(f"{party.name} has no encrypted layer")
         return party.crypto.context
 
     # ------------------------------------------------------------------ model exchange
@@ -191,7 +193,8 @@ class Session:
     def outputs(self, p: Party, x: FloatArray) -> FloatArray:
         """Pre-activations of the encrypted last layer for the rows of ``x``, decrypted for
         party ``p`` only (blocks of ``K`` rows per ciphertext)."""
-        assert p.layout is not None
+        if p.layout is None:
+            raise ProtocolError(f"{p.name} has no encrypted layer")
         k = p.layout.blocks
         out = []
         for start in range(0, x.shape[0], k):

@@ -224,7 +224,8 @@ class Party:
         if config.reveal is Reveal.AUC:
             packed = variant.pack(counts, layout, view)
         else:
-            assert isinstance(layout, curve.CurveLayout)
+            if not isinstance(layout, curve.CurveLayout):
+                raise ProtocolError("a curve session needs a curve layout")
             packed = curve.pack(*self._curve_counts(config), layout, view)
         uploads = [
             Upload(
@@ -267,7 +268,8 @@ class Party:
         key = self._key(state.transcript)
         view = PartyView(config, self.policy, key, config.parties.index(self.name))
         if config.reveal is not Reveal.AUC:
-            assert isinstance(layout, curve.CurveLayout)
+            if not isinstance(layout, curve.CurveLayout):
+                raise ProtocolError("a curve session needs a curve layout")
             vectors = [
                 curve.reply_vectors(
                     [ctx.decrypt(c) for c in (r.numerator, r.denominator, *r.extra)], layout

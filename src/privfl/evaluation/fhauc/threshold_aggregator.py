@@ -105,7 +105,8 @@ class ThresholdMixin(Aggregator):
     def collect_joins(self, joins: Mapping[str, bytes]) -> bytes:
         """Check and relay the joins (as single-key) and open this session's key rounds."""
         start = super().collect_joins(joins)
-        assert self.transcript is not None
+        if self.transcript is None:
+            raise ProtocolError("the joins fixed no transcript")
         transcript = tp.threshold_transcript(self.transcript)
         cfg, plan = self._config(), self._plan()
         ctx = th.ThresholdContext.for_parameters(plan.params, len(cfg.parties))
@@ -279,16 +280,16 @@ class ThresholdMixin(Aggregator):
         return ThresholdCiphertext.from_message(server.context, message)
 
     def _server(self) -> th.ThresholdServer:
-        if getattr(self, "server", None) is None:
+        server: th.ThresholdServer | None = getattr(self, "server", None)
+        if server is None:
             raise ProtocolError("no threshold session: collect the joins first")
-        assert self.server is not None
-        return self.server
+        return server
 
     def _plan(self) -> tp.Plan:
-        if getattr(self, "plan", None) is None:
+        plan: tp.Plan | None = getattr(self, "plan", None)
+        if plan is None:
             raise ProtocolError("no session started")
-        assert self.plan is not None
-        return self.plan
+        return plan
 
 
 def _native(ct: object) -> th.Ciphertext:

@@ -57,7 +57,7 @@ from privfl.crypto.threshold import (
 )
 from privfl.crypto.threshold_params import SCALING_MOD_BITS
 from privfl.crypto.threshold_wire import add_mod
-from privfl.errors import InputError
+from privfl.errors import InputError, ProtocolError
 from privfl.evaluation.fhauc import malicious
 from privfl.evaluation.fhauc.layout import Layout
 
@@ -96,7 +96,8 @@ def _doubling_product(ct: Ciphertext, k: int) -> Ciphertext:
         k >>= 1
         if k:
             base = base + base
-    assert out is not None
+    if out is None:
+        raise ValueError("the multiplier must be a positive integer")
     return out
 
 
@@ -128,7 +129,8 @@ class ThresholdCiphertext:
         """The OpenFHE ciphertext (built once from the rows of a lazy one)."""
         if self._ct is None:
             lazy = self._lazy
-            assert lazy is not None
+            if lazy is None:
+                raise ProtocolError("a threshold ciphertext holds neither rows nor a ciphertext")
             layout = lazy.ctx.ciphertext_layout(lazy.level, lazy.deg)
             native = lazy.ctx.load("ciphertext", layout, lazy.rows.tobytes(), lazy.tag)
             self._ct, self._lazy = Ciphertext(lazy.ctx, native), None

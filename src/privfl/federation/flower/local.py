@@ -250,7 +250,8 @@ class LocalFederation:
         """Read a started run's stream to its end, then ask the SuperLink for its status."""
         deadline = time.monotonic() + timeout
         got = list(lines or [])
-        assert proc.stdout is not None
+        if proc.stdout is None:
+            raise ValueError("start the run with stdout=PIPE (LocalFederation.start_run)")
         with _alarm(deadline, proc):
             for line in proc.stdout:
                 got.append(line)
