@@ -116,3 +116,14 @@ def test_a_semi_honest_result_says_verified_null_not_false(tmp_path):
     )  # fmt: skip
     assert out.exit_code == 0, out.output
     assert json.loads(out.stdout)["verified"] is None
+
+
+def test_flower_local_refuses_an_unknown_key_mode_before_any_work(tmp_path):
+    (tmp_path / "s.csv").write_text("site,score,label\na,0.1,0\nb,0.9,1\n")
+    out = runner.invoke(
+        app, ["flower", "local", str(tmp_path / "s.csv"), "--party-column", "site", "-s",
+              "score", "-l", "label", "--keys", "dealer", "--workdir", str(tmp_path / "w")],
+    )  # fmt: skip
+    assert out.exit_code == 2, out.output
+    assert "--keys must be 'single' or 'threshold'" in out.output
+    assert not (tmp_path / "w").exists()

@@ -20,7 +20,6 @@ import pandas as pd
 import pytest
 
 import privfl
-from privfl.evaluation.fhauc.policy import Policy
 from privfl.federation.provisioning import provision
 
 pytestmark = pytest.mark.flower
@@ -33,12 +32,9 @@ PARTIES = ["site-a", "site-b", "site-c"]
 BIN = Path(sys.executable).parent
 
 
-@pytest.fixture(params=["single"])
-def federation(request, tmp_path):
-    # threshold keys: a size bound near the real party sizes (400 rows), or the flooding noise
-    # of joint decryption leaves too little precision and the parties refuse the AUC
-    policy = Policy(max_samples_per_party=512) if request.param == "threshold" else None
-    provision(PARTIES, tmp_path / "keys", policy, keys=request.param)
+@pytest.fixture
+def federation(tmp_path):
+    provision(PARTIES, tmp_path / "keys")
     rng = np.random.default_rng(42)  # not secret: test data
     (tmp_path / "app").mkdir()
     (tmp_path / "app" / "pyproject.toml").write_text(APP_PYPROJECT)
@@ -100,30 +96,32 @@ def test_a_supernode_killed_mid_session_stops_the_run_naming_it_and_flwr_reports
     assert results(root) == {}  # no AUC anywhere
 
 
-@pytest.mark.parametrize("federation", ["threshold"], indirect=True)
-def test_threshold_fhauc_across_real_processes_reveals_the_auc_to_the_parties_only(federation):
-    """Every SuperNode generates its own key share in the run (no dealer); the AUC reaches
-    each party's result file and equals the in-process threshold run; the ServerApp's log
-    never holds it."""
+def test_threshold_fhauc_across_real_processes_reveals_the_auc_to_the_parties_only(tmp_path):
+    """``privfl flower local --keys threshold``: every SuperNode generates its own key share
+    in the run (no dealer, nothing secret provisioned); the AUC reaches each party's result
+    and equals the plaintext reference; the ServerApp's log never holds it."""
     pytest.importorskip("openfhe")
-    root = federation.root
-    proc = federation.start_run(
-        root / "app",
-        {"aggregator-keys": str(root / "keys" / "aggregator"), "keys": "threshold",
-         "thresholds": 20, "timeout": 120.0},
-    )  # fmt: skip
-    outcome = federation.finish_run(proc, timeout=400)
-    assert outcome.ok, outcome.log
-    got = results(root)
-    parts = []
+    from privfl.federation.flower.quickstart import run_local
+
+    rng = np.random.default_rng(42)  # not secret: test data
+    frames, parts = [], []
     for p in PARTIES:
-        df = pd.read_csv(root / f"{p}.csv")
-        parts.append((df.score.to_numpy(), df.label.to_numpy()))
+        y = rng.integers(0, 2, 400)
+        s = np.clip(rng.normal(0.4 + 0.2 * y, 0.2), 0, 1)
+        frames.append(pd.DataFrame({"site": p, "score": s, "label": y}))
+        parts.append((s, y))
+    pd.concat(frames).to_csv(tmp_path / "scores.csv", index=False)
+    run = run_local(
+        tmp_path / "scores.csv", "site", "score", "label",
+        thresholds=20, keys="threshold", workdir=tmp_path / "w", timeout=400,
+    )  # fmt: skip
     expected = privfl.binned_auc(parts, 20)
-    assert set(got) == set(PARTIES)
-    for r in got.values():
+    assert set(run.parties) == set(PARTIES)
+    for r in run.parties.values():
         assert r["auc"] == pytest.approx(expected, abs=1e-6)
-    assert f"{expected:.6f}"[:8] not in outcome.log
+        assert 0 < r["precision"] <= 1e-6
+    assert not (tmp_path / "w" / "keys" / "aggregator" / "bundle.bin").exists()
+    assert f"{expected:.6f}"[:8] not in (tmp_path / "w" / "run.log").read_text()
 
 
 def test_ctrl_c_stops_every_process_the_federation_started(tmp_path):

@@ -45,6 +45,14 @@ def local(
         str, typer.Option(help="'semi-honest' or 'malicious' (provisioned and run).")
     ] = "semi-honest",
     thresholds: Annotated[int, typer.Option(help="Number N of decision points (>= 3).")] = 100,
+    keys: Annotated[
+        str,
+        typer.Option(
+            help="'single' (a key holder creates the CKKS key at provisioning) or 'threshold' "
+            "(no key holder: every SuperNode generates its own key share; needs "
+            "privfl[threshold])."
+        ),
+    ] = "single",
     workdir: Annotated[
         Path | None,
         typer.Option(
@@ -61,6 +69,7 @@ def local(
     party's result. Everything started is stopped at the end, also on failure or Ctrl-C.
 
     Example: privfl flower local scores.csv --party-column site -s score -l label
+    [--keys threshold]
     """
     from privfl.evaluation.fhauc.policy import Security
     from privfl.federation.flower.quickstart import LocalRunFailed, check_workdir, run_local
@@ -69,6 +78,8 @@ def local(
     Security.parse(security)
     if thresholds < 3:
         raise InputError("--thresholds must be at least 3")
+    if keys not in ("single", "threshold"):
+        raise InputError(f"--keys must be 'single' or 'threshold', not {keys!r}")
     if not file.is_file():
         raise InputError(f"{file} not found")
     if workdir is not None:
@@ -79,6 +90,7 @@ def local(
             res = run_local(
                 file, party_column, score_column, label_column, security=security,
                 thresholds=thresholds, workdir=workdir, timeout=timeout, progress=bar.update,
+                keys=keys,
             )  # fmt: skip
         except LocalRunFailed as exc:
             emit(exc.run, as_json, json_out)

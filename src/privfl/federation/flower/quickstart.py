@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from privfl.crypto.threshold_params import require_openfhe
 from privfl.datasets import read_table
 from privfl.errors import InputError, ProtocolError
 from privfl.evaluation.fhauc.policy import Policy, Security
@@ -158,10 +159,16 @@ def run_local(
     workdir: Path | None = None,
     timeout: float = 600.0,
     progress: Callable[[str], None] | None = None,
+    keys: str = "single",
 ) -> LocalRun:
-    """Run FHAUC over a local Flower deployment (see the module docstring)."""
+    """Run FHAUC over a local Flower deployment (see the module docstring). ``keys=
+    "threshold"``: no key holder; every SuperNode generates its own key share in the run."""
     say = progress or (lambda _msg: None)
     mode = Security.parse(security)
+    if keys not in ("single", "threshold"):
+        raise InputError(f"keys must be 'single' or 'threshold', not {keys!r}")
+    if keys == "threshold":
+        require_openfhe()
     root = workdir or default_workdir()
     check_workdir(root)
     root.mkdir(parents=True, exist_ok=True)
@@ -169,11 +176,13 @@ def run_local(
     files = split_by_party(file, party_column, score_column, label_column, root / "data")
     names = sorted(files)
     policy = Policy(security=mode)
-    if mode is Security.MALICIOUS:
+    if mode is Security.MALICIOUS or keys == "threshold":
+        # a size bound near the real sizes: the malicious masks and the threshold flooding
+        # noise both scale with it (a loose bound costs precision and is refused)
         largest = max(len(read_table(f)) for f in files.values())
         policy = Policy(security=mode, max_samples_per_party=1 << (largest - 1).bit_length())
-    say(f"provisioning keys for {len(names)} parties in {root / 'keys'}")
-    provision(names, root / "keys", policy)
+    say(f"provisioning {keys} keys for {len(names)} parties in {root / 'keys'}")
+    provision(names, root / "keys", policy, keys=keys)
     (root / "app").mkdir()
     (root / "app" / "pyproject.toml").write_text(APP_PYPROJECT)
     with LocalFederation(root) as fed:
@@ -191,7 +200,7 @@ def run_local(
         outcome = fed.run(
             root / "app",
             {"aggregator-keys": str(root / "keys" / "aggregator"), "thresholds": thresholds,
-             "security": mode.value, "timeout": 120.0},
+             "security": mode.value, "keys": keys, "timeout": 120.0},
             timeout=timeout,
         )  # fmt: skip
     (root / "run.log").write_text(outcome.log)
