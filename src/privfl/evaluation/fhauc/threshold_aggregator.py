@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from privfl.crypto import threshold as th
 from privfl.errors import InputError, MalformedMessageError, ProtocolError, UnknownPartyError
@@ -57,6 +57,8 @@ from privfl.evaluation.fhauc.uploads import Upload
 from privfl.evaluation.statistics import ScoreRange
 
 __all__ = ["ThresholdAggregator", "ThresholdMixin", "threshold_aggregator"]
+
+KeyShareT = TypeVar("KeyShareT", th.KeyGenShare, th.MultKeyShare)
 
 
 class ThresholdMixin(Aggregator):
@@ -118,16 +120,8 @@ class ThresholdMixin(Aggregator):
     def add_keygen_share(self, party: str, data: bytes) -> None:
         """Key generation round 1, one party's signed contribution (public RLWE samples),
         added into the running sums as it arrives (``M`` shares are never held at once)."""
-        cfg, server = self._config(), self._server()
-        if party not in cfg.parties:
-            raise UnknownPartyError(f"{party!r} is not in this session")
-        msg = tmsg.KeyShareUpload.from_bytes(data, cfg.session, self.roster)
-        if msg.sender != party:
-            raise UnknownPartyError(f"a key share signed by {msg.sender!r} arrived as {party!r}'s")
-        share = th.KeyGenShare.from_bytes(msg.share, server.context, server.session)
-        if share.sender != party:
-            raise UnknownPartyError(f"{party!r} sent a key share in {share.sender!r}'s name")
-        server.add_keygen_share(share)
+        share = self._key_share(party, tmsg.KeyShareUpload, th.KeyGenShare, data)
+        self._server().add_keygen_share(share)
 
     def finish_keygen(self) -> bytes:
         """Key generation round 1, end: the joint public and switching keys (every party's
@@ -154,15 +148,9 @@ class ThresholdMixin(Aggregator):
         """Key generation round 2, one party's answer to the upload step: check its signed
         relinearisation share and add it into the joint key's sum; returns the signed
         ciphertext upload (checked by :meth:`finish_keys`)."""
-        cfg, server = self._config(), self._server()
         step = tmsg.UploadStep.from_bytes(data)
-        msg = tmsg.MultShareUpload.from_bytes(step.mult, cfg.session, self.roster)
-        if msg.sender != party:
-            raise UnknownPartyError(f"a key share signed by {msg.sender!r} arrived as {party!r}'s")
-        share = th.MultKeyShare.from_bytes(msg.share, server.context, server.session)
-        if share.sender != party:
-            raise UnknownPartyError(f"{party!r} sent a key share in {share.sender!r}'s name")
-        server.add_mult_share(share)
+        share = self._key_share(party, tmsg.MultShareUpload, th.MultKeyShare, step.mult)
+        self._server().add_mult_share(share)
         return step.upload
 
     def finish_keys(self, uploads: Mapping[str, bytes]) -> None:
@@ -251,6 +239,26 @@ class ThresholdMixin(Aggregator):
         return reveal
 
     # ------------------------------------------------------------------ internals
+    def _key_share(
+        self,
+        party: str,
+        signed: type[tmsg.KeyShareUpload],
+        kind: type[KeyShareT],
+        data: bytes,
+    ) -> KeyShareT:
+        """The threshold-CKKS key share inside ``party``'s signed message ``data``: the
+        signer, the share's own sender and ``party`` must be one party of this session."""
+        cfg, server = self._config(), self._server()
+        if party not in cfg.parties:
+            raise UnknownPartyError(f"{party!r} is not in this session")
+        msg = signed.from_bytes(data, cfg.session, self.roster)
+        if msg.sender != party:
+            raise UnknownPartyError(f"a key share signed by {msg.sender!r} arrived as {party!r}'s")
+        share = kind.from_bytes(msg.share, server.context, server.session)
+        if share.sender != party:
+            raise UnknownPartyError(f"{party!r} sent a key share in {share.sender!r}'s name")
+        return share
+
     def _open(self, msg: tmsg.ThresholdUpload, plan: tp.Plan) -> list[Upload]:
         layout = plan.layout
         if len(msg.executions) != plan.executions:
