@@ -12,6 +12,7 @@ from test_threshold_support import require_openfhe_for_tests
 
 openfhe = require_openfhe_for_tests()
 
+from privfl.crypto import threshold_messages as tm  # noqa: E402
 from privfl.crypto import threshold_wire as wire  # noqa: E402
 from privfl.crypto.threshold import (  # noqa: E402
     Ciphertext,
@@ -404,3 +405,34 @@ def test_mask_messages_round_trip(roles):
     shares = [p.decryption_share(request, MASK_SEED) for p in parties]
     masked = server.fuse_masked(request, shares)
     assert MaskedDecryption.from_bytes(masked.to_bytes(), server.context, server.session) == masked
+
+
+def test_the_server_keeps_the_key_generation_rounds_in_order():
+    """Round 2 only after round 1 is complete; each round finishes once; typed errors."""
+    server, roles_ = make_roles(PARAMS, 3)
+    shares = [r.keygen_share() for r in roles_]
+    for s in shares[:2]:
+        server.add_keygen_share(s)
+    with pytest.raises(ProtocolError, match="one share from each"):
+        server.joint_public_keys()
+    server.add_keygen_share(shares[2])
+    with pytest.raises(ProtocolError, match="second"):
+        server.add_keygen_share(shares[0])
+    joint = server.joint_public_keys()
+    with pytest.raises(ProtocolError, match="already"):
+        server.joint_public_keys()
+    mults = [r.keygen_mult_share(joint) for r in roles_]
+    server.add_mult_share(mults[0])
+    with pytest.raises(ProtocolError, match="once"):
+        server.add_mult_share(mults[0])
+    with pytest.raises(ProtocolError, match="each party of round 1"):
+        server.evaluation_keys()
+
+
+def test_relinearisation_shares_before_the_joint_keys_are_refused():
+    server, roles_ = make_roles(PARAMS, 2)
+    for r in roles_:
+        server.add_keygen_share(r.keygen_share())
+    early = tm.MultKeyShare(server.session, roles_[0].name, b"")
+    with pytest.raises(ProtocolError, match="after the joint public keys"):
+        server.add_mult_share(early)

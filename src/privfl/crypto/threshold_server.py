@@ -35,6 +35,7 @@ class ThresholdServer(CiphertextHolder):
         super().__init__(name, context, session)
         self._keygen_senders: list[str] = []
         self._keygen_sums: tuple[npt.NDArray[np.uint64], ...] = ()
+        self._round_one_done = False
         self._joint_auto_b: bytes = b""
         self._mult_senders: list[str] = []
         self._mult_sum: npt.NDArray[np.uint64] | None = None
@@ -65,11 +66,14 @@ class ThresholdServer(CiphertextHolder):
     def joint_public_keys(self) -> tm.JointPublicKeys:
         """Round 1 (server), once every party's contribution was added: the joint public key
         (kept for encryption here) and the joint key-switching key (input of round 2)."""
+        if self._round_one_done:
+            raise ProtocolError("the joint public keys of this session were already made")
         if len(self._keygen_senders) != self.context.parties:
             raise ProtocolError(
                 f"key generation needs one share from each of {self.context.parties} parties; "
                 f"{len(self._keygen_senders)} arrived"
             )
+        self._round_one_done = True
         pk_b, sw_b, *auto = self._keygen_sums
         self.public_key = self._load_joint_public_key(pk_b.tobytes())
         self._joint_auto_b = auto[0].tobytes() if auto else b""
@@ -86,6 +90,8 @@ class ThresholdServer(CiphertextHolder):
     def add_mult_share(self, share: tm.MultKeyShare) -> None:
         """Round 2 (server), one party's relinearisation-key share, added into the sum."""
         ctx = self.context
+        if not self._round_one_done:
+            raise ProtocolError("relinearisation shares come after the joint public keys")
         if share.sender not in self._keygen_senders or share.sender in self._mult_senders:
             raise ProtocolError(
                 f"relinearisation shares must come once from each party of round 1, not "
@@ -101,8 +107,14 @@ class ThresholdServer(CiphertextHolder):
     def evaluation_keys(self) -> tm.EvaluationKeys:
         """Round 2 (server), once every share was added: install the joint evaluation keys in
         this process and return them (for roles elsewhere that evaluate)."""
-        if sorted(self._mult_senders) != sorted(self._keygen_senders) or self._mult_sum is None:
-            raise ProtocolError("relinearisation shares must come from the parties of round 1")
+        if (
+            len(self._mult_senders) != self.context.parties
+            or sorted(self._mult_senders) != sorted(self._keygen_senders)
+            or self._mult_sum is None
+        ):
+            raise ProtocolError(
+                "the relinearisation key needs one share from each party of round 1, once"
+            )
         joint = self._mult_sum.tobytes()
         keys = tm.EvaluationKeys(self.session, self.name, joint, self._joint_auto_b)
         install_evaluation_keys(self.context, self.session, keys)

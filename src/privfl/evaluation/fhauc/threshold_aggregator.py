@@ -28,9 +28,9 @@ aggregator asks it to decrypt (with flooding noise, which hides ``s_j``), and pa
 the joint key before encrypting under it (so the aggregator cannot substitute a key it
 knows). Against a *semi-honest* coalition (one that follows the protocol) that suffices.
 A *malicious* aggregator may ask the parties to decrypt a ciphertext of its choosing instead
-of its reply (parties cannot recompute the reply without every upload): the lead would then
-see that plaintext, though the aggregator still would not; collusion with the lead is
-outside the model, as in single-key mode.
+of its reply (parties cannot recompute the reply without every upload): the parties would
+then see two slots of that plaintext in the reveal, though the aggregator still would not;
+collusion of the aggregator with any party is outside the model, as in single-key mode.
 """
 
 from __future__ import annotations

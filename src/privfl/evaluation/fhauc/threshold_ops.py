@@ -291,6 +291,12 @@ def sigma_products(
     return math.hypot(sigma_x, flood), math.hypot(sigma_y, math.sqrt(2.0) * flood)
 
 
+# The flooding model's standard deviation was measured 20-30 % below the AUC's observed error
+# (759 sessions on the "fhauc-test" set, C = 10^7, 2-3 parties: RMS of error / sigma 1.2-1.3,
+# largest 4.4): the precision uses sigma x 1.3.
+FLOODING_MARGIN = 1.3
+
+
 def semi_honest_precision(
     params: ThresholdParameters,
     ring: int,
@@ -315,7 +321,7 @@ def semi_honest_precision(
       ``NOISE_CONSTANT sqrt(L M) e (P + N)`` on ``X = 2 P N AUC``; in AUC units
       ``NOISE_CONSTANT sqrt(L M) e (1/P + 1/N) / 2`` (``c`` cancels), bounded with the
       party's own counts."""
-    flood = 2.0 ** (params.decryption_error_bits(parties) + 2 * shift_k)
+    flood = FLOODING_MARGIN * 2.0 ** (params.decryption_error_bits(parties) + 2 * shift_k)
     flooding = math.hypot(flood, 2.0 * auc * math.sqrt(2.0) * flood) / (2.0 * y)
     e = 2.0 ** (fresh_error_bits(ring, parties) + shift_k)
     pos, neg = (max(1, n) for n in own)

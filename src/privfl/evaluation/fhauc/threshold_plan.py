@@ -75,7 +75,9 @@ class ThresholdSemiHonest(SemiHonest):
     precision (:func:`~.threshold_ops.semi_honest_precision`), and only when that is within
     the policy's required accuracy; otherwise :class:`InsufficientPrecisionError` (the
     flooding noise of joint decryption is far larger than single-key CKKS noise, and a size
-    bound far above the real data amplifies it), never a silently coarser AUC."""
+    bound far above the real data amplifies it), never a silently coarser AUC. As in the
+    malicious variant, the refusal comes after decryption: an aggregator that sees the parties
+    refuse learns about one bit of ``P N`` (how far below the bound the data is)."""
 
     def __init__(self, params: ThresholdParameters, ring: int, shift_k: int) -> None:
         self.params, self.ring, self.shift_k = params, ring, shift_k
