@@ -357,3 +357,15 @@ def test_a_size_bound_far_above_the_data_is_refused_not_answered_coarsely():
     parties = make_parties(np.random.default_rng(5), 3, 100)
     with pytest.raises(InsufficientPrecisionError, match="closer to the real party sizes"):
         privfl.federated_auc(parties, 20, keys="threshold", max_samples_per_party=10**7)
+
+
+def test_the_product_error_bound_uses_the_global_floor_on_the_class_counts():
+    """A party with one positive learns from ``y = c P N`` (``c < 2^hi``) and the bound
+    ``P, N <= M C`` that the global classes are larger than its own: the bound tightens."""
+    params = threshold_ops.fhauc_parameters()
+    args = (params, 1 << 14, 1000, 101, 15, 0.8)
+    alone = threshold_ops.semi_honest_precision(*args, 2.0**21, (1, 1), 21.0, 128)
+    big_y = 2.0**21 * 50_000.0**2
+    floored = threshold_ops.semi_honest_precision(*args, big_y, (1, 1), 21.0, 128)
+    own = threshold_ops.semi_honest_precision(*args, big_y, (10**6, 10**6), 21.0, 128)
+    assert floored < alone / 1000 and own <= floored

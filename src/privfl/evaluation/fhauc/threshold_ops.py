@@ -306,10 +306,13 @@ def semi_honest_precision(
     auc: float,
     y: float,
     own: tuple[int, int],
+    c_high_bits: float,
+    max_samples: int,
 ) -> float:
     """``PRECISION_SIGMAS`` standard errors of a semi-honest threshold AUC ``x / 2y``, from
-    what a party knows after decryption: ``y = c·Y`` decoded and its own positives and
-    negatives ``own`` (lower bounds on the global ``P`` and ``N``).
+    what a party knows after decryption: ``y = c·Y`` decoded (``c < 2^c_high_bits``, so
+    ``P N = Y > y / 2^c_high_bits``), its own positives and negatives ``own`` and the policy
+    bound ``C = max_samples`` (so ``P, N <= M C``).
 
     * Flooding noise of the joint decryption: ``f = 2^(decryption_error_bits + 2k)`` per
       slot in decoded units, on ``x`` and on ``y`` (a difference of two slots: ``sqrt 2 f``);
@@ -319,11 +322,12 @@ def semi_honest_precision(
     * Fresh encryption error of the product ``T·F`` summed over ``L`` slots: ``T e_F + F e_T``
       with ``e = 2^(fresh_error_bits + k)`` per summed count (``sqrt M`` parties), at most
       ``NOISE_CONSTANT sqrt(L M) e (P + N)`` on ``X = 2 P N AUC``; in AUC units
-      ``NOISE_CONSTANT sqrt(L M) e (1/P + 1/N) / 2`` (``c`` cancels), bounded with the
-      party's own counts."""
+      ``NOISE_CONSTANT sqrt(L M) e (1/P + 1/N) / 2`` (``c`` cancels), with ``P`` and ``N``
+      bounded below by the party's own counts and by ``(y / 2^c_high_bits) / (M C)``."""
     flood = FLOODING_MARGIN * 2.0 ** (params.decryption_error_bits(parties) + 2 * shift_k)
     flooding = math.hypot(flood, 2.0 * auc * math.sqrt(2.0) * flood) / (2.0 * y)
     e = 2.0 ** (fresh_error_bits(ring, parties) + shift_k)
-    pos, neg = (max(1, n) for n in own)
+    floor = y / 2.0**c_high_bits / (parties * max_samples)
+    pos, neg = (max(1.0, float(n), floor) for n in own)
     product = malicious.NOISE_CONSTANT * math.sqrt(terms * parties) * e * (1 / pos + 1 / neg) / 2
     return malicious.PRECISION_SIGMAS * math.hypot(flooding, product)

@@ -79,8 +79,8 @@ class ThresholdSemiHonest(SemiHonest):
     malicious variant, the refusal comes after decryption: an aggregator that sees the parties
     refuse learns about one bit of ``P N`` (how far below the bound the data is)."""
 
-    def __init__(self, params: ThresholdParameters, ring: int, shift_k: int) -> None:
-        self.params, self.ring, self.shift_k = params, ring, shift_k
+    def __init__(self, params: ThresholdParameters, ring: int, shift_k: int, c_high: float) -> None:
+        self.params, self.ring, self.shift_k, self.c_high = params, ring, shift_k, c_high
 
     def recover(
         self, decoded: Sequence[tuple[float, float]], counts: PartyCounts, view: PartyView
@@ -89,7 +89,8 @@ class ThresholdSemiHonest(SemiHonest):
         policy, config = view.policy, view.config
         precision = semi_honest_precision(
             self.params, self.ring, len(config.parties), config.terms(), self.shift_k,
-            out.auc, decoded[0][1], (counts.positives, counts.negatives),
+            out.auc, decoded[0][1], (counts.positives, counts.negatives), self.c_high,
+            policy.max_samples_per_party,
         )  # fmt: skip
         if precision > policy.required_accuracy:
             raise InsufficientPrecisionError(
@@ -133,7 +134,7 @@ def plan(config: SessionConfig, policy: Policy) -> Plan:
     variant: Variant = (
         ThresholdMalicious(params, ring, shift, 2.0**lo)
         if bad
-        else ThresholdSemiHonest(params, ring, shift)
+        else ThresholdSemiHonest(params, ring, shift, hi)
     )
     # semi-honest replies use one level (the product); malicious uploads keep one more, so
     # that a deviating aggregator's extra plaintext product still decrypts and is caught by
