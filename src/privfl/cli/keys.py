@@ -41,7 +41,9 @@ def keys_init(
         int,
         typer.Option(
             help="Public bound on any party's sample count, fixed for every session (sizes the "
-            "CKKS headroom and the malicious masks, hence the verification tolerance)."
+            "CKKS headroom and the malicious masks, hence the verification tolerance; with "
+            "--keys threshold also the decryption noise: a bound far above the real sizes "
+            "makes parties refuse an AUC less accurate than 1e-6)."
         ),
     ] = DEFAULT_MAX_SAMPLES_PER_PARTY,
     executions: Annotated[
