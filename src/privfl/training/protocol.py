@@ -33,6 +33,8 @@ from privfl.training.party import Done, Party, Request
 from privfl.training.server import Server
 
 T = TypeVar("T")
+RequestT = TypeVar("RequestT", BootstrapRequest, DecryptionRequest)
+ShareT = TypeVar("ShareT", BootstrapShare, DecryptionShare)
 
 
 class Session:
@@ -121,55 +123,43 @@ class Session:
     def bootstrap(self, owner: Party, request: BootstrapRequest) -> list[BootstrapShare]:
         """Every party's bootstrapping shares for ``owner``'s request."""
         data = self._run(owner.name, "encode", request.to_bytes)
-        shares = []
-        for q in self.parties:
-            if q is owner:
-                shares.append(self._run(q.name, "boot-share", q.bootstrap_share, request))
-                continue
-            raw = self._send(owner.name, q.name, "boot-request", data)
-            req = self._run(
-                q.name, "decode", BootstrapRequest.from_bytes, raw, self._ctx(q), q.session
-            )
-            share = self._run(q.name, "boot-share", q.bootstrap_share, req)
-            back = self._send(q.name, owner.name, "boot-share", share.to_bytes())
-            shares.append(
-                self._run(
-                    owner.name,
-                    "decode",
-                    BootstrapShare.from_bytes,
-                    back,
-                    self._ctx(owner),
-                    owner.session,
-                )
-            )
-        return shares
+        return [
+            self._run(q.name, "boot-share", q.bootstrap_share, request)
+            if q is owner
+            else self._ask(owner, q, data, "boot", Party.bootstrap_share, BootstrapRequest)
+            for q in self.parties
+        ]
 
     def decryption_shares(
         self, requester: Party, request: DecryptionRequest
     ) -> list[DecryptionShare]:
         """The other parties' decryption shares for ``requester``'s request."""
         data = self._run(requester.name, "encode", request.to_bytes)
-        shares = []
-        for q in self.parties:
-            if q is requester:
-                continue
-            raw = self._send(requester.name, q.name, "decrypt-request", data)
-            req = self._run(
-                q.name, "decode", DecryptionRequest.from_bytes, raw, self._ctx(q), q.session
-            )
-            share = self._run(q.name, "decrypt-share", q.decryption_share, req)
-            back = self._send(q.name, requester.name, "decrypt-share", share.to_bytes())
-            shares.append(
-                self._run(
-                    requester.name,
-                    "decode",
-                    DecryptionShare.from_bytes,
-                    back,
-                    self._ctx(requester),
-                    requester.session,
-                )
-            )
-        return shares
+        return [
+            self._ask(requester, q, data, "decrypt", Party.decryption_share, DecryptionRequest)
+            for q in self.parties
+            if q is not requester
+        ]
+
+    def _ask(
+        self,
+        owner: Party,
+        q: Party,
+        data: bytes,
+        kind: str,
+        answer: Callable[[Party, RequestT], ShareT],
+        request_type: type[RequestT],
+    ) -> ShareT:
+        """One round trip: ``owner``'s encoded request to ``q`` (decoded against ``q``'s own
+        context), ``q``'s ``answer`` back (decoded against ``owner``'s), as real bytes."""
+        raw = self._send(owner.name, q.name, f"{kind}-request", data)
+        req = self._run(q.name, "decode", request_type.from_bytes, raw, self._ctx(q), q.session)
+        share = self._run(q.name, f"{kind}-share", answer, q, req)
+        back = self._send(q.name, owner.name, f"{kind}-share", share.to_bytes())
+        decoded: ShareT = self._run(
+            owner.name, "decode", type(share).from_bytes, back, self._ctx(owner), owner.session
+        )
+        return decoded
 
     # ------------------------------------------------------------------ flows
     def _joint(self, p: Party, request: Request | Done) -> Any:
