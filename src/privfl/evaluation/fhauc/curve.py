@@ -71,9 +71,8 @@ from privfl.evaluation.fhauc.messages import SessionConfig
 from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.evaluation.fhauc.reveal import Reveal, RevealedCurve
 from privfl.evaluation.fhauc.uploads import Upload
-from privfl.evaluation.fhauc.variant import Outcome, Packed, PartyView
+from privfl.evaluation.fhauc.variant import SEMI_HONEST_SLACK, Outcome, Packed, PartyView
 
-SEMI_HONEST_SLACK = 1e-6
 NORMALISED_NOISE = 2.5  # |δ(w/T)| <= (|δw| + u·|δT|) / T with |δT| <= sqrt(2)·σ_w
 MAX_MULTIPLIER_BITS = 61.0  # Ciphertext * int accepts |c| < 2^62
 
