@@ -36,25 +36,21 @@ from logging import ERROR, INFO
 from pathlib import Path
 from typing import Any
 
-from flwr.app import Context, Message
+from flwr.app import Context
 from flwr.common.logger import log
 from flwr.serverapp import Grid, ServerApp
 
 from privfl.datasets import read_table
 from privfl.errors import InputError, PrivflError, ProtocolError
-from privfl.federation.flower.payload import pack, unpack
+from privfl.federation.flower.payload import pack
+from privfl.federation.flower.rounds import NodeFailure, exchange
 from privfl.federation.revfrf_deploy import CenterDeployment, drive
 from privfl.federation.revfrf_keys import load_node
 from privfl.forest.jobs import Batch
 from privfl.forest.messages import CC
 
 app = ServerApp()
-POLL_S = 0.05
 MAX_BLOBS = 9999
-
-
-class NodeFailure(ProtocolError):
-    """A node did not answer, or answered with an error or a malformed message."""
 
 
 def _cfg(context: Context, key: str, default: Any) -> Any:
@@ -104,35 +100,16 @@ class FlowerNodes:
     def exchange(
         self, kind: str, contents: dict[str, Any]
     ) -> dict[str, tuple[list[bytes], dict[str, Any]]]:
-        """One round: push every node its message, poll for the replies (every 50 ms)."""
+        """One round (:func:`privfl.federation.flower.rounds.exchange`): push every node its
+        message, pull the replies every 50 ms."""
         start = time.perf_counter()
-        messages = [
-            Message(content=c, dst_node_id=self.node_of[n], message_type=f"query.{kind}")
-            for n, c in contents.items()
-        ]
-        ids = list(self.grid.push_messages(messages))
-        name_of = dict(zip(ids, contents, strict=True))
-        got: dict[str, tuple[list[bytes], dict[str, Any]]] = {}
-        deadline = time.monotonic() + self.timeout
-        while len(got) < len(ids) and time.monotonic() < deadline:
-            for reply in self.grid.pull_messages([i for i in ids if name_of[i] not in got]):
-                who = name_of.get(reply.metadata.reply_to_message_id, "an unknown node")
-                if reply.has_error():
-                    raise NodeFailure(f"{who} failed in round {self.rounds}: {reply.error.reason}")
-                blobs, meta = unpack(reply.content, who)
-                if meta.get("status") != "ok":
-                    raise NodeFailure(f"{who} failed in round {self.rounds}: {meta.get('reason')}")
-                got[who] = (blobs, meta)
-            if len(got) < len(ids):
-                time.sleep(POLL_S)
-        missing = [n for n in contents if n not in got]
-        if missing:
-            raise NodeFailure(
-                f"no reply from {', '.join(missing)} in round {self.rounds} ({kind}) within "
-                f"{self.timeout:g} s; stopping the run"
-            )
+        names = {self.node_of[n]: n for n in contents}
+        got = exchange(
+            self.grid, kind, {self.node_of[n]: c for n, c in contents.items()}, names,
+            self.timeout, label=f"{self.rounds} ({kind})",
+        )  # fmt: skip
         self.wait_s += time.perf_counter() - start
-        return got
+        return {names[node]: reply for node, reply in got.items()}
 
 
 def _hello(grid: Grid, timeout: float, pause: float) -> FlowerNodes:

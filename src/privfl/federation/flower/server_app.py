@@ -31,26 +31,27 @@ the run with an error naming it before any result is sent.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from logging import ERROR, INFO
 from typing import Any
 
-from flwr.app import ConfigRecord, Context, Message
+from flwr.app import ConfigRecord, Context
 from flwr.common.logger import log
 from flwr.serverapp import Grid, ServerApp
 
-from privfl.errors import InputError, MalformedMessageError, PrivflError, ProtocolError
+from privfl.errors import InputError, MalformedMessageError, PrivflError
 from privfl.evaluation import fhauc
 from privfl.evaluation.fhauc.policy import Security
 from privfl.evaluation.fhauc.threshold_aggregator import ThresholdAggregator
 from privfl.evaluation.fhauc.threshold_schedule import run_threshold_session
-from privfl.federation.flower.payload import pack, unpack
+from privfl.federation.flower.payload import pack
+from privfl.federation.flower.rounds import NodeFailure, exchange, node_label
 from privfl.federation.provisioning import load_aggregator_keys
 
 app = ServerApp()
 
 
-class PartyFailure(ProtocolError):
+class PartyFailure(NodeFailure):
     """A party did not answer, or answered with an error or a malformed message."""
 
 
@@ -60,45 +61,15 @@ def _cfg(context: Context, key: str, default: Any) -> Any:
 
 def party_of(node: int, targets: Mapping[int, str]) -> str:
     """How errors name a node: its party once the hello round mapped it, and its node id."""
-    who = targets.get(node, f"node {node}")
-    return who if who.startswith("node ") else f"{who} (node {node})"
+    return node_label(node, targets)
 
 
 def _round(
     grid: Grid, name: str, targets: Mapping[int, str], contents: Mapping[int, Any], timeout: float
 ) -> dict[int, tuple[list[bytes], dict[str, Any]]]:
-    """One round: send each node its content, collect and check every reply."""
-    messages = [
-        Message(content=contents[node], dst_node_id=node, message_type=f"query.{name}")
-        for node in targets
-    ]
-    replies: Iterable[Message] = grid.send_and_receive(messages, timeout=timeout)
-    # An error the SuperLink makes for a dead node ("Node Unavailable") comes from the
-    # SuperLink, not the node: map every reply back to the node its request went to.
-    sent = {
-        m.metadata.message_id: m.metadata.dst_node_id for m in messages if m.metadata.message_id
-    }
-    got: dict[int, tuple[list[bytes], dict[str, Any]]] = {}
-    for reply in replies:
-        node = sent.get(reply.metadata.reply_to_message_id, reply.metadata.src_node_id)
-        who = party_of(node, targets)
-        if reply.has_error():
-            raise PartyFailure(f"{who} failed in round {name}: {reply.error.reason}")
-        blobs, meta = unpack(reply.content, who)
-        if meta.get("status") != "ok":
-            if isinstance(meta.get("party"), str) and meta["party"] not in who:
-                who = f"{meta['party']} ({who}, its own claim)"
-            raise PartyFailure(
-                f"{who} failed in round {name}: {meta.get('reason', 'no reason given')}"
-            )
-        got[node] = (blobs, meta)
-    missing = [targets[n] for n in targets if n not in got]
-    if missing:
-        raise PartyFailure(
-            f"no reply from {', '.join(missing)} in round {name} within {timeout:g} s; "
-            "stopping before any result is produced"
-        )
-    return got
+    """One round: send each node its content, collect and check every reply
+    (:func:`privfl.federation.flower.rounds.exchange`: push, then pull every 50 ms)."""
+    return exchange(grid, name, contents, targets, timeout, failure=PartyFailure)
 
 
 class FlowerTransport:

@@ -1,0 +1,125 @@
+"""One round of a privfl ServerApp: push one message per node, pull the replies every 50 ms.
+
+Every ServerApp (FHAUC, the private evaluation inside a training job, RevFRF) sends its
+rounds through :func:`exchange`, so they share one delivery and one failure rule. Flower's
+``grid.send_and_receive`` polls for replies every 3 s (fixed in Flower 1.41); pushing the
+messages and pulling the replies every :data:`POLL_S` leaves only the SuperNodes' own cost
+(their idle poll, the ClientApp process per message) in a round.
+
+Failures, decided on what the ServerApp sees (never on a node's secret): a reply that is a
+Flower error (e.g. the SuperLink's "Node Unavailable" for a dead node) or a privfl status
+other than ``ok`` stops the round with ``failure`` naming the node (its party once known); a
+node without a reply within ``timeout`` seconds stops it naming every missing node.
+
+A node may report its own phases (``timings``: ClientApp process age when the handler began,
+node-state load, protocol work; only with its node config ``report-timings = true``, see
+:mod:`privfl.federation.flower.timing`): each round is then logged at INFO as ``privfl round
+KIND {json}`` with the ServerApp's wall time, the bytes each way and those phases, for
+``benchmarks/flower_rounds.py``; otherwise the line goes to DEBUG.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from logging import DEBUG, INFO
+from typing import Any
+
+from flwr.app import ArrayRecord, Message, RecordDict
+from flwr.common.logger import log
+from flwr.serverapp import Grid
+
+from privfl.errors import ProtocolError
+from privfl.federation.flower.payload import BLOBS, unpack
+from privfl.federation.flower.timing import TIMINGS, phases
+
+POLL_S = 0.05
+
+Reply = tuple[list[bytes], dict[str, Any]]
+
+
+class NodeFailure(ProtocolError):
+    """A node did not answer in time, or answered with an error or a malformed message."""
+
+
+def node_label(node: int, names: Mapping[int, str]) -> str:
+    """How errors name a node: its party or role name once known, and its node id."""
+    who = names.get(node, f"node {node}")
+    return who if who.startswith("node ") else f"{who} (node {node})"
+
+
+def _bytes(content: RecordDict) -> int:
+    record = content.get(BLOBS)
+    if not isinstance(record, ArrayRecord):
+        return 0
+    return sum(int(array.numpy().nbytes) for array in record.values())
+
+
+def exchange(
+    grid: Grid,
+    kind: str,
+    contents: Mapping[int, RecordDict],
+    names: Mapping[int, str],
+    timeout: float,
+    *,
+    failure: type[ProtocolError] = NodeFailure,
+    label: str | None = None,
+) -> dict[int, Reply]:
+    """Send node ``n`` the content ``contents[n]`` (message type ``query.<kind>``) and return
+    every node's checked reply (blobs, metadata). ``names`` names the nodes in errors;
+    ``label`` names the round in them (default: ``kind``). Runs on the ServerApp."""
+    round_name = label or kind
+    started = time.perf_counter()
+    messages = [
+        Message(content=content, dst_node_id=node, message_type=f"query.{kind}")
+        for node, content in contents.items()
+    ]
+    ids = list(grid.push_messages(messages))
+    node_of = dict(zip(ids, contents, strict=True))
+    got: dict[int, Reply] = {}
+    deadline = time.monotonic() + timeout
+    while len(got) < len(ids):
+        pending = [i for i in ids if node_of[i] not in got]
+        for reply in grid.pull_messages(pending):
+            node = node_of.get(reply.metadata.reply_to_message_id)
+            if node is None or node in got:
+                continue  # not a reply to this round's messages
+            who = node_label(node, names)
+            if reply.has_error():
+                raise failure(f"{who} failed in round {round_name}: {reply.error.reason}")
+            blobs, meta = unpack(reply.content, who)
+            if meta.get("status") != "ok":
+                claim = meta.get("party")
+                if isinstance(claim, str) and claim not in who:
+                    who = f"{claim} ({who}, its own claim)"
+                reason = meta.get("reason", "no reason given")
+                raise failure(f"{who} failed in round {round_name}: {reason}")
+            got[node] = (blobs, meta)
+        if len(got) < len(ids):
+            if time.monotonic() > deadline:
+                missing = [node_label(n, names) for n in contents if n not in got]
+                raise failure(
+                    f"no reply from {', '.join(missing)} in round {round_name} within "
+                    f"{timeout:g} s; stopping the run before any result is produced"
+                )
+            time.sleep(POLL_S)
+    _log_round(kind, time.perf_counter() - started, contents, got)
+    return got
+
+
+def _log_round(
+    kind: str, wall: float, contents: Mapping[int, RecordDict], got: Mapping[int, Reply]
+) -> None:
+    """One line per round: wall time, bytes each way, and the slowest node's phases."""
+    reported = [p for p in (phases(meta.get(TIMINGS)) for _, meta in got.values()) if p]
+    record: dict[str, float] = {
+        "wall": round(wall, 3),
+        "out": sum(_bytes(c) for c in contents.values()),
+        "in": sum(len(b) for blobs, _ in got.values() for b in blobs),
+    }
+    if reported:
+        slowest = max(reported, key=sum)
+        record.update(start=slowest[0], load=slowest[1], work=slowest[2])
+        record["flower"] = round(max(0.0, wall - sum(slowest)), 3)
+    log(INFO if reported else DEBUG, "privfl round %s %s", kind, json.dumps(record))
