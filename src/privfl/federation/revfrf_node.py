@@ -19,7 +19,10 @@ Flower ClientApp keeps in the node-local ``context.state``; nothing of it leaves
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import os
+import time
 from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,6 +110,33 @@ def _table(path: str | None, id_column: str | None, what: str) -> tuple[list[str
     return ids, np.asarray(df.drop(columns=[id_column]), dtype=np.float64)
 
 
+def _cached_table(
+    state: MutableMapping[str, bytes], which: str, path: str | None, id_column: str
+) -> tuple[list[str], np.ndarray]:
+    """A participant's table (ids, features), parsed once and then kept in ``state`` (a
+    ClientApp is a fresh process per message; parsing the file imports pandas every time).
+    The copy is keyed by the file's path, size and modification time, so a changed file is
+    read again; it is stored with :func:`numpy.save` (no pickles) and never leaves the node."""
+    key = f"table-{which}"
+    try:
+        st = os.stat(path) if path else None
+    except OSError:
+        st = None  # _table names the missing file
+    stamp = json.dumps([path, st.st_size, st.st_mtime_ns, id_column] if st else None).encode()
+    raw = state.get(key)
+    if st is not None and raw is not None and raw.startswith(stamp + b"\n"):
+        buf = io.BytesIO(raw[len(stamp) + 1 :])
+        ids = np.load(buf, allow_pickle=False)
+        return [str(i) for i in ids], np.load(buf, allow_pickle=False)
+    ids, x = _table(path, id_column, f"{which} file")
+    if st is not None:
+        buf = io.BytesIO()
+        np.save(buf, np.asarray(ids, dtype=str), allow_pickle=False)
+        np.save(buf, x, allow_pickle=False)
+        state[key] = stamp + b"\n" + buf.getvalue()
+    return ids, x
+
+
 def _rows(state: MutableMapping[str, bytes], which: str) -> np.ndarray | None:
     raw = state.get(f"rows-{which}")
     return None if raw is None else np.frombuffer(raw, dtype=">u4").astype(np.int64)
@@ -124,6 +154,7 @@ class Node:
         self.session = keys.session
         self._participant: Participant | None = None
         self._data: dict[str, tuple[list[str], np.ndarray]] = {}
+        self.load_s = 0.0  # seconds spent loading tables and rebuilding the role
 
     @property
     def name(self) -> str:
@@ -155,12 +186,15 @@ class Node:
     # ---------------------------------------------------------------- roles
     def _table(self, which: str) -> tuple[list[str], np.ndarray]:
         if which not in self._data:
+            start = time.perf_counter()
             path = self.files.data_file if which == "train" else self.files.test_file
-            self._data[which] = _table(path, self.files.id_column, f"{which} file")
+            self._data[which] = _cached_table(self.state, which, path, self.files.id_column)
+            self.load_s += time.perf_counter() - start
         return self._data[which]
 
     def _role(self) -> Participant:
         if self._participant is None:
+            start = time.perf_counter()
             rows = _rows(self.state, "train")
             if rows is None:
                 raise ProtocolError(f"{self.name} has not aligned its training ids yet")
@@ -174,6 +208,7 @@ class Node:
             if test is not None and test.size:
                 p.load_rows(self._table("test")[1][test])
             self._participant = p
+            self.load_s += time.perf_counter() - start
         return self._participant
 
     def _cc(self) -> ComputationProvider:

@@ -30,16 +30,18 @@ exception's text, which may name the party's own counts or a value it decrypted.
 
 from __future__ import annotations
 
+import io
 import json
+import os
 from logging import ERROR, INFO
 from pathlib import Path
 
+import numpy as np
 from flwr.app import ConfigRecord, Context, Message
 from flwr.clientapp import ClientApp
 from flwr.common.logger import log
 
 from privfl._typing import FloatArray, Int8Array
-from privfl.datasets import deal, read_table
 from privfl.errors import (
     InputError,
     InsufficientPrecisionError,
@@ -51,11 +53,14 @@ from privfl.errors import (
 from privfl.evaluation import fhauc
 from privfl.evaluation.fhauc.threshold_party import ThresholdFhaucParty
 from privfl.evaluation.fhauc.threshold_schedule import threshold_party_step
+from privfl.federation.flower import timing
 from privfl.federation.flower.payload import pack, unpack
+from privfl.federation.flower.timing import Phases
 from privfl.federation.provisioning import PartyKeys, load_party_keys
 
 app = ClientApp()
 STATE = "privfl-fhauc"
+DATA = "privfl-fhauc-data"  # node-local: the data file's columns, read once
 
 
 def _setting(context: Context, key: str, default: str) -> str:
@@ -68,26 +73,77 @@ def _setting(context: Context, key: str, default: str) -> str:
 
 
 def _party_files(context: Context) -> tuple[Path, tuple[FloatArray, Int8Array]]:
-    """(key folder, (scores, labels)) for this node."""
+    """(key folder, (scores, labels)) for this node; the table is read once and then kept in
+    the node-local state (:func:`_cached_columns`) while the file stays unchanged."""
     score_col = _setting(context, "score-column", "score")
     label_col = _setting(context, "label-column", "label")
     if "keys-dir" in context.node_config:
         keys_dir = Path(str(context.node_config["keys-dir"]))
         if "data-file" not in context.node_config:
             raise InputError("node config has keys-dir but no data-file")
-        df = read_table(str(context.node_config["data-file"]))
-        for col in (score_col, label_col):
-            if col not in df.columns:
-                raise InputError(f"the data file has no column {col!r}")
-        return keys_dir, (df[score_col].to_numpy(), df[label_col].to_numpy())
+        path = str(context.node_config["data-file"])
+        return keys_dir, _cached_columns(context, path, (score_col, label_col), None)
     if "partition-id" not in context.node_config:
         raise InputError("node config needs keys-dir and data-file (or a simulation partition)")
     pid = int(context.node_config["partition-id"])
     parts = int(context.node_config["num-partitions"])
     keys_dir = Path(_setting(context, "sim-keys-root", "keys")) / f"party-{pid}"
-    df = read_table(_setting(context, "sim-data-file", "scores.csv"))
-    split = deal(df[score_col].to_numpy(), df[label_col].to_numpy(), parts, seed=0)
-    return keys_dir, split[pid]
+    path = _setting(context, "sim-data-file", "scores.csv")
+    return keys_dir, _cached_columns(context, path, (score_col, label_col), (pid, parts))
+
+
+def _read_columns(
+    path: str, columns: tuple[str, str], partition: tuple[int, int] | None
+) -> tuple[FloatArray, Int8Array]:
+    from privfl.datasets import deal, read_table  # pandas: only when the cache misses
+
+    df = read_table(path)
+    for col in columns:
+        if col not in df.columns:
+            raise InputError(f"the data file has no column {col!r}")
+    scores, labels = df[columns[0]].to_numpy(), df[columns[1]].to_numpy()
+    if partition is None:
+        return scores, labels
+    pid, parts = partition
+    return deal(scores, labels, parts, seed=0)[pid]
+
+
+def _cached_columns(
+    context: Context, path: str, columns: tuple[str, str], partition: tuple[int, int] | None
+) -> tuple[FloatArray, Int8Array]:
+    """The node's (scores, labels): read from ``path`` once, then from the node-local
+    ``context.state`` (a ClientApp is a fresh process per message; re-reading the table would
+    import pandas and parse the file every round). The cache is keyed by the file's path,
+    size and modification time, the columns and the partition, so a changed file is read
+    again. Arrays are stored with :func:`numpy.save` (dtype kept, no pickles): the party
+    validates them exactly as if read from the file."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise InputError(f"cannot read the data file {path!r}: {exc.strerror}") from None
+    key = json.dumps([path, st.st_size, st.st_mtime_ns, list(columns), partition])
+    record = context.state.get(DATA)
+    if isinstance(record, ConfigRecord) and record.get("key") == key:
+        raw_s, raw_l = record.get("scores"), record.get("labels")
+        if isinstance(raw_s, bytes) and isinstance(raw_l, bytes):
+            return _load_array(raw_s), _load_array(raw_l)
+    scores, labels = _read_columns(path, columns, partition)
+    if scores.dtype != object and labels.dtype != object:
+        context.state[DATA] = ConfigRecord(
+            {"key": key, "scores": _dump_array(scores), "labels": _dump_array(labels)}
+        )
+    return scores, labels
+
+
+def _dump_array(values: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, values, allow_pickle=False)
+    return buf.getvalue()
+
+
+def _load_array(raw: bytes) -> np.ndarray:
+    values: np.ndarray = np.load(io.BytesIO(raw), allow_pickle=False)
+    return values
 
 
 def _party(context: Context) -> fhauc.Party | ThresholdFhaucParty:
@@ -158,12 +214,16 @@ def _write_result(context: Context, result: fhauc.PartyResult) -> Path:
     return path
 
 
-def run_step(step: str, data: bytes, context: Context) -> tuple[str, bytes]:
+def run_step(
+    step: str, data: bytes, context: Context, phases: Phases | None = None
+) -> tuple[str, bytes]:
     """One protocol step on this node: rebuild the party, restore its session state from the
     node-local ``context.state``, answer, save the state (also when the step fails, e.g. a
     result is accepted once) and write the result file after the last step. Returns the
-    party's name and its answer."""
+    party's name and its answer (``phases``: marks where loading the party ended)."""
     party = _party(context)
+    if phases is not None:
+        phases.loaded()
     if isinstance(party, ThresholdFhaucParty):
         try:
             answer, result = threshold_party_step(party, step, data)
@@ -186,25 +246,29 @@ def run_step(step: str, data: bytes, context: Context) -> tuple[str, bytes]:
 
 
 def _step(step: str, message: Message, context: Context) -> Message:
+    phases = Phases() if timing.wanted(context.node_config) else None
     try:
         blobs, _ = unpack(message.content, "the ServerApp")
         if len(blobs) != 1:
             raise InputError(f"step {step} carries {len(blobs)} messages, expected 1")
-        name, answer = run_step(step, blobs[0], context)
+        name, answer = run_step(step, blobs[0], context, phases)
     except Exception as exc:  # reported to the ServerApp, which names this node
         return _fail(message, exc, context)
-    return Message(pack([answer], status="ok", party=name), reply_to=message)
+    report = phases.report() if phases is not None else None
+    return Message(pack([answer], status="ok", party=name, timings=report), reply_to=message)
 
 
 @app.query("fhauc_hello")
 def hello(message: Message, context: Context) -> Message:
     """Say which party this node is (checked cryptographically at the join)."""
+    phases = Phases() if timing.wanted(context.node_config) else None
     try:
-        keys_dir, _ = _party_files(context)
+        keys_dir, _ = _party_files(context)  # checks the data file (and caches its columns)
         name = load_party_keys(keys_dir).name
     except Exception as exc:
         return _fail(message, exc, context)
-    return Message(pack(status="ok", party=name), reply_to=message)
+    report = phases.report() if phases is not None else None
+    return Message(pack(status="ok", party=name, timings=report), reply_to=message)
 
 
 @app.query("fhauc_join")

@@ -33,6 +33,11 @@ from typing import IO, Any
 from privfl.errors import InputError, ProtocolError
 
 CONNECTION = "local"
+# How often each SuperNode's SuperExec looks for a message to start a ClientApp for (Flower's
+# default is 1 s, a second of every round; Flower accepts 0.01..60). An operator's own
+# FLWR_SUPEREXEC_TASK_POLL_INTERVAL wins.
+TASK_POLL_ENV = "FLWR_SUPEREXEC_TASK_POLL_INTERVAL"
+TASK_POLL_S = 0.05
 ConfigValue = str | int | float | bool
 
 
@@ -116,6 +121,7 @@ class LocalFederation:
             self.home.mkdir(exist_ok=True)
             self.env["FLWR_HOME"] = str(self.home)
         self.env["PATH"] = f"{self.bin}{os.pathsep}{os.environ.get('PATH', '')}"
+        self.env.setdefault(TASK_POLL_ENV, str(TASK_POLL_S))
         self.env.pop("VIRTUAL_ENV", None)
         self.port = free_port()
         self.procs: dict[str, subprocess.Popen[bytes]] = {}

@@ -38,7 +38,9 @@ from privfl.errors import (
     UnknownPartyError,
     VerificationError,
 )
+from privfl.federation.flower import timing
 from privfl.federation.flower.payload import pack, unpack
+from privfl.federation.flower.timing import Phases
 from privfl.federation.revfrf_keys import load_node
 from privfl.federation.revfrf_node import Node, NodeFiles
 
@@ -98,9 +100,10 @@ def answer(blobs: list[bytes], context: Context) -> tuple[list[bytes], dict[str,
     state = {k: v for k, v in dict(record).items() if isinstance(v, bytes)} if isinstance(
         record, ConfigRecord
     ) else {}  # fmt: skip
-    start = time.perf_counter()
+    phases = Phases()
     try:
         node = _node(context, state)
+        built = time.perf_counter() - phases.t0
         try:
             replies = node.handle_all(blobs)
         finally:
@@ -108,8 +111,11 @@ def answer(blobs: list[bytes], context: Context) -> tuple[list[bytes], dict[str,
     except Exception as exc:  # reported to the ServerApp, which names this node
         log(ERROR, "privfl RevFRF node failed: %s: %s", type(exc).__name__, exc)  # local only
         return [], {"status": "error", "reason": failure_code(exc)}
-    seconds = time.perf_counter() - start  # the node's own work, for the figures
-    return replies, {"status": "ok", "name": node.name, "seconds": seconds}
+    seconds = time.perf_counter() - phases.t0  # the node's own work, for the figures
+    meta: dict[str, object] = {"status": "ok", "name": node.name, "seconds": seconds}
+    if timing.wanted(context.node_config):
+        meta[timing.TIMINGS] = phases.report(load=built + node.load_s)
+    return replies, meta
 
 
 @app.query("revfrf_batch")

@@ -45,9 +45,13 @@ class Phases:
     def loaded(self) -> None:
         self.t1 = time.perf_counter()
 
-    def report(self) -> list[float]:
+    def report(self, load: float | None = None) -> list[float]:
+        """``[start, load, work]``; ``load`` given: the seconds of the handler spent loading
+        (measured by the node where loading is interleaved with the work)."""
         end = time.perf_counter()
-        return [round(self.start, 3), round(self.t1 - self.t0, 3), round(end - self.t1, 3)]
+        total = end - self.t0
+        spent = self.t1 - self.t0 if load is None else min(load, total)
+        return [round(self.start, 3), round(spent, 3), round(total - spent, 3)]
 
 
 def phases(value: object) -> tuple[float, float, float] | None:
