@@ -71,6 +71,27 @@ def config_string(values: Mapping[str, ConfigValue]) -> str:
 
 
 @dataclass(frozen=True)
+class LinkSecurity:
+    """TLS and SuperNode authentication for a deployment (``None`` fields: off).
+
+    ``ca``/``cert``/``key``: PEM files: the CA the SuperNodes and ``flwr`` trust, and the
+    SuperLink's certificate (its address in the subject alternative names) and key; with them
+    no process runs ``--insecure``. ``node_auth``: the SuperLink admits only SuperNodes whose
+    public key was registered (``flwr supernode register``, :meth:`LocalFederation.
+    register_node`); each SuperNode signs with its own private key (``start_supernode(...,
+    auth_key=...)``)."""
+
+    ca: Path | None = None
+    cert: Path | None = None
+    key: Path | None = None
+    node_auth: bool = False
+
+    @property
+    def tls(self) -> bool:
+        return self.ca is not None and self.cert is not None and self.key is not None
+
+
+@dataclass(frozen=True)
 class RunOutcome:
     """How a ``flwr run`` ended: the run id, the SuperLink's final status of the run
     (``finished:completed``, ``finished:failed``, ...) and the streamed log."""
@@ -101,10 +122,20 @@ class LocalFederation:
         bin_dir: Path | None = None,
         connection: str = CONNECTION,
         private_home: bool = True,
+        address: str = "127.0.0.1",
+        security: LinkSecurity | None = None,
+        prefix: Callable[[str], list[str]] | None = None,
     ) -> None:
         """``private_home=False`` (with the user's ``connection``, "" = Flower's default):
         no processes of its own, only ``flwr run`` against an existing deployment, with the
-        user's ``FLWR_HOME``."""
+        user's ``FLWR_HOME``. ``address``: where the SuperLink listens and the SuperNodes and
+        ``flwr`` reach it; ``security``: TLS and node authentication (default: loopback
+        without TLS); ``prefix(name)``: a command put before each process's own (``name`` is
+        the process's, ``"flwr"`` for the CLI), e.g. ``ip netns exec NS`` to run it in a
+        network namespace."""
+        self.address = address
+        self.security = security or LinkSecurity()
+        self.prefix = prefix or (lambda _name: [])
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self.bin = bin_dir or flower_bin()
@@ -129,9 +160,11 @@ class LocalFederation:
 
     # ------------------------------------------------------------------ processes
     def _write_connection(self, num_supernodes: int = 0) -> None:
+        ca = self.security.ca
+        trust = f'root-certificates = "{ca}"\n' if self.security.tls else "insecure = true\n"
         text = (
             f'[superlink]\ndefault = "{CONNECTION}"\n\n[superlink.{CONNECTION}]\n'
-            f'address = "127.0.0.1:{self.port}"\ninsecure = true\n'
+            f'address = "{self.address}:{self.port}"\n{trust}'
         )
         if num_supernodes:
             text += f"options.num-supernodes = {num_supernodes}\n"
@@ -141,29 +174,45 @@ class LocalFederation:
         log = open(self.root / f"{name}.log", "wb")  # noqa: SIM115 - closed in close()
         self._logs.append(log)
         self.procs[name] = subprocess.Popen(  # noqa: S603 - fixed executables, no shell
-            args, env=self.env, stdout=log, stderr=subprocess.STDOUT, cwd=self.root,
-            start_new_session=True,
+            [*self.prefix(name), *args], env=self.env, stdout=log, stderr=subprocess.STDOUT,
+            cwd=self.root, start_new_session=True,
         )  # fmt: skip
 
     def start_superlink(self, *, simulation: int = 0, timeout: float = 60.0) -> None:
         """Start the SuperLink (``simulation=K``: a simulation runtime with K virtual nodes)
         and wait until it answers."""
         self._write_connection(simulation)
-        args = [str(self.bin / "flower-superlink"), "--insecure", "--host", "127.0.0.1",
+        sec = self.security
+        tls = (["--ssl-ca-certfile", str(sec.ca), "--ssl-certfile", str(sec.cert),
+                "--ssl-keyfile", str(sec.key)] if sec.tls else ["--insecure"])  # fmt: skip
+        args = [str(self.bin / "flower-superlink"), *tls, "--host", self.address,
                 "--port", str(self.port), "--disable-runtime-dependency-installation"]  # fmt: skip
+        if sec.node_auth:
+            args.append("--enable-supernode-auth")
         if simulation:
             args.append("--simulation")
         self._start("superlink", args)
-        self.wait_for_port(self.port, timeout)
+        self.wait_for_superlink(timeout)
 
-    def start_supernode(self, name: str, node_config: Mapping[str, ConfigValue]) -> None:
-        """Start a SuperNode named ``name`` (its log: ``<root>/<name>.log``)."""
+    def start_supernode(
+        self, name: str, node_config: Mapping[str, ConfigValue], *, auth_key: Path | None = None
+    ) -> None:
+        """Start a SuperNode named ``name`` (its log: ``<root>/<name>.log``); ``auth_key``:
+        its private key (PEM) when the SuperLink authenticates SuperNodes."""
+        sec = self.security
+        trust = ["--root-certificates", str(sec.ca)] if sec.tls else ["--insecure"]
+        auth = ["--auth-supernode-private-key", str(auth_key)] if auth_key else []
         self._start(
             name,
-            [str(self.bin / "flower-supernode"), "--insecure", "--superlink",
-             f"127.0.0.1:{self.port}", "--port", str(free_port()),
+            [str(self.bin / "flower-supernode"), *trust, *auth, "--superlink",
+             f"{self.address}:{self.port}", "--port", str(free_port()),
              "--node-config", config_string(node_config)],
         )  # fmt: skip
+
+    def register_node(self, public_key: Path) -> str:
+        """``flwr supernode register``: admit the SuperNode holding this key's private half
+        (OpenSSH-format EC public key); returns ``flwr``'s output."""
+        return self.flwr(["supernode", "register", str(public_key), *self._conn()], timeout=60)
 
     def _alive(self, name: str) -> None:
         proc = self.procs.get(name)
@@ -171,15 +220,22 @@ class LocalFederation:
             tail = (self.root / f"{name}.log").read_text(errors="replace")[-2000:]
             raise ProtocolError(f"{name} exited with status {proc.returncode}:\n{tail}")
 
-    def wait_for_port(self, port: int, timeout: float = 60.0) -> None:
+    def wait_for_superlink(self, timeout: float = 60.0) -> None:
+        """Until the SuperLink listens (loopback, no prefix: its port accepts connections;
+        otherwise ``flwr supernode list`` answers through the prefix, TLS and all)."""
         deadline = time.monotonic() + timeout
+        local = self.address == "127.0.0.1" and not self.prefix("flwr")
         while time.monotonic() < deadline:
             self._alive("superlink")
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    return
+            if local:
+                with socket.socket() as s:
+                    if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                        return
+            elif self.flwr(["supernode", "list", *self._conn(), "--format", "json"], 10):
+                return
             time.sleep(0.2)
-        raise ProtocolError(f"the SuperLink did not listen on 127.0.0.1:{port} in {timeout:g} s")
+        where = f"{self.address}:{self.port}"
+        raise ProtocolError(f"the SuperLink did not listen on {where} in {timeout:g} s")
 
     def online_nodes(self) -> int:
         """SuperNodes the SuperLink lists as online (``flwr supernode list``)."""
@@ -207,7 +263,7 @@ class LocalFederation:
         answer within ``timeout``: the callers poll, and a loaded machine can be slow)."""
         try:
             done = subprocess.run(  # noqa: S603 - fixed executable, no shell
-                [str(self.bin / "flwr"), *args], env=self.env, cwd=self.root,
+                [*self.prefix("flwr"), str(self.bin / "flwr"), *args], env=self.env, cwd=self.root,
                 capture_output=True, text=True, timeout=timeout, check=False,
             )  # fmt: skip
         except subprocess.TimeoutExpired:
@@ -222,7 +278,8 @@ class LocalFederation:
         self, app: str | Path, run_config: Mapping[str, ConfigValue] | str
     ) -> subprocess.Popen[str]:
         """``flwr run APP local --stream --run-config ...`` (stdout and stderr merged)."""
-        args = [str(self.bin / "flwr"), "run", str(app), *self._conn(), "--stream"]
+        args = [*self.prefix("flwr"), str(self.bin / "flwr"), "run", str(app), *self._conn(),
+                "--stream"]  # fmt: skip
         if run_config:
             text = run_config if isinstance(run_config, str) else config_string(run_config)
             args += ["--run-config", text]

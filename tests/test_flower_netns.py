@@ -1,0 +1,233 @@
+"""A deployment that looks like separate machines: the SuperLink and each SuperNode in its own
+network namespace, joined by veth pairs to a bridge in the SuperLink's namespace, addresses
+from the benchmarking range 198.18.0.0/15 that this test assigns inside its own namespaces and
+removes with them. TLS with a CA and a server certificate made here with ``cryptography``,
+SuperNode authentication with one registered key per node, no ``--insecure`` anywhere; a rogue
+SuperNode whose key was never registered is refused. Traffic goes only to addresses this test
+created (or to each namespace's own loopback).
+
+Without the rights to create namespaces the test skips with the reason, and the loopback
+variant (the same TLS and authentication on 127.0.0.1) runs instead.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import json
+import os
+import secrets
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import privfl
+
+pytestmark = pytest.mark.flower
+pytest.importorskip("flwr")
+
+from cryptography import x509  # noqa: E402
+from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402
+from cryptography.hazmat.primitives.asymmetric import ec  # noqa: E402
+from cryptography.x509.oid import NameOID  # noqa: E402
+
+from privfl.evaluation.fhauc.policy import Policy, Security  # noqa: E402
+from privfl.federation.flower.local import LinkSecurity, LocalFederation  # noqa: E402
+from privfl.federation.flower.quickstart import APP_PYPROJECT  # noqa: E402
+from privfl.federation.provisioning import provision  # noqa: E402
+
+PARTIES = ("site-a", "site-b", "site-c")
+LINK_ADDRESS = "198.18.0.1"
+SUBNET = ipaddress.ip_network("198.18.0.0/24")
+
+
+# ---------------------------------------------------------------- certificates and keys
+def _name(text: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, text)])
+
+
+def make_tls(folder: Path, address: str) -> LinkSecurity:
+    """A CA and a SuperLink certificate for ``address`` (its IP in the SAN), signed by it."""
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = (
+        x509.CertificateBuilder().subject_name(_name("privfl test CA")).issuer_name(_name(
+            "privfl test CA")).public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number()).not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(hours=2))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )  # fmt: skip
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder().subject_name(_name("superlink")).issuer_name(ca.subject)
+        .public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now).not_valid_after(now + datetime.timedelta(hours=2))
+        .add_extension(x509.SubjectAlternativeName(
+            [x509.IPAddress(ipaddress.ip_address(address)), x509.DNSName("superlink")]
+        ), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )  # fmt: skip
+    folder.mkdir(parents=True, exist_ok=True)
+    pem = serialization.Encoding.PEM
+    (folder / "ca.pem").write_bytes(ca.public_bytes(pem))
+    (folder / "server.pem").write_bytes(cert.public_bytes(pem))
+    (folder / "server.key").write_bytes(key.private_bytes(
+        pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ))  # fmt: skip
+    return LinkSecurity(folder / "ca.pem", folder / "server.pem", folder / "server.key", True)
+
+
+def make_node_key(folder: Path, name: str) -> tuple[Path, Path]:
+    """A SuperNode's authentication key pair (EC P-256, OpenSSH format, as Flower reads it)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    private, public = folder / f"{name}-auth", folder / f"{name}-auth.pub"
+    private.write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
+        serialization.NoEncryption(),
+    ))  # fmt: skip
+    private.chmod(0o600)
+    public.write_bytes(key.public_key().public_bytes(
+        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
+    ))  # fmt: skip
+    return private, public
+
+
+# ---------------------------------------------------------------- namespaces
+def _ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True, timeout=30)
+
+
+class Namespaces:
+    """``link`` (the SuperLink's, holding bridge ``br0`` at 198.18.0.1/24) and one namespace
+    per node, each joined to the bridge by a veth pair, address 198.18.0.(10+i)/24."""
+
+    def __init__(self, nodes: list[str]) -> None:
+        tag = secrets.token_hex(3)
+        self.link = f"privfl-{tag}-link"
+        self.of = {name: f"privfl-{tag}-n{i}" for i, name in enumerate(nodes)}
+        self.created: list[str] = []
+
+    def create(self) -> None:
+        _ip("netns", "add", self.link)
+        self.created.append(self.link)
+        _ip("-n", self.link, "link", "set", "lo", "up")
+        _ip("-n", self.link, "link", "add", "br0", "type", "bridge")
+        _ip("-n", self.link, "addr", "add", f"{LINK_ADDRESS}/24", "dev", "br0")
+        _ip("-n", self.link, "link", "set", "br0", "up")
+        for i, ns in enumerate(self.of.values()):
+            _ip("netns", "add", ns)
+            self.created.append(ns)
+            _ip("-n", ns, "link", "set", "lo", "up")
+            _ip("-n", self.link, "link", "add", f"v{i}", "type", "veth", "peer", "name", "eth0",
+                "netns", ns)  # fmt: skip
+            _ip("-n", self.link, "link", "set", f"v{i}", "master", "br0", "up")
+            _ip("-n", ns, "addr", "add", f"{SUBNET[10 + i]}/24", "dev", "eth0")
+            _ip("-n", ns, "link", "set", "eth0", "up")
+
+    def remove(self) -> None:
+        for ns in reversed(self.created):
+            subprocess.run(["ip", "netns", "del", ns], check=False, capture_output=True)
+        self.created.clear()
+
+    def prefix(self) -> Callable[[str], list[str]]:
+        def wrap(name: str) -> list[str]:
+            return ["ip", "netns", "exec", self.of.get(name, self.link)]
+
+        return wrap
+
+
+def namespaces_unavailable() -> str | None:
+    """Why this machine cannot run the namespace test (None: it can)."""
+    if sys.platform != "linux" or os.geteuid() != 0:
+        return "network namespaces need Linux and root"
+    probe = Namespaces(["probe"])
+    try:
+        probe.create()
+    except (OSError, subprocess.SubprocessError) as exc:
+        err = getattr(exc, "stderr", b"") or b""
+        return f"cannot create network namespaces here: {exc} {err.decode(errors='replace')}"
+    finally:
+        probe.remove()
+    return None
+
+
+# ---------------------------------------------------------------- the deployment
+def _provision(root: Path) -> tuple[dict[str, Path], float]:
+    rng = np.random.default_rng(3)
+    parts, files = [], {}
+    for name in PARTIES:
+        y = rng.integers(0, 2, 200)
+        s = np.clip(0.35 * y + 0.65 * rng.random(200), 0, 1)
+        files[name] = root / "data" / f"{name}.csv"
+        files[name].parent.mkdir(parents=True, exist_ok=True)
+        pd.DataFrame({"score": s, "label": y}).to_csv(files[name], index=False)
+        parts.append((s, y))
+    provision(list(PARTIES), root / "keys", Policy(security=Security.SEMI_HONEST))
+    (root / "app").mkdir()
+    (root / "app" / "pyproject.toml").write_text(APP_PYPROJECT)
+    return files, privfl.federated_auc(parts, 100).auc
+
+
+def run_authenticated_deployment(
+    root: Path, address: str, prefix: Callable[[str], list[str]] | None
+) -> None:
+    """TLS + node authentication: three registered parties run FHAUC, a rogue node with an
+    unregistered key is refused; every check of the module docstring."""
+    files, expected = _provision(root)
+    security = make_tls(root / "tls", address)
+    keys = {name: make_node_key(root / "tls", name) for name in (*PARTIES, "rogue")}
+    with LocalFederation(root, address=address, security=security, prefix=prefix) as fed:
+        fed.start_superlink(timeout=120)
+        for name in PARTIES:
+            fed.register_node(keys[name][1])
+        for name in PARTIES:
+            fed.start_supernode(name, {
+                "keys-dir": str(root / "keys" / name), "data-file": str(files[name]),
+                "output-dir": str(root / "results" / name),
+            }, auth_key=keys[name][0])  # fmt: skip
+        fed.wait_for_nodes(len(PARTIES), timeout=180)
+        # the rogue: a valid-looking SuperNode whose key the operator never registered
+        fed.start_supernode("rogue", {"keys-dir": str(root / "keys" / "site-a"),
+                                      "data-file": str(files["site-a"])},
+                            auth_key=keys["rogue"][0])  # fmt: skip
+        assert fed.procs["rogue"].wait(timeout=120) != 0  # refused: it gives up
+        assert all("--insecure" not in p.args for p in fed.procs.values())
+        outcome = fed.run(root / "app", {"aggregator-keys": str(root / "keys" / "aggregator")},
+                          timeout=300)  # fmt: skip
+        assert outcome.ok, outcome.log[-3000:]
+        assert fed.online_nodes() == len(PARTIES)
+    rogue_log = (root / "rogue.log").read_text(errors="replace")
+    assert "SuperNode ID" not in rogue_log and "Failed to activate" in rogue_log, rogue_log
+    for name in PARTIES:
+        (found,) = (root / "results" / name).glob("fhauc-*.json")
+        assert json.loads(found.read_text())["auc"] == pytest.approx(expected, abs=1e-6)
+
+
+@pytest.fixture(scope="module")
+def netns_reason() -> str | None:
+    return namespaces_unavailable()
+
+
+def test_fhauc_across_namespaces_with_tls_and_node_authentication(tmp_path, netns_reason):
+    if netns_reason:
+        pytest.skip(netns_reason)
+    spaces = Namespaces([*PARTIES, "rogue"])
+    try:
+        spaces.create()
+        run_authenticated_deployment(tmp_path, LINK_ADDRESS, spaces.prefix())
+    finally:
+        spaces.remove()
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert spaces.link not in listed  # nothing of the test's network is left
+
+
+def test_fhauc_on_loopback_with_tls_and_node_authentication(tmp_path, netns_reason):
+    if not netns_reason:
+        pytest.skip("namespaces work here: the namespace test covers TLS and authentication")
+    run_authenticated_deployment(tmp_path, "127.0.0.1", None)
