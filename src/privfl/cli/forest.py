@@ -19,10 +19,12 @@ from privfl.cli._kit import (
 )
 from privfl.cli._progress import Tracker
 from privfl.cli.forest_keys import forest_keys_app
+from privfl.cli.forest_local import forest_local
 from privfl.errors import InputError
 
 forest_app = typer.Typer(help="RevFRF: revocable federated random forest.", no_args_is_help=True)
 forest_app.add_typer(forest_keys_app, name="keys")
+forest_app.command("local")(forest_local)
 
 
 @forest_app.command("run")
