@@ -14,9 +14,9 @@ rounds`):
 * bytes out (ServerApp -> nodes) and in (protocol bytes inside the records).
 
 Deployments: FHAUC with single keys and with threshold keys (3 parties), RevFRF (3
-participants + CC + a requester; growth, FRF-Test and a secure query). The ServerApp's own
-session wall time and the ``flwr run`` wall time are printed too. Defaults are small and
-quick; the issue's RevFRF figure is
+participants + CC + a requester; PSI and growth, then a secure prediction of one row). The
+ServerApp's own session wall time and the ``flwr run`` wall time are printed too. Defaults are
+small and quick; the issue's RevFRF figure is
 
     nice .venv/bin/python benchmarks/flower_rounds.py --only revfrf --rows 5000 --bits 2048 \
         --trees 10 --depth 10
@@ -171,7 +171,7 @@ def revfrf(root: Path, rows: int, bits: int, trees: int, depth: int) -> dict:
         started = time.perf_counter()
         outcome = fed.run(REVFRF_APP, {
             "cs-keys": str(k / "CS"), "labels-file": str(root / "labels.csv"),
-            "output-dir": str(out / "CS"), "steps": "train,test,query", "requester": "asker",
+            "output-dir": str(out / "CS"), "steps": "train,query", "requester": "asker",
             "timeout": 3600.0,
         }, timeout=6 * 3600)  # fmt: skip
         wall = time.perf_counter() - started
