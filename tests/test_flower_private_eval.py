@@ -41,12 +41,24 @@ class MemoryGrid:
 
     def __init__(self, nodes: dict[int, Context]) -> None:
         self.nodes = nodes
+        self.replies: dict[str, Message] = {}
 
     def get_node_ids(self) -> list[int]:
         return list(self.nodes)
 
     def send_and_receive(self, messages, timeout=None):
-        return [client_app(m, self.nodes[m.metadata.dst_node_id]) for m in messages]
+        return list(self.pull_messages(self.push_messages(messages)))
+
+    def push_messages(self, messages):
+        ids = []
+        for m in messages:
+            m.metadata.__dict__["_message_id"] = m.object_id
+            self.replies[m.object_id] = client_app(m, self.nodes[m.metadata.dst_node_id])
+            ids.append(m.object_id)
+        return ids
+
+    def pull_messages(self, ids):
+        return [self.replies.pop(i) for i in ids if i in self.replies]
 
 
 @pytest.fixture

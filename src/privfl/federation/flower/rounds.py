@@ -75,7 +75,14 @@ def exchange(
         Message(content=content, dst_node_id=node, message_type=f"query.{kind}")
         for node, content in contents.items()
     ]
-    ids = list(grid.push_messages(messages))
+    pushed = list(grid.push_messages(messages))  # in order; None (or nothing) if refused
+    if len(pushed) != len(messages) or None in pushed:
+        refused = [node_label(n, names) for n, i in zip(contents, pushed, strict=False) if not i]
+        raise failure(
+            f"the SuperLink did not accept the round {round_name} messages for "
+            f"{', '.join(refused) or 'every node'} (too large, or malformed); stopping the run"
+        )
+    ids = [str(i) for i in pushed]
     node_of = dict(zip(ids, contents, strict=True))
     got: dict[int, Reply] = {}
     deadline = time.monotonic() + timeout

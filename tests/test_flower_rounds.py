@@ -1,0 +1,156 @@
+"""The ServerApps' one round function (:mod:`privfl.federation.flower.rounds`), without
+processes: the FHAUC ServerApp's logic against the real FHAUC ClientApp through an in-memory
+grid that hands each pushed message to the ClientApp of its destination node (real keys, real
+ciphertexts, the same message bytes as over the network). The process-level tests check the
+same apps across real SuperLink/SuperNode processes."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import privfl
+
+pytest.importorskip("flwr")
+
+from flwr.app import ConfigRecord, Context, Message, RecordDict
+from flwr.supercore.task_identity import TaskIdentity
+
+from privfl.federation.flower import client_app, server_app
+from privfl.federation.flower import rounds as rounds_mod
+from privfl.federation.flower.payload import pack
+from privfl.federation.flower.rounds import NodeFailure, exchange
+from privfl.federation.flower.timing import Phases, phases, process_age
+from privfl.federation.provisioning import provision
+
+PARTIES = ("site-a", "site-b", "site-c")
+
+
+class MemoryGrid:
+    """``Grid`` stand-in: node id -> that node's Context; ``silent`` nodes never answer,
+    ``refuse`` makes the SuperLink refuse every push."""
+
+    def __init__(self, nodes: dict[int, Context]) -> None:
+        self.nodes = nodes
+        self.replies: dict[str, Message] = {}
+        self.silent: set[int] = set()
+        self.refuse = False
+        self.pulls = 0
+
+    def get_node_ids(self) -> list[int]:
+        return list(self.nodes)
+
+    def push_messages(self, messages):
+        if self.refuse:
+            return [None for _ in messages]
+        ids = []
+        for m in messages:
+            m.metadata.__dict__["_message_id"] = m.object_id
+            if m.metadata.dst_node_id not in self.silent:
+                self.replies[m.object_id] = client_app.app(m, self.nodes[m.metadata.dst_node_id])
+            ids.append(m.object_id)
+        return ids
+
+    def pull_messages(self, ids):
+        self.pulls += 1
+        return [self.replies.pop(i) for i in ids if i in self.replies]
+
+
+@pytest.fixture
+def federation(tmp_path):
+    saved = (TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id)
+    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 5, 0, 1
+    provision(list(PARTIES), tmp_path / "keys")
+    rng = np.random.default_rng(8)
+    nodes, parts = {}, []
+    for k, name in enumerate(PARTIES):
+        y = rng.integers(0, 2, 150)
+        s = np.clip(0.3 * y + 0.7 * rng.random(150), 0, 1)
+        pd.DataFrame({"score": s, "label": y}).to_csv(tmp_path / f"{name}.csv", index=False)
+        parts.append((s, y))
+        nodes[k + 1] = Context(
+            run_id=5, node_id=k + 1, state=RecordDict(), run_config={},
+            node_config={"keys-dir": str(tmp_path / "keys" / name),
+                         "data-file": str(tmp_path / f"{name}.csv"),
+                         "output-dir": str(tmp_path / "out" / name), "report-timings": "true"},
+        )  # fmt: skip
+    yield MemoryGrid(nodes), tmp_path, privfl.federated_auc(parts, 100).auc
+    TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id = saved
+
+
+def server_context(root, **config) -> Context:
+    run_config = {"aggregator-keys": str(root / "keys" / "aggregator"), "timeout": 5.0, **config}
+    return Context(run_id=5, node_id=0, state=RecordDict(), run_config=run_config, node_config={})
+
+
+def test_the_fhauc_server_app_runs_a_session_through_push_and_pull(federation, caplog):
+    grid, root, expected = federation
+    context = server_context(root)
+    with caplog.at_level(logging.INFO, logger="flwr"):
+        server_app._run(grid, context)
+    record = context.state["privfl"]
+    assert isinstance(record, ConfigRecord) and record["completed"] == len(PARTIES)
+    for name in PARTIES:
+        (found,) = (root / "out" / name).glob("fhauc-*.json")
+        assert json.loads(found.read_text())["auc"] == pytest.approx(expected, abs=1e-6)
+    # one logged round per step, with the nodes' phases (they were asked to report them)
+    logged = [r.getMessage() for r in caplog.records if r.getMessage().startswith("privfl round")]
+    kinds = [line.split()[2] for line in logged]
+    assert kinds == ["fhauc_hello", "fhauc_join", "fhauc_upload", "fhauc_result"]
+    upload = json.loads(logged[2].split(" ", 3)[3])
+    assert upload["in"] > 100_000 and {"start", "load", "work", "flower"} <= set(upload)
+
+
+def test_a_node_that_never_answers_stops_the_round_naming_it_within_the_timeout(federation):
+    grid, _, _ = federation
+    grid.silent = {3}
+    names = {1: "site-a", 2: "site-b", 3: "site-c"}
+    contents = {n: pack(step="hello") for n in names}
+    with pytest.raises(NodeFailure, match=r"no reply from site-c \(node 3\) in round fhauc_hello"):
+        exchange(grid, "fhauc_hello", contents, names, timeout=0.3)
+    assert grid.pulls >= 3  # it polled, it did not wait once for the whole timeout
+
+
+def test_a_refused_push_stops_the_round_before_waiting(federation):
+    grid, _, _ = federation
+    grid.refuse = True
+    with pytest.raises(NodeFailure, match="did not accept"):
+        exchange(grid, "fhauc_hello", {1: pack(step="hello")}, {1: "site-a"}, timeout=60)
+    assert grid.pulls == 0
+
+
+def test_a_node_answering_with_an_error_is_named_with_its_fixed_code(federation):
+    grid, root, _ = federation
+    grid.nodes[2].node_config["data-file"] = str(root / "missing.csv")
+    names = {1: "site-a", 2: "site-b", 3: "site-c"}
+    with pytest.raises(server_app.PartyFailure, match=r"site-b.*bad-local-input"):
+        server_app._round(grid, "fhauc_hello", names, {n: pack() for n in names}, 5.0)
+
+
+def test_the_node_reads_its_data_file_once_and_again_only_when_it_changes(federation, monkeypatch):
+    grid, root, _ = federation
+    context = grid.nodes[1]
+    reads = []
+    real = client_app._read_columns
+    monkeypatch.setattr(client_app, "_read_columns", lambda *a: reads.append(a) or real(*a))
+    first = client_app._party_files(context)[1]
+    again = client_app._party_files(context)[1]
+    assert len(reads) == 1
+    assert np.array_equal(first[0], again[0]) and first[1].dtype == again[1].dtype
+    path = root / "site-a.csv"
+    pd.DataFrame({"score": [0.5, 0.25], "label": [1, 0]}).to_csv(path, index=False)
+    assert len(client_app._party_files(context)[1][0]) == 2 and len(reads) == 2
+
+
+def test_reported_phases_are_checked_and_a_process_knows_its_age():
+    assert phases([0.5, 0.25, 1.0]) == (0.5, 0.25, 1.0)
+    for bad in (None, "1,2,3", [1, 2, 3], [0.1, 0.2], [0.1, -0.2, 0.3], [0.1, 0.2, float("nan")]):
+        assert phases(bad) is None
+    assert 0.0 < process_age() < 365 * 86400
+    start, load, work = Phases().report(load=0.5)
+    assert load <= 0.5 and work >= 0.0 and start > 0.0
+    assert rounds_mod.POLL_S <= 0.1
