@@ -100,8 +100,8 @@ def test_the_fhauc_server_app_runs_a_session_through_push_and_pull(federation, c
     # one logged round per step, with the nodes' phases (they were asked to report them)
     logged = [r.getMessage() for r in caplog.records if r.getMessage().startswith("privfl round")]
     kinds = [line.split()[2] for line in logged]
-    assert kinds == ["fhauc_hello", "fhauc_join", "fhauc_upload", "fhauc_result"]
-    upload = json.loads(logged[2].split(" ", 3)[3])
+    assert kinds == ["fhauc_join", "fhauc_upload", "fhauc_result"]  # the join maps the parties
+    upload = json.loads(logged[1].split(" ", 3)[3])
     assert upload["in"] > 100_000 and {"start", "load", "work", "flower"} <= set(upload)
 
 
@@ -154,3 +154,22 @@ def test_reported_phases_are_checked_and_a_process_knows_its_age():
     start, load, work = Phases().report(load=0.5)
     assert load <= 0.5 and work >= 0.0 and start > 0.0
     assert rounds_mod.POLL_S <= 0.1
+
+
+def test_a_connected_node_outside_the_session_does_not_stop_it_and_learns_no_result(federation):
+    grid, root, _ = federation
+    context = server_context(root, parties="site-a,site-b")
+    server_app._run(grid, context)  # site-c is connected and gets the join, which it refuses
+    assert context.state["privfl"]["completed"] == 2
+    assert list((root / "out" / "site-c").glob("fhauc-*.json")) == []
+    results = [json.loads(next((root / "out" / p).glob("fhauc-*.json")).read_text()) for p in
+               ("site-a", "site-b")]  # fmt: skip
+    assert results[0]["auc"] == results[1]["auc"] and results[0]["parties"] == ["site-a", "site-b"]
+
+
+def test_two_nodes_claiming_one_party_stop_the_run_at_the_join(federation):
+    grid, root, _ = federation
+    grid.nodes[3].node_config.update(grid.nodes[1].node_config)  # a second "site-a"
+    with pytest.raises(server_app.PartyFailure, match="both claim to be 'site-a'"):
+        server_app._run(grid, server_context(root))
+    assert not (root / "out" / "site-a").exists()

@@ -65,10 +65,13 @@ def exchange(
     *,
     failure: type[ProtocolError] = NodeFailure,
     label: str | None = None,
+    keep_errors: bool = False,
 ) -> dict[int, Reply]:
     """Send node ``n`` the content ``contents[n]`` (message type ``query.<kind>``) and return
     every node's checked reply (blobs, metadata). ``names`` names the nodes in errors;
-    ``label`` names the round in them (default: ``kind``). Runs on the ServerApp."""
+    ``label`` names the round in them (default: ``kind``). ``keep_errors``: a node's error is
+    returned (no blobs, metadata ``status``/``reason``/``party``) for the caller to judge with
+    :func:`check_reply`; only a missing reply stops the round. Runs on the ServerApp."""
     round_name = label or kind
     started = time.perf_counter()
     messages = [
@@ -93,15 +96,14 @@ def exchange(
             if node is None or node in got:
                 continue  # not a reply to this round's messages
             who = node_label(node, names)
+            blobs: list[bytes] = []
+            meta: dict[str, Any] = {"status": "error", "reason": ""}
             if reply.has_error():
-                raise failure(f"{who} failed in round {round_name}: {reply.error.reason}")
-            blobs, meta = unpack(reply.content, who)
-            if meta.get("status") != "ok":
-                claim = meta.get("party")
-                if isinstance(claim, str) and claim not in who:
-                    who = f"{claim} ({who}, its own claim)"
-                reason = meta.get("reason", "no reason given")
-                raise failure(f"{who} failed in round {round_name}: {reason}")
+                meta["reason"] = str(reply.error.reason)
+            else:
+                blobs, meta = unpack(reply.content, who)
+            if not keep_errors:
+                check_reply(meta, who, round_name, failure)
             got[node] = (blobs, meta)
         if len(got) < len(ids):
             if time.monotonic() > deadline:
@@ -113,6 +115,19 @@ def exchange(
             time.sleep(POLL_S)
     _log_round(kind, time.perf_counter() - started, contents, got)
     return got
+
+
+def check_reply(
+    meta: Mapping[str, Any], who: str, round_name: str, failure: type[ProtocolError]
+) -> None:
+    """Stop the round unless the node answered ``ok``; the error names the node (and the
+    party it claims) and the node's fixed failure code, never more."""
+    if meta.get("status") == "ok":
+        return
+    claim = meta.get("party")
+    if isinstance(claim, str) and claim not in who:
+        who = f"{claim} ({who}, its own claim)"
+    raise failure(f"{who} failed in round {round_name}: {meta.get('reason', 'no reason given')}")
 
 
 def _log_round(

@@ -19,19 +19,19 @@ Run configuration (``[tool.flwr.app.config]`` of the app, overridable with ``flw
 ``timeout``           seconds to wait for each round's replies (default 120)
 ``step-pause``        seconds to sleep between rounds (0; for failure-injection tests)
 
-Rounds: ``fhauc_hello`` (which node claims which party), then one round per protocol step:
-``fhauc_join`` (config out, signed joins back), ``fhauc_upload`` (all joins out, signed
-uploads back), ``fhauc_result`` (the encrypted results out; the parties decrypt, verify and
-write the AUC on their side, and answer with a signed status). The ServerApp never sees, and
-never logs, any AUC. A node that claims a party it cannot sign for is refused at the join; a
-party that does not answer in time, or answers with an error or a malformed message, stops
-the run with an error naming it before any result is sent.
+Rounds: one per protocol step: ``fhauc_join`` (the config out to every connected node,
+signed joins back, each naming its party: this maps parties to nodes), ``fhauc_upload`` (all
+joins out, signed uploads back), ``fhauc_result`` (the encrypted results out; the parties
+decrypt, verify and write the AUC on their side, and answer with a signed status). The
+ServerApp never sees, and never logs, any AUC. A node that claims a party it cannot sign for
+is refused at the join; a party that does not answer in time, or answers with an error or a
+malformed message, stops the run with an error naming it before any result is sent.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from logging import ERROR, INFO
 from typing import Any
 
@@ -45,7 +45,7 @@ from privfl.evaluation.fhauc.policy import Security
 from privfl.evaluation.fhauc.threshold_aggregator import ThresholdAggregator
 from privfl.evaluation.fhauc.threshold_schedule import run_threshold_session
 from privfl.federation.flower.payload import pack
-from privfl.federation.flower.rounds import NodeFailure, exchange, node_label
+from privfl.federation.flower.rounds import NodeFailure, check_reply, exchange, node_label
 from privfl.federation.provisioning import load_aggregator_keys
 
 app = ServerApp()
@@ -73,25 +73,86 @@ def _round(
 
 
 class FlowerTransport:
-    """Delivers each protocol step to the parties' SuperNodes over ``grid``."""
+    """Delivers each protocol step to the parties' SuperNodes over ``grid``.
 
-    def __init__(self, grid: Grid, node_of: Mapping[str, int], timeout: float, pause: float):
-        self.grid, self.node_of, self.timeout, self.pause = grid, dict(node_of), timeout, pause
+    Which node plays which party (``node_of``) is learnt, when not given, from the first step
+    if it sends every party the same bytes (the join: the session config, which every party
+    may see): it goes to every connected node in ``nodes`` and each reply names its party, a
+    claim the aggregator checks cryptographically at the join (the join is signed with the
+    party's pinned key). That saves a separate hello round, a whole Flower round. Replies of
+    nodes playing no expected party are dropped; two nodes claiming one party, or an expected
+    party no node claims, stop the run. A first step with per-party bytes is preceded by a
+    ``fhauc_hello`` round instead."""
+
+    def __init__(
+        self,
+        grid: Grid,
+        node_of: Mapping[str, int] | None,
+        timeout: float,
+        pause: float,
+        nodes: Sequence[int] = (),
+    ) -> None:
+        self.grid, self.timeout, self.pause = grid, timeout, pause
+        self.node_of = dict(node_of) if node_of is not None else None
+        self.nodes = list(nodes)
         self.bytes_up: dict[str, int] = {}
 
     def exchange(self, step: str, messages: Mapping[str, bytes]) -> dict[str, bytes]:
+        if self.node_of is None:
+            if len(set(messages.values())) == 1:
+                return self._first(step, messages)
+            self.node_of = _hello(self.grid, self.nodes, list(messages), self.timeout)
         targets = {self.node_of[p]: p for p in messages}
         contents = {self.node_of[p]: pack([m]) for p, m in messages.items()}
         got = _round(self.grid, f"fhauc_{step}", targets, contents, self.timeout)
+        return self._answers(step, {targets[n]: reply for n, reply in got.items()})
+
+    def _first(self, step: str, messages: Mapping[str, bytes]) -> dict[str, bytes]:
+        (data,) = set(messages.values())
+        kind, names = f"fhauc_{step}", {n: f"node {n}" for n in self.nodes}
+        got = exchange(
+            self.grid, kind, {n: pack([data]) for n in self.nodes}, names, self.timeout,
+            failure=PartyFailure, keep_errors=True,
+        )  # fmt: skip
+        for node, (_, meta) in got.items():  # a node playing none of these parties may refuse
+            if meta.get("party") in messages or meta.get("party") is None:
+                check_reply(meta, node_label(node, names), kind, PartyFailure)
+        claims = _claims({n: r for n, r in got.items() if r[1].get("status") == "ok"})
+        absent = [p for p in messages if p not in claims]
+        if absent:
+            raise PartyFailure(f"parties {absent} are not connected (connected: {sorted(claims)})")
+        self.node_of = {p: claims[p] for p in messages}
+        log(INFO, "fhauc: parties mapped at the %s: %s", step, ", ".join(messages))
+        return self._answers(step, {p: got[self.node_of[p]] for p in messages})
+
+    def _answers(
+        self, step: str, got: Mapping[str, tuple[list[bytes], dict[str, Any]]]
+    ) -> dict[str, bytes]:
         out = {}
-        for node, (blobs, _) in got.items():
+        for party, (blobs, _) in got.items():
             if len(blobs) != 1:
-                raise PartyFailure(f"{targets[node]} answered step {step} with {len(blobs)} blobs")
-            out[targets[node]] = blobs[0]
+                raise PartyFailure(f"{party} answered step {step} with {len(blobs)} blobs")
+            out[party] = blobs[0]
             self.bytes_up[step] = max(self.bytes_up.get(step, 0), len(blobs[0]))
         log(INFO, "fhauc: %s round complete", step)
         time.sleep(self.pause)
         return out
+
+
+def _hello(
+    grid: Grid, nodes: Sequence[int], expected: Sequence[str], timeout: float
+) -> dict[str, int]:
+    """The ``fhauc_hello`` round: which connected node claims which expected party."""
+    hello = _round(
+        grid, "fhauc_hello", {n: f"node {n}" for n in nodes},
+        {n: pack(step="hello") for n in nodes}, timeout,
+    )  # fmt: skip
+    claims = _claims(hello)
+    absent = [p for p in expected if p not in claims]
+    if absent:
+        raise PartyFailure(f"parties {absent} are not connected (connected: {sorted(claims)})")
+    log(INFO, "fhauc: hello round complete: %s", ", ".join(expected))
+    return {p: claims[p] for p in expected}
 
 
 def _wait_for_nodes(grid: Grid, count: int, timeout: float) -> list[int]:
@@ -104,13 +165,14 @@ def _wait_for_nodes(grid: Grid, count: int, timeout: float) -> list[int]:
 
 
 def _claims(hello: Mapping[int, tuple[list[bytes], dict[str, Any]]]) -> dict[str, int]:
-    """party -> node from the hello replies; a node without a claim or two nodes claiming
-    the same party stop the run (the claim is checked cryptographically at the join)."""
+    """party -> node from the replies of a first round (the hello, or the join); a node
+    without a claim or two nodes claiming the same party stop the run (the claim is checked
+    cryptographically at the join)."""
     node_of: dict[str, int] = {}
     for node, (_, meta) in hello.items():
         party = meta.get("party")
         if not isinstance(party, str) or not party:
-            raise PartyFailure(f"node {node} answered the hello without naming its party")
+            raise PartyFailure(f"node {node} answered without naming its party")
         if party in node_of:
             raise PartyFailure(f"nodes {node_of[party]} and {node} both claim to be {party!r}")
         node_of[party] = node
@@ -147,19 +209,8 @@ def _run(grid: Grid, context: Context) -> None:
 
     nodes = _wait_for_nodes(grid, len(expected), timeout)
     log(INFO, "fhauc: %d SuperNodes connected, expecting %d parties", len(nodes), len(expected))
-    hello = _round(
-        grid, "fhauc_hello", {n: f"node {n}" for n in nodes},
-        {n: pack(step="hello") for n in nodes}, timeout,
-    )  # fmt: skip
-    claims = _claims(hello)
-    absent = [p for p in expected if p not in claims]
-    if absent:
-        raise PartyFailure(f"parties {absent} are not connected (connected: {sorted(claims)})")
-    log(INFO, "fhauc: hello round complete: %s", ", ".join(expected))
-    time.sleep(pause)
-
     started = time.perf_counter()
-    transport = FlowerTransport(grid, {p: claims[p] for p in expected}, timeout, pause)
+    transport = FlowerTransport(grid, None, timeout, pause, nodes)
     request = fhauc.SessionRequest(
         tuple(expected),
         int(_cfg(context, "thresholds", 100)),
