@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -30,88 +29,51 @@ pytestmark = pytest.mark.flower
 
 flwr = pytest.importorskip("flwr")
 
+from privfl.federation.flower.local import LocalFederation  # noqa: E402
+
 BIN = Path(sys.executable).parent
 APP = Path(__file__).resolve().parents[1] / "examples" / "flower-revfrf"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class Deployment:
+    """The files of ``_revfrf_deployment.make`` served by a :class:`LocalFederation` (the
+    launcher ``privfl flower local`` and ``privfl forest local`` use: free ports, the SuperExec
+    poll interval they set, every process stopped at the end)."""
+
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.home = root / "flwr-home"
-        self.home.mkdir()
-        self.env = dict(os.environ, FLWR_HOME=str(self.home), PATH=f"{BIN}:{os.environ['PATH']}")
-        self.env.pop("VIRTUAL_ENV", None)
-        self.procs: dict[str, subprocess.Popen] = {}
-        self.port = free_port()
         self.truth = make(root)
-        (self.home / "config.toml").write_text(
-            f'[superlink]\ndefault = "test"\n\n[superlink.test]\n'
-            f'address = "127.0.0.1:{self.port}"\ninsecure = true\n'
-        )
-
-    def start(self, name: str, args: list[str]) -> None:
-        log = open(self.root / f"{name}.log", "w")  # noqa: SIM115 - closed with the process
-        self.procs[name] = subprocess.Popen(
-            args, env=self.env, stdout=log, stderr=subprocess.STDOUT, cwd=self.root,
-            start_new_session=True,
-        )  # fmt: skip
+        self.fed = LocalFederation(root)
 
     def start_all(self) -> None:
-        self.start("superlink", [
-            str(BIN / "flower-superlink"), "--insecure", "--host", "127.0.0.1",
-            "--port", str(self.port), "--disable-runtime-dependency-installation",
-        ])  # fmt: skip
-        self.wait_for_port(self.port)
+        self.fed.start_superlink()
         out, keys = self.root / "out", self.root / "keys"
-        nodes = {p: (f"role='participant' keys-dir='{keys / p}' leave={str(p == 'site-a').lower()} "
-                     f"data-file='{self.root / (p + '.csv')}' "
-                     f"test-file='{self.root / (p + '-test.csv')}' output-dir='{out / p}'")
-                 for p in PARTICIPANTS}  # fmt: skip
-        nodes["CC"] = f"role='cc' keys-dir='{keys / 'CC'}' output-dir='{out / 'CC'}'"
-        asker = self.root / "asker.csv"
-        nodes["asker"] = (f"role='requester' keys-dir='{keys / 'asker'}' "
-                          f"data-file='{asker}' output-dir='{out / 'asker'}'")  # fmt: skip
-        for name, cfg in nodes.items():
-            self.start(name, [
-                str(BIN / "flower-supernode"), "--insecure", "--superlink",
-                f"127.0.0.1:{self.port}", "--port", str(free_port()), "--node-config", cfg,
-            ])  # fmt: skip
-
-    @staticmethod
-    def wait_for_port(port: int, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    return
-            time.sleep(0.2)
-        raise TimeoutError(f"nothing listens on {port}")
+        for p in PARTICIPANTS:
+            self.fed.start_supernode(p, {
+                "role": "participant", "keys-dir": str(keys / p), "leave": p == "site-a",
+                "data-file": str(self.root / f"{p}.csv"),
+                "test-file": str(self.root / f"{p}-test.csv"), "output-dir": str(out / p),
+            })  # fmt: skip
+        self.fed.start_supernode(
+            "CC", {"role": "cc", "keys-dir": str(keys / "CC"), "output-dir": str(out / "CC")}
+        )
+        self.fed.start_supernode("asker", {
+            "role": "requester", "keys-dir": str(keys / "asker"),
+            "data-file": str(self.root / "asker.csv"), "output-dir": str(out / "asker"),
+        })  # fmt: skip
+        self.fed.wait_for_nodes(len(PARTICIPANTS) + 2)
 
     def flwr_run(self, extra: str, timeout: float = 60.0) -> subprocess.Popen:
         r = self.root
         cfg = (f"cs-keys='{r / 'keys' / 'CS'}' labels-file='{r / 'labels.csv'}' "
                f"output-dir='{r / 'out' / 'CS'}' seed=7 timeout={timeout} {extra}")  # fmt: skip
-        return subprocess.Popen(
-            [str(BIN / "flwr"), "run", str(APP), "test", "--run-config", cfg, "--stream"],
-            env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            cwd=self.root, start_new_session=True,
-        )  # fmt: skip
+        return self.fed.start_run(APP, cfg)
 
     def kill(self, name: str) -> None:
-        proc = self.procs.get(name)
-        if proc and proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
+        self.fed.kill(name)
 
     def close(self) -> None:
-        for name in list(self.procs):
-            self.kill(name)
+        self.fed.close()
 
     def results(self, node: str, what: str) -> list[dict]:
         return [json.loads(f.read_text()) for f in (self.root / "out" / node).glob(f"*{what}.json")]
