@@ -129,9 +129,10 @@ def _cached_table(
         ids = np.load(buf, allow_pickle=False)
         return [str(i) for i in ids], np.load(buf, allow_pickle=False)
     ids, x = _table(path, id_column, f"{which} file")
-    if st is not None:
+    kept = np.asarray(ids, dtype=str)
+    if st is not None and [str(i) for i in kept] == ids:  # (numpy drops trailing NULs)
         buf = io.BytesIO()
-        np.save(buf, np.asarray(ids, dtype=str), allow_pickle=False)
+        np.save(buf, kept, allow_pickle=False)
         np.save(buf, x, allow_pickle=False)
         state[key] = stamp + b"\n" + buf.getvalue()
     return ids, x
@@ -194,7 +195,7 @@ class Node:
 
     def _role(self) -> Participant:
         if self._participant is None:
-            start = time.perf_counter()
+            start, loaded = time.perf_counter(), self.load_s
             rows = _rows(self.state, "train")
             if rows is None:
                 raise ProtocolError(f"{self.name} has not aligned its training ids yet")
@@ -208,7 +209,7 @@ class Node:
             if test is not None and test.size:
                 p.load_rows(self._table("test")[1][test])
             self._participant = p
-            self.load_s += time.perf_counter() - start
+            self.load_s = loaded + time.perf_counter() - start  # the tables' time included
         return self._participant
 
     def _cc(self) -> ComputationProvider:

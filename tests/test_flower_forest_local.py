@@ -1,0 +1,71 @@
+"""``privfl forest local`` as a newcomer runs it: one command over real Flower processes (a
+SuperLink, three participants, the CC and a requester on free loopback ports), quiet, typed
+predictions equal to the in-process forest's on the same aligned rows, and nothing left
+running afterwards."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from privfl.datasets import load_tabular
+
+pytestmark = pytest.mark.flower
+pytest.importorskip("flwr")
+
+BIN = Path(sys.executable).parent
+
+
+def leftover_processes(marker: str) -> list[str]:
+    found = []
+    for cmd in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmd.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in text and "flower" in text:
+            found.append(text)
+    return found
+
+
+def test_forest_local_grows_predicts_typed_and_stops_everything(tmp_path):
+    d = load_tabular("wine", seed=0)
+    df = pd.DataFrame(d.x_train[:80], columns=[f"f{i}" for i in range(d.x_train.shape[1])])
+    df["quality"] = d.y_train[:80]
+    df.to_csv(tmp_path / "wine.csv", index=False)
+    work = tmp_path / "work"
+    env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}")
+    done = subprocess.run(
+        [str(BIN / "privfl"), "forest", "local", str(tmp_path / "wine.csv"), "-l", "quality",
+         "--trees", "1", "--depth", "1", "--key-bits", "512", "--insecure-key-bits",
+         "--workdir", str(work), "--json"],
+        capture_output=True, text=True, env=env, timeout=900, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    res = json.loads(done.stdout)
+    labels = set(df.quality.iloc[:-1].tolist())
+    assert len(res["predictions"]) == 1 and res["predictions"][0] in labels
+    assert isinstance(res["predictions"][0], int)  # typed as the label column, not "6"
+    assert res["status"] == "finished:completed" and res["summary"]["trees"] == 1
+    assert len(done.stderr.splitlines()) < 30  # quiet: Flower's log lines stay in the files
+    assert (work / "run.log").is_file() and (work / "superlink.log").is_file()
+    assert leftover_processes(str(work)) == []
+    # the same forest in process, on the deployment's aligned rows, predicts the same
+    from privfl.forest import RevFRF
+
+    aligned = json.loads(next((work / "results" / "CS").glob("*-summary.json")).read_text())
+    rows = np.array([int(i.removeprefix("r")) for i in aligned["aligned_ids"]])
+    x = df.drop(columns="quality").to_numpy(float)
+    cols = [list(c) for c in np.array_split(np.arange(x.shape[1]), 3)]
+    model = RevFRF(n_trees=1, max_depth=1, key_bits=512, seed=0, allow_insecure_key_bits=True)
+    model.fit({f"participant-{k + 1}": x[rows][:, c] for k, c in enumerate(cols)},
+              df.quality.to_numpy()[rows])  # fmt: skip
+    query = {f"participant-{k + 1}": x[-1:, c] for k, c in enumerate(cols)}
+    assert [int(v) for v in model.predict(query)] == res["predictions"]
