@@ -86,11 +86,11 @@ def test_a_supernode_killed_mid_session_stops_the_run_naming_it_and_flwr_reports
         if not line:
             break
         lines.append(line)
-        if "hello round complete" in line:
+        if "join round complete" in line:  # the join maps the parties; kill one after it
             federation.kill("site-c")
             break
     outcome = federation.finish_run(proc, timeout=180, lines=lines)
-    assert "hello round complete" in outcome.log, outcome.log
+    assert "join round complete" in outcome.log, outcome.log
     assert not outcome.ok and outcome.status == "finished:failed", outcome.status
     assert any("site-c" in e for e in outcome.errors()), outcome.log
     assert results(root) == {}  # no AUC anywhere
