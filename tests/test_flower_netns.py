@@ -183,7 +183,7 @@ def run_authenticated_deployment(
     security = make_tls(root / "tls", address)
     keys = {name: make_node_key(root / "tls", name) for name in (*PARTIES, "rogue")}
     with LocalFederation(root, address=address, security=security, prefix=prefix) as fed:
-        fed.start_superlink(timeout=120)
+        fed.start_superlink(timeout=300)
         for name in PARTIES:
             fed.register_node(keys[name][1])
         for name in PARTIES:

@@ -212,7 +212,17 @@ class LocalFederation:
     def register_node(self, public_key: Path) -> str:
         """``flwr supernode register``: admit the SuperNode holding this key's private half
         (OpenSSH-format EC public key); returns ``flwr``'s output."""
-        return self.flwr(["supernode", "register", str(public_key), *self._conn()], timeout=60)
+        done = subprocess.run(  # noqa: S603 - fixed executable, no shell
+            [*self.prefix("flwr"), str(self.bin / "flwr"), "supernode", "register",
+             str(public_key), *self._conn()],
+            env=self.env, cwd=self.root, capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise ProtocolError(
+                f"flwr supernode register {public_key.name} failed: "
+                f"{(done.stdout + done.stderr).strip()[-800:]}"
+            )
+        return done.stdout
 
     def _alive(self, name: str) -> None:
         proc = self.procs.get(name)
@@ -221,21 +231,35 @@ class LocalFederation:
             raise ProtocolError(f"{name} exited with status {proc.returncode}:\n{tail}")
 
     def wait_for_superlink(self, timeout: float = 60.0) -> None:
-        """Until the SuperLink listens (loopback, no prefix: its port accepts connections;
-        otherwise ``flwr supernode list`` answers through the prefix, TLS and all)."""
+        """Until the SuperLink's port accepts connections (probed through the prefix, e.g.
+        inside its network namespace, when there is one)."""
         deadline = time.monotonic() + timeout
-        local = self.address == "127.0.0.1" and not self.prefix("flwr")
         while time.monotonic() < deadline:
             self._alive("superlink")
-            if local:
-                with socket.socket() as s:
-                    if s.connect_ex(("127.0.0.1", self.port)) == 0:
-                        return
-            elif self.flwr(["supernode", "list", *self._conn(), "--format", "json"], 10):
+            if self._port_open():
                 return
             time.sleep(0.2)
         where = f"{self.address}:{self.port}"
         raise ProtocolError(f"the SuperLink did not listen on {where} in {timeout:g} s")
+
+    def _port_open(self) -> bool:
+        prefix = self.prefix("superlink")
+        if not prefix:
+            with socket.socket() as s:
+                s.settimeout(2.0)
+                return s.connect_ex((self.address, self.port)) == 0
+        probe = (
+            "import socket, sys; s = socket.socket(); s.settimeout(2.0); "
+            f"sys.exit(s.connect_ex(({self.address!r}, {self.port})))"
+        )
+        try:
+            done = subprocess.run(  # noqa: S603 - fixed executables, no shell
+                [*prefix, sys.executable, "-S", "-c", probe], capture_output=True, timeout=30,
+                check=False,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            return False
+        return done.returncode == 0
 
     def online_nodes(self) -> int:
         """SuperNodes the SuperLink lists as online (``flwr supernode list``)."""
