@@ -13,7 +13,8 @@ rounds`):
                 poll (3 s, fixed in Flower 1.41), the SuperExec's task poll, transfers;
 * bytes out (ServerApp -> nodes) and in (protocol bytes inside the records).
 
-Deployments: FHAUC with single keys and with threshold keys (3 parties), RevFRF (3
+Deployments: FHAUC with single keys and with threshold keys (3 parties), one round of FedAvg
+with the private AUC (``private-eval``: examples/flower-train-private-auc, 3 clients), RevFRF (3
 participants + CC + a requester; PSI and growth, then a secure prediction of one row). The
 ServerApp's own session wall time and the ``flwr run`` wall time are printed too. Defaults are
 small and quick; the issue's RevFRF figure is
@@ -49,6 +50,7 @@ from privfl.federation.revfrf_keys import provision_revfrf
 
 REPO = Path(__file__).resolve().parents[1]
 REVFRF_APP = REPO / "examples" / "flower-revfrf"
+TRAIN_APP = REPO / "examples" / "flower-train-private-auc"
 PARTIES = ("p1", "p2", "p3")
 ROUND_LINE = re.compile(r"privfl round (\S+) (\{.*\})")
 
@@ -181,9 +183,33 @@ def revfrf(root: Path, rows: int, bits: int, trees: int, depth: int) -> dict:
     return {"flwr_run_s": wall, "summary": summary, "rounds": rounds_of(outcome.log)}
 
 
+def private_eval(root: Path, clients: int, rows: int) -> dict:
+    """FedAvg with the private AUC every round (examples/flower-train-private-auc), 1 round."""
+    parties = [f"site-{k + 1}" for k in range(clients)]
+    provision(parties, root / "keys")
+    with LocalFederation(root) as fed:
+        fed.start_superlink()
+        for k, p in enumerate(parties):
+            fed.start_supernode(p, {
+                "keys-dir": str(root / "keys" / p), "partition-id": k, "num-partitions": clients,
+                "output-dir": str(root / "out" / p), "report-timings": True,
+            })  # fmt: skip
+        fed.wait_for_nodes(clients)
+        started = time.perf_counter()
+        outcome = fed.run(TRAIN_APP, {
+            "aggregator-keys": str(root / "keys" / "aggregator"), "num-server-rounds": 1,
+            "max-rows": rows, "output-dir": str(root / "server"),
+        }, timeout=1800)  # fmt: skip
+        wall = time.perf_counter() - started
+    if not outcome.ok:
+        raise RuntimeError(f"training run failed: {outcome.status}\n{outcome.log[-3000:]}")
+    history = json.loads(next((root / "server").glob("history-*.json")).read_text())
+    return {"flwr_run_s": wall, "history": history, "rounds": rounds_of(outcome.log)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", default="fhauc-single,fhauc-threshold,revfrf")
+    ap.add_argument("--only", default="fhauc-single,fhauc-threshold,private-eval,revfrf")
     ap.add_argument("--fhauc-rows", type=int, default=1000, help="rows per FHAUC party")
     ap.add_argument("--rows", type=int, default=500, help="RevFRF: Adult training rows")
     ap.add_argument("--bits", type=int, default=1024, help="RevFRF: DT-PKC modulus bits")
@@ -216,6 +242,13 @@ def main() -> None:
                     "nodes' own "
                     + ", ".join(f"{k} {v:.1f}" for k, v in s["node_seconds"].items())
                     + f"; {s['summary'].get('internal_nodes')} tree nodes; {load()}"
+                )
+            elif which == "private-eval":
+                res = private_eval(Path(tmp), 3, args.fhauc_rows)
+                evals = [f"{r['seconds']:.1f} s ({r['status']})" for r in res["history"]["rounds"]]
+                print(
+                    f"FedAvg + private AUC, 3 clients x {args.fhauc_rows} rows, 1 round: flwr run "
+                    f"{res['flwr_run_s']:.1f} s; evaluation {', '.join(evals)}; {load()}"
                 )
             else:
                 raise SystemExit(f"unknown deployment {which!r}")

@@ -33,8 +33,10 @@ from flwr.common.logger import log
 
 from privfl.errors import InputError, ProtocolError
 from privfl.evaluation import fhauc
+from privfl.federation.flower import timing
 from privfl.federation.flower.client_app import failure_code, party_label
 from privfl.federation.flower.payload import pack, unpack
+from privfl.federation.flower.timing import Phases
 from privfl.federation.provisioning import load_party_keys
 
 PREFIX = "privauc"
@@ -124,6 +126,7 @@ def eval_step(
 
 
 def _reply(step: str, message: Message, context: Context, score_fn: ScoreFn) -> Message:
+    phases = Phases() if timing.wanted(context.node_config) else None
     try:
         name, answer, auc = eval_step(step, message, context, score_fn)
     except Exception as exc:  # reported to the ServerApp, which names this party
@@ -131,7 +134,9 @@ def _reply(step: str, message: Message, context: Context, score_fn: ScoreFn) -> 
         log(ERROR, "privfl private AUC: %s failed: %s: %s", party, type(exc).__name__, exc)
         content = pack(status="error", reason=failure_code(exc), party=party)
         return Message(content, reply_to=message)
-    return Message(pack([answer], status="ok", party=name, auc=auc), reply_to=message)
+    report = phases.report() if phases is not None else None  # scoring and step: "work"
+    content = pack([answer], status="ok", party=name, auc=auc, timings=report)
+    return Message(content, reply_to=message)
 
 
 def add_private_auc(app: ClientApp, score_fn: ScoreFn) -> None:
