@@ -46,6 +46,7 @@ REQUIRED = {
     "audit recommend": ["missing.json"],
     "flower local": ["missing.csv", "--party-column", "p", "-s", "score", "-l", "label"],
     "flower run": ["missing-app"],
+    "forest local": ["missing.csv", "-l", "label"],
 }
 
 

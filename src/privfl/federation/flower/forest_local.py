@@ -22,6 +22,7 @@ in the working folder's log files.
 from __future__ import annotations
 
 import json
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -166,10 +167,11 @@ def write_node_files(file: str | Path, s: ForestSettings, data: Path) -> dict[st
     names = [f"participant-{i + 1}" for i in range(s.participants)]
     columns = split_columns(features, s.participants)
     data.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(s.seed)
+    shuffle = secrets.SystemRandom().shuffle
     files: dict[str, Path] = {}
     for name, cols in zip(names, columns, strict=True):
-        order = rng.permutation(len(train))
+        order = list(range(len(train)))
+        shuffle(order)  # each owner holds the rows in its own order (not a secret)
         part = train[cols].iloc[order].reset_index(drop=True)
         part.insert(0, "id", train_ids[order])
         files[name] = data / f"{name}.csv"

@@ -25,12 +25,20 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import IO
 
 from privfl.errors import InputError, ProtocolError
+from privfl.federation.flower.launch import (
+    ConfigValue,
+    LinkSecurity,
+    RunOutcome,
+    alarm,
+    config_string,
+    flower_bin,
+    free_port,
+)
 
 CONNECTION = "local"
 # How often each SuperNode's SuperExec looks for a message to start a ClientApp for (Flower's
@@ -38,75 +46,6 @@ CONNECTION = "local"
 # FLWR_SUPEREXEC_TASK_POLL_INTERVAL wins.
 TASK_POLL_ENV = "FLWR_SUPEREXEC_TASK_POLL_INTERVAL"
 TASK_POLL_S = 0.05
-ConfigValue = str | int | float | bool
-
-
-def flower_bin() -> Path:
-    """The folder holding ``flower-superlink``, ``flower-supernode`` and ``flwr`` (this
-    Python's environment)."""
-    return Path(sys.executable).parent
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def config_string(values: Mapping[str, ConfigValue]) -> str:
-    """``--node-config`` / ``--run-config`` syntax: ``key='text' n=3 x=0.5 flag=true``."""
-    parts = []
-    for key, value in values.items():
-        if isinstance(value, bool):
-            parts.append(f"{key}={'true' if value else 'false'}")
-        elif isinstance(value, int | float):
-            parts.append(f"{key}={value!r}")
-        else:
-            text = str(value)
-            if "'" in text or "\n" in text:
-                raise InputError(f"config value for {key!r} may not contain quotes: {text!r}")
-            parts.append(f"{key}='{text}'")
-    return " ".join(parts)
-
-
-@dataclass(frozen=True)
-class LinkSecurity:
-    """TLS and SuperNode authentication for a deployment (``None`` fields: off).
-
-    ``ca``/``cert``/``key``: PEM files: the CA the SuperNodes and ``flwr`` trust, and the
-    SuperLink's certificate (its address in the subject alternative names) and key; with them
-    no process runs ``--insecure``. ``node_auth``: the SuperLink admits only SuperNodes whose
-    public key was registered (``flwr supernode register``, :meth:`LocalFederation.
-    register_node`); each SuperNode signs with its own private key (``start_supernode(...,
-    auth_key=...)``)."""
-
-    ca: Path | None = None
-    cert: Path | None = None
-    key: Path | None = None
-    node_auth: bool = False
-
-    @property
-    def tls(self) -> bool:
-        return self.ca is not None and self.cert is not None and self.key is not None
-
-
-@dataclass(frozen=True)
-class RunOutcome:
-    """How a ``flwr run`` ended: the run id, the SuperLink's final status of the run
-    (``finished:completed``, ``finished:failed``, ...) and the streamed log."""
-
-    run_id: int | None
-    status: str
-    log: str
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "finished:completed"
-
-    def errors(self) -> list[str]:
-        """The ServerApp's error lines from the log (they name the failing party)."""
-        return [ln.strip() for ln in self.log.splitlines() if "ERROR" in ln and "failed" in ln]
 
 
 class LocalFederation:
@@ -339,7 +278,7 @@ class LocalFederation:
         got = list(lines or [])
         if proc.stdout is None:
             raise ValueError("start the run with stdout=PIPE (LocalFederation.start_run)")
-        with _alarm(deadline, proc):
+        with alarm(deadline, proc):
             for line in proc.stdout:
                 got.append(line)
                 if on_line is not None:
@@ -406,24 +345,7 @@ class LocalFederation:
         self.close()
 
 
-@contextlib.contextmanager
-def _alarm(deadline: float, proc: subprocess.Popen[Any]) -> Any:
-    """Kill ``proc`` when ``deadline`` passes (so a blocked read of its output ends)."""
-    import threading
-
-    stop = threading.Event()
-
-    def watch() -> None:
-        while not stop.wait(0.5):
-            if time.monotonic() > deadline and proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                return
-
-    thread = threading.Thread(target=watch, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join(timeout=2)
+__all__ = [
+    "CONNECTION", "ConfigValue", "LinkSecurity", "LocalFederation", "RunOutcome",
+    "config_string", "flower_bin", "free_port",
+]  # fmt: skip

@@ -1,0 +1,112 @@
+"""Pieces of a local Flower deployment: executables, free ports, Flower's config syntax, TLS
+and SuperNode authentication settings, a run's outcome, a deadline watchdog
+(:class:`~privfl.federation.flower.local.LocalFederation` puts them together)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from privfl.errors import InputError
+
+ConfigValue = str | int | float | bool
+
+
+def flower_bin() -> Path:
+    """The folder holding ``flower-superlink``, ``flower-supernode`` and ``flwr`` (this
+    Python's environment)."""
+    return Path(sys.executable).parent
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def config_string(values: Mapping[str, ConfigValue]) -> str:
+    """``--node-config`` / ``--run-config`` syntax: ``key='text' n=3 x=0.5 flag=true``."""
+    parts = []
+    for key, value in values.items():
+        if isinstance(value, bool):
+            parts.append(f"{key}={'true' if value else 'false'}")
+        elif isinstance(value, int | float):
+            parts.append(f"{key}={value!r}")
+        else:
+            text = str(value)
+            if "'" in text or "\n" in text:
+                raise InputError(f"config value for {key!r} may not contain quotes: {text!r}")
+            parts.append(f"{key}='{text}'")
+    return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class LinkSecurity:
+    """TLS and SuperNode authentication for a deployment (``None`` fields: off).
+
+    ``ca``/``cert``/``key``: PEM files: the CA the SuperNodes and ``flwr`` trust, and the
+    SuperLink's certificate (its address in the subject alternative names) and key; with them
+    no process runs ``--insecure``. ``node_auth``: the SuperLink admits only SuperNodes whose
+    public key was registered (``flwr supernode register``, :meth:`LocalFederation.
+    register_node`); each SuperNode signs with its own private key (``start_supernode(...,
+    auth_key=...)``)."""
+
+    ca: Path | None = None
+    cert: Path | None = None
+    key: Path | None = None
+    node_auth: bool = False
+
+    @property
+    def tls(self) -> bool:
+        return self.ca is not None and self.cert is not None and self.key is not None
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """How a ``flwr run`` ended: the run id, the SuperLink's final status of the run
+    (``finished:completed``, ``finished:failed``, ...) and the streamed log."""
+
+    run_id: int | None
+    status: str
+    log: str
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "finished:completed"
+
+    def errors(self) -> list[str]:
+        """The ServerApp's error lines from the log (they name the failing party)."""
+        return [ln.strip() for ln in self.log.splitlines() if "ERROR" in ln and "failed" in ln]
+
+
+@contextlib.contextmanager
+def alarm(deadline: float, proc: subprocess.Popen[Any]) -> Any:
+    """Kill ``proc`` when ``deadline`` passes (so a blocked read of its output ends)."""
+    import threading
+
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(0.5):
+            if time.monotonic() > deadline and proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                return
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=2)
