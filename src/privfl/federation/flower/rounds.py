@@ -35,6 +35,7 @@ from privfl.federation.flower.payload import BLOBS, unpack
 from privfl.federation.flower.timing import TIMINGS, phases
 
 POLL_S = 0.05
+MAX_REASON = 200  # characters of a node's failure reason or claim quoted in errors
 
 Reply = tuple[list[bytes], dict[str, Any]]
 
@@ -126,8 +127,9 @@ def check_reply(
         return
     claim = meta.get("party")
     if isinstance(claim, str) and claim not in who:
-        who = f"{claim} ({who}, its own claim)"
-    raise failure(f"{who} failed in round {round_name}: {meta.get('reason', 'no reason given')}")
+        who = f"{claim[:MAX_REASON]!r} ({who}, its own claim)"
+    reason = str(meta.get("reason", "no reason given"))[:MAX_REASON]  # the node's own text
+    raise failure(f"{who} failed in round {round_name}: {reason}")
 
 
 def _log_round(
