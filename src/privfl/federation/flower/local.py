@@ -201,15 +201,16 @@ class LocalFederation:
         return done.returncode == 0
 
     def online_nodes(self) -> int:
-        """SuperNodes the SuperLink lists as online (``flwr supernode list``)."""
-        out = self.flwr(["supernode", "list", *self._conn(), "--format", "json"], timeout=30)
+        """SuperNodes the SuperLink lists as online (``flwr supernode list``; on a loaded
+        machine one ``flwr`` call alone can take a minute, hence its long timeout)."""
+        out = self.flwr(["supernode", "list", *self._conn(), "--format", "json"], timeout=180)
         try:
             nodes = json.loads(out).get("nodes", [])
         except (ValueError, AttributeError):
             return 0
         return sum(1 for n in nodes if str(n.get("status", "online")).startswith("online"))
 
-    def wait_for_nodes(self, count: int, timeout: float = 180.0) -> None:
+    def wait_for_nodes(self, count: int, timeout: float = 600.0) -> None:
         """Block until ``count`` SuperNodes are online (a dead one fails at once)."""
         deadline = time.monotonic() + timeout
         while True:
