@@ -12,6 +12,8 @@ import logging
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import privfl
 
@@ -20,9 +22,10 @@ pytest.importorskip("flwr")
 from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.supercore.task_identity import TaskIdentity
 
+from privfl.errors import MalformedMessageError
 from privfl.federation.flower import client_app, server_app
 from privfl.federation.flower import rounds as rounds_mod
-from privfl.federation.flower.payload import pack
+from privfl.federation.flower.payload import frame, pack, unframe, unpack
 from privfl.federation.flower.rounds import NodeFailure, exchange
 from privfl.federation.flower.timing import Phases, phases, process_age
 from privfl.federation.provisioning import provision
@@ -173,3 +176,21 @@ def test_two_nodes_claiming_one_party_stop_the_run_at_the_join(federation):
     with pytest.raises(server_app.PartyFailure, match="both claim to be 'site-a'"):
         server_app._run(grid, server_context(root))
     assert not (root / "out" / "site-a").exists()
+
+
+@given(st.lists(st.binary(max_size=64), max_size=20))
+@settings(max_examples=200, deadline=None)
+def test_framing_round_trips_every_batch_in_one_array(blobs):
+    content = pack(blobs, status="ok")
+    assert list(content["privfl"].keys()) == ["frames"]  # one Flower object, whatever the batch
+    assert unpack(content)[0] == blobs
+
+
+@given(st.binary(max_size=200))
+@settings(max_examples=500, deadline=None)
+def test_the_frame_decoder_accepts_only_exact_frames(data):
+    try:
+        blobs = unframe(data)
+    except MalformedMessageError:
+        return
+    assert frame(blobs) == data

@@ -42,7 +42,7 @@ from flwr.serverapp import Grid, ServerApp
 
 from privfl.datasets import read_table
 from privfl.errors import InputError, PrivflError, ProtocolError
-from privfl.federation.flower.payload import pack
+from privfl.federation.flower.payload import MAX_BLOBS, pack
 from privfl.federation.flower.rounds import NodeFailure, exchange
 from privfl.federation.revfrf_deploy import CenterDeployment, drive
 from privfl.federation.revfrf_keys import load_node
@@ -50,7 +50,6 @@ from privfl.forest.jobs import Batch
 from privfl.forest.messages import CC
 
 app = ServerApp()
-MAX_BLOBS = 9999
 
 
 def _cfg(context: Context, key: str, default: Any) -> Any:
@@ -78,7 +77,7 @@ class FlowerNodes:
             by_node[out.to].append(i)
             self.bytes[f"cs->{self.roles[out.to]}"] += len(out.data)
         too_many = [n for n, idx in by_node.items() if len(idx) > MAX_BLOBS]
-        if too_many:  # payload.pack names blobs with 4 digits
+        if too_many:  # payload.pack frames at most MAX_BLOBS messages
             raise ProtocolError(f"a batch of more than {MAX_BLOBS} messages for {too_many}")
         got = self.exchange(
             "revfrf_batch", {n: pack([batch[i].data for i in idx]) for n, idx in by_node.items()}
