@@ -149,7 +149,14 @@ class Node:
             finally:
                 self.state["participant"] = participant.export_state()
         if self.role == "cc":
-            return self._cc().handle(data)
+            cc = self._cc()
+            reply = cc.handle(data)
+            if cc.alarms:  # the CC's audit log of out-of-range comparisons, kept on its node
+                log = Reader(self.state.get("cc-alarms", Writer().u32(0).getvalue()), "CC log")
+                alarms = [*log.list_(), *cc.alarms]
+                self.state["cc-alarms"] = Writer().list_(alarms).getvalue()
+                self._write("alarms", {"holt-alarms": [a.hex() for a in alarms]})
+            return reply
         raise ProtocolError(f"a requester answers no '{header.step}' message")
 
     # ---------------------------------------------------------------- roles

@@ -38,6 +38,7 @@ class ComputationProvider:
         self._lam2: dtpkc.StrongKeyShare | None = None
         self._holders: dict[str, dtpkc.PublicKey] = {}
         self._revocation_keys: dict[str, Ed25519PublicKey] = {}
+        self._alarms: list[bytes] = []
 
     def hello(self) -> bytes:
         """To the KGC: the key participants check comparison results against."""
@@ -73,6 +74,12 @@ class ComputationProvider:
         return request.participant
 
     @property
+    def alarms(self) -> tuple[bytes, ...]:
+        """The CC's audit log: signed ``holt-alarm`` messages (out-of-range comparisons a
+        CS sent), for the KGC or an auditor (:meth:`.secure_ops.HoLTAlarm.from_bytes`)."""
+        return tuple(self._alarms)
+
+    @property
     def holders(self) -> tuple[str, ...]:
         """The participants CC still re-encrypts to."""
         return tuple(self._holders)
@@ -100,7 +107,15 @@ class ComputationProvider:
     def _holt(self, data: bytes) -> bytes:
         lam2 = self._share()
         request = BlindedRequest.from_bytes(data, "holt-request", self._config, lam2.params)
-        result = secure_ops.cc_holt(lam2, self._holders, self._signing_key, self._config, request)
+        result, alarm = secure_ops.cc_holt(
+            lam2, self._holders, self._signing_key, self._config, request
+        )
+        if alarm is not None:
+            secure_ops.LOG.warning(
+                "CC: HoLT operation %d for %r was out of range (answered with a random bit); "
+                "alarm signed for the KGC", alarm.op, alarm.holder,
+            )  # fmt: skip
+            self._alarms.append(alarm.to_bytes(self._config))
         return result.to_bytes("holt-result", self._config, CC)
 
     def _refresh(self, data: bytes) -> bytes:

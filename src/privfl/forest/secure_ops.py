@@ -22,12 +22,22 @@ and :class:`~privfl.forest.participant.Participant` call them.
    bit, which the blinding coin ``c`` (kept by the CS) maps to ``[x < y]``. This is the one
    deviation from the issue's HoLT: CS applies the coin *after* ParHDec1 (``u = [u' == c]``)
    instead of homomorphically before it, so what the holder strips is exactly what CC signed.
-4. CC refuses a blinded difference ``l = ±r(2x+1-2y)`` with ``|l| >= 2^(sigma+ell+2)``: an
-   out-of-range input no longer gives a silent wrong bit. A generic wrapped value passes with
-   probability 2^-62; residues with a small rational structure (x ≈ N/2 or k·N/3, whose
-   multiple by 2r can wrap to a small number) cannot be told apart by CC. The first line of
-   defence is therefore the encoders, which refuse |m| >= 2^ell; only a participant that
-   encrypts its own input by hand gets past them, and it steers nothing it does not own.
+4. CC answers *every* well-formed HoLT request the same way. A blinded difference
+   ``l = ±r(2x+1-2y)`` with ``l = 0`` or ``|l| >= 2^(sigma+ell+2)`` (inputs beyond 2^ell, or
+   a CS that sent ``[[k·x]]`` for a value it wants to probe) gets ``Enc(u')`` of a *fresh
+   random bit*, built and signed exactly like an in-range answer (same work, same length),
+   plus a signed :class:`HoLTAlarm` in the CC's audit log for the KGC (:attr:`alarms` of the
+   provider; a ``logging`` warning too). A refusal here was a decryption oracle: from
+   "refused / not refused" on ``[[k·x]]`` a CS binary-searched ``|x|`` of any ciphertext the
+   CC strong-decrypts, with no participant involved.
+
+**What the CS learns from one CC answer**: a fresh DT-PKC ciphertext under ``h_CS · h_u``
+and a signature, whose distribution does not depend on ``l`` (semantic security of DT-PKC
+under a key the CS cannot open alone): nothing. To read ``u'`` the CS needs the holder's
+ParHDec1 (one per comparison). An honest comparison is always in range (the encoders
+refuse ``|m| >= 2^ell``), so the random branch never changes an honest result; a wrapped
+residue with a small rational structure (x ≈ N/2 or k·N/3) may still land in range and
+give a wrong bit, which only a participant encrypting its own input by hand can cause.
 
 Residual, inherent to RevFRF: the CS learns the outcome of each comparison it runs, and it
 can encrypt any value under a public key; a malicious CS could therefore binary-search a
@@ -38,7 +48,9 @@ assumed not to collude (together they hold the strong key).
 
 from __future__ import annotations
 
+import logging
 import secrets
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
@@ -59,6 +71,8 @@ from privfl.forest.messages import (
     unseal,
 )
 from privfl.messages import Reader, Writer
+
+LOG = logging.getLogger(__name__)
 
 
 def _op(r: Reader, want: int, what: str) -> None:
@@ -156,6 +170,46 @@ class HoLTResult:
             key.verify(self.signature, self.signed_bytes(config, self.op, self.holder, self.bit))
         except InvalidSignature:
             raise UnknownPartyError("not a comparison result signed by the CC") from None
+
+
+@dataclass(frozen=True)
+class HoLTAlarm:
+    """CC -> KGC (``holt-alarm``, the audit channel, never through the CS): a HoLT request
+    of operation ``op`` for ``holder`` whose blinded difference was out of range, answered
+    with a random bit. Ed25519-signed by the CC, so an auditor holding the CC's key (pinned
+    by the KGC at setup) can attribute it."""
+
+    op: int
+    holder: str
+    timestamp_ms: int
+    signature: bytes = b""
+
+    @staticmethod
+    def signed_bytes(config: SessionConfig, op: int, holder: str, timestamp_ms: int) -> bytes:
+        w = Writer().str_("privfl revfrf holt-alarm").bytes_(config.session).u64(op)
+        return w.str_(holder).u64(timestamp_ms).getvalue()
+
+    @classmethod
+    def sign(
+        cls, key: Ed25519PrivateKey, config: SessionConfig, op: int, holder: str, ms: int
+    ) -> HoLTAlarm:
+        return cls(op, holder, ms, key.sign(cls.signed_bytes(config, op, holder, ms)))
+
+    def to_bytes(self, config: SessionConfig) -> bytes:
+        w = Writer().u64(self.op).str_(self.holder).u64(self.timestamp_ms)
+        return seal("holt-alarm", config, CC, w.bytes_(self.signature))
+
+    @classmethod
+    def from_bytes(cls, data: bytes, config: SessionConfig, key: Ed25519PublicKey) -> HoLTAlarm:
+        """A CC alarm, its signature checked against the CC's pinned key."""
+        r = unseal(data, "holt-alarm", config, CC)
+        op, holder, ms, signature = r.u64(), r.str_(256), r.u64(), r.bytes_(64)
+        r.end()
+        try:
+            key.verify(signature, cls.signed_bytes(config, op, holder, ms))
+        except InvalidSignature:
+            raise UnknownPartyError("a HoLT alarm not signed by the CC") from None
+        return cls(op, holder, ms, signature)
 
 
 @dataclass(frozen=True)
@@ -274,22 +328,25 @@ def cc_hoadd(
 def cc_holt(
     lam2: dtpkc.StrongKeyShare, registry: Mapping[str, dtpkc.PublicKey],
     signing_key: Ed25519PrivateKey, config: SessionConfig, request: BlindedRequest,
-) -> HoLTResult:  # fmt: skip
-    """HoLT step 2 (CC): l = PSDec2([[l]]); refuse |l| >= 2^(sigma+ell+2) (inputs beyond
-    2^ell) and l = 0 (not a comparison); u' = 1 iff l is negative (l > N/2 as an element of
-    Z_N, never a bit-length test); return the signed Enc(u') under the holder's joint key.
-    CC learns u', which the CS's secret coin makes independent of [x < y]."""
+) -> tuple[HoLTResult, HoLTAlarm | None]:  # fmt: skip
+    """HoLT step 2 (CC): l = PSDec2([[l]]); u' = 1 iff l is negative (l > N/2 as an element
+    of Z_N, never a bit-length test); returns the signed Enc(u') under the holder's joint key.
+    An out-of-range l (l = 0 or |l| >= 2^(sigma+ell+2)) is *answered* too, with a fresh
+    random u' (no refusal: its condition would depend on the plaintext), and a signed alarm
+    for the KGC is returned beside it. CC learns u', which the CS's secret coin makes
+    independent of [x < y]; the CS learns nothing from the answer (see the module doc)."""
     target = _holder_key(registry, request.holder)
     prm = lam2.params
     blinded = dtpkc.partial_decrypt_strong2(lam2, request.values[0], request.shares[0])
-    if blinded == 0 or abs(blinded) >= 1 << (prm.sigma + prm.ell + 2):
-        raise ProtocolError(
-            "HoLT: the blinded difference is outside the range the parameters allow "
-            f"(inputs must satisfy |x|, |y| < 2^{prm.ell})"
-        )
-    bit = dtpkc.encrypt(target, int(blinded < 0))
+    in_range = blinded != 0 and abs(blinded) < 1 << (prm.sigma + prm.ell + 2)
+    coin = secrets.randbits(1)  # drawn either way: the same work on both branches
+    bit = dtpkc.encrypt(target, int(blinded < 0) if in_range else coin)
     signature = signing_key.sign(HoLTResult.signed_bytes(config, request.op, request.holder, bit))
-    return HoLTResult(request.op, request.holder, bit, signature)
+    result = HoLTResult(request.op, request.holder, bit, signature)
+    if in_range:
+        return result, None
+    ms = int(time.time() * 1000)
+    return result, HoLTAlarm.sign(signing_key, config, request.op, request.holder, ms)
 
 
 def cc_refresh(batch: RefreshBatch) -> RefreshBatch:
