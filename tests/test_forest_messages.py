@@ -130,7 +130,7 @@ def cases(model, log):
                     lambda m: len(m.roster) <= 4096),
         "participant-keys": (first(log, "participant-keys"),
                              lambda b: KeyGrant.from_bytes(b, "participant-keys", cfg),
-                             lambda m: not m.roster),
+                             lambda m: len(m.roster) <= 4096),
         "participant-hello": (first(log, "participant-hello"),
                               lambda b: Hello.from_bytes(b, "participant-hello", cfg),
                               lambda m: len(m.verify_key) == 32),
@@ -377,7 +377,9 @@ def test_well_framed_requests_with_wrong_sizes_reach_a_participant_only_as_typed
     else:
         tree, node = data.draw(ids)
         step = "split-request" if kind == "split" else "value-request"
-        payload = fm.NodeQuery(step, tree, node, data.draw(st.integers(0, 50))).to_bytes(cfg)
+        children = (node + 1, node + 2) if kind == "split" else (0, 0)
+        index = data.draw(st.integers(0, 50))
+        payload = fm.NodeQuery(step, tree, node, index, children).to_bytes(cfg)
     try:
         decode_safely(participant.handle, payload)
     finally:

@@ -61,12 +61,13 @@ class RevfrfSession:
     key_bits: int
     allow_insecure_key_bits: bool
     psi_comparer_key: bytes
+    min_node_size: int = 2
 
     def config(self, n_samples: int = 1) -> SessionConfig:
         """The session's config for ``n_samples`` aligned samples (known after the PSI)."""
         return SessionConfig(
             self.session, n_samples, self.n_trees, self.max_depth, self.rho, self.candidates,
-            allow_insecure_key_bits=self.allow_insecure_key_bits,
+            allow_insecure_key_bits=self.allow_insecure_key_bits, min_node_size=self.min_node_size,
         )  # fmt: skip
 
     def to_json(self) -> str:
@@ -78,6 +79,7 @@ class RevfrfSession:
                 "candidates": self.candidates, "key_bits": self.key_bits,
                 "allow_insecure_key_bits": self.allow_insecure_key_bits,
                 "psi_comparer_key": self.psi_comparer_key.hex(),
+                "min_node_size": self.min_node_size,
             },
             indent=2,
         )  # fmt: skip
@@ -102,11 +104,14 @@ class RevfrfSession:
                 int(raw["key_bits"]),
                 bool(raw["allow_insecure_key_bits"]),
                 bytes.fromhex(raw["psi_comparer_key"]),
+                int(raw.get("min_node_size", 2)),
             )
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise InputError(f"{path} is not a valid RevFRF session file: {exc}") from None
         if len(out.session) != SESSION_ID_BYTES or len(out.psi_comparer_key) != KEY_BYTES:
             raise InputError(f"{path}: session id or PSI key of a wrong length")
+        if out.min_node_size < 1:
+            raise InputError(f"{path}: min_node_size must be >= 1")
         return out
 
 
@@ -146,7 +151,7 @@ def provision_revfrf(
     requesters: Sequence[str] = (),
     key_bits: int = dtpkc.MIN_KEY_BITS, allow_insecure_key_bits: bool = False,
     n_trees: int = 10, max_depth: int = 10, rho: int = 32, candidates: int = 8,
-    overwrite: bool = False,
+    min_node_size: int = 2, overwrite: bool = False,
 ) -> Path:  # fmt: skip
     """Run the KGC's setup and write one folder per node (see the module docstring).
     ``columns``: each participant's number of feature columns (the KGC pins them in the
@@ -159,7 +164,9 @@ def provision_revfrf(
         raise InputError("provision at least 2 participants (e.g. --participants a,b)")
     if set(names) & set(asking):
         raise InputError("a requester cannot also be a participant")
-    for value, what in ((n_trees, "trees"), (max_depth, "depth"), (candidates, "candidates")):
+    checks = ((n_trees, "trees"), (max_depth, "depth"), (candidates, "candidates"),
+              (min_node_size, "min_node_size"))  # fmt: skip
+    for value, what in checks:
         if value < 1:
             raise InputError(f"{what} must be >= 1")
     if rho < 2:
@@ -173,7 +180,7 @@ def provision_revfrf(
     psi_key = X25519PrivateKey.generate()
     session = RevfrfSession(
         new_session_id(), tuple(names), tuple(asking), n_trees, max_depth, rho, candidates,
-        bits, allow_insecure_key_bits, psi_key.public_key().public_bytes_raw(),
+        bits, allow_insecure_key_bits, psi_key.public_key().public_bytes_raw(), min_node_size,
     )  # fmt: skip
     config = session.config()
     cc_key = Ed25519PrivateKey.generate()

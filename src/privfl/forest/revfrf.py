@@ -145,6 +145,7 @@ class RevFRF:
         config = SessionConfig(
             session, next(iter(mats.values())).shape[0], self.n_trees, self.max_depth,
             self.rho, self.candidates, allow_insecure_key_bits=self.allow_insecure_key_bits,
+            min_node_size=self.min_samples,
         )  # fmt: skip
         cs = CenterServer(config, labels, self.task, min_samples=self.min_samples,
                           reuse_features=self.reuse_features, seed=self.seed)  # fmt: skip
