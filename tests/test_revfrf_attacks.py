@@ -1,15 +1,27 @@
 """A deviating center server against RevFRF's participants (issue 26, finding 2): node
 requests the tree does not produce are refused before the participant sends anything."""
 
+import secrets
+import time
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from privfl.datasets import load_tabular
-from privfl.errors import ProtocolError, UnknownPartyError
-from privfl.forest import RevFRF
-from privfl.forest.messages import NodeQuery, NodeRequest
+from privfl.errors import ProtocolError, UnknownPartyError, WrongSessionError
+from privfl.forest import RevFRF, schedule
+from privfl.forest.computation_provider import ComputationProvider
+from privfl.forest.messages import (
+    REVOCATION_WINDOW_S,
+    NodeQuery,
+    NodeRequest,
+    RevocationRequest,
+    StaleMessageError,
+)
 from privfl.forest.provenance import Provenance, SplitReceipt, bootstrap, digest
+from privfl.messages import new_session_id
 
 KEYS = {"key_bits": 512, "allow_insecure_key_bits": True}  # INSECURE, for speed only
 
@@ -140,3 +152,50 @@ def test_a_split_request_naming_the_node_as_its_own_child_is_malformed(forest):
     data = NodeQuery("split-request", 0, 5, 0, (5, 6)).to_bytes(cfg)
     with pytest.raises(ProtocolError, match="children"):
         model.participants["p0"].handle(data)
+
+
+# ------------------------------------------------------------------ finding 4: CC replays
+def _signed(world, name, ms, session=None, nonce=None):
+    p = world.holders[name]
+    cfg = p._config if session is None else replace(p._config, session=session)
+    request = RevocationRequest.sign(
+        p._signing_key, cfg, name, nonce or secrets.token_bytes(16), ms
+    )
+    return request.to_bytes(cfg)
+
+
+def test_the_cc_refuses_a_stale_future_replayed_or_foreign_revocation_request():
+    world = schedule.secure_ops_world(512, ("u", "a"), allow_insecure_key_bits=True)
+    cc, now = world.cc, int(time.time() * 1000)
+    with pytest.raises(StaleMessageError, match="older"):
+        cc.revoke_by_request(_signed(world, "u", 0))  # dated 1970
+    with pytest.raises(StaleMessageError, match="older"):
+        cc.revoke_by_request(_signed(world, "u", now - int(REVOCATION_WINDOW_S * 1000) - 1000))
+    with pytest.raises(StaleMessageError, match="future"):
+        cc.revoke_by_request(_signed(world, "u", now + 3_600_000))
+    with pytest.raises(WrongSessionError):
+        cc.revoke_by_request(_signed(world, "u", now, session=new_session_id()))
+    assert cc.holders == ("u", "a")
+    fresh = _signed(world, "u", now)
+    assert cc.revoke_by_request(fresh) == "u" and cc.holders == ("a",)
+    with pytest.raises(StaleMessageError, match="replayed"):
+        cc.revoke_by_request(fresh)
+    # a CC rebuilt from its saved state (a deployment node) still refuses the replay
+    saved = cc.export_revocations()
+    rebuilt = ComputationProvider(cc._config, signing_key=cc._signing_key)
+    rebuilt._revocation_keys, rebuilt._holders = dict(cc._revocation_keys), {"u": 0, "a": 0}
+    rebuilt.restore_revocations(saved)
+    assert rebuilt.holders == ("a",)
+    with pytest.raises(StaleMessageError, match="replayed"):
+        rebuilt.revoke_by_request(fresh)
+
+
+def test_a_revocation_request_signed_for_another_session_fails_the_signature():
+    world = schedule.secure_ops_world(512, ("u", "a"), allow_insecure_key_bits=True)
+    p, cfg = world.holders["u"], world.holders["u"]._config
+    other = replace(cfg, session=new_session_id())
+    ms = int(time.time() * 1000)
+    signed_elsewhere = RevocationRequest.sign(p._signing_key, other, "u", bytes(16), ms)
+    relabelled = replace(signed_elsewhere).to_bytes(cfg)  # the header claims this session
+    with pytest.raises(UnknownPartyError, match="invalid signature"):
+        world.cc.revoke_by_request(relabelled)

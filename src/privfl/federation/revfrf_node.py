@@ -186,9 +186,8 @@ class Node:
     def _cc(self) -> ComputationProvider:
         cc = ComputationProvider(self.session.config(), signing_key=self.keys.signing_key)
         cc.install_keys(self.keys.grant)
-        r = Reader(self.state.get("cc-revocations", Writer().u32(0).getvalue()), "CC state")
-        for request in r.list_(len(self.session.participants)):
-            cc.revoke_by_request(request)
+        if "cc-revocations" in self.state:
+            cc.restore_revocations(self.state["cc-revocations"])
         return cc
 
     # ---------------------------------------------------------------- PSI
@@ -237,9 +236,9 @@ class Node:
         if self.role == "cc" and step == "cc-revoke":
             request = r.bytes_(1 << 12)
             r.end()
-            name = self._cc().revoke_by_request(request)
-            old = Reader(self.state.get("cc-revocations", Writer().u32(0).getvalue()), "CC state")
-            self.state["cc-revocations"] = Writer().list_([*old.list_(), request]).getvalue()
+            cc = self._cc()
+            name = cc.revoke_by_request(request)
+            self.state["cc-revocations"] = cc.export_revocations()
             return control("cc-revoked", sid, CC, Writer().str_(name))
         if self.role == "requester" and step == "query-request":
             return self._queries(r)

@@ -19,7 +19,6 @@ bytes cross between roles:
 from __future__ import annotations
 
 import math
-import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -30,14 +29,13 @@ from privfl._typing import BoolArray, FloatArray
 from privfl.crypto import dtpkc
 from privfl.errors import InputError, ProtocolError, UnknownPartyError
 from privfl.forest import plain, provenance, secure_ops
+from privfl.forest.freshness import ReplayGuard
 from privfl.forest.jobs import Par, gather, lift
 from privfl.forest.kgc import KeyGrant, RosterEntry
 from privfl.forest.messages import (
     CC,
-    CLOCK_SKEW_S,
     CS,
     KGC,
-    REVOCATION_WINDOW_S,
     CiphertextReply,
     Job,
     NodeBatch,
@@ -48,7 +46,6 @@ from privfl.forest.messages import (
     Query,
     RevocationRequest,
     SessionConfig,
-    StaleMessageError,
     unseal,
 )
 from privfl.forest.tree import (
@@ -97,7 +94,7 @@ class CenterServer:
         self._features: list[tuple[str, int]] = []  # global feature id -> (owner, column)
         self._requesters: dict[str, dtpkc.PublicKey] = {}
         self._op = 0
-        self._seen_nonces: dict[bytes, int] = {}
+        self._replays = ReplayGuard()
         self.trees: list[Tree] = []
         self.revoked: list[str] = []
         self.published_removals: list[str] = []
@@ -321,19 +318,6 @@ class CenterServer:
         return self._decoded(vote(values, self.task, self._n_classes))
 
     # -------------------------------------------------------------------- revocation
-    def _check_fresh(self, request: RevocationRequest) -> None:
-        """Refuse a request older than the window, from the future, or seen before."""
-        now = int(time.time() * 1000)
-        window, skew = int(REVOCATION_WINDOW_S * 1000), int(CLOCK_SKEW_S * 1000)
-        if request.timestamp_ms > now + skew:
-            raise StaleMessageError("revocation request is dated in the future")
-        if now - request.timestamp_ms > window:
-            raise StaleMessageError(f"revocation request is older than {REVOCATION_WINDOW_S} s")
-        if request.nonce in self._seen_nonces:
-            raise StaleMessageError("revocation request replayed (nonce already seen)")
-        self._seen_nonces = {k: v for k, v in self._seen_nonces.items() if now - v <= window}
-        self._seen_nonces[request.nonce] = request.timestamp_ms
-
     def revoke(
         self, data: bytes, level: int = 1, expected: str | None = None
     ) -> Par[RevocationReport]:
@@ -344,7 +328,7 @@ class CenterServer:
         if entry is None:
             raise UnknownPartyError(f"revocation request from unknown {request.participant!r}")
         request.verify(entry.revocation_key, self.config)
-        self._check_fresh(request)
+        self._replays.check(request)
         name = request.participant
         if expected is not None and name != expected:
             raise InputError(f"the request is signed by {name!r}, not {expected!r}")
