@@ -49,7 +49,7 @@ def psi_config(session: RevfrfSession, which: str) -> PsiConfig:
         raise InputError(f"unknown id set {which!r}")
     sid = hashlib.sha256(b"privfl-revfrf-psi" + session.session + which.encode()).digest()
     parties = (CS, *session.participants) if which == "train" else session.participants
-    return PsiConfig(sid[:SESSION_ID_BYTES], parties, CC)
+    return PsiConfig(sid[:SESSION_ID_BYTES], parties, CC, session.identities())
 
 
 def control(step: str, session: bytes, sender: str, w: Writer | None = None) -> bytes:
@@ -205,16 +205,21 @@ class Node:
             self._write(f"{which}-ids", {"ids": [ids[i] for i in rows]})
             self._participant, self._data = None, {}
             return control("psi-done", self.session.session, self.name, Writer().u32(len(rows)))
-        return party.pass_on(data, self.session.psi_comparer_key)
+        reply = party.pass_on(data, self.session.psi_comparer_key)
+        self.state[f"psi-{which}"] = party.secret_state()  # the lists it keyed: once each
+        return reply
 
     def _psi_party(self, which: str, config: PsiConfig, fresh: bool = False) -> PsiParty:
         ids, _ = self._table(which)
         key = f"psi-{which}"
+        identity = self.keys.signing_key
+        if identity is None:
+            raise ProtocolError(f"{self.name} has no signing key")
         if fresh or key not in self.state:
-            party = PsiParty(self.name, ids, config)
+            party = PsiParty(self.name, ids, config, identity)
             self.state[key] = party.secret_state()
             return party
-        return PsiParty(self.name, ids, config, self.state[key])
+        return PsiParty(self.name, ids, config, identity, self.state[key])
 
     # ---------------------------------------------------------------- control
     def _control(self, data: bytes, step: str) -> bytes:
@@ -254,7 +259,9 @@ class Node:
         senders = {PSI_CODEC.decode(f, "psi-final", config.session)[0].sender: f for f in finals}
         if len(senders) != len(finals):
             raise ProtocolError("two PSI lists from one sender")
-        results = PsiComparer(config, self.keys.psi_key).compare(senders)
+        if self.keys.signing_key is None:
+            raise ProtocolError("the CC has no signing key")
+        results = PsiComparer(config, self.keys.signing_key, self.keys.psi_key).compare(senders)
         out = control("psi-results", self.session.session, CC, Writer().list_(
             [results[p] for p in config.parties]
         ))  # fmt: skip
