@@ -157,6 +157,8 @@ class Participant:
             splits[key] = (col, r.f64_finite("threshold"))
         roots = {r.u32(): r.bytes_(32) for _ in range(r.count(cfg.n_trees, "roots"))}
         r.end()
+        if any(len(seed) != 32 for seed in roots.values()):
+            raise MalformedMessageError(f"{self.name}'s saved state has a short root seed")
         if any(c >= self.n_columns for c, _ in splits.values()):
             raise MalformedMessageError(f"{self.name}'s saved state names a missing column")
         self._pending, self._splits = pending, splits

@@ -27,9 +27,11 @@ and :class:`~privfl.forest.participant.Participant` call them.
    a CS that sent ``[[k·x]]`` for a value it wants to probe) gets ``Enc(u')`` of a *fresh
    random bit*, built and signed exactly like an in-range answer (same work, same length),
    plus a signed :class:`HoLTAlarm` in the CC's audit log for the KGC (:attr:`alarms` of the
-   provider; a ``logging`` warning too). A refusal here was a decryption oracle: from
-   "refused / not refused" on ``[[k·x]]`` a CS binary-searched ``|x|`` of any ciphertext the
-   CC strong-decrypts, with no participant involved.
+   provider; a ``logging`` warning too). The alarm is signed on both branches; only storing
+   it differs (microseconds, inside a batch of replies the CS times as a whole). A refusal
+   here was a decryption oracle: from "refused / not refused" on ``[[k·x]]`` a CS
+   binary-searched ``|x|`` of any ciphertext the CC strong-decrypts, with no participant
+   involved.
 
 **What the CS learns from one CC answer**: a fresh DT-PKC ciphertext under ``h_CS · h_u``
 and a signature, whose distribution does not depend on ``l`` (semantic security of DT-PKC
@@ -343,10 +345,9 @@ def cc_holt(
     bit = dtpkc.encrypt(target, int(blinded < 0) if in_range else coin)
     signature = signing_key.sign(HoLTResult.signed_bytes(config, request.op, request.holder, bit))
     result = HoLTResult(request.op, request.holder, bit, signature)
-    if in_range:
-        return result, None
-    ms = int(time.time() * 1000)
-    return result, HoLTAlarm.sign(signing_key, config, request.op, request.holder, ms)
+    ms = int(time.time() * 1000)  # the alarm is signed on both branches (the same work)
+    alarm = HoLTAlarm.sign(signing_key, config, request.op, request.holder, ms)
+    return result, None if in_range else alarm
 
 
 def cc_refresh(batch: RefreshBatch) -> RefreshBatch:
