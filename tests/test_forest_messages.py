@@ -37,6 +37,9 @@ def build(level=2):
     model.runner.send = lambda ch, data: log.append(bytes(data)) or send(ch, data)
     model.fit(parts, y)
     model.predict({k: v[:2] for k, v in parts.items()})
+    cs, holder = model.center_server, "a"  # HoAdd on its own (HoLT no longer runs it)
+    c = dtpkc.encrypt(cs._roster[holder].public, 5)
+    schedule.drive(model.runner, cs.secure_add(c, c, holder), model._peers())
     model.predict_plain({k: v[:3] for k, v in parts.items()})
     model.predict_for("r", {k: v[0] for k, v in parts.items()})
     target = max(model.report().nodes_per_participant.items(), key=lambda kv: kv[1])[0]
@@ -117,7 +120,7 @@ def cases(model, log):
             b, "hoadd-response", cfg, "CC", op, joint), lambda m: m.op == op),
         "holt-request": (first(log, "holt-request"),
                          lambda b: BlindedRequest.from_bytes(b, "holt-request", cfg, params),
-                         lambda m: len(m.values) == len(m.shares) == 1),
+                         lambda m: len(m.values) == len(m.shares) == 2),
         "holt-result": (first(log, "holt-result"), lambda b: HoLTResult.from_bytes(
             b, "holt-result", cfg, "CC", params), lambda m: len(m.signature) <= 64),
         "refreshed": (first(log, "refreshed"), lambda b: RefreshBatch.from_bytes(

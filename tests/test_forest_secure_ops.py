@@ -32,8 +32,12 @@ def hoadd(*fields):
     return BlindedRequest("hoadd-request", *fields)
 
 
-def holt(*fields):
-    return BlindedRequest("holt-request", *fields)
+def holt(cs, op, holder, values, shares):
+    """A HoLT request for l = values[0] - 0 (the second value an encryption of 0)."""
+    (value,), (share,) = values, shares
+    zero = dtpkc.encrypt(value.public_key, 0)
+    pair = (share, dtpkc.partial_decrypt_strong1(cs.lam1, zero))
+    return BlindedRequest("holt-request", op, holder, (value, zero), pair)
 
 
 def secrets_of(world):
@@ -104,7 +108,7 @@ def test_a_malicious_cs_cannot_name_its_own_key_as_the_holt_result_key(world):
     t = dtpkc.partial_decrypt_strong1(cs.lam1, blinded)
     for holder in (CS, "mallory"):
         with pytest.raises(UnknownPartyError, match="registered"):
-            world.cc.handle(holt(7, holder, (blinded,), (t,)).to_bytes(cs.config))
+            world.cc.handle(holt(cs, 7, holder, (blinded,), (t,)).to_bytes(cs.config))
 
 
 def test_a_participant_refuses_to_partially_decrypt_what_is_not_a_signed_comparison(world):
@@ -118,13 +122,13 @@ def test_a_participant_refuses_to_partially_decrypt_what_is_not_a_signed_compari
     # a genuine CC-signed result with its ciphertext swapped for the secret
     blinded = dtpkc.encrypt(cs.sk.public, -5)
     t = dtpkc.partial_decrypt_strong1(cs.lam1, blinded)
-    data = world.cc.handle(holt(4, "u", (blinded,), (t,)).to_bytes(cs.config))
+    data = world.cc.handle(holt(cs, 4, "u", (blinded,), (t,)).to_bytes(cs.config))
     genuine = HoLTResult.from_bytes(data, "holt-result", cs.config, CC, cs.sk.public.params)
     swapped = HoLTResult(genuine.op, "u", under_joint, genuine.signature)
     with pytest.raises(UnknownPartyError, match="signed by the CC"):
         u.handle(swapped.to_bytes("partial-decrypt", cs.config, CS))
     # a genuine result for another holder
-    data = world.cc.handle(holt(5, "a", (blinded,), (t,)).to_bytes(cs.config))
+    data = world.cc.handle(holt(cs, 5, "a", (blinded,), (t,)).to_bytes(cs.config))
     for_a = HoLTResult.from_bytes(data, "holt-result", cs.config, CC, cs.sk.public.params)
     with pytest.raises(UnknownPartyError, match="meant for 'a'"):
         u.handle(for_a.to_bytes("partial-decrypt", cs.config, CS))
@@ -196,7 +200,7 @@ def range_probe_attack(world, secret_ct, holder, queries, seed):
         probe = dtpkc.scale(secret_ct, -(-bound // a))
         share = dtpkc.partial_decrypt_strong1(cs.lam1, probe)
         try:
-            world.cc.handle(holt(10_000 + q, holder, (probe,), (share,)).to_bytes(cs.config))
+            world.cc.handle(holt(cs, 10_000 + q, holder, (probe,), (share,)).to_bytes(cs.config))
             guess = False  # answered: the CS guesses |x| < a
         except ProtocolError:
             guess = True
