@@ -193,6 +193,8 @@ def range_probe_attack(world, secret_ct, holder, queries, seed):
     bound = 1 << (params.sigma + params.ell + 2)
     truth_abs = abs(world.kgc.strong_decrypt(secret_ct))  # the test's view, not the CS's
     rng = random.Random(seed)
+    zero = dtpkc.encrypt(secret_ct.public_key, 0)  # l = k x - 0
+    zero_share = dtpkc.partial_decrypt_strong1(cs.lam1, zero)
     right = 0
     for q in range(queries):
         # thresholds spread around the secret so that half are above it, half below
@@ -200,7 +202,10 @@ def range_probe_attack(world, secret_ct, holder, queries, seed):
         probe = dtpkc.scale(secret_ct, -(-bound // a))
         share = dtpkc.partial_decrypt_strong1(cs.lam1, probe)
         try:
-            world.cc.handle(holt(cs, 10_000 + q, holder, (probe,), (share,)).to_bytes(cs.config))
+            request = BlindedRequest(
+                "holt-request", 10_000 + q, holder, (probe, zero), (share, zero_share)
+            )
+            world.cc.handle(request.to_bytes(cs.config))
             guess = False  # answered: the CS guesses |x| < a
         except ProtocolError:
             guess = True
