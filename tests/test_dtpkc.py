@@ -53,8 +53,9 @@ def test_all_three_decryption_paths_invert_encryption(system, v):
 
 def test_split_strong_key_satisfies_its_congruences(system):
     params, secret, lam1, lam2, _ = system
-    s = (lam1.value + lam2.value) % (secret.lam * params.n2)
-    assert s % secret.lam == 0 and s % params.n2 == 1
+    s = (lam1.value + lam2.value) % (secret.lam * params.n)
+    assert s % secret.lam == 0 and s % params.n == 1
+    assert max(lam1.value, lam2.value) < secret.lam * params.n  # 2|N| bits, not 3|N|
     assert gmpy2.gcd(secret.lam, params.n) == 1
 
 

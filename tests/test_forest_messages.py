@@ -37,6 +37,9 @@ def build(level=2):
     model.runner.send = lambda ch, data: log.append(bytes(data)) or send(ch, data)
     model.fit(parts, y)
     model.predict({k: v[:2] for k, v in parts.items()})
+    cs, holder = model.center_server, "a"  # HoAdd on its own (HoLT no longer runs it)
+    c = dtpkc.encrypt(cs._roster[holder].public, 5)
+    schedule.drive(model.runner, cs.secure_add(c, c, holder), model._peers())
     model.predict_plain({k: v[:3] for k, v in parts.items()})
     model.predict_for("r", {k: v[0] for k, v in parts.items()})
     target = max(model.report().nodes_per_participant.items(), key=lambda kv: kv[1])[0]
@@ -117,7 +120,7 @@ def cases(model, log):
             b, "hoadd-response", cfg, "CC", op, joint), lambda m: m.op == op),
         "holt-request": (first(log, "holt-request"),
                          lambda b: BlindedRequest.from_bytes(b, "holt-request", cfg, params),
-                         lambda m: len(m.values) == len(m.shares) == 1),
+                         lambda m: len(m.values) == len(m.shares) == 2),
         "holt-result": (first(log, "holt-result"), lambda b: HoLTResult.from_bytes(
             b, "holt-result", cfg, "CC", params), lambda m: len(m.signature) <= 64),
         "refreshed": (first(log, "refreshed"), lambda b: RefreshBatch.from_bytes(
@@ -130,7 +133,7 @@ def cases(model, log):
                     lambda m: len(m.roster) <= 4096),
         "participant-keys": (first(log, "participant-keys"),
                              lambda b: KeyGrant.from_bytes(b, "participant-keys", cfg),
-                             lambda m: not m.roster),
+                             lambda m: len(m.roster) <= 4096),
         "participant-hello": (first(log, "participant-hello"),
                               lambda b: Hello.from_bytes(b, "participant-hello", cfg),
                               lambda m: len(m.verify_key) == 32),
@@ -377,7 +380,9 @@ def test_well_framed_requests_with_wrong_sizes_reach_a_participant_only_as_typed
     else:
         tree, node = data.draw(ids)
         step = "split-request" if kind == "split" else "value-request"
-        payload = fm.NodeQuery(step, tree, node, data.draw(st.integers(0, 50))).to_bytes(cfg)
+        children = (node + 1, node + 2) if kind == "split" else (0, 0)
+        index = data.draw(st.integers(0, 50))
+        payload = fm.NodeQuery(step, tree, node, index, children).to_bytes(cfg)
     try:
         decode_safely(participant.handle, payload)
     finally:

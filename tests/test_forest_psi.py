@@ -6,11 +6,12 @@ import secrets
 
 import numpy as np
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 from hypothesis import HealthCheck, given, settings
 
 from _forest_fuzz import decode_safely, payloads
-from privfl.errors import InputError, MalformedMessageError, ProtocolError
+from privfl.errors import InputError, MalformedMessageError, ProtocolError, UnknownPartyError
 from privfl.forest import RevFRF, schedule
 from privfl.forest.psi import (
     CODEC,
@@ -19,13 +20,30 @@ from privfl.forest.psi import (
     PsiConfig,
     PsiList,
     PsiParty,
+    RepeatedStageError,
     SealedFinal,
+    SizeAnnouncement,
+    _tag,
     hash_id,
 )
-from privfl.messages import new_session_id
+from privfl.messages import decode_message, new_session_id
 from privfl.runner import InProcessRunner
 
 NAMES = ("CS", "a", "b", "c")
+ID = {n: Ed25519PrivateKey.generate() for n in (*NAMES, "CC")}  # provisioned identities
+
+
+def psi_config(parties, session=None, **kw):
+    keys = {n: k.public_key() for n, k in ID.items()}
+    return PsiConfig(session or new_session_id(), tuple(parties), "CC", keys, **kw)
+
+
+def party(name, ids, config, secret=None):
+    return PsiParty(name, ids, config, ID[name], secret)
+
+
+def comparer_of(config):
+    return PsiComparer(config, ID["CC"])
 
 
 def _sets(seed: int = 0) -> dict[str, list[str]]:
@@ -53,9 +71,9 @@ class Recording(InProcessRunner):
 
 
 def _run(sets: dict[str, list[str]]):
-    config = PsiConfig(new_session_id(), tuple(sets), "CC")
-    parties = {n: PsiParty(n, ids, config) for n, ids in sets.items()}
-    comparer = PsiComparer(config)
+    config = psi_config(sets)
+    parties = {n: party(n, ids, config) for n, ids in sets.items()}
+    comparer = comparer_of(config)
     runner = Recording()
     rows = schedule.align(runner, parties, comparer)
     return config, parties, comparer, runner, rows
@@ -72,12 +90,12 @@ def test_psi_intersection_is_exact_and_in_one_order_for_every_party():
 
 
 def test_psi_disjoint_sets_give_an_empty_intersection_and_ids_compare_as_text():
-    config = PsiConfig(new_session_id(), ("CS", "a"), "CC")
-    parties = {"CS": PsiParty("CS", [1, 2, 3], config), "a": PsiParty("a", ["4", "5"], config)}
-    rows = schedule.align(InProcessRunner(), parties, PsiComparer(config))
+    config = psi_config(("CS", "a"))
+    parties = {"CS": party("CS", [1, 2, 3], config), "a": party("a", ["4", "5"], config)}
+    rows = schedule.align(InProcessRunner(), parties, comparer_of(config))
     assert rows["CS"].size == 0 and rows["a"].size == 0
-    parties = {"CS": PsiParty("CS", [1, 2, 3], config), "a": PsiParty("a", ["3", "1"], config)}
-    rows = schedule.align(InProcessRunner(), parties, PsiComparer(config))
+    parties = {"CS": party("CS", [1, 2, 3], config), "a": party("a", ["3", "1"], config)}
+    rows = schedule.align(InProcessRunner(), parties, comparer_of(config))
     assert sorted(rows["CS"].tolist()) == [0, 2] and sorted(rows["a"].tolist()) == [0, 1]
 
 
@@ -139,39 +157,40 @@ def test_the_relay_cannot_open_a_final_list_and_positions_are_bounded():
     sealed = _finals(runner, config)[0]
     with pytest.raises(MalformedMessageError, match="does not open"):
         sealed.open(config, X25519PrivateKey.generate())  # the CS (or anyone but CC)
-    bad = Positions("a", (0, 0)).to_bytes(config, "CC")
+    bad = Positions("a", (0, 0)).to_bytes(config, ID["CC"])
     with pytest.raises(MalformedMessageError, match="repeat"):
         Positions.from_bytes(bad, config, "a", 10)
-    forged = Positions("a", (1,)).to_bytes(config, "CS")
-    with pytest.raises(ProtocolError, match="from 'CS'"):
+    forged = Positions("a", (1,)).to_bytes(config, ID["CS"])  # the relay's own result
+    with pytest.raises(ProtocolError, match="not signed by 'CC'"):
         parties["a"].finish(forged)
 
 
 def test_duplicate_ids_empty_sets_and_a_party_out_of_turn_are_refused():
-    config = PsiConfig(new_session_id(), ("CS", "a", "b"), "CC")
+    config = psi_config(("CS", "a", "b"))
     with pytest.raises(InputError, match="duplicates"):
-        PsiParty("a", ["x", "y", "x"], config)
+        party("a", ["x", "y", "x"], config)
     with pytest.raises(InputError, match="between 1"):
-        PsiParty("a", [], config)
+        party("a", [], config)
     with pytest.raises(InputError, match="comparer"):
-        PsiConfig(new_session_id(), ("CS", "CC"), "CC")
-    parties = {n: PsiParty(n, ["x", "y"], config) for n in config.parties}
+        psi_config(("CS", "CC"))
+    parties = {n: party(n, ["x", "y"], config) for n in config.parties}
     start = parties["CS"].start()
     with pytest.raises(ProtocolError, match="not the next holder"):
-        parties["b"].pass_on(start, PsiComparer(config).public_key)
+        parties["b"].pass_on(start, comparer_of(config).public_key)
+    size = SizeAnnouncement.sign(ID["a"], config, "a", 0)
     with pytest.raises(ProtocolError, match="cannot send"):
-        PsiList.from_bytes(PsiList("a", 1, ()).to_bytes(config, "b"), config)
+        PsiList.from_bytes(PsiList("a", 1, (), size).to_bytes(config, "b", ID["b"]), config)
 
 
 def test_a_rebuilt_party_continues_the_session_from_its_secret_state():
-    config = PsiConfig(new_session_id(), ("a", "b"), "CC")
-    a, b = PsiParty("a", ["x", "y", "z"], config), PsiParty("b", ["y", "z", "w"], config)
-    again = PsiParty("a", ["x", "y", "z"], config, a.secret_state())
-    assert again.start() == a.start()  # X25519 is deterministic: same scalar, same order
-    rows = schedule.align(InProcessRunner(), {"a": again, "b": b}, PsiComparer(config))
+    config = psi_config(("a", "b"))
+    a, b = party("a", ["x", "y", "z"], config), party("b", ["y", "z", "w"], config)
+    again = party("a", ["x", "y", "z"], config, a.secret_state())
+    assert again.start() == a.start()  # X25519 and Ed25519 are deterministic: same message
+    rows = schedule.align(InProcessRunner(), {"a": again, "b": b}, comparer_of(config))
     assert sorted(rows["a"].tolist()) == [1, 2]
     with pytest.raises(MalformedMessageError):
-        PsiParty("a", ["x", "y"], config, a.secret_state())
+        party("a", ["x", "y"], config, a.secret_state())
 
 
 def test_fit_with_id_columns_equals_fit_on_rows_aligned_by_hand():
@@ -214,11 +233,11 @@ def test_psi_decoders_survive_fuzzing(data):
         decode_safely(lambda d: PsiList.from_bytes(d, config), valid)
 
 
-FUZZ_CONFIG = PsiConfig(secrets.token_bytes(16), ("CS", "a", "b"), "CC", max_ids=1000)
-_fuzz_parties = {n: PsiParty(n, ["x", "y", "z"], FUZZ_CONFIG) for n in FUZZ_CONFIG.parties}
+FUZZ_CONFIG = psi_config(("CS", "a", "b"), secrets.token_bytes(16), max_ids=1000)
+_fuzz_parties = {n: party(n, ["x", "y", "z"], FUZZ_CONFIG) for n in FUZZ_CONFIG.parties}
 FUZZ_VALID = [
     _fuzz_parties["CS"].start(),
-    Positions("a", (2, 0)).to_bytes(FUZZ_CONFIG, "CC"),
+    Positions("a", (2, 0)).to_bytes(FUZZ_CONFIG, ID["CC"]),
 ]
 
 
@@ -227,3 +246,47 @@ FUZZ_VALID = [
 def test_psi_list_decoder_survives_mutations_of_a_valid_list(data):
     decode_safely(lambda d: PsiList.from_bytes(d, FUZZ_CONFIG), data)
     decode_safely(lambda d: Positions.from_bytes(d, FUZZ_CONFIG, "a", 3), data)
+
+
+# ------------------------------------------------------------------ issue 26, finding 3
+def test_a_relay_cannot_have_the_parties_key_a_dictionary_of_ids():
+    """The attack: the CS (relay and party) makes the others key candidate ids as extra
+    passes, then matches them against a list it finalised itself. Every extra pass is
+    refused with a typed error, and the CS ends with no id outside the intersection."""
+    rng = np.random.default_rng(7)
+    universe = [f"patient-{i:05d}" for i in range(400)]
+    sets = {n: sorted(rng.choice(universe, 120, replace=False)) for n in ("CS", "a", "b")}
+    config = psi_config(sets)
+    parties = {n: party(n, ids, config) for n, ids in sets.items()}
+    cs, a, b = parties["CS"], parties["a"], parties["b"]
+    cc = comparer_of(config)
+    # the CS's own list is the dictionary (allowed: it is its own input), keyed once by a
+    dictionary = tuple(_tag(hash_id(config.session, x), cs._key) for x in universe)
+    size = SizeAnnouncement.sign(ID["CS"], config, "CS", len(dictionary))
+    own = PsiList("CS", 1, dictionary, size).to_bytes(config, "CS", ID["CS"])
+    keyed_by_a = PsiList.from_bytes(a.pass_on(own, cc.public_key), config)
+    with pytest.raises(RepeatedStageError):
+        a.pass_on(own, cc.public_key)  # a second keying of the same list
+    # relabel k_a k_CS u(dict) as a's first-stage list so that b returns it to the CS unsealed
+    a_size = SizeAnnouncement.sign(ID["a"], config, "a", len(sets["a"]))
+    relabelled = PsiList("a", 1, keyed_by_a.values, a_size)
+    with pytest.raises(UnknownPartyError, match="not signed by 'a'"):  # forging a's name
+        b.pass_on(_as_sender(relabelled.to_bytes(config, "CS", ID["CS"]), "a"), cc.public_key)
+    with pytest.raises(UnknownPartyError, match="cannot send"):  # not a's predecessor
+        b.pass_on(relabelled.to_bytes(config, "CS", ID["CS"]), cc.public_key)
+    # the CS as b's list's next holder lengthens it with the dictionary before a seals it
+    b_start = PsiList.from_bytes(b.start(), config)
+    longer = PsiList("b", 2, (*b_start.values, *dictionary[:5]), b_start.size)
+    with pytest.raises(MalformedMessageError, match="announced"):
+        a.pass_on(longer.to_bytes(config, "CS", ID["CS"]), cc.public_key)
+    # the honest run still works, and gives every party only the common ids
+    rows = schedule.align(InProcessRunner(), {n: party(n, s, config) for n, s in sets.items()},
+                          comparer_of(config))  # fmt: skip
+    common = set.intersection(*(set(s) for s in sets.values()))
+    assert {sets["CS"][i] for i in rows["CS"]} == common
+
+
+def _as_sender(data: bytes, sender: str) -> bytes:
+    """The same payload under another sender's name in the header (the signature stays)."""
+    header, payload = decode_message(data, protocol="psi", version=1)
+    return CODEC.encode(header.step, header.session, sender, payload)

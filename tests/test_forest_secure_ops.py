@@ -3,6 +3,8 @@ of a malicious CS that wants the CC or a participant to decrypt for it (issue 14
 out-of-range comparisons (finding 12) and stale replies."""
 
 import hashlib
+import random
+import secrets
 
 import pytest
 from hypothesis import given, settings
@@ -18,7 +20,7 @@ from privfl.errors import (
 )
 from privfl.forest import schedule
 from privfl.forest.messages import CC, CODEC, CS, SessionConfig, StaleMessageError
-from privfl.forest.secure_ops import BlindedRequest, HoLTResult, Reply
+from privfl.forest.secure_ops import BlindedRequest, HoLTAlarm, HoLTResult, Reply
 
 
 @pytest.fixture(scope="module")
@@ -30,8 +32,12 @@ def hoadd(*fields):
     return BlindedRequest("hoadd-request", *fields)
 
 
-def holt(*fields):
-    return BlindedRequest("holt-request", *fields)
+def holt(cs, op, holder, values, shares):
+    """A HoLT request for l = values[0] - 0 (the second value an encryption of 0)."""
+    (value,), (share,) = values, shares
+    zero = dtpkc.encrypt(value.public_key, 0)
+    pair = (share, dtpkc.partial_decrypt_strong1(cs.lam1, zero))
+    return BlindedRequest("holt-request", op, holder, (value, zero), pair)
 
 
 def secrets_of(world):
@@ -102,7 +108,7 @@ def test_a_malicious_cs_cannot_name_its_own_key_as_the_holt_result_key(world):
     t = dtpkc.partial_decrypt_strong1(cs.lam1, blinded)
     for holder in (CS, "mallory"):
         with pytest.raises(UnknownPartyError, match="registered"):
-            world.cc.handle(holt(7, holder, (blinded,), (t,)).to_bytes(cs.config))
+            world.cc.handle(holt(cs, 7, holder, (blinded,), (t,)).to_bytes(cs.config))
 
 
 def test_a_participant_refuses_to_partially_decrypt_what_is_not_a_signed_comparison(world):
@@ -116,13 +122,13 @@ def test_a_participant_refuses_to_partially_decrypt_what_is_not_a_signed_compari
     # a genuine CC-signed result with its ciphertext swapped for the secret
     blinded = dtpkc.encrypt(cs.sk.public, -5)
     t = dtpkc.partial_decrypt_strong1(cs.lam1, blinded)
-    data = world.cc.handle(holt(4, "u", (blinded,), (t,)).to_bytes(cs.config))
+    data = world.cc.handle(holt(cs, 4, "u", (blinded,), (t,)).to_bytes(cs.config))
     genuine = HoLTResult.from_bytes(data, "holt-result", cs.config, CC, cs.sk.public.params)
     swapped = HoLTResult(genuine.op, "u", under_joint, genuine.signature)
     with pytest.raises(UnknownPartyError, match="signed by the CC"):
         u.handle(swapped.to_bytes("partial-decrypt", cs.config, CS))
     # a genuine result for another holder
-    data = world.cc.handle(holt(5, "a", (blinded,), (t,)).to_bytes(cs.config))
+    data = world.cc.handle(holt(cs, 5, "a", (blinded,), (t,)).to_bytes(cs.config))
     for_a = HoLTResult.from_bytes(data, "holt-result", cs.config, CC, cs.sk.public.params)
     with pytest.raises(UnknownPartyError, match="meant for 'a'"):
         u.handle(for_a.to_bytes("partial-decrypt", cs.config, CS))
@@ -154,10 +160,9 @@ def test_a_revoked_holder_is_no_longer_a_re_encryption_target():
 
 # ------------------------------------------------------------------ finding 12: HoLT range
 @pytest.mark.parametrize("scale", ["far beyond 2^ell", "any residue"])
-def test_holt_refuses_inputs_beyond_the_plaintext_range(world, scale):
-    """Inputs beyond 2^ell that still decrypt gave a silent wrong bit. (Residues with a small
-    rational structure, such as N/3, can still slip through when r cancels the denominator:
-    the encoders' range check is the first line of defence, checked below.)"""
+def test_holt_out_of_range_is_answered_with_a_random_bit_and_a_signed_alarm(world, scale):
+    """Inputs beyond 2^ell once gave a silent wrong bit, then a refusal (a decryption oracle,
+    issue 26). Now CC answers like any comparison, and its audit log gets a signed alarm."""
     params = world.public_key("u").params
     digest = hashlib.sha512(b"an arbitrary residue").digest() * 32
     big = {
@@ -166,10 +171,66 @@ def test_holt_refuses_inputs_beyond_the_plaintext_range(world, scale):
     }[scale]
     x = dtpkc.encrypt_residue(world.public_key("a"), big)  # decrypts, but |x| >= 2^ell
     y = dtpkc.encrypt(world.public_key("u"), 0)
-    with pytest.raises(ProtocolError, match="outside the range"):
-        world.run(world.cs.secure_less_than(x, y, "u"))
+    before = len(world.cc.alarms)
+    assert world.run(world.cs.secure_less_than(x, y, "u")) in (True, False)
+    assert len(world.cc.alarms) == before + 1
+    cc_key = world.cc._signing_key.public_key()  # pinned by the KGC (cc-hello)
+    alarm = HoLTAlarm.from_bytes(world.cc.alarms[-1], world.cs.config, cc_key)
+    assert alarm.holder == "u"
+    forged = HoLTAlarm(alarm.op, "u", alarm.timestamp_ms, bytes(64)).to_bytes(world.cs.config)
+    with pytest.raises(UnknownPartyError, match="not signed"):
+        HoLTAlarm.from_bytes(forged, world.cs.config, cc_key)
     with pytest.raises(InputError, match="range"):
         dtpkc.encrypt(world.public_key("a"), big)  # and the encoder refuses it up front
+
+
+def range_probe_attack(world, secret_ct, holder, queries, seed):
+    """Issue 26 finding 1, as a CS would run it: to learn whether |x| >= a it sends
+    [[k x]] with k = ceil(B / a) (B the CC's range bound) as a HoLT request and reads
+    "refused" as yes. Returns the fraction of thresholds a guessed right."""
+    cs, _, _ = secrets_of(world)
+    params = secret_ct.params
+    bound = 1 << (params.sigma + params.ell + 2)
+    truth_abs = abs(world.kgc.strong_decrypt(secret_ct))  # the test's view, not the CS's
+    rng = random.Random(seed)
+    zero = dtpkc.encrypt(secret_ct.public_key, 0)  # l = k x - 0
+    zero_share = dtpkc.partial_decrypt_strong1(cs.lam1, zero)
+    right = 0
+    for q in range(queries):
+        # thresholds spread around the secret so that half are above it, half below
+        a = max(1, int(truth_abs * 2 ** rng.uniform(-8, 8)))
+        probe = dtpkc.scale(secret_ct, -(-bound // a))
+        share = dtpkc.partial_decrypt_strong1(cs.lam1, probe)
+        try:
+            request = BlindedRequest(
+                "holt-request", 10_000 + q, holder, (probe, zero), (share, zero_share)
+            )
+            world.cc.handle(request.to_bytes(cs.config))
+            guess = False  # answered: the CS guesses |x| < a
+        except ProtocolError:
+            guess = True
+        right += guess == (truth_abs >= a)
+    return right / queries
+
+
+def _participant_value(world, bits_of_value):
+    x = secrets.randbits(bits_of_value) - (1 << (bits_of_value - 1))
+    return dtpkc.encrypt(world.public_key("a"), x)  # a participant's value the CS holds
+
+
+def test_the_cc_range_check_is_no_oracle_guesses_are_chance_over_200_queries():
+    world = schedule.secure_ops_world(1024, ("u", "a"), allow_insecure_key_bits=True)
+    secret_ct = _participant_value(world, 64)
+    rate = range_probe_attack(world, secret_ct, "a", 200, seed=1)
+    assert 0.35 <= rate <= 0.65, rate  # 1/2 +- 4 standard deviations; 1.0 when refused
+    assert len(world.cc.alarms) >= 50  # every out-of-range probe is on the CC's audit log
+
+
+@pytest.mark.slow
+def test_the_cc_range_check_is_no_oracle_at_2048_bits():
+    world = schedule.secure_ops_world(2048, ("u", "a"))
+    rate = range_probe_attack(world, _participant_value(world, 200), "a", 200, seed=2)
+    assert 0.35 <= rate <= 0.65, rate
 
 
 # ------------------------------------------------------------------ stale replies

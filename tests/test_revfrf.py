@@ -83,10 +83,14 @@ def test_participants_receive_no_labels_only_their_requests(forest):
     assert steps <= {"value-request", "plain-compare", "partial-decrypt"}
     # growth: a node request carries the node's samples and columns, nothing else
     p = model.participants["p1"]
-    mask = np.ones(len(y), dtype=bool)
-    request = NodeRequest(0, 0, mask, (0,), 32, 8).to_bytes(p._config)
-    reply = p.handle(request)
-    assert len(request) < len(y) // 8 + 200 and len(reply) < 8 * (len(y) // 8 + 16) + 200
+    tree, node = next((t.tree_id, n) for t in model.trees for n in t.splits()
+                      if n.provider != "p1")  # fmt: skip
+    mask = np.zeros(len(y), dtype=bool)
+    mask[node.region.members] = True
+    request = NodeRequest(tree, node.node_id, mask, (0,), 32, 8, node.region.origin)
+    data = request.to_bytes(p._config)
+    reply = p.handle(data)  # the node follows from the tree: answered
+    assert len(data) < len(y) // 8 + 400 and len(reply) < 8 * (len(y) // 8 + 16) + 200
     reachable = [v for v in vars(p).values() if isinstance(v, np.ndarray)]
     assert not any(v.shape == y.shape and np.array_equal(v, y) for v in reachable)
 

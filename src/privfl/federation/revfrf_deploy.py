@@ -82,7 +82,9 @@ class CenterDeployment:
         """PSI of the training ids (CS and participants) and, with ``test``, of the
         participants' test ids, side by side; then the CS is built on the aligned labels."""
         train = psi_config(self.session, "train")
-        local = PsiParty(CS, self._ids, train)
+        if self.keys.signing_key is None:
+            raise ProtocolError("the CS has no signing key (CS/signing.key)")
+        local = PsiParty(CS, self._ids, train, self.keys.signing_key)
         jobs = [self._psi(train, local)]
         if test:
             jobs.append(self._psi(psi_config(self.session, "test"), None))

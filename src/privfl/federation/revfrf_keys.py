@@ -6,8 +6,10 @@ here and written to their own folders only), issues every key and then forgets p
 (the KGC goes offline; nothing of it is written). It writes::
 
     out/session.json                 public: session id, forest settings, roles, key size,
-                                     the CC's PSI sealing key (X25519 public)
+                                     the CC's PSI sealing key (X25519 public), every
+                                     role's Ed25519 identity key (public)
     out/CS/cs-keys.bin               θ_CS, λ1, the roster (the KGC's ``cs-keys`` message)   0600
+    out/CS/signing.key               Ed25519 key signing the CS's PSI messages             0600
     out/CS/requesters/<r>.bin        the KGC's ``requester-registered`` (public keys)
     out/CC/cc-keys.bin               λ2 and the joint keys of the participants             0600
     out/CC/signing.key               Ed25519 key signing comparison results                0600
@@ -32,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from privfl.crypto import dtpkc
@@ -61,12 +63,19 @@ class RevfrfSession:
     key_bits: int
     allow_insecure_key_bits: bool
     psi_comparer_key: bytes
+    min_node_size: int = 2
+    identity_keys: tuple[tuple[str, bytes], ...] = ()
+
+    def identities(self) -> dict[str, Ed25519PublicKey]:
+        """The Ed25519 keys of the CS, the CC and every participant (they sign the PSI's
+        messages; a participant's also signs its split receipts and its revocation)."""
+        return {n: Ed25519PublicKey.from_public_bytes(k) for n, k in self.identity_keys}
 
     def config(self, n_samples: int = 1) -> SessionConfig:
         """The session's config for ``n_samples`` aligned samples (known after the PSI)."""
         return SessionConfig(
             self.session, n_samples, self.n_trees, self.max_depth, self.rho, self.candidates,
-            allow_insecure_key_bits=self.allow_insecure_key_bits,
+            allow_insecure_key_bits=self.allow_insecure_key_bits, min_node_size=self.min_node_size,
         )  # fmt: skip
 
     def to_json(self) -> str:
@@ -78,6 +87,8 @@ class RevfrfSession:
                 "candidates": self.candidates, "key_bits": self.key_bits,
                 "allow_insecure_key_bits": self.allow_insecure_key_bits,
                 "psi_comparer_key": self.psi_comparer_key.hex(),
+                "min_node_size": self.min_node_size,
+                "identity_keys": {n: k.hex() for n, k in self.identity_keys},
             },
             indent=2,
         )  # fmt: skip
@@ -102,11 +113,17 @@ class RevfrfSession:
                 int(raw["key_bits"]),
                 bool(raw["allow_insecure_key_bits"]),
                 bytes.fromhex(raw["psi_comparer_key"]),
+                int(raw.get("min_node_size", 2)),
+                tuple((str(n), bytes.fromhex(k)) for n, k in raw["identity_keys"].items()),
             )
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise InputError(f"{path} is not a valid RevFRF session file: {exc}") from None
         if len(out.session) != SESSION_ID_BYTES or len(out.psi_comparer_key) != KEY_BYTES:
             raise InputError(f"{path}: session id or PSI key of a wrong length")
+        if any(len(k) != KEY_BYTES for _, k in out.identity_keys):
+            raise InputError(f"{path}: an identity key of a wrong length")
+        if out.min_node_size < 1:
+            raise InputError(f"{path}: min_node_size must be >= 1")
         return out
 
 
@@ -146,7 +163,7 @@ def provision_revfrf(
     requesters: Sequence[str] = (),
     key_bits: int = dtpkc.MIN_KEY_BITS, allow_insecure_key_bits: bool = False,
     n_trees: int = 10, max_depth: int = 10, rho: int = 32, candidates: int = 8,
-    overwrite: bool = False,
+    min_node_size: int = 2, overwrite: bool = False,
 ) -> Path:  # fmt: skip
     """Run the KGC's setup and write one folder per node (see the module docstring).
     ``columns``: each participant's number of feature columns (the KGC pins them in the
@@ -159,7 +176,9 @@ def provision_revfrf(
         raise InputError("provision at least 2 participants (e.g. --participants a,b)")
     if set(names) & set(asking):
         raise InputError("a requester cannot also be a participant")
-    for value, what in ((n_trees, "trees"), (max_depth, "depth"), (candidates, "candidates")):
+    checks = ((n_trees, "trees"), (max_depth, "depth"), (candidates, "candidates"),
+              (min_node_size, "min_node_size"))  # fmt: skip
+    for value, what in checks:
         if value < 1:
             raise InputError(f"{what} must be >= 1")
     if rho < 2:
@@ -171,13 +190,18 @@ def provision_revfrf(
     if out.exists() and any(out.iterdir()) and not overwrite:
         raise InputError(f"{out} is not empty; pass --force to overwrite")
     psi_key = X25519PrivateKey.generate()
+    cc_key, cs_key = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
+    keys = {n: Ed25519PrivateKey.generate() for n in names}
+    identity_keys = tuple(
+        (n, k.public_key().public_bytes_raw()) for n, k in ((CS, cs_key), (CC, cc_key),
+                                                            *keys.items())
+    )  # fmt: skip
     session = RevfrfSession(
         new_session_id(), tuple(names), tuple(asking), n_trees, max_depth, rho, candidates,
-        bits, allow_insecure_key_bits, psi_key.public_key().public_bytes_raw(),
+        bits, allow_insecure_key_bits, psi_key.public_key().public_bytes_raw(), min_node_size,
+        identity_keys,
     )  # fmt: skip
     config = session.config()
-    cc_key = Ed25519PrivateKey.generate()
-    keys = {n: Ed25519PrivateKey.generate() for n in names}
     cc = ComputationProvider(config, signing_key=cc_key)
     roles = {
         n: Participant(n, np.zeros((1, int(c))), config, signing_key=keys[n])
@@ -192,6 +216,7 @@ def provision_revfrf(
     for node in (CS, CC, *names, *asking):
         _write(out / node / SESSION_FILE, public)
     _write(out / CS / "cs-keys.bin", grants.cs, private=True)
+    _write(out / CS / "signing.key", cs_key.private_bytes_raw(), private=True)
     for r, (_, registration) in issued.items():
         _write(out / CS / "requesters" / f"{r}.bin", registration)
     _write(out / CC / "cc-keys.bin", grants.cc, private=True)
@@ -231,7 +256,7 @@ def load_node(directory: str | Path, role: str, name: str | None = None) -> Node
     if not grant_path.is_file():
         raise InputError(f"{grant_path} not found: is {d} the {role}'s folder?")
     keys = NodeKeys(node, session, grant_path.read_bytes())
-    if role in ("cc", "participant"):
+    if role in ("cs", "cc", "participant"):
         keys = replace(
             keys, signing_key=Ed25519PrivateKey.from_private_bytes(_raw_key(d / "signing.key"))
         )

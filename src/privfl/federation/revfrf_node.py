@@ -52,7 +52,7 @@ def psi_config(session: RevfrfSession, which: str) -> PsiConfig:
         raise InputError(f"unknown id set {which!r}")
     sid = hashlib.sha256(b"privfl-revfrf-psi" + session.session + which.encode()).digest()
     parties = (CS, *session.participants) if which == "train" else session.participants
-    return PsiConfig(sid[:SESSION_ID_BYTES], parties, CC)
+    return PsiConfig(sid[:SESSION_ID_BYTES], parties, CC, session.identities())
 
 
 def control(step: str, session: bytes, sender: str, w: Writer | None = None) -> bytes:
@@ -181,7 +181,14 @@ class Node:
             finally:
                 self.state["participant"] = participant.export_state()
         if self.role == "cc":
-            return self._cc().handle(data)
+            cc = self._cc()
+            reply = cc.handle(data)
+            if cc.alarms:  # the CC's audit log of out-of-range comparisons, kept on its node
+                log = Reader(self.state.get("cc-alarms", Writer().u32(0).getvalue()), "CC log")
+                alarms = [*log.list_(), *cc.alarms]
+                self.state["cc-alarms"] = Writer().list_(alarms).getvalue()
+                self._write("alarms", {"holt-alarms": [a.hex() for a in alarms]})
+            return reply
         raise ProtocolError(f"a requester answers no '{header.step}' message")
 
     # ---------------------------------------------------------------- roles
@@ -215,9 +222,8 @@ class Node:
     def _cc(self) -> ComputationProvider:
         cc = ComputationProvider(self.session.config(), signing_key=self.keys.signing_key)
         cc.install_keys(self.keys.grant)
-        r = Reader(self.state.get("cc-revocations", Writer().u32(0).getvalue()), "CC state")
-        for request in r.list_(len(self.session.participants)):
-            cc.revoke_by_request(request)
+        if "cc-revocations" in self.state:
+            cc.restore_revocations(self.state["cc-revocations"])
         return cc
 
     # ---------------------------------------------------------------- PSI
@@ -235,16 +241,21 @@ class Node:
             self._write(f"{which}-ids", {"ids": [ids[i] for i in rows]})
             self._participant, self._data = None, {}
             return control("psi-done", self.session.session, self.name, Writer().u32(len(rows)))
-        return party.pass_on(data, self.session.psi_comparer_key)
+        reply = party.pass_on(data, self.session.psi_comparer_key)
+        self.state[f"psi-{which}"] = party.secret_state()  # the lists it keyed: once each
+        return reply
 
     def _psi_party(self, which: str, config: PsiConfig, fresh: bool = False) -> PsiParty:
         ids, _ = self._table(which)
         key = f"psi-{which}"
+        identity = self.keys.signing_key
+        if identity is None:
+            raise ProtocolError(f"{self.name} has no signing key")
         if fresh or key not in self.state:
-            party = PsiParty(self.name, ids, config)
+            party = PsiParty(self.name, ids, config, identity)
             self.state[key] = party.secret_state()
             return party
-        return PsiParty(self.name, ids, config, self.state[key])
+        return PsiParty(self.name, ids, config, identity, self.state[key])
 
     # ---------------------------------------------------------------- control
     def _control(self, data: bytes, step: str) -> bytes:
@@ -266,9 +277,9 @@ class Node:
         if self.role == "cc" and step == "cc-revoke":
             request = r.bytes_(1 << 12)
             r.end()
-            name = self._cc().revoke_by_request(request)
-            old = Reader(self.state.get("cc-revocations", Writer().u32(0).getvalue()), "CC state")
-            self.state["cc-revocations"] = Writer().list_([*old.list_(), request]).getvalue()
+            cc = self._cc()
+            name = cc.revoke_by_request(request)
+            self.state["cc-revocations"] = cc.export_revocations()
             return control("cc-revoked", sid, CC, Writer().str_(name))
         if self.role == "requester" and step == "query-request":
             return self._queries(r)
@@ -284,7 +295,9 @@ class Node:
         senders = {PSI_CODEC.decode(f, "psi-final", config.session)[0].sender: f for f in finals}
         if len(senders) != len(finals):
             raise ProtocolError("two PSI lists from one sender")
-        results = PsiComparer(config, self.keys.psi_key).compare(senders)
+        if self.keys.signing_key is None:
+            raise ProtocolError("the CC has no signing key")
+        results = PsiComparer(config, self.keys.signing_key, self.keys.psi_key).compare(senders)
         out = control("psi-results", self.session.session, CC, Writer().list_(
             [results[p] for p in config.parties]
         ))  # fmt: skip

@@ -19,7 +19,6 @@ bytes cross between roles:
 from __future__ import annotations
 
 import math
-import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -29,15 +28,14 @@ import numpy as np
 from privfl._typing import BoolArray, FloatArray
 from privfl.crypto import dtpkc
 from privfl.errors import InputError, ProtocolError, UnknownPartyError
-from privfl.forest import plain, secure_ops
+from privfl.forest import plain, provenance, secure_ops
+from privfl.forest.freshness import ReplayGuard
 from privfl.forest.jobs import Par, gather, lift
 from privfl.forest.kgc import KeyGrant, RosterEntry
 from privfl.forest.messages import (
     CC,
-    CLOCK_SKEW_S,
     CS,
     KGC,
-    REVOCATION_WINDOW_S,
     CiphertextReply,
     Job,
     NodeBatch,
@@ -48,7 +46,6 @@ from privfl.forest.messages import (
     Query,
     RevocationRequest,
     SessionConfig,
-    StaleMessageError,
     unseal,
 )
 from privfl.forest.tree import (
@@ -97,7 +94,7 @@ class CenterServer:
         self._features: list[tuple[str, int]] = []  # global feature id -> (owner, column)
         self._requesters: dict[str, dtpkc.PublicKey] = {}
         self._op = 0
-        self._seen_nonces: dict[bytes, int] = {}
+        self._replays = ReplayGuard()
         self.trees: list[Tree] = []
         self.revoked: list[str] = []
         self.published_removals: list[str] = []
@@ -140,9 +137,11 @@ class CenterServer:
 
     def _plant(self, tree: Tree) -> Par[None]:
         n, everything = self.config.n_samples, tuple(range(len(self._features)))
-        weights = np.bincount(self._rng.integers(0, n, n), minlength=n)
+        seed = self._rng.bytes(provenance.SEED_BYTES)  # participants recompute the sample
+        weights = provenance.bootstrap(seed, tree.tree_id, n)
         members = np.flatnonzero(weights)
-        root = Region(members, weights[members].astype(np.int64), everything, 0)
+        origin = provenance.Provenance(seed=seed)
+        root = Region(members, weights[members].astype(np.int64), everything, 0, origin)
         yield from self._grow(tree, tree.new_id(), root)
 
     def _grow(self, tree: Tree, node_id: int, region: Region) -> Par[None]:
@@ -162,6 +161,7 @@ class CenterServer:
             or not usable
             or is_pure(y, self.task)
             or w.sum() < self._min_samples
+            or len(region.members) < self.config.min_node_size  # participants would refuse
         ):
             return leaf, []
         size = min(len(usable), max(1, math.ceil(math.sqrt(len(self._features)))))
@@ -170,19 +170,30 @@ class CenterServer:
         if best is None:
             return leaf, []
         owner, index, feature, right = best
-        request = NodeQuery("split-request", tree.tree_id, node_id, index)
+        left_id, right_id = tree.new_id(), tree.new_id()
+        ids = (tree.tree_id, node_id, left_id, right_id)
+        request = NodeQuery("split-request", tree.tree_id, node_id, index, (left_id, right_id))
         (reply,) = yield (Outgoing(owner, request.to_bytes(self.config)),)
-        split = CiphertextReply.from_bytes(
+        upload = CiphertextReply.from_bytes(
             reply, "split-upload", self.config, self._roster[owner].public, owner,
             (tree.tree_id, node_id, 0),
-        ).value  # fmt: skip
-        allowed = tuple(f for f in region.allowed if self._reuse or f != feature)
-        left_id, right_id = tree.new_id(), tree.new_id()
-        node = Split(node_id, region, owner, feature, split, left_id, right_id)
+        )  # fmt: skip
         members, counts, depth = region.members, region.counts, region.depth + 1
+        in_child = [plain.mask(self.config.n_samples, members[side]) for side in (~right, right)]
+        receipt = upload.receipt
+        keys = {name: e.revocation_key for name, e in self._roster.items()}
+        if receipt is None or (receipt.signer, receipt.tree, receipt.node, receipt.left,
+                               receipt.right) != (owner, *ids):  # fmt: skip
+            raise ProtocolError(f"{owner}'s split receipt names another split")
+        receipt.verify(keys, self.config.session)
+        if (receipt.left_digest, receipt.right_digest) != tuple(map(provenance.digest, in_child)):
+            raise ProtocolError(f"{owner}'s receipt disagrees with the split it proposed")
+        allowed = tuple(f for f in region.allowed if self._reuse or f != feature)
+        node = Split(node_id, region, owner, feature, upload.value, left_id, right_id)
+        origin = provenance.Provenance(receipt=receipt)
         return node, [
-            (left_id, Region(members[~right], counts[~right], allowed, depth)),
-            (right_id, Region(members[right], counts[right], allowed, depth)),
+            (left_id, Region(members[~right], counts[~right], allowed, depth, origin)),
+            (right_id, Region(members[right], counts[right], allowed, depth, origin)),
         ]
 
     def _best_split(
@@ -199,7 +210,7 @@ class CenterServer:
         in_node = plain.mask(self.config.n_samples, region.members)
         requests = {
             owner: NodeRequest(tree_id, node_id, in_node, tuple(local), self.config.probe_size,
-                               self.config.candidates)
+                               self.config.candidates, region.origin)
             for owner, local in by_owner.items()
         }  # fmt: skip
         replies = yield tuple(Outgoing(o, r.to_bytes(self.config)) for o, r in requests.items())
@@ -307,19 +318,6 @@ class CenterServer:
         return self._decoded(vote(values, self.task, self._n_classes))
 
     # -------------------------------------------------------------------- revocation
-    def _check_fresh(self, request: RevocationRequest) -> None:
-        """Refuse a request older than the window, from the future, or seen before."""
-        now = int(time.time() * 1000)
-        window, skew = int(REVOCATION_WINDOW_S * 1000), int(CLOCK_SKEW_S * 1000)
-        if request.timestamp_ms > now + skew:
-            raise StaleMessageError("revocation request is dated in the future")
-        if now - request.timestamp_ms > window:
-            raise StaleMessageError(f"revocation request is older than {REVOCATION_WINDOW_S} s")
-        if request.nonce in self._seen_nonces:
-            raise StaleMessageError("revocation request replayed (nonce already seen)")
-        self._seen_nonces = {k: v for k, v in self._seen_nonces.items() if now - v <= window}
-        self._seen_nonces[request.nonce] = request.timestamp_ms
-
     def revoke(
         self, data: bytes, level: int = 1, expected: str | None = None
     ) -> Par[RevocationReport]:
@@ -330,7 +328,7 @@ class CenterServer:
         if entry is None:
             raise UnknownPartyError(f"revocation request from unknown {request.participant!r}")
         request.verify(entry.revocation_key, self.config)
-        self._check_fresh(request)
+        self._replays.check(request)
         name = request.participant
         if expected is not None and name != expected:
             raise InputError(f"the request is signed by {name!r}, not {expected!r}")

@@ -10,6 +10,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from privfl.crypto import dtpkc
 from privfl.errors import ProtocolError, UnknownPartyError
 from privfl.forest import secure_ops
+from privfl.forest.freshness import ReplayGuard
 from privfl.forest.kgc import Hello, KeyGrant
 from privfl.forest.messages import (
     CC,
@@ -21,6 +22,7 @@ from privfl.forest.messages import (
     unseal,
 )
 from privfl.forest.secure_ops import BlindedRequest, RefreshBatch
+from privfl.messages import Reader, Writer
 
 
 class ComputationProvider:
@@ -38,6 +40,9 @@ class ComputationProvider:
         self._lam2: dtpkc.StrongKeyShare | None = None
         self._holders: dict[str, dtpkc.PublicKey] = {}
         self._revocation_keys: dict[str, Ed25519PublicKey] = {}
+        self._alarms: list[bytes] = []
+        self._replays = ReplayGuard()
+        self._revoked: list[str] = []
 
     def hello(self) -> bytes:
         """To the KGC: the key participants check comparison results against."""
@@ -62,15 +67,39 @@ class ComputationProvider:
 
     def revoke_by_request(self, data: bytes) -> str:
         """A participant's own signed revocation request (relayed by the CS when the KGC is
-        offline): checked against the revocation key the KGC pinned; CC then stops
-        re-encrypting to that participant. Returns its name."""
+        offline): checked against the revocation key the KGC pinned, for this session, fresh
+        and never seen before (the same :class:`~.freshness.ReplayGuard` as the CS's); CC
+        then stops re-encrypting to that participant. Returns its name."""
         request = RevocationRequest.from_bytes(data, self._config)
         key = self._revocation_keys.get(request.participant)
         if key is None:
             raise UnknownPartyError(f"{request.participant!r} is not a registered participant")
         request.verify(key, self._config)
+        self._replays.check(request)
         self._holders.pop(request.participant, None)
+        self._revoked.append(request.participant)
         return request.participant
+
+    def export_revocations(self) -> bytes:
+        """Who left and the nonces seen, for a node that rebuilds the CC per message."""
+        names = [n.encode() for n in self._revoked]
+        return Writer().list_(names).bytes_(self._replays.to_bytes()).getvalue()
+
+    def restore_revocations(self, data: bytes) -> None:
+        """Read back :meth:`export_revocations` (the node's own saved state)."""
+        r = Reader(data, "CC revocations")
+        names = [n.decode() for n in r.list_(len(self._revocation_keys))]
+        self._replays = ReplayGuard.from_bytes(r.bytes_())
+        r.end()
+        for name in names:
+            self._holders.pop(name, None)
+        self._revoked = names
+
+    @property
+    def alarms(self) -> tuple[bytes, ...]:
+        """The CC's audit log: signed ``holt-alarm`` messages (out-of-range comparisons a
+        CS sent), for the KGC or an auditor (:meth:`.secure_ops.HoLTAlarm.from_bytes`)."""
+        return tuple(self._alarms)
 
     @property
     def holders(self) -> tuple[str, ...]:
@@ -100,7 +129,15 @@ class ComputationProvider:
     def _holt(self, data: bytes) -> bytes:
         lam2 = self._share()
         request = BlindedRequest.from_bytes(data, "holt-request", self._config, lam2.params)
-        result = secure_ops.cc_holt(lam2, self._holders, self._signing_key, self._config, request)
+        result, alarm = secure_ops.cc_holt(
+            lam2, self._holders, self._signing_key, self._config, request
+        )
+        if alarm is not None:
+            secure_ops.LOG.warning(
+                "CC: HoLT operation %d for %r was out of range (answered with a random bit); "
+                "alarm signed for the KGC", alarm.op, alarm.holder,
+            )  # fmt: skip
+            self._alarms.append(alarm.to_bytes(self._config))
         return result.to_bytes("holt-result", self._config, CC)
 
     def _refresh(self, data: bytes) -> bytes:

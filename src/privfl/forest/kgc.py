@@ -80,8 +80,9 @@ class RosterEntry:
 class KeyGrant:
     """KGC -> one role: the system parameters, that role's secret exponent(s) and the public
     material it needs. ``cs-keys``: θ_CS, λ1 and the roster; ``cc-keys``: λ2 and the
-    registered holders' joint keys; ``participant-keys``/``requester-keys``: θ, h_CS and the
-    CC's verification key."""
+    registered holders' joint keys; ``participant-keys``: θ, h_CS, the CC's verification key
+    and the roster (the other participants' keys that sign split receipts);
+    ``requester-keys``: θ and h_CS."""
 
     step: str
     params: dtpkc.PublicParams
@@ -171,7 +172,7 @@ class KeyGenerationCenter:
             for e in roster
         )  # fmt: skip
         h_cs = sk_cs.public.h
-        grant = KeyGrant("participant-keys", prm, 0, 0, h_cs, cc.verify_key)
+        grant = KeyGrant("participant-keys", prm, 0, 0, h_cs, cc.verify_key, roster)
         return Provisioning(
             cs=KeyGrant("cs-keys", prm, sk_cs.theta, lam1.value, h_cs, b"", roster).to_bytes(cfg),
             cc=KeyGrant("cc-keys", prm, 0, lam2.value, h_cs, b"", joint).to_bytes(cfg),

@@ -15,7 +15,7 @@ messages that receive each reply (:data:`Job`); :mod:`privfl.forest.schedule` mo
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar, TypeVar
 
 import numpy as np
@@ -30,6 +30,7 @@ from privfl.errors import (
     UnexpectedStepError,
     UnknownPartyError,
 )
+from privfl.forest.provenance import Provenance, SplitReceipt
 from privfl.messages import Codec, Reader, Writer
 
 CODEC = Codec("revfrf", 2)
@@ -59,7 +60,8 @@ Job = Generator[Outgoing, bytes, T]
 class SessionConfig:
     """What every role agreed before the run; every size read from the wire is checked
     against it. ``probe_size`` is ϱ (samples a participant probes for a feature's range),
-    ``candidates`` is ς (candidate splits per feature)."""
+    ``candidates`` is ς (candidate splits per feature), ``min_node_size`` the fewest samples
+    a node request may name (:mod:`.provenance`)."""
 
     session: bytes
     n_samples: int
@@ -69,6 +71,7 @@ class SessionConfig:
     candidates: int
     fraction_bits: int = dtpkc.DEFAULT_FRACTION_BITS
     allow_insecure_key_bits: bool = False
+    min_node_size: int = 2
 
     @property
     def max_internal_nodes(self) -> int:
@@ -135,7 +138,7 @@ def expect_ids(got: tuple[int, ...], want: tuple[int, ...], what: str) -> None:
 @dataclass(frozen=True, eq=False)
 class NodeRequest:
     """CS -> participant: a node's samples μ (one bit per aligned sample), the participant's
-    selected local columns, ϱ and ς (FOS-Find)."""
+    selected local columns, ϱ, ς and why the node exists (:mod:`.provenance`; FOS-Find)."""
 
     STEP: ClassVar[str] = "node-request"
     tree: int
@@ -144,13 +147,15 @@ class NodeRequest:
     columns: tuple[int, ...]
     probe_size: int
     candidates: int
+    origin: Provenance = field(default_factory=Provenance)
 
     def to_bytes(self, config: SessionConfig) -> bytes:
         w = Writer().u32(self.tree).u32(self.node).bytes_(pack_mask(self.members))
         w.u32(len(self.columns))
         for c in self.columns:
             w.u32(c)
-        return seal(self.STEP, config, CS, w.u32(self.probe_size).u32(self.candidates))
+        w.u32(self.probe_size).u32(self.candidates)
+        return seal(self.STEP, config, CS, self.origin.write(w))
 
     @classmethod
     def from_bytes(cls, data: bytes, config: SessionConfig, n_columns: int) -> NodeRequest:
@@ -160,14 +165,14 @@ class NodeRequest:
         columns = tuple(r.u32() for _ in range(r.count(n_columns, "columns")))
         if len(set(columns)) != len(columns) or any(c >= n_columns for c in columns):
             raise MalformedMessageError(f"node request names columns {columns} of {n_columns}")
-        probe, candidates = r.u32(), r.u32()
+        probe, candidates, origin = r.u32(), r.u32(), Provenance.read(r)
         r.end()
         if (probe, candidates) != (config.probe_size, config.candidates):
             raise MalformedMessageError(
                 f"node request asks ϱ={probe}, ς={candidates}; the session agreed "
                 f"ϱ={config.probe_size}, ς={config.candidates}"
             )
-        return cls(tree, node, members, columns, probe, candidates)
+        return cls(tree, node, members, columns, probe, candidates, origin)
 
 
 @dataclass(frozen=True, eq=False)
@@ -209,40 +214,54 @@ class Proposals:
 @dataclass(frozen=True)
 class NodeQuery:
     """CS -> a participant, about one of its nodes: ``split-request`` (upload candidate
-    ``index``, the winner) or ``value-request`` (FRF-Test: encrypt test row ``index``)."""
+    ``index``, the winner, whose children get the ids ``children``: the CS's commitment to
+    the split) or ``value-request`` (FRF-Test: encrypt test row ``index``)."""
 
     STEPS: ClassVar[tuple[str, str]] = ("split-request", "value-request")
     step: str
     tree: int
     node: int
     index: int
+    children: tuple[int, int] = (0, 0)
 
     def to_bytes(self, config: SessionConfig) -> bytes:
-        return seal(self.step, config, CS, Writer().u32(self.tree).u32(self.node).u32(self.index))
+        w = Writer().u32(self.tree).u32(self.node).u32(self.index)
+        if self.step == "split-request":
+            w.u32(self.children[0]).u32(self.children[1])
+        return seal(self.step, config, CS, w)
 
     @classmethod
     def from_bytes(cls, data: bytes, step: str, config: SessionConfig) -> NodeQuery:
         r = unseal(data, step, config, CS)
         tree, node = _ids(r, config)
-        out = cls(step, tree, node, r.u32())
+        index = r.u32()
+        children = (r.u32(), r.u32()) if step == "split-request" else (0, 0)
         r.end()
-        return out
+        if step == "split-request" and len({node, *children}) != 3:
+            raise MalformedMessageError(f"a split of node {node} into children {children}")
+        return cls(step, tree, node, index, children)
 
 
 @dataclass(frozen=True)
 class CiphertextReply:
     """Participant -> CS: a ciphertext under the participant's key for (tree, node, row):
-    a split upload ``HoEnc(pk_u, fixed_point(s))`` (row 0) or a test value (FRF-Test)."""
+    a split upload ``HoEnc(pk_u, fixed_point(s))`` (row 0) with the participant's signed
+    receipt of the split's children (:mod:`.provenance`), or a test value (FRF-Test)."""
 
     tree: int
     node: int
     row: int
     value: dtpkc.Ciphertext
     step: str
+    receipt: SplitReceipt | None = None
 
     def to_bytes(self, config: SessionConfig, sender: str) -> bytes:
-        w = Writer().u32(self.tree).u32(self.node).u32(self.row)
-        return seal(self.step, config, sender, self.value.write(w))
+        w = self.value.write(Writer().u32(self.tree).u32(self.node).u32(self.row))
+        if self.step == "split-upload":
+            if self.receipt is None:
+                raise ProtocolError("a split upload needs its receipt")
+            self.receipt.write(w)
+        return seal(self.step, config, sender, w)
 
     @classmethod
     def from_bytes(
@@ -252,8 +271,9 @@ class CiphertextReply:
         r = unseal(data, step, config, sender)
         expect_ids((r.u32(), r.u32(), r.u32()), expect, step)
         value = dtpkc.Ciphertext.read(r, key.params, key)
+        receipt = SplitReceipt.read(r) if step == "split-upload" else None
         r.end()
-        return cls(*expect, value, step)
+        return cls(*expect, value, step, receipt)
 
 
 @dataclass(frozen=True, eq=False)

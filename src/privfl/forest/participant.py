@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from privfl._typing import FloatArray
+from privfl._typing import BoolArray, FloatArray
 from privfl.crypto import dtpkc
 from privfl.errors import InputError, MalformedMessageError, ProtocolError
 from privfl.forest import secure_ops
@@ -35,7 +35,10 @@ from privfl.forest.messages import (
     SessionConfig,
     StaleMessageError,
     dispatch,
+    pack_mask,
+    read_mask,
 )
+from privfl.forest.provenance import NodeGate, SplitReceipt
 from privfl.messages import Reader, Writer
 
 
@@ -77,8 +80,9 @@ class Participant:
         self._signing_key = signing_key or Ed25519PrivateKey.generate()
         self._sk: dtpkc.SecretKey | None = None
         self._cc_key: Ed25519PublicKey | None = None
-        # (tree, node) -> candidates proposed there, until the CS picks one (or stops asking)
-        self._pending: dict[tuple[int, int], list[tuple[int, float]]] = {}
+        # (tree, node) -> (μ, candidates proposed there), until the CS picks one
+        self._pending: dict[tuple[int, int], tuple[BoolArray, list[tuple[int, float]]]] = {}
+        self._gate: NodeGate | None = None  # which node requests follow from the tree
         self._splits: dict[tuple[int, int], tuple[int, float]] = {}  # (tree, node) -> (col, s)
         self._rows: FloatArray | None = None  # local test rows (FRF-Test)
         self._rng = np.random.default_rng(secrets.randbits(64))  # not secret: probed samples
@@ -102,6 +106,9 @@ class Participant:
             float(np.abs(self._columns).max()), self._config.fraction_bits, sk.public.params
         )
         self._cc_key = Ed25519PublicKey.from_public_bytes(grant.cc_key)
+        peers = {e.name: e.revocation_key for e in grant.roster}
+        cfg = self._config
+        self._gate = NodeGate(cfg.session, cfg.n_samples, cfg.min_node_size, peers, {})
         self._sk = sk
 
     def load_rows(self, rows: object) -> None:
@@ -119,34 +126,44 @@ class Participant:
         return request.to_bytes(self._config)
 
     def export_state(self) -> bytes:
-        """Its progress through a session (pending candidates, its thresholds), for a node
-        that rebuilds the participant per message; read back by :meth:`restore_state`."""
+        """Its progress through a session (pending candidates, its thresholds, the roots it
+        accepted), for a node that rebuilds the participant per message; read back by
+        :meth:`restore_state`."""
         w = Writer().u32(len(self._pending))
-        for (tree, node), items in self._pending.items():
-            w.u32(tree).u32(node).u32(len(items))
+        for (tree, node), (members, items) in self._pending.items():
+            w.u32(tree).u32(node).bytes_(pack_mask(members)).u32(len(items))
             for col, s in items:
                 w.u32(col).f64(s)
         w.u32(len(self._splits))
         for (tree, node), (col, s) in self._splits.items():
             w.u32(tree).u32(node).u32(col).f64(s)
+        roots = self._gate.roots if self._gate is not None else {}
+        w.u32(len(roots))
+        for tree, seed in roots.items():
+            w.u32(tree).bytes_(seed)
         return w.getvalue()
 
     def restore_state(self, data: bytes) -> None:
         cfg, limit = self._config, self._config.max_internal_nodes
         r = Reader(data, f"{self.name}'s saved state")
-        pending: dict[tuple[int, int], list[tuple[int, float]]] = {}
+        pending: dict[tuple[int, int], tuple[BoolArray, list[tuple[int, float]]]] = {}
         for _ in range(r.count(limit, "pending nodes")):
-            key = (r.u32(), r.u32())
+            key, members = (r.u32(), r.u32()), read_mask(r, cfg.n_samples, "saved μ")
             count = r.count(self.n_columns * cfg.candidates, "candidates")
-            pending[key] = [(r.u32(), r.f64_finite("threshold")) for _ in range(count)]
+            pending[key] = (members, [(r.u32(), r.f64_finite("threshold")) for _ in range(count)])
         splits = {}
         for _ in range(r.count(limit, "splits")):
             key, col = (r.u32(), r.u32()), r.u32()
             splits[key] = (col, r.f64_finite("threshold"))
+        roots = {r.u32(): r.bytes_(32) for _ in range(r.count(cfg.n_trees, "roots"))}
         r.end()
+        if any(len(seed) != 32 for seed in roots.values()):
+            raise MalformedMessageError(f"{self.name}'s saved state has a short root seed")
         if any(c >= self.n_columns for c, _ in splits.values()):
             raise MalformedMessageError(f"{self.name}'s saved state names a missing column")
         self._pending, self._splits = pending, splits
+        if self._gate is not None:
+            self._gate.roots = roots
 
     def handle(self, data: bytes) -> bytes:
         """Answer one message of the CS."""
@@ -170,6 +187,11 @@ class Participant:
         evenly inside (min, max) and send which samples go right (x >= s)."""
         cfg = self._config
         req = NodeRequest.from_bytes(data, cfg, self.n_columns)
+        if self._gate is None:
+            raise ProtocolError(f"{self.name} has no keys yet")
+        if (req.tree, req.node) in self._splits:
+            raise ProtocolError(f"{self.name} already provides the split of {req.tree, req.node}")
+        self._gate.check(req.tree, req.node, req.members, req.origin)
         members = np.flatnonzero(req.members)
         columns, masks, pending = [], [], []
         for c in req.columns:
@@ -187,24 +209,29 @@ class Participant:
                 pending.append((c, s))
         if len(self._pending) >= self._config.max_internal_nodes:
             self._pending.pop(next(iter(self._pending)))  # losing proposals, oldest first
-        self._pending[(req.tree, req.node)] = pending
+        self._pending[(req.tree, req.node)] = (req.members, pending)
         return Proposals(req.tree, req.node, tuple(columns), tuple(masks)).to_bytes(cfg, self.name)
 
     def _upload_split(self, data: bytes) -> bytes:
         """Record the winning split and send it encrypted under θ_u's public key."""
         req, sk = NodeQuery.from_bytes(data, "split-request", self._config), self._keys()
-        pending = self._pending.get((req.tree, req.node))
-        if pending is None:
+        entry = self._pending.get((req.tree, req.node))
+        if entry is None:
             raise StaleMessageError(f"{self.name} proposed nothing for node {req.tree, req.node}")
+        members, pending = entry
         if req.index >= len(pending):
             raise ProtocolError(f"{self.name} has no candidate split {req.index}")
         col, s = pending[req.index]
         del self._pending[(req.tree, req.node)]
         self._splits[(req.tree, req.node)] = (col, s)
+        right = members & (self._columns[:, col] >= s)
+        receipt = SplitReceipt.sign(
+            self._signing_key, self._config.session, self.name,
+            (req.tree, req.node, *req.children), members & ~right, right,
+        )  # fmt: skip
         value = self._encrypt(sk, s)
-        return CiphertextReply(req.tree, req.node, 0, value, "split-upload").to_bytes(
-            self._config, self.name
-        )
+        reply = CiphertextReply(req.tree, req.node, 0, value, "split-upload", receipt)
+        return reply.to_bytes(self._config, self.name)
 
     def _split(self, tree: int, node: int) -> tuple[int, float]:
         if (tree, node) not in self._splits:

@@ -31,7 +31,18 @@ scalar it does not know. The comparer: the set sizes and the sizes of the inters
 any subset of the parties (it sees every fully keyed list, labelled by owner), never an id:
 it holds no scalar. The CS as a relay: the sizes, and position lists into shuffled lists.
 
-**Assumptions.** Semi-honest parties; the comparer (CC) does not collude with the CS or a
+**Against a deviating relay (issue 26, finding 3).** Every message is signed by its sender
+(Ed25519, keys pinned in :class:`PsiConfig`, bound to the session and the step,
+:mod:`.psi_messages`), so the CS, which relays everything, cannot pass off a list as another
+party's. Each origin signs its list's size at the start and every holder refuses a list of
+another length; every party keys each other party's list exactly once, only from that
+list's predecessor in the ring (:class:`RepeatedStageError` otherwise). Before, a CS with
+three or more parties had the others key a dictionary of candidate ids as extra passes and
+matched it against a list it finalised itself: every party's whole id set. Now the only
+lists the parties key are the origins' own, once; a CS can still choose its *own* list (a
+dictionary), which yields what PSI outputs by design: the ids every party holds.
+
+**Assumptions.** Semi-honest participants; the comparer (CC) does not collude with the CS or a
 participant (RevFRF assumes CS and CC do not collude anyway); SHA-256 as a random oracle
 onto u-coordinates. Mapping an id to a u-coordinate by hashing is *not* an Elligator/
 hash-to-curve map: about half the hashed u lie on the quadratic twist of Curve25519. That
@@ -49,48 +60,29 @@ from __future__ import annotations
 import hashlib
 import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from privfl.errors import InputError, MalformedMessageError, ProtocolError, UnknownPartyError
-from privfl.messages import Codec, Reader, Writer
+from privfl.errors import InputError, MalformedMessageError, ProtocolError
+from privfl.forest.psi_messages import (
+    CODEC,
+    TAG,
+    Positions,
+    PsiConfig,
+    PsiList,
+    RepeatedStageError,
+    SealedFinal,
+    SizeAnnouncement,
+)
+from privfl.messages import Reader, Writer
 
-CODEC = Codec("psi", 1)
-TAG = 32
+__all__ = [
+    "CODEC", "TAG", "Positions", "PsiComparer", "PsiConfig", "PsiList", "PsiParty",
+    "RepeatedStageError", "SealedFinal", "SizeAnnouncement", "hash_id",
+]  # fmt: skip
 MAX_ID_BYTES = 256
-MAX_PARTIES = 64
-
-
-@dataclass(frozen=True)
-class PsiConfig:
-    """What every party agreed: the session, the ring of parties (its order is the order of
-    the passes), the comparer and the largest id list any party may send."""
-
-    session: bytes
-    parties: tuple[str, ...]
-    comparer: str
-    max_ids: int = 1 << 22
-
-    def __post_init__(self) -> None:
-        if not 2 <= len(self.parties) <= MAX_PARTIES or len(set(self.parties)) != len(self.parties):
-            raise InputError("PSI needs 2 to 64 distinct parties")
-        if self.comparer in self.parties:
-            raise InputError("the PSI comparer must hold no ids (it is not a party)")
-
-    def index(self, name: str) -> int:
-        if name not in self.parties:
-            raise UnknownPartyError(f"{name!r} is not a PSI party")
-        return self.parties.index(name)
-
-    def holder(self, origin: str, stage: int) -> str:
-        """The party that applies the ``stage + 1``-th scalar to ``origin``'s list."""
-        return self.parties[(self.index(origin) + stage) % len(self.parties)]
 
 
 def _tag(u: bytes, key: X25519PrivateKey) -> bytes:
@@ -109,158 +101,36 @@ def hash_id(session: bytes, item: object) -> bytes:
     return hashlib.sha256(w.getvalue()).digest()
 
 
-# ------------------------------------------------------------------------ messages
-@dataclass(frozen=True)
-class PsiList:
-    """``psi-start`` / ``psi-pass``: ``origin``'s list after ``stage`` scalars, in the
-    origin's secret order."""
-
-    origin: str
-    stage: int
-    values: tuple[bytes, ...]
-
-    def to_bytes(self, config: PsiConfig, sender: str) -> bytes:
-        step = "psi-start" if self.stage == 1 else "psi-pass"
-        w = Writer().str_(self.origin).u32(self.stage).u32(len(self.values))
-        w.bytes_(b"".join(self.values))
-        return CODEC.encode(step, config.session, sender, w.getvalue())
-
-    @classmethod
-    def from_bytes(cls, data: bytes, config: PsiConfig) -> PsiList:
-        """A list from the party that keyed it last (the origin itself after one key)."""
-        header, r = CODEC.decode(data, None, config.session)
-        origin, stage = r.str_(256), r.u32()
-        config.index(origin)
-        if not 1 <= stage < len(config.parties):
-            raise MalformedMessageError(f"a PSI list after {stage} of {len(config.parties)} keys")
-        if header.step != ("psi-start" if stage == 1 else "psi-pass"):
-            raise MalformedMessageError(f"a '{header.step}' message carrying a list")
-        if header.sender != config.holder(origin, stage - 1):
-            raise UnknownPartyError(f"{header.sender!r} cannot send {origin}'s list at {stage}")
-        count = r.count(config.max_ids, "ids")
-        raw = r.bytes_(count * TAG)
-        r.end()
-        if len(raw) != count * TAG:
-            raise MalformedMessageError(f"{count} PSI values need {count * TAG} bytes")
-        return cls(origin, stage, tuple(raw[i : i + TAG] for i in range(0, len(raw), TAG)))
-
-
-def _seal_key(shared: bytes, aad: bytes) -> bytes:
-    hkdf = HKDF(algorithm=hashes.SHA256(), length=32, salt=b"privfl-psi-seal-v1", info=aad)
-    return hkdf.derive(shared)
-
-
-def _aad(config: PsiConfig, origin: str, eph: bytes) -> bytes:
-    w = Writer().str_("psi-final").bytes_(config.session).str_(config.comparer).str_(origin)
-    return w.bytes_(eph).getvalue()
-
-
-@dataclass(frozen=True)
-class SealedFinal:
-    """``psi-final``: ``origin``'s fully keyed list, sealed for the comparer alone."""
-
-    origin: str
-    ephemeral: bytes
-    nonce: bytes
-    ciphertext: bytes
-
-    @classmethod
-    def seal(
-        cls, config: PsiConfig, origin: str, values: Sequence[bytes], to: bytes
-    ) -> SealedFinal:
-        eph = X25519PrivateKey.generate()
-        eph_pub = eph.public_key().public_bytes_raw()
-        aad = _aad(config, origin, eph_pub)
-        key = _seal_key(eph.exchange(X25519PublicKey.from_public_bytes(to)), aad)
-        nonce = secrets.token_bytes(12)
-        body = AESGCM(key).encrypt(nonce, b"".join(values), aad)
-        return cls(origin, eph_pub, nonce, body)
-
-    def open(self, config: PsiConfig, key: X25519PrivateKey) -> tuple[bytes, ...]:
-        aad = _aad(config, self.origin, self.ephemeral)
-        shared = key.exchange(X25519PublicKey.from_public_bytes(self.ephemeral))
-        try:
-            raw = AESGCM(_seal_key(shared, aad)).decrypt(self.nonce, self.ciphertext, aad)
-        except InvalidTag:
-            raise MalformedMessageError(f"{self.origin}'s sealed PSI list does not open") from None
-        if len(raw) % TAG or len(raw) // TAG > config.max_ids:
-            raise MalformedMessageError("a sealed PSI list of a bad length")
-        return tuple(raw[i : i + TAG] for i in range(0, len(raw), TAG))
-
-    def to_bytes(self, config: PsiConfig, sender: str) -> bytes:
-        w = Writer().str_(self.origin).bytes_(self.ephemeral).bytes_(self.nonce)
-        return CODEC.encode(
-            "psi-final", config.session, sender, w.bytes_(self.ciphertext).getvalue()
-        )
-
-    @classmethod
-    def from_bytes(cls, data: bytes, config: PsiConfig, sender: str) -> SealedFinal:
-        header, r = CODEC.decode(data, "psi-final", config.session)
-        origin = r.str_(256)
-        if header.sender != sender or config.holder(origin, len(config.parties) - 1) != sender:
-            raise UnknownPartyError(f"{header.sender!r} cannot seal {origin!r}'s final list")
-        eph, nonce = r.bytes_(32), r.bytes_(12)
-        body = r.bytes_(config.max_ids * TAG + 16)
-        r.end()
-        if len(eph) != 32 or len(nonce) != 12:
-            raise MalformedMessageError("a sealed PSI list with a bad key or nonce")
-        return cls(origin, eph, nonce, body)
-
-
-@dataclass(frozen=True)
-class Positions:
-    """``psi-result`` (comparer -> one party): positions in that party's list of the
-    common tags, in the agreed (tag-sorted) order."""
-
-    party: str
-    positions: tuple[int, ...]
-
-    def to_bytes(self, config: PsiConfig, sender: str) -> bytes:
-        w = Writer().str_(self.party).u32(len(self.positions))
-        w.bytes_(np.asarray(self.positions, dtype=">u4").tobytes())
-        return CODEC.encode("psi-result", config.session, sender, w.getvalue())
-
-    @classmethod
-    def from_bytes(cls, data: bytes, config: PsiConfig, party: str, n_own: int) -> Positions:
-        header, r = CODEC.decode(data, "psi-result", config.session)
-        if header.sender != config.comparer:
-            raise UnknownPartyError(f"a psi-result from {header.sender!r}")
-        if r.str_(256) != party:
-            raise UnknownPartyError(f"a psi-result for another party than {party!r}")
-        count = r.count(n_own, "common ids")
-        raw = r.bytes_(4 * count)
-        r.end()
-        if len(raw) != 4 * count:
-            raise MalformedMessageError(f"{count} positions need {4 * count} bytes")
-        pos = np.frombuffer(raw, dtype=">u4").astype(np.int64)
-        if pos.size and (pos.max() >= n_own or np.unique(pos).size != pos.size):
-            raise MalformedMessageError("psi-result positions repeat or exceed the list")
-        return cls(party, tuple(int(p) for p in pos))
-
-
 # ------------------------------------------------------------------------ roles
 class PsiParty:
-    """One holder of ids (the CS or a participant): its scalar and its secret order."""
+    """One holder of ids (the CS or a participant): its scalar, its secret order, its
+    signing key, and the lists it has keyed (each origin's list once, ever)."""
 
     def __init__(
-        self, name: str, ids: Sequence[object], config: PsiConfig, secret: bytes | None = None
-    ) -> None:
-        """``secret``: what :meth:`secret_state` saved (a node that rebuilds the party per
+        self, name: str, ids: Sequence[object], config: PsiConfig, identity: Ed25519PrivateKey,
+        secret: bytes | None = None,
+    ) -> None:  # fmt: skip
+        """``identity``: the party's provisioned Ed25519 key (``config.keys[name]``);
+        ``secret``: what :meth:`secret_state` saved (a node that rebuilds the party per
         message); by default a fresh scalar and a fresh secret order."""
-        self.name, self.config = name, config
+        self.name, self.config, self._identity = name, config, identity
         config.index(name)
+        if identity.public_key() != config.keys[name]:
+            raise InputError(f"{name}: the signing key is not the one the PSI pinned")
         items = list(ids)
         if not items or len(items) > config.max_ids:
             raise InputError(f"{name}: between 1 and {config.max_ids} ids, got {len(items)}")
         hashed = [hash_id(config.session, x) for x in items]
         if len(set(hashed)) != len(hashed):
             raise InputError(f"{name}: the id column has duplicates")
+        self._keyed: set[str] = set()
         if secret is None:
             self._key = X25519PrivateKey.generate()
             self._order = [int(i) for i in _permutation(len(items))]  # list position -> row
         else:
             r = Reader(secret, f"{name}'s PSI state")
             raw, order = r.bytes_(32), r.bytes_(4 * len(items))
+            self._keyed = {r.str_(256) for _ in range(r.count(len(config.parties), "keyed"))}
             r.end()
             perm = np.frombuffer(order, dtype=">u4").astype(np.int64)
             if len(raw) != 32 or not np.array_equal(np.sort(perm), np.arange(len(items))):
@@ -268,28 +138,40 @@ class PsiParty:
             self._key = X25519PrivateKey.from_private_bytes(raw)
             self._order = [int(i) for i in perm]
         self._hashed = [hashed[row] for row in self._order]
+        self._size = SizeAnnouncement.sign(identity, config, name, len(items))
         self.rows: np.ndarray | None = None  # the output: own rows of the intersection
 
     def secret_state(self) -> bytes:
-        """The scalar and the secret order (keep them private: they unmask the lists)."""
+        """The scalar, the secret order and the lists keyed so far (keep them private: they
+        unmask the lists)."""
         order = np.asarray(self._order, dtype=">u4").tobytes()
-        return Writer().bytes_(self._key.private_bytes_raw()).bytes_(order).getvalue()
+        w = Writer().bytes_(self._key.private_bytes_raw()).bytes_(order).u32(len(self._keyed))
+        for origin in sorted(self._keyed):
+            w.str_(origin)
+        return w.getvalue()
 
     def start(self) -> bytes:
-        """Step 1: its own ids under its own scalar, in its secret order."""
+        """Step 1: its own ids under its own scalar, in its secret order, and its size."""
         values = tuple(_tag(u, self._key) for u in self._hashed)
-        return PsiList(self.name, 1, values).to_bytes(self.config, self.name)
+        return PsiList(self.name, 1, values, self._size).to_bytes(
+            self.config, self.name, self._identity
+        )
 
     def pass_on(self, data: bytes, comparer_key: bytes) -> bytes:
-        """Step 2: apply its scalar to another party's list; seal it if the list is done."""
+        """Step 2: apply its scalar to another party's list, signed by its predecessor and
+        as long as its origin announced, once per origin; seal it if the list is done."""
         got = PsiList.from_bytes(data, self.config)
         if got.origin == self.name or self.config.holder(got.origin, got.stage) != self.name:
             raise ProtocolError(f"{self.name} is not the next holder of {got.origin}'s list")
+        if got.origin in self._keyed:
+            raise RepeatedStageError(f"{self.name} already keyed {got.origin}'s list")
+        self._keyed.add(got.origin)
         values = tuple(_tag(v, self._key) for v in got.values)
         if got.stage + 1 == len(self.config.parties):
-            final = SealedFinal.seal(self.config, got.origin, values, comparer_key)
-            return final.to_bytes(self.config, self.name)
-        return PsiList(got.origin, got.stage + 1, values).to_bytes(self.config, self.name)
+            final = SealedFinal.seal(self.config, got.size, values, comparer_key)
+            return final.to_bytes(self.config, self.name, self._identity)
+        out = PsiList(got.origin, got.stage + 1, values, got.size)
+        return out.to_bytes(self.config, self.name, self._identity)
 
     def finish(self, data: bytes) -> np.ndarray:
         """Step 4: its rows of the intersection, in the agreed order."""
@@ -299,10 +181,16 @@ class PsiParty:
 
 
 class PsiComparer:
-    """The comparer (CC in RevFRF): its sealing key; it holds no ids and no PSI scalar."""
+    """The comparer (CC in RevFRF): its sealing key and its signing key; it holds no ids and
+    no PSI scalar."""
 
-    def __init__(self, config: PsiConfig, key: X25519PrivateKey | None = None) -> None:
-        self.config = config
+    def __init__(
+        self, config: PsiConfig, identity: Ed25519PrivateKey,
+        key: X25519PrivateKey | None = None,
+    ) -> None:  # fmt: skip
+        if identity.public_key() != config.keys[config.comparer]:
+            raise InputError("the comparer's signing key is not the one the PSI pinned")
+        self.config, self._identity = config, identity
         self._key = key or X25519PrivateKey.generate()
 
     @property
@@ -328,7 +216,7 @@ class PsiComparer:
         common = sorted(set.intersection(*(set(d) for d in index.values())))
         return {
             p: Positions(p, tuple(index[p][t] for t in common)).to_bytes(
-                self.config, self.config.comparer
+                self.config, self._identity
             )
             for p in self.config.parties
         }

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from privfl._typing import FloatArray
 from privfl.crypto import dtpkc
@@ -139,17 +140,24 @@ class RevFRF:
         on the common ids only, in an order no party chose; :attr:`aligned_rows` then gives
         each party's rows of it (the CS's under ``"CS"``)."""
         session = new_session_id()
+        names = (
+            [k for k in partitions if isinstance(k, str)] if isinstance(partitions, Mapping) else []
+        )
+        # each role's Ed25519 identity: signs its PSI messages, split receipts, revocations
+        identity = {n: Ed25519PrivateKey.generate() for n in (CS, CC, *names)}
         if ids is not None or label_ids is not None:
-            partitions, labels = self._align(session, partitions, labels, ids, label_ids)
+            partitions, labels = self._align(session, partitions, labels, ids, label_ids, identity)
         mats = _partitions(partitions)
         config = SessionConfig(
             session, next(iter(mats.values())).shape[0], self.n_trees, self.max_depth,
             self.rho, self.candidates, allow_insecure_key_bits=self.allow_insecure_key_bits,
+            min_node_size=self.min_samples,
         )  # fmt: skip
         cs = CenterServer(config, labels, self.task, min_samples=self.min_samples,
                           reuse_features=self.reuse_features, seed=self.seed)  # fmt: skip
-        participants = {name: Participant(name, m, config) for name, m in mats.items()}
-        self._cc = ComputationProvider(config)
+        participants = {name: Participant(name, m, config, signing_key=identity[name])
+                        for name, m in mats.items()}  # fmt: skip
+        self._cc = ComputationProvider(config, signing_key=identity[CC])
         self._kgc = KeyGenerationCenter(config, self.key_bits)
         schedule.provision(self.runner, self._kgc, cs, self._cc, participants)
         self._cs, self._participants, self._requesters = cs, participants, {}
@@ -159,6 +167,7 @@ class RevFRF:
     def _align(
         self, session: bytes, partitions: Mapping[str, object], labels: object,
         ids: Mapping[str, Sequence[object]] | None, label_ids: Sequence[object] | None,
+        identity: Mapping[str, Ed25519PrivateKey],
     ) -> tuple[dict[str, FloatArray], np.ndarray]:  # fmt: skip
         items = partitions.items() if isinstance(partitions, Mapping) else ()
         mats = {check_name(k, "participant"): check_matrix(v, f"participant {k!r}")
@@ -170,10 +179,11 @@ class RevFRF:
             want = y.shape[0] if name == CS else mats[name].shape[0]
             if y.ndim != 1 or len(column) != want:
                 raise InputError(f"{name}: {len(column)} ids for {want} rows")
-        config = PsiConfig(session, (CS, *mats), CC)
-        parties = {CS: PsiParty(CS, label_ids, config)}
-        parties |= {name: PsiParty(name, ids[name], config) for name in mats}
-        rows = schedule.align(self.runner, parties, PsiComparer(config))
+        keys = {name: key.public_key() for name, key in identity.items()}
+        config = PsiConfig(session, (CS, *mats), CC, keys)
+        parties = {CS: PsiParty(CS, label_ids, config, identity[CS])}
+        parties |= {name: PsiParty(name, ids[name], config, identity[name]) for name in mats}
+        rows = schedule.align(self.runner, parties, PsiComparer(config, identity[CC]))
         if rows[CS].size == 0:
             raise InputError("the parties have no id in common")
         self.aligned_rows = rows

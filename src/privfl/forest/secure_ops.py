@@ -2,32 +2,47 @@
 message steps, and the key holder's partial decryption of a comparison result.
 
 CS's half of each protocol is a generator (:data:`~privfl.forest.messages.Job`) that yields
-its requests to CC and receives the replies, so HoLT composes HoAdd through the same typed
-messages and the runner times every role's own step. CC's half (:func:`cc_hoadd`,
-:func:`cc_holt`, :func:`cc_refresh`) and the holder's (:func:`holder_partial_decrypt`) are
-functions of their own keys; :class:`~privfl.forest.computation_provider.ComputationProvider`
-and :class:`~privfl.forest.participant.Participant` call them.
+its requests to CC and receives the replies, and the runner times every role's own step.
+CC's half (:func:`cc_hoadd`, :func:`cc_holt`, :func:`cc_refresh`) and the holder's
+(:func:`holder_partial_decrypt`) are functions of their own keys;
+:class:`~privfl.forest.computation_provider.ComputationProvider` and
+:class:`~privfl.forest.participant.Participant` call them.
 
 **Why the CC is no decryption oracle for the CS (and what the CS can still learn).**
 
 1. CC re-encrypts only to the joint keys ``h_CS · h_u`` of the holders the KGC registered
    with it at setup (participants), named in the request; never to ``h_CS`` alone, never to
    a key the CS supplies. So every ciphertext CC produces needs ``θ_u`` and ``θ_CS`` together.
-2. HoLT's inner HoAdd targets the same joint key (the RevFRF paper's targets ``pk_CS``, with
-   which the CS could weak-decrypt ``2x+1-2y``). CS only ever holds the blinded difference
-   under a key it cannot open.
+2. HoLT needs no inner HoAdd (the RevFRF paper's targets ``pk_CS``, with which the CS could
+   weak-decrypt ``2x+1-2y``): the CS blinds each input under its own key with a common
+   mask β and factor r, and the CC strong-decrypts both and subtracts. The CS holds no
+   ciphertext of the difference at all, and saves two strong partial decryptions per
+   comparison (issue 30).
 3. CC returns a HoLT result as ``Enc(u')`` of a *bit* it computed itself, Ed25519-signed over
    the session, the operation, the holder and the ciphertext. A holder runs ParHDec1 only on
    such a signed result addressed to it, so the CS can obtain ``θ_u``'s help only for one
-   bit, which the blinding coin ``c`` (kept by the CS) maps to ``[x < y]``. This is the one
-   deviation from the issue's HoLT: CS applies the coin *after* ParHDec1 (``u = [u' == c]``)
-   instead of homomorphically before it, so what the holder strips is exactly what CC signed.
-4. CC refuses a blinded difference ``l = ±r(2x+1-2y)`` with ``|l| >= 2^(sigma+ell+2)``: an
-   out-of-range input no longer gives a silent wrong bit. A generic wrapped value passes with
-   probability 2^-62; residues with a small rational structure (x ≈ N/2 or k·N/3, whose
-   multiple by 2r can wrap to a small number) cannot be told apart by CC. The first line of
-   defence is therefore the encoders, which refuse |m| >= 2^ell; only a participant that
-   encrypts its own input by hand gets past them, and it steers nothing it does not own.
+   bit, which the blinding coin ``c`` (kept by the CS) maps to ``[x < y]``. The other
+   deviation from the issue's HoLT: CS applies the coin *after* ParHDec1
+   (``u = [u' == c]``) instead of homomorphically before it, so what the holder strips is
+   exactly what CC signed.
+4. CC answers *every* well-formed HoLT request the same way. A blinded difference
+   ``l = ±r(2x+1-2y)`` with ``l = 0`` or ``|l| >= 2^(sigma+ell+2)`` (inputs beyond 2^ell, or
+   a CS that sent ``[[k·x]]`` and ``[[0]]`` for a value it wants to probe) gets ``Enc(u')``
+   of a *fresh random bit*, built and signed exactly like an in-range answer (same work,
+   same length), plus a signed :class:`HoLTAlarm` in the CC's audit log for the KGC
+   (:attr:`alarms` of the provider; a ``logging`` warning too). The alarm is signed on both
+   branches; only storing it differs (microseconds, inside a batch of replies the CS times
+   as a whole). A refusal here was a decryption oracle: from "refused / not refused" on
+   ``[[k·x]]`` a CS binary-searched ``|x|`` of any ciphertext the CC strong-decrypts, with
+   no participant involved.
+
+**What the CS learns from one CC answer**: a fresh DT-PKC ciphertext under ``h_CS · h_u``
+and a signature, whose distribution does not depend on ``l`` (semantic security of DT-PKC
+under a key the CS cannot open alone): nothing. To read ``u'`` the CS needs the holder's
+ParHDec1 (one per comparison). An honest comparison is always in range (the encoders
+refuse ``|m| >= 2^ell``), so the random branch never changes an honest result; a wrapped
+residue with a small rational structure (x ≈ N/2 or k·N/3) may still land in range and
+give a wrong bit, which only a participant encrypting its own input by hand can cause.
 
 Residual, inherent to RevFRF: the CS learns the outcome of each comparison it runs, and it
 can encrypt any value under a public key; a malicious CS could therefore binary-search a
@@ -38,7 +53,9 @@ assumed not to collude (together they hold the strong key).
 
 from __future__ import annotations
 
+import logging
 import secrets
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
@@ -60,6 +77,8 @@ from privfl.forest.messages import (
 )
 from privfl.messages import Reader, Writer
 
+LOG = logging.getLogger(__name__)
+
 
 def _op(r: Reader, want: int, what: str) -> None:
     expect_ids((r.u64(),), (want,), what)
@@ -68,9 +87,9 @@ def _op(r: Reader, want: int, what: str) -> None:
 @dataclass(frozen=True)
 class BlindedRequest:
     """CS -> CC: blinded ciphertexts, their PSDec1 shares and the holder whose joint key the
-    answer goes under: ``hoadd-request`` (X, Y) or ``holt-request`` ([[l]])."""
+    answer goes under: ``hoadd-request`` (X, Y) or ``holt-request`` (A, B: l = A - B)."""
 
-    COUNTS: ClassVar[dict[str, int]] = {"hoadd-request": 2, "holt-request": 1}
+    COUNTS: ClassVar[dict[str, int]] = {"hoadd-request": 2, "holt-request": 2}
     step: str
     op: int
     holder: str
@@ -159,6 +178,46 @@ class HoLTResult:
 
 
 @dataclass(frozen=True)
+class HoLTAlarm:
+    """CC -> KGC (``holt-alarm``, the audit channel, never through the CS): a HoLT request
+    of operation ``op`` for ``holder`` whose blinded difference was out of range, answered
+    with a random bit. Ed25519-signed by the CC, so an auditor holding the CC's key (pinned
+    by the KGC at setup) can attribute it."""
+
+    op: int
+    holder: str
+    timestamp_ms: int
+    signature: bytes = b""
+
+    @staticmethod
+    def signed_bytes(config: SessionConfig, op: int, holder: str, timestamp_ms: int) -> bytes:
+        w = Writer().str_("privfl revfrf holt-alarm").bytes_(config.session).u64(op)
+        return w.str_(holder).u64(timestamp_ms).getvalue()
+
+    @classmethod
+    def sign(
+        cls, key: Ed25519PrivateKey, config: SessionConfig, op: int, holder: str, ms: int
+    ) -> HoLTAlarm:
+        return cls(op, holder, ms, key.sign(cls.signed_bytes(config, op, holder, ms)))
+
+    def to_bytes(self, config: SessionConfig) -> bytes:
+        w = Writer().u64(self.op).str_(self.holder).u64(self.timestamp_ms)
+        return seal("holt-alarm", config, CC, w.bytes_(self.signature))
+
+    @classmethod
+    def from_bytes(cls, data: bytes, config: SessionConfig, key: Ed25519PublicKey) -> HoLTAlarm:
+        """A CC alarm, its signature checked against the CC's pinned key."""
+        r = unseal(data, "holt-alarm", config, CC)
+        op, holder, ms, signature = r.u64(), r.str_(256), r.u64(), r.bytes_(64)
+        r.end()
+        try:
+            key.verify(signature, cls.signed_bytes(config, op, holder, ms))
+        except InvalidSignature:
+            raise UnknownPartyError("a HoLT alarm not signed by the CC") from None
+        return cls(op, holder, ms, signature)
+
+
+@dataclass(frozen=True)
 class RefreshBatch:
     """CS -> CC (``refresh-request``) and back (``refreshed``): level-2 revocation's split
     ciphertexts, each refreshed by CC under a fresh, discarded key (HEncRef)."""
@@ -223,19 +282,23 @@ def secure_less_than(
     holder_key: dtpkc.PublicKey,
 ) -> Job[bool]:  # fmt: skip
     """HoLT then ParHDec1/ParHDec2 (CS, with CC and the holder): is x < y? (ties: False).
-    CS forms [[2x+1]] = [[x]]²·Enc(1) and [[2y]], flips a secret coin c, blinds the HoAdd
-    difference (c=1: 2x+1-2y, c=0: 2y-2x-1) with r of sigma bits, r odd; CC returns the
-    signed Enc(u'), u' = [l < 0]; the holder strips θ_u; CS decrypts u' and outputs
-    [u' = c]. CS learns the bit; CC learns u' (independent of the bit); the holder nothing."""
+    CS draws r of sigma bits (odd), β uniform in Z_N and a secret coin c, and blinds each
+    input under its own key: A = [[x]]^(2r)·Enc(r + β) = [[r(2x+1) + β]],
+    B = [[y]]^(2r)·Enc(β) = [[2ry + β]]; it sends (A, B) if c = 1, (B, A) if c = 0, with
+    their PSDec1 shares. CC decrypts both, so l = first - second = ±r(2x+1-2y), and returns
+    the signed Enc(u'), u' = [l < 0], under the holder's joint key; the holder strips θ_u;
+    CS decrypts u' and outputs [u' = c]. CS learns the bit; CC learns l (each of A, B alone
+    is uniform: β), whose sign the coin makes independent of the bit; the holder nothing.
+    (The RevFRF paper first runs HoAdd to bring x and y under one key; decrypting both
+    blinded inputs at CC gives the same l with two strong partial decryptions fewer.)"""
     prm = cs.sk.public.params
-    two_x_plus_1 = dtpkc.add(dtpkc.scale(x, 2), dtpkc.encrypt(x.public_key, 1))
-    two_y = dtpkc.scale(y, 2)
     coin, r = secrets.randbits(1), secrets.randbits(prm.sigma) | 1
-    first, second = (two_x_plus_1, two_y) if coin else (two_y, two_x_plus_1)
-    diff = yield from secure_add(cs, op, first, dtpkc.negate(second), holder, holder_key)
-    blinded = dtpkc.scale(diff, r)
-    t = dtpkc.partial_decrypt_strong1(cs.lam1, blinded)
-    request = BlindedRequest("holt-request", op, holder, (blinded,), (t,))
+    beta = secrets.randbelow(int(prm.n))
+    a = dtpkc.add(dtpkc.scale(x, 2 * r), dtpkc.encrypt_residue(x.public_key, r + beta))
+    b = dtpkc.add(dtpkc.scale(y, 2 * r), dtpkc.encrypt_residue(y.public_key, beta))
+    first, second = (a, b) if coin else (b, a)
+    shares = tuple(dtpkc.partial_decrypt_strong1(cs.lam1, c) for c in (first, second))
+    request = BlindedRequest("holt-request", op, holder, (first, second), shares)
     reply = yield Outgoing(CC, request.to_bytes(cs.config))
     result = HoLTResult.from_bytes(reply, "holt-result", cs.config, CC, prm)
     expect_ids((result.op,), (op,), "holt-result")
@@ -274,22 +337,29 @@ def cc_hoadd(
 def cc_holt(
     lam2: dtpkc.StrongKeyShare, registry: Mapping[str, dtpkc.PublicKey],
     signing_key: Ed25519PrivateKey, config: SessionConfig, request: BlindedRequest,
-) -> HoLTResult:  # fmt: skip
-    """HoLT step 2 (CC): l = PSDec2([[l]]); refuse |l| >= 2^(sigma+ell+2) (inputs beyond
-    2^ell) and l = 0 (not a comparison); u' = 1 iff l is negative (l > N/2 as an element of
-    Z_N, never a bit-length test); return the signed Enc(u') under the holder's joint key.
-    CC learns u', which the CS's secret coin makes independent of [x < y]."""
+) -> tuple[HoLTResult, HoLTAlarm | None]:  # fmt: skip
+    """HoLT step 2 (CC): l = PSDec2(A) - PSDec2(B) mod N; u' = 1 iff l is negative (l > N/2
+    as an element of Z_N, never a bit-length test); returns the signed Enc(u') under the
+    holder's joint key.
+    An out-of-range l (l = 0 or |l| >= 2^(sigma+ell+2)) is *answered* too, with a fresh
+    random u' (no refusal: its condition would depend on the plaintext), and a signed alarm
+    for the KGC is returned beside it. CC learns u', which the CS's secret coin makes
+    independent of [x < y]; the CS learns nothing from the answer (see the module doc)."""
     target = _holder_key(registry, request.holder)
     prm = lam2.params
-    blinded = dtpkc.partial_decrypt_strong2(lam2, request.values[0], request.shares[0])
-    if blinded == 0 or abs(blinded) >= 1 << (prm.sigma + prm.ell + 2):
-        raise ProtocolError(
-            "HoLT: the blinded difference is outside the range the parameters allow "
-            f"(inputs must satisfy |x|, |y| < 2^{prm.ell})"
-        )
-    bit = dtpkc.encrypt(target, int(blinded < 0))
+    first, second = (
+        dtpkc.partial_decrypt_strong2(lam2, value, share)
+        for value, share in zip(request.values, request.shares, strict=True)
+    )
+    blinded = prm.decode((first - second) % prm.n)
+    in_range = blinded != 0 and abs(blinded) < 1 << (prm.sigma + prm.ell + 2)
+    coin = secrets.randbits(1)  # drawn either way: the same work on both branches
+    bit = dtpkc.encrypt(target, int(blinded < 0) if in_range else coin)
     signature = signing_key.sign(HoLTResult.signed_bytes(config, request.op, request.holder, bit))
-    return HoLTResult(request.op, request.holder, bit, signature)
+    result = HoLTResult(request.op, request.holder, bit, signature)
+    ms = int(time.time() * 1000)  # the alarm is signed on both branches (the same work)
+    alarm = HoLTAlarm.sign(signing_key, config, request.op, request.holder, ms)
+    return result, None if in_range else alarm
 
 
 def cc_refresh(batch: RefreshBatch) -> RefreshBatch:

@@ -11,18 +11,21 @@ import numpy as np
 from privfl._typing import BoolArray, FloatArray, IntArray
 from privfl.crypto import dtpkc
 from privfl.errors import InputError
+from privfl.forest.provenance import Provenance
 
 
 @dataclass(frozen=True, eq=False)
 class Region:
     """What FLE-Expan needs to (re)build a node: its sample-selection vector μ stored
     sparsely (the samples in the node and their bootstrap multiplicities), the features
-    still allowed on its path (F') and its depth."""
+    still allowed on its path (F'), its depth, and why it exists (its bootstrap seed or its
+    parent's split receipt, which every node request carries: :mod:`.provenance`)."""
 
     members: IntArray
     counts: IntArray
     allowed: tuple[int, ...]
     depth: int
+    origin: Provenance
 
 
 @dataclass(frozen=True, eq=False)

@@ -1,0 +1,176 @@
+"""Which node requests a participant answers: the provenance of a node's samples (issue 26).
+
+A node request tells a participant which samples reach a node (μ). Answering one for a node
+the CS made up is an exfiltration channel: a 2-sample μ puts the two samples' raw values
+into the candidate thresholds, and so into the encrypted split the participant uploads. A
+participant therefore answers only node requests that follow from the tree:
+
+* **the root** of tree ``t`` carries a 32-byte bootstrap seed; its μ must be exactly the
+  samples drawn by :func:`bootstrap` from that seed (``n`` draws with replacement, AES-CTR
+  from :mod:`privfl.crypto.prng`, so ≈ 63 % of the samples), and a participant accepts one
+  seed per tree, ever;
+* **any other node** carries its parent's :class:`SplitReceipt`: the parent's provider
+  signed (Ed25519, its provisioned key, pinned by the KGC in every participant's roster) the
+  tree, the parent, the two child ids and a digest of each child's μ, which it computed
+  itself from the parent's μ and its own threshold when the CS announced the split
+  (``split-request``, which names the child ids: the CS commits to every split decision);
+  the request's node must be one of the two children and its μ must match that digest;
+* every node holds at least the session's ``min_node_size`` samples (public, fixed at
+  provisioning, default the forest's ``min_samples``), and a participant that already
+  provides a split at a node answers no new request for it (until the CS says ``forget``).
+
+**What a deviating CS can still learn.** It picks the winning candidate at every node (a
+participant cannot check a choice that depends on the labels), so it can steer a tree to
+any shape reachable by the participants' own candidate splits, down to ``min_node_size``
+samples and ``max_depth`` levels; at each node it may ask each participant once per split
+it obtains (fresh probes, the same samples). From a node it learns what RevFRF reveals by
+design: for each candidate, which of the node's samples go right (the order of the
+participant's values, coarsened to ς thresholds). The thresholds stay encrypted under the
+participant's key; opening one takes comparisons, each needing that participant's ParHDec1
+(see :mod:`.secure_ops`). A receipt binds one session (the session id is signed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from privfl._typing import BoolArray, IntArray
+from privfl.crypto.prng import SharedRandomness
+from privfl.errors import MalformedMessageError, ProtocolError, UnknownPartyError
+from privfl.messages import Reader, Writer
+
+SEED_BYTES, DIGEST_BYTES = 32, 32
+ROOT, CHILD = 0, 1
+
+
+def bootstrap(seed: bytes, tree: int, n: int) -> IntArray:
+    """How many times each of the ``n`` samples is drawn in tree ``tree``'s bootstrap sample
+    (``n`` uniform draws with replacement from the seed's keystream): the CS's weights, and
+    the root's μ (the samples drawn at least once) that every participant recomputes."""
+    draws = SharedRandomness(seed, f"privfl revfrf bootstrap {tree}").integers(0, n, n)
+    return np.bincount(np.asarray(draws, dtype=np.int64), minlength=n).astype(np.int64)
+
+
+def digest(mask: BoolArray) -> bytes:
+    """SHA-256 of a sample-selection vector (its bits, packed, and its length)."""
+    w = Writer().u32(int(mask.size)).bytes_(np.packbits(mask.astype(np.uint8)).tobytes())
+    return hashlib.sha256(w.getvalue()).digest()
+
+
+@dataclass(frozen=True)
+class SplitReceipt:
+    """A split's provider attests which samples go to each child of node ``node``."""
+
+    signer: str
+    tree: int
+    node: int
+    left: int
+    right: int
+    left_digest: bytes
+    right_digest: bytes
+    signature: bytes = b""
+
+    def signed_bytes(self, session: bytes) -> bytes:
+        w = Writer().str_("privfl revfrf split-receipt").bytes_(session).str_(self.signer)
+        w.u32(self.tree).u32(self.node).u32(self.left).u32(self.right)
+        return w.bytes_(self.left_digest).bytes_(self.right_digest).getvalue()
+
+    @classmethod
+    def sign(
+        cls, key: Ed25519PrivateKey, session: bytes, signer: str, ids: tuple[int, int, int, int],
+        left: BoolArray, right: BoolArray,
+    ) -> SplitReceipt:  # fmt: skip
+        """``ids``: (tree, node, left child, right child); ``left``/``right``: the children's
+        μ, which the signer computed itself."""
+        unsigned = cls(signer, *ids, digest(left), digest(right))
+        return cls(signer, *ids, unsigned.left_digest, unsigned.right_digest,
+                   key.sign(unsigned.signed_bytes(session)))  # fmt: skip
+
+    def verify(self, keys: Mapping[str, Ed25519PublicKey], session: bytes) -> None:
+        key = keys.get(self.signer)
+        if key is None:
+            raise UnknownPartyError(f"a split receipt of {self.signer!r}, not a participant")
+        try:
+            key.verify(self.signature, self.signed_bytes(session))
+        except InvalidSignature:
+            raise UnknownPartyError(f"a split receipt not signed by {self.signer!r}") from None
+
+    def write(self, w: Writer) -> Writer:
+        w.str_(self.signer).u32(self.tree).u32(self.node).u32(self.left).u32(self.right)
+        return w.bytes_(self.left_digest).bytes_(self.right_digest).bytes_(self.signature)
+
+    @classmethod
+    def read(cls, r: Reader) -> SplitReceipt:
+        signer, ids = r.str_(256), (r.u32(), r.u32(), r.u32(), r.u32())
+        left, right, signature = r.bytes_(DIGEST_BYTES), r.bytes_(DIGEST_BYTES), r.bytes_(64)
+        if len(left) != DIGEST_BYTES or len(right) != DIGEST_BYTES or len(signature) != 64:
+            raise MalformedMessageError("a split receipt with a short digest or signature")
+        return cls(signer, *ids, left, right, signature)
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Why a node exists: a root's bootstrap ``seed``, or its parent's ``receipt``."""
+
+    seed: bytes = bytes(SEED_BYTES)
+    receipt: SplitReceipt | None = None
+
+    def write(self, w: Writer) -> Writer:
+        if self.receipt is None:
+            return w.u32(ROOT).bytes_(self.seed)
+        return self.receipt.write(w.u32(CHILD))
+
+    @classmethod
+    def read(cls, r: Reader) -> Provenance:
+        kind = r.u32()
+        if kind == ROOT:
+            seed = r.bytes_(SEED_BYTES)
+            if len(seed) != SEED_BYTES:
+                raise MalformedMessageError("a root's bootstrap seed must be 32 bytes")
+            return cls(seed=seed)
+        if kind != CHILD:
+            raise MalformedMessageError(f"unknown node provenance {kind}")
+        return cls(receipt=SplitReceipt.read(r))
+
+
+@dataclass
+class NodeGate:
+    """A participant's record of the trees it has seen: one bootstrap seed per tree (kept
+    across the session, saved with the participant's state)."""
+
+    session: bytes
+    n_samples: int
+    min_node_size: int
+    peers: Mapping[str, Ed25519PublicKey]
+    roots: dict[int, bytes]
+
+    def check(self, tree: int, node: int, members: BoolArray, origin: Provenance) -> None:
+        """Refuse (ProtocolError, before anything is computed) a node request whose μ does
+        not follow from the tree: see the module docstring. Whether a request is refused
+        depends only on what the CS sent and on public or signed values, never on data."""
+        size = int(members.sum())
+        if size < self.min_node_size:
+            raise ProtocolError(
+                f"a node of {size} samples; the session's minimum node size is {self.min_node_size}"
+            )
+        if origin.receipt is None:
+            seen = self.roots.get(tree)
+            if node != 0 or (seen is not None and seen != origin.seed):
+                raise ProtocolError(f"tree {tree} already has another root (node {node})")
+            if not np.array_equal(bootstrap(origin.seed, tree, self.n_samples) > 0, members):
+                raise ProtocolError("a root whose samples are not its seed's bootstrap sample")
+            self.roots[tree] = origin.seed
+            return
+        receipt = origin.receipt
+        receipt.verify(self.peers, self.session)
+        if receipt.tree != tree or node not in (receipt.left, receipt.right):
+            raise ProtocolError(f"node {tree, node} is not a child the receipt names")
+        want = receipt.left_digest if node == receipt.left else receipt.right_digest
+        if receipt.left == receipt.right or digest(members) != want:
+            raise ProtocolError(f"node {tree, node}'s samples are not those its parent split off")

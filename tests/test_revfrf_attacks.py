@@ -1,0 +1,201 @@
+"""A deviating center server against RevFRF's participants (issue 26, finding 2): node
+requests the tree does not produce are refused before the participant sends anything."""
+
+import secrets
+import time
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from privfl.datasets import load_tabular
+from privfl.errors import ProtocolError, UnknownPartyError, WrongSessionError
+from privfl.forest import RevFRF, schedule
+from privfl.forest.computation_provider import ComputationProvider
+from privfl.forest.messages import (
+    REVOCATION_WINDOW_S,
+    NodeQuery,
+    NodeRequest,
+    RevocationRequest,
+    StaleMessageError,
+)
+from privfl.forest.provenance import Provenance, SplitReceipt, bootstrap, digest
+from privfl.messages import new_session_id
+
+KEYS = {"key_bits": 512, "allow_insecure_key_bits": True}  # INSECURE, for speed only
+
+
+@pytest.fixture(scope="module")
+def forest():
+    d = load_tabular("wine", seed=0)
+    x, y = d.x_train[:300], d.y_train[:300]
+    parts = {f"p{i}": x[:, 2 * i : 2 * i + 2] for i in range(4)}
+    return RevFRF(n_trees=3, max_depth=4, seed=1, **KEYS).fit(parts, y), parts, y
+
+
+def mask(n, rows):
+    out = np.zeros(n, dtype=bool)
+    out[rows] = True
+    return out
+
+
+def two_sample_request(model, tree, node, origin, rows=(3, 7)):
+    cfg = model.center_server.config
+    m = mask(cfg.n_samples, list(rows))
+    return NodeRequest(tree, node, m, (0,), cfg.probe_size, cfg.candidates, origin)
+
+
+def refuses(participant, data, error=ProtocolError, match=None):
+    """The participant raises (sends nothing) and records no candidate."""
+    pending, splits = dict(participant._pending), dict(participant._splits)
+    with pytest.raises(error, match=match):
+        participant.handle(data)
+    assert participant._pending == pending and participant._splits == splits
+
+
+def a_split(model, not_provider):
+    return next(
+        (t.tree_id, n) for t in model.trees for n in t.splits() if n.provider != not_provider
+    )
+
+
+def test_a_chosen_two_sample_node_is_refused_before_the_participant_sends_anything(forest):
+    """The exfiltration of finding 2: a 2-sample μ of the CS's choosing. Whatever the CS
+    says about the node's origin (a root, a real receipt of another node, a receipt it
+    signed itself, a real receipt of this very parent), the participant refuses it."""
+    model, _, _ = forest
+    cfg = model.center_server.config
+    victim = model.participants["p0"]
+    tree, node = a_split(model, "p0")
+    real = node.region.origin  # a genuine origin the CS holds
+    child_receipt = next(
+        n.region.origin.receipt
+        for t in model.trees
+        for n in t.nodes.values()
+        if n.region.origin.receipt is not None
+    )
+    forged_key = Ed25519PrivateKey.generate()
+    forged = SplitReceipt.sign(
+        forged_key, cfg.session, "p1", (tree, 0, 90, 91),
+        mask(cfg.n_samples, [3, 7]), mask(cfg.n_samples, [1, 2]),
+    )  # fmt: skip
+    attempts = [
+        (two_sample_request(model, tree, 0, Provenance(seed=bytes(32))), "root"),
+        (two_sample_request(model, tree, node.node_id, real), None),
+        (two_sample_request(model, child_receipt.tree, child_receipt.left,
+                            Provenance(receipt=child_receipt)), "not those its parent"),
+        (two_sample_request(model, tree, 90, Provenance(receipt=forged)), "not signed"),
+    ]  # fmt: skip
+    for request, match in attempts:
+        error = UnknownPartyError if match == "not signed" else ProtocolError
+        refuses(victim, request.to_bytes(cfg), error, match)
+
+
+def test_a_node_below_the_minimum_size_is_refused_whatever_its_origin(forest):
+    model, _, _ = forest
+    cfg = model.center_server.config
+    victim = model.participants["p0"]
+    for tree in model.trees:
+        for node in tree.nodes.values():
+            receipt = node.region.origin.receipt
+            if receipt is not None and receipt.signer != "p0":
+                one = two_sample_request(model, receipt.tree, node.node_id, node.region.origin,
+                                         rows=(int(node.region.members[0]),))  # fmt: skip
+                refuses(victim, one.to_bytes(cfg), ProtocolError, "minimum node size")
+                return
+    pytest.fail("no node to replay")
+
+
+def test_a_second_root_per_tree_and_a_replayed_split_node_are_refused(forest):
+    model, _, _ = forest
+    cfg = model.center_server.config
+    n = cfg.n_samples
+    victim = model.participants["p0"]
+    seed = bytes(range(32))
+    other_root = NodeRequest(0, 0, bootstrap(seed, 0, n) > 0, (0,), cfg.probe_size,
+                             cfg.candidates, Provenance(seed=seed))  # fmt: skip
+    refuses(victim, other_root.to_bytes(cfg), ProtocolError, "another root")
+    mine = next((t.tree_id, s) for t in model.trees for s in t.splits() if s.provider == "p0")
+    tree, node = mine
+    again = NodeRequest(tree, node.node_id, mask(n, node.region.members), (0,), cfg.probe_size,
+                        cfg.candidates, node.region.origin)  # fmt: skip
+    refuses(victim, again.to_bytes(cfg), ProtocolError, "already provides")
+
+
+def test_a_split_request_is_answered_with_a_receipt_of_the_children_it_computed(forest):
+    """The receipt the CS gets binds the children's μ the provider computed itself."""
+    model, _, _ = forest
+    for tree in model.trees:
+        for node in tree.splits():
+            left, right = tree.nodes[node.left], tree.nodes[node.right]
+            receipt = left.region.origin.receipt
+            assert receipt is right.region.origin.receipt and receipt.signer == node.provider
+            n = model.center_server.config.n_samples
+            assert receipt.left_digest == digest(mask(n, left.region.members))
+            assert receipt.right_digest == digest(mask(n, right.region.members))
+
+
+def test_every_node_respects_the_minimum_node_size_the_session_fixed():
+    d = load_tabular("wine", seed=0)
+    x, y = d.x_train[:200], d.y_train[:200]
+    parts = {"a": x[:, :3], "b": x[:, 3:6]}
+    model = RevFRF(n_trees=2, max_depth=6, min_samples=25, seed=2, **KEYS).fit(parts, y)
+    assert model.center_server.config.min_node_size == 25
+    sizes = [len(s.region.members) for t in model.trees for s in t.splits()]
+    assert sizes and min(sizes) >= 25
+
+
+def test_a_split_request_naming_the_node_as_its_own_child_is_malformed(forest):
+    model, _, _ = forest
+    cfg = model.center_server.config
+    data = NodeQuery("split-request", 0, 5, 0, (5, 6)).to_bytes(cfg)
+    with pytest.raises(ProtocolError, match="children"):
+        model.participants["p0"].handle(data)
+
+
+# ------------------------------------------------------------------ finding 4: CC replays
+def _signed(world, name, ms, session=None, nonce=None):
+    p = world.holders[name]
+    cfg = p._config if session is None else replace(p._config, session=session)
+    request = RevocationRequest.sign(
+        p._signing_key, cfg, name, nonce or secrets.token_bytes(16), ms
+    )
+    return request.to_bytes(cfg)
+
+
+def test_the_cc_refuses_a_stale_future_replayed_or_foreign_revocation_request():
+    world = schedule.secure_ops_world(512, ("u", "a"), allow_insecure_key_bits=True)
+    cc, now = world.cc, int(time.time() * 1000)
+    with pytest.raises(StaleMessageError, match="older"):
+        cc.revoke_by_request(_signed(world, "u", 0))  # dated 1970
+    with pytest.raises(StaleMessageError, match="older"):
+        cc.revoke_by_request(_signed(world, "u", now - int(REVOCATION_WINDOW_S * 1000) - 1000))
+    with pytest.raises(StaleMessageError, match="future"):
+        cc.revoke_by_request(_signed(world, "u", now + 3_600_000))
+    with pytest.raises(WrongSessionError):
+        cc.revoke_by_request(_signed(world, "u", now, session=new_session_id()))
+    assert cc.holders == ("u", "a")
+    fresh = _signed(world, "u", now)
+    assert cc.revoke_by_request(fresh) == "u" and cc.holders == ("a",)
+    with pytest.raises(StaleMessageError, match="replayed"):
+        cc.revoke_by_request(fresh)
+    # a CC rebuilt from its saved state (a deployment node) still refuses the replay
+    saved = cc.export_revocations()
+    rebuilt = ComputationProvider(cc._config, signing_key=cc._signing_key)
+    rebuilt._revocation_keys, rebuilt._holders = dict(cc._revocation_keys), {"u": 0, "a": 0}
+    rebuilt.restore_revocations(saved)
+    assert rebuilt.holders == ("a",)
+    with pytest.raises(StaleMessageError, match="replayed"):
+        rebuilt.revoke_by_request(fresh)
+
+
+def test_a_revocation_request_signed_for_another_session_fails_the_signature():
+    world = schedule.secure_ops_world(512, ("u", "a"), allow_insecure_key_bits=True)
+    p, cfg = world.holders["u"], world.holders["u"]._config
+    other = replace(cfg, session=new_session_id())
+    ms = int(time.time() * 1000)
+    signed_elsewhere = RevocationRequest.sign(p._signing_key, other, "u", bytes(16), ms)
+    relabelled = replace(signed_elsewhere).to_bytes(cfg)  # the header claims this session
+    with pytest.raises(UnknownPartyError, match="invalid signature"):
+        world.cc.revoke_by_request(relabelled)
