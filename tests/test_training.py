@@ -77,7 +77,7 @@ def test_one_step_decrypted_weights_agree_with_the_numpy_twin():
     session.send_model(0)
     party = session.parties[0]
     (idx,) = party.batches(0)
-    session.train_batch(party, idx)
+    session.train_batch(party, 0, 0, 0)
     ((w_secret, b_secret),) = session.reveal(party)
     twin = initial_model(sched)
     x, y = parties[0]

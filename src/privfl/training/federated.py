@@ -1,7 +1,9 @@
 """``privfl.train_federated``: SmartCryptNN's partially encrypted federated training.
 
 The last ``encrypted_layers`` layers stay encrypted under threshold CKKS for the whole run
-(no party and not the server can decrypt them alone); the other layers train in the clear and
+(the server cannot decrypt anything; a party gets only the joint decryptions the public
+schedule grants it, and the layers themselves only with every party's signed consent:
+:mod:`~.desk`); the other layers train in the clear and
 are averaged by the server (FedAvg). ``encrypted_layers=0`` is the plaintext baseline through
 the same roles and messages. Roles: :class:`~.server.Server` and :class:`~.party.Party` (their
 docstrings say what each holds and learns); :class:`~.protocol.Session` moves the bytes.
@@ -28,6 +30,7 @@ from privfl.training.party import Party, SigmoidRangeError
 from privfl.training.protocol import Session
 from privfl.training.result import RoundMetrics, TrainingResult, role_totals
 from privfl.training.server import Server
+from privfl.training.tickets import TrainingPlan
 from privfl.training.twin import Schedule, initial_model, plain_forward
 
 log = logging.getLogger(__name__)
@@ -146,7 +149,7 @@ def train_federated(
     )  # fmt: skip
     data = validate(parties, sched, parameters)
     start = time.perf_counter()
-    session, setup = _build(data, sched, parameters)
+    session, setup = _build(data, sched, parameters, evaluate_every)
     warnings: list[str] = []
     history: list[RoundMetrics] = []
     train = InProcessRunner()
@@ -158,14 +161,14 @@ def train_federated(
         for e in range(sched.local_epochs):
             epoch = rnd * sched.local_epochs + e
             for p in session.parties:
-                for idx in p.batches(epoch):
-                    largest = max(largest, session.train_batch(p, idx))
+                for batch in range(len(p.batches(epoch))):
+                    largest = max(largest, session.train_batch(p, rnd, epoch, batch))
         session.aggregate(rnd)
         session.send_model(rnd + 1)
         seconds = time.perf_counter() - t0
         loss = acc = max_u = None
         if evaluate_every and ((rnd + 1) % evaluate_every == 0 or rnd + 1 == sched.rounds):
-            loss, acc, max_u = _evaluate(session, sched, data)
+            loss, acc, max_u = _evaluate(session, sched, data, rnd)
         epoch_done = (rnd + 1) * sched.local_epochs
         row = RoundMetrics(rnd + 1, epoch_done, loss, acc, max_u, largest, seconds)
         history.append(row)
@@ -198,16 +201,22 @@ def train_federated(
 
 
 def _build(
-    data: Sequence[tuple[FloatArray, IntArray]], sched: Schedule, parameters: str
+    data: Sequence[tuple[FloatArray, IntArray]],
+    sched: Schedule,
+    parameters: str,
+    evaluate_every: int = 1,
 ) -> tuple[Session, InProcessRunner]:
-    """Roles, and (with a secret layer) the joint key generation (no dealer)."""
+    """Roles, and (with a secret layer) the joint key generation (no dealer). Each party
+    makes its own identity key; only the public halves go into the plan (the roster)."""
     setup = InProcessRunner()
     sid = new_session_id()
     if not sched.secret_layers:
         server = Server(sched, sid, None, None)
         parties = [Party(k, sid, x, y, sched, None, None) for k, (x, y) in enumerate(data)]
         return Session(server, parties, setup), setup
+    from privfl.crypto.identity import IdentityKey
     from privfl.crypto.threshold import make_roles, run_key_generation
+    from privfl.training.desk import ShareDesk
     from privfl.training.params import check_levels, training_parameters
 
     t = sched.plain_layers
@@ -218,12 +227,22 @@ def _build(
     t_server, t_parties = make_roles(params, len(data), sid)
     run_key_generation(t_server, t_parties, setup, evaluating_parties=True)
     server = Server(sched, sid, t_server, layout)
-    parties = [Party(k, sid, x, y, sched, t_parties[k], layout) for k, (x, y) in enumerate(data)]
+    identities = [IdentityKey() for _ in data]
+    plan = TrainingPlan(
+        tuple(t.name for t in t_parties),
+        tuple(i.public_bytes for i in identities),
+        tuple(int(y.size) for _, y in data),
+        sched,
+        evaluate_every,
+        layout.blocks,
+    )
+    desks = [ShareDesk(i, plan, t) for i, t in zip(identities, t_parties, strict=True)]
+    parties = [Party(k, sid, x, y, sched, desks[k], layout) for k, (x, y) in enumerate(data)]
     return Session(server, parties, setup), setup
 
 
 def _evaluate(
-    session: Session, sched: Schedule, data: Sequence[tuple[FloatArray, IntArray]]
+    session: Session, sched: Schedule, data: Sequence[tuple[FloatArray, IntArray]], rnd: int
 ) -> tuple[float, float, float]:
     """Loss, accuracy and max |u| of the current global model on the parties' own data
     (each party evaluates its own samples; with a secret layer through joint decryption)."""
@@ -234,7 +253,7 @@ def _evaluate(
     try:
         for p, (x, y) in zip(session.parties, data, strict=True):
             if sched.secret_layers:
-                u = session.outputs(p, x)
+                u = session.outputs(p, x, rnd)
                 a = chebyshev_sigmoid(u, low, high, sched.sigmoid_degree)
             else:
                 w, b = p.plain_layers()

@@ -19,22 +19,16 @@ from typing import Any, TypeVar
 import numpy as np
 
 from privfl._typing import FloatArray
-from privfl.crypto.threshold import (
-    BootstrapRequest,
-    BootstrapShare,
-    CiphertextMessage,
-    DecryptionRequest,
-    DecryptionShare,
-)
+from privfl.crypto.threshold import CiphertextMessage
 from privfl.errors import ProtocolError
 from privfl.runner import InProcessRunner
+from privfl.training.joint import Consent
 from privfl.training.messages import GlobalPlainLayers, PartyPlainLayers
-from privfl.training.party import Done, Party, Request
+from privfl.training.party import Done, Party
 from privfl.training.server import Server
+from privfl.training.tickets import Purpose
 
 T = TypeVar("T")
-RequestT = TypeVar("RequestT", BootstrapRequest, DecryptionRequest)
-ShareT = TypeVar("ShareT", BootstrapShare, DecryptionShare)
 
 
 class Session:
@@ -44,6 +38,7 @@ class Session:
         self.server = server
         self.parties = list(parties)
         self.runner = runner
+        self._predicted: dict[str, int] = {}
 
     # ------------------------------------------------------------------ transport
     def _run(self, role: str, step: str, fn: Callable[..., T], *args: Any) -> T:
@@ -120,78 +115,75 @@ class Session:
         self._run("server", "aggregate", server.aggregate, plains, updates)
 
     # ------------------------------------------------------------------ joint steps
-    def bootstrap(self, owner: Party, request: BootstrapRequest) -> list[BootstrapShare]:
-        """Every party's bootstrapping shares for ``owner``'s request."""
-        data = self._run(owner.name, "encode", request.to_bytes)
-        return [
-            self._run(q.name, "boot-share", q.bootstrap_share, request)
-            if q is owner
-            else self._ask(owner, q, data, "boot", Party.bootstrap_share, BootstrapRequest)
-            for q in self.parties
-        ]
+    def _joint(self, p: Party, message: bytes | Done) -> Any:
+        """Serve ``p``'s flow until it is done: each signed request goes to every other party
+        (relayed by the server in a deployment), each sealed share comes back to ``p``."""
+        while not isinstance(message, Done):
+            kind = p.pending_kind
+            sealed = [self._ask(p, q, message, kind) for q in self.parties if q is not p]
+            message = self._run(p.name, "encrypted", p.advance, sealed)
+        return message.value
 
-    def decryption_shares(
-        self, requester: Party, request: DecryptionRequest
-    ) -> list[DecryptionShare]:
-        """The other parties' decryption shares for ``requester``'s request."""
-        data = self._run(requester.name, "encode", request.to_bytes)
-        return [
-            self._ask(requester, q, data, "decrypt", Party.decryption_share, DecryptionRequest)
-            for q in self.parties
-            if q is not requester
-        ]
-
-    def _ask(
-        self,
-        owner: Party,
-        q: Party,
-        data: bytes,
-        kind: str,
-        answer: Callable[[Party, RequestT], ShareT],
-        request_type: type[RequestT],
-    ) -> ShareT:
-        """One round trip: ``owner``'s encoded request to ``q`` (decoded against ``q``'s own
-        context), ``q``'s ``answer`` back (decoded against ``owner``'s), as real bytes."""
+    def _ask(self, owner: Party, q: Party, data: bytes, kind: str) -> bytes:
+        """One round trip: ``owner``'s signed request to ``q``, ``q``'s sealed share back."""
         raw = self._send(owner.name, q.name, f"{kind}-request", data)
-        req = self._run(q.name, "decode", request_type.from_bytes, raw, self._ctx(q), q.session)
-        share = self._run(q.name, f"{kind}-share", answer, q, req)
-        back = self._send(q.name, owner.name, f"{kind}-share", share.to_bytes())
-        decoded: ShareT = self._run(
-            owner.name, "decode", type(share).from_bytes, back, self._ctx(owner), owner.session
-        )
-        return decoded
+        share = self._run(q.name, f"{kind}-share", q.answer, raw)
+        return self._send(q.name, owner.name, f"{kind}-share", share)
 
     # ------------------------------------------------------------------ flows
-    def _joint(self, p: Party, request: Request | Done) -> Any:
-        """Serve ``p``'s flow: bootstrapping and decryption shares until it is done."""
-        while not isinstance(request, Done):
-            shares: list[BootstrapShare] | list[DecryptionShare]
-            if isinstance(request, BootstrapRequest):
-                shares = self.bootstrap(p, request)
-            else:
-                shares = self.decryption_shares(p, request)
-            request = self._run(p.name, "encrypted", p.advance, shares)
-        return request.value
-
-    def train_batch(self, p: Party, idx: Any) -> float:
-        """One mini-batch of party ``p``; returns ``max |e_T|`` (0 without a secret layer)."""
-        request = self._run(p.name, "forward", p.start_batch, idx)
+    def train_batch(self, p: Party, rnd: int, epoch: int, b: int) -> float:
+        """Mini-batch ``b`` of ``epoch`` of party ``p``; returns ``max |e_T|`` (0 without a
+        secret layer)."""
+        request = self._run(p.name, "forward", p.start_batch, rnd, epoch, b)
         if request is None:
             return 0.0
         return float(self._joint(p, request))
 
-    def outputs(self, p: Party, x: FloatArray) -> FloatArray:
-        """Pre-activations of the encrypted last layer for the rows of ``x``, decrypted for
-        party ``p`` only (blocks of ``K`` rows per ciphertext)."""
-        if p.layout is None:
-            raise ProtocolError(f"{p.name} has no encrypted layer")
-        k = p.layout.blocks
+    def outputs(self, p: Party, x: FloatArray, rnd: int) -> FloatArray:
+        """Pre-activations of the encrypted last layer for party ``p``'s own rows ``x`` after
+        round ``rnd`` (evaluation), decrypted for ``p`` only (``K`` rows per ciphertext)."""
+        k = self._blocks(p)
         out = []
-        for start in range(0, x.shape[0], k):
-            request = self._run(p.name, "output", p.start_output, x[start : start + k])
+        for block, start in enumerate(range(0, x.shape[0], k)):
+            rows = x[start : start + k]
+            request = self._run(p.name, "output", p.start_output, rnd, block, rows)
             out.append(self._joint(p, request))
         return np.concatenate(out, axis=0)
 
+    def predict(self, p: Party, x: FloatArray) -> FloatArray:
+        """Pre-activations for rows of ``p``'s choice after training: every party signs a
+        consent for that many more blocks (the caller runs them all, so it agrees)."""
+        k = self._blocks(p)
+        first = self._predicted.get(p.name, 0)
+        blocks = -(-x.shape[0] // k)
+        consents = self._consents(p, Purpose.PREDICT, first + blocks)
+        out = []
+        for j, start in enumerate(range(0, x.shape[0], k)):
+            rows = x[start : start + k]
+            rnd = p.schedule.rounds
+            request = self._run(
+                p.name, "predict", p.start_output, rnd, first + j, rows, Purpose.PREDICT, consents
+            )
+            out.append(self._joint(p, request))
+        self._predicted[p.name] = first + blocks
+        return np.concatenate(out, axis=0)
+
     def reveal(self, p: Party) -> list[tuple[FloatArray, FloatArray]]:
-        """The final encrypted layers, jointly decrypted for party ``p`` (all parties share)."""
-        return list(self._joint(p, self._run(p.name, "reveal", p.start_reveal)))
+        """The final encrypted layers, jointly decrypted for party ``p`` (every party signs
+        its consent; all take part)."""
+        consents = self._consents(p, Purpose.REVEAL, p.schedule.secret_layers)
+        return list(self._joint(p, self._run(p.name, "reveal", p.start_reveal, consents)))
+
+    def _consents(self, p: Party, purpose: Purpose, limit: int) -> list[Consent]:
+        out = []
+        for q in self.parties:
+            raw = self._run(q.name, "consent", q.consent, p.name, purpose, limit)
+            if q is not p:
+                raw = self._send(q.name, p.name, "consent", raw)
+            out.append(Consent.from_bytes(raw, p.session))
+        return out
+
+    def _blocks(self, p: Party) -> int:
+        if p.layout is None:
+            raise ProtocolError(f"{p.name} has no encrypted layer")
+        return p.layout.blocks
