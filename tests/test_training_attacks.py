@@ -34,7 +34,7 @@ def session():
     rng = np.random.default_rng(11)  # not secret: test data
     parties = [(rng.uniform(0, 1, (8, 6)), rng.integers(0, 4, 8)) for _ in range(3)]
     sched = Schedule(LAYERS, 1, 4, 4, 4, 1.0, 0)  # 4 rounds of one epoch, 2 batches each
-    s, _ = _build(parties, sched, "test", 1)
+    s, _, _ = _build(parties, sched, "test", 1)
     s.send_model(0)
     return s
 

@@ -117,6 +117,17 @@ class Party:
     def samples(self) -> int:
         return int(self._y.size)
 
+    @property
+    def rows(self) -> tuple[FloatArray, IntArray]:
+        """This party's own samples (features, labels)."""
+        return self._x, self._y
+
+    @property
+    def plain_shapes(self) -> list[tuple[int, int]]:
+        """``(out, in)`` of each plaintext layer (what a global model must carry)."""
+        sizes = self.schedule.sizes
+        return [(sizes[i + 1], sizes[i]) for i in range(self.schedule.plain_layers)]
+
     # ------------------------------------------------------------------ model exchange
     def receive_model(self, plain: GlobalPlainLayers, secret: Sequence[CiphertextMessage]) -> None:
         """Start a round from the server's global model (plaintext layers, encrypted layers)."""

@@ -82,6 +82,7 @@ class TrainingResult:
     batches_per_party: tuple[int, ...]
     wall_seconds: float
     warnings: tuple[str, ...] = ()
+    exchanges: dict[str, int] = field(default_factory=dict)
     _session: Session | None = field(default=None, repr=False, compare=False)
 
     @property
