@@ -245,3 +245,31 @@ def test_training_messages_decode_only_to_typed_errors(session):
                 decode(bytes(raw))
     assert p2.crypto.decryption_shares_made == made
     assert isinstance(p0.advance([sealed, p2.answer(honest)]), Done)
+
+
+def test_a_poisoning_partys_plaintext_update_is_clipped_to_the_declared_norm():
+    """One party uploads plaintext layers moved by 1e3 (model replacement); with
+    ``max_update_norm`` the global layers move by at most bound / parties."""
+    from privfl.training.messages import PartyPlainLayers
+    from privfl.training.server import Server
+
+    sched = Schedule(LAYERS, 0, 1, 1, 4, 1.0, 0)
+    for bound, limit in ((None, 100.0), (0.5, 0.5 / 3 + 1e-9)):
+        server = Server(sched, bytes(16), None, None, bound)
+        plain, _ = server.global_model(0)
+        ups = [
+            PartyPlainLayers(
+                plain.session,
+                f"party-{k}",
+                0,
+                tuple(w + (1e3 if k == 0 else 0.0) for w in plain.weights),
+                plain.biases,
+            )
+            for k in range(3)
+        ]
+        server.aggregate(ups, [[], [], []])
+        after, _ = server.global_model(1)
+        pairs = zip(after.weights, plain.weights, strict=True)
+        moved = np.sqrt(sum(float(np.sum((a - b) ** 2)) for a, b in pairs))
+        assert (moved <= limit) == (bound is not None)
+        assert [c[1] for c in server.clipped] == ([] if bound is None else ["party-0"])

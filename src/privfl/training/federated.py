@@ -131,6 +131,7 @@ def train_federated(
     evaluate_every: int = 1,
     on_range: str = "raise",
     on_round: Callable[[RoundMetrics], None] | None = None,
+    max_update_norm: float | None = None,
 ) -> TrainingResult:
     """Train an MLP over ``parties`` (a list of ``(X, y)``) with the last ``encrypted_layers``
     layers under threshold CKKS (see the module doc).
@@ -143,7 +144,9 @@ def train_federated(
     range held (for the last layer; with two encrypted layers the first one's pre-activations
     are checked on the initial model and by the ``e_T`` tripwire only); ``on_range`` =
     ``"raise"`` (:class:`SigmoidRangeError`) or ``"warn"``
-    (recorded in ``result.warnings``).
+    (recorded in ``result.warnings``). ``max_update_norm``: the server clips each party's
+    plaintext-layer update of a round to this L2 norm (a bound on what one deviating party
+    can move those layers; None = plain FedAvg, the paper's).
     """
     if on_range not in ("raise", "warn"):
         raise InputError("on_range must be 'raise' or 'warn'")
@@ -154,7 +157,7 @@ def train_federated(
     )  # fmt: skip
     data = validate(parties, sched, parameters)
     start = time.perf_counter()
-    session, setup, plan = _build(data, sched, parameters, evaluate_every)
+    session, setup, plan = _build(data, sched, parameters, evaluate_every, max_update_norm)
     warnings: list[str] = []
     train = InProcessRunner()
     nodes = [PartyNode(p, plan.names, consents_to_reveal=reveal) for p in session.parties]
@@ -202,6 +205,7 @@ def _build(
     sched: Schedule,
     parameters: str,
     evaluate_every: int = 1,
+    max_update_norm: float | None = None,
 ) -> tuple[Session, InProcessRunner, TrainingPlan]:
     """Roles, the public plan, and (with a secret layer) the joint key generation (no
     dealer). Each party makes its own identity key; only the public halves go into the plan
@@ -213,7 +217,7 @@ def _build(
     samples = tuple(int(y.size) for _, y in data)
     roster = tuple(i.public_bytes for i in identities)
     if not sched.secret_layers:
-        server = Server(sched, sid, None, None)
+        server = Server(sched, sid, None, None, max_update_norm)
         parties = [Party(k, sid, x, y, sched, None, None) for k, (x, y) in enumerate(data)]
         plan = TrainingPlan(names, roster, samples, sched, evaluate_every, sched.batch_size)
         return Session(server, parties, setup), setup, plan
@@ -228,7 +232,7 @@ def _build(
     check_levels(params, sched.sigmoid_degree)
     t_server, t_parties = make_roles(params, len(data), sid, names)
     run_key_generation(t_server, t_parties, setup, evaluating_parties=True)
-    server = Server(sched, sid, t_server, layout)
+    server = Server(sched, sid, t_server, layout, max_update_norm)
     plan = TrainingPlan(names, roster, samples, sched, evaluate_every, layout.blocks)
     desks = [ShareDesk(i, plan, t) for i, t in zip(identities, t_parties, strict=True)]
     parties = [Party(k, sid, x, y, sched, desks[k], layout) for k, (x, y) in enumerate(data)]
