@@ -16,8 +16,14 @@ import pytest
 pytest.importorskip("openfhe")
 
 from privfl.crypto.identity import IdentityKey
-from privfl.crypto.threshold import BootstrapShare, DecryptionRequest, DecryptionShare
+from privfl.crypto.threshold import (
+    BootstrapRequest,
+    BootstrapShare,
+    DecryptionRequest,
+    DecryptionShare,
+)
 from privfl.crypto.threshold_ciphertext import JointDecryptionError, fuse_and_decode
+from privfl.crypto.threshold_roles import REQUEST_ID_SHIFT
 from privfl.errors import DecryptionNotPermittedError, ProtocolError, UnknownPartyError
 from privfl.runner import InProcessRunner
 from privfl.training.federated import _build
@@ -151,6 +157,10 @@ def test_a_repeated_bootstrapping_request_id_is_refused(session):
     msg = SignedRequest.from_bytes(first, p0.session)
     other = dataclasses.replace(msg.ticket, step=1)
     _refused(p1, p0.desk.sign(other, "boot", msg.request).to_bytes())
+    # nor may party 0 take an id from party 2's range (honest ids never collide across parties)
+    inner = BootstrapRequest.from_bytes(msg.request, p0.crypto.context, p0.session)
+    theirs = dataclasses.replace(inner, request_id=(3 << REQUEST_ID_SHIFT) + 1)
+    _refused(p1, p0.desk.sign(other, "boot", theirs.to_bytes()).to_bytes())
     message = p0.advance([share, p2.answer(first)])
     while not isinstance(message, Done):
         message = p0.advance([q.answer(message) for q in (p1, p2)])

@@ -8,13 +8,16 @@ threshold key share through :class:`~privfl.crypto.threshold.ThresholdParty`.
 the request is signed by a party of the roster other than this one (the server is not in it:
 its own requests, and any request it altered, fail here); its ticket is one the public plan
 allows that party, with that kind of share (:func:`~.tickets.check_ticket`); a reveal or a
-prediction carries every party's signed consent naming the requester; the ticket and the
-request id were never answered for that requester before; the threshold request inside is
-well formed and names the same requester. Every condition depends on public facts and on the
-message only, never on a secret. A refused request makes no share at all (nothing is
-computed, the flooding budget is not touched) and raises
-:class:`~privfl.errors.DecryptionNotPermittedError` (or :class:`~privfl.errors.UnknownPartyError`
-for a bad signature).
+prediction carries every party's signed consent naming the requester; the ticket was never
+answered for that requester before; the threshold request inside is well formed, names the
+same requester and carries a request id from that requester's range
+(:data:`~privfl.crypto.threshold_roles.REQUEST_ID_SHIFT`) never answered before (two
+bootstrapping answers under one id share the CRP element ``a``: their difference would be a
+decryption share of a ciphertext of the requesters' choice). Every condition depends on
+public facts and on the message only, never on a secret. A refused request makes no share at
+all (nothing is computed, the flooding budget is not touched) and raises
+:class:`~privfl.errors.DecryptionNotPermittedError` (or
+:class:`~privfl.errors.UnknownPartyError` for a bad signature).
 
 What this does **not** decide: whether the ``c1`` a party signed for a boundary-error ticket
 really is ``e_T`` of that batch. The batch owner computes ``e_T`` from its own plaintext rows,
@@ -38,6 +41,7 @@ from privfl.crypto.threshold import (
     DecryptionShare,
     ThresholdParty,
 )
+from privfl.crypto.threshold_roles import REQUEST_ID_SHIFT
 from privfl.errors import DecryptionNotPermittedError, ProtocolError, UnknownPartyError
 from privfl.training.joint import (
     CONSENT_DOMAIN,
@@ -70,7 +74,7 @@ class ShareDesk:
         if plan.pinned.get(self.name) != identity.public_bytes:
             raise UnknownPartyError(f"{self.name}'s identity is not the one the plan pins")
         self._tickets: set[tuple[str, str]] = set()
-        self._ids: set[tuple[str, int]] = set()
+        self._ids: set[int] = set()
         self.refused = 0
 
     # ------------------------------------------------------------------ own requests
@@ -151,12 +155,13 @@ class ShareDesk:
             request = DecryptionRequest.from_bytes(message.request, ctx, self.session)
         if request.sender != requester:
             raise DecryptionNotPermittedError("the request inside names another requester")
-        if (requester, request.request_id) in self._ids:
-            raise DecryptionNotPermittedError(
-                f"{requester}'s request id {request.request_id} was answered"
-            )
+        rid = request.request_id
+        if rid >> REQUEST_ID_SHIFT != self.plan.index_of(requester) + 1:
+            raise DecryptionNotPermittedError(f"request id {rid} is not in {requester}'s range")
+        if rid in self._ids:
+            raise DecryptionNotPermittedError(f"request id {rid} was answered")
         self._tickets.add((requester, ticket.label()))
-        self._ids.add((requester, request.request_id))
+        self._ids.add(rid)
         share: Share
         if isinstance(request, BootstrapRequest):
             share = self.crypto.bootstrap_share(request)

@@ -1,14 +1,14 @@
-"""The step sequence of partially encrypted training, driven in one process.
+"""Direct calls between the roles of one training run, in one process: what
+:meth:`TrainingResult.predict <privfl.training.result.TrainingResult.predict>` uses after
+training (predictions for rows of party 0's choice, with every party's signed consent), and
+what tests use to drive single steps (a batch, a reveal).
 
-:class:`Session` holds the roles (one :class:`~.server.Server`, the :class:`~.party.Party`
-objects) and moves every message between them as bytes through
-:class:`privfl.runner.InProcessRunner`: channel ``"<sender>><receiver>:<kind>"`` (bytes per
-role), run key ``"<role>:<step>"`` (seconds per role). Each receiver decodes (and so checks)
-what it gets. Joint steps: interactive bootstrapping (the batch owner sends ``c1``, every other
-party returns its masked shares, the owner adds its own), joint decryption (the requester sends
-``c1`` to the others, fuses their shares with its own: only it learns the plaintext).
-Messages between parties are relayed by the server in a deployment (star topology); they are
-counted once, as party-to-party bytes.
+Training itself runs through the one step sequence of :mod:`~.schedule` (server and party
+nodes over a transport). :class:`Session` holds the same role objects and moves every message
+between them as bytes through :class:`privfl.runner.InProcessRunner`: channel
+``"<sender>><receiver>:<kind>"`` (bytes per role), run key ``"<role>:<step>"`` (seconds per
+role). A joint step: the requester's signed request goes to every other party, each answers
+with a share sealed for the requester (:mod:`~.desk`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from privfl.crypto.threshold import CiphertextMessage
 from privfl.errors import ProtocolError
 from privfl.runner import InProcessRunner
 from privfl.training.joint import Consent
-from privfl.training.messages import GlobalPlainLayers, PartyPlainLayers
+from privfl.training.messages import GlobalPlainLayers
 from privfl.training.party import Done, Party
 from privfl.training.server import Server
 from privfl.training.tickets import Purpose
@@ -80,40 +80,6 @@ class Session:
                 )
             self._run(p.name, "receive-model", p.receive_model, msg, cts)
 
-    def aggregate(self, rnd: int) -> None:
-        """Every party -> server: plaintext layers and encrypted update; the server averages."""
-        server = self.server
-        plains, updates = [], []
-        for p in self.parties:
-            plain, update = self._run(p.name, "upload", p.upload, server.session, rnd)
-            data = self._send(p.name, "server", "party-plain", plain.to_bytes())
-            plains.append(
-                self._run(
-                    "server",
-                    "decode",
-                    PartyPlainLayers.from_bytes,
-                    data,
-                    server.session,
-                    rnd,
-                    server.shapes,
-                )
-            )
-            cts = []
-            for u in update:
-                raw = self._send(p.name, "server", "party-update", u.to_bytes())
-                cts.append(
-                    self._run(
-                        "server",
-                        "decode",
-                        CiphertextMessage.from_bytes,
-                        raw,
-                        self._ctx(p),
-                        server.session,
-                    )
-                )
-            updates.append(cts)
-        self._run("server", "aggregate", server.aggregate, plains, updates)
-
     # ------------------------------------------------------------------ joint steps
     def _joint(self, p: Party, message: bytes | Done) -> Any:
         """Serve ``p``'s flow until it is done: each signed request goes to every other party
@@ -138,17 +104,6 @@ class Session:
         if request is None:
             return 0.0
         return float(self._joint(p, request))
-
-    def outputs(self, p: Party, x: FloatArray, rnd: int) -> FloatArray:
-        """Pre-activations of the encrypted last layer for party ``p``'s own rows ``x`` after
-        round ``rnd`` (evaluation), decrypted for ``p`` only (``K`` rows per ciphertext)."""
-        k = self._blocks(p)
-        out = []
-        for block, start in enumerate(range(0, x.shape[0], k)):
-            rows = x[start : start + k]
-            request = self._run(p.name, "output", p.start_output, rnd, block, rows)
-            out.append(self._joint(p, request))
-        return np.concatenate(out, axis=0)
 
     def predict(self, p: Party, x: FloatArray) -> FloatArray:
         """Pre-activations for rows of ``p``'s choice after training: every party signs a
