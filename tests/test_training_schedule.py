@@ -18,7 +18,7 @@ pytest.importorskip("openfhe")
 
 import privfl
 from privfl.errors import ProtocolError
-from privfl.messages import new_session_id
+from privfl.messages import Writer, new_session_id
 from privfl.runner import InProcessRunner
 from privfl.training.envelope import Envelope, Item, pack_parts
 from privfl.training.federated import _build
@@ -39,7 +39,8 @@ def _data(count=3, rows=8, seed=4):
 def built():
     sched = Schedule(LAYERS, 1, 2, 2, 4, 1.0, 0)
     session, _, plan = _build(_data(), sched, "test", 1)
-    nodes = [PartyNode(p, plan.names) for p in session.parties]
+    # every node agrees to reveal to party-0 only: the server cannot name another recipient
+    nodes = [PartyNode(p, plan.names, "party-0") for p in session.parties]
     return session, plan, nodes
 
 
@@ -90,6 +91,7 @@ def test_a_node_refuses_envelopes_a_server_should_not_send(built):
         Envelope(sid, "server", "train", 0),  # no global model delivered
         Envelope(sid, "server", "evaluate", 1),
         Envelope(sid, "server", "consent", 2, body=b"\x00"),
+        Envelope(sid, "server", "consent", 2, body=Writer().str_(peer).u32(1).getvalue()),
         Envelope(new_session_id(), "server", "upload", 0),
     ]
     made = node.party.crypto.decryption_shares_made

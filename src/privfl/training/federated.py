@@ -160,7 +160,8 @@ def train_federated(
     session, setup, plan = _build(data, sched, parameters, evaluate_every, max_update_norm)
     warnings: list[str] = []
     train = InProcessRunner()
-    nodes = [PartyNode(p, plan.names, consents_to_reveal=reveal) for p in session.parties]
+    reveal_to = plan.names[0] if reveal else None
+    nodes = [PartyNode(p, plan.names, reveal_to) for p in session.parties]
 
     def round_done(row: RoundMetrics) -> None:
         if row.max_abs_u is not None and sched.secret_layers:
@@ -172,7 +173,7 @@ def train_federated(
         session.server,
         plan,
         InProcessTransport(nodes, train),
-        reveal_to=plan.names[0] if reveal else None,
+        reveal_to=reveal_to,
         run=train.run,
         on_round=round_done,
     )

@@ -17,7 +17,8 @@ Steps (the server's :func:`~.schedule.run_training` sends them in this order):
 ``upload``    -> the plaintext layers and the encrypted update of the round
 ``evaluate``  (round r, the new global model) -> the last layer's outputs on this party's
               own rows, then its loss sum, correct count, rows and ``max |u|``
-``consent``   (recipient, limit) -> this party's signed consent, if its operator agreed
+``consent``   (recipient, limit) -> this party's signed consent, if its operator agreed to
+              reveal to that recipient
 ``reveal``    (consents) -> the final layers decrypted for this party (kept on the node)
 ``finish``    (the final global model) -> done; the node keeps the model
 """
@@ -48,14 +49,15 @@ Job = Callable[[], bytes | None]
 
 
 class PartyNode:
-    """The party's side of the schedule (see the module doc). ``consents_to_reveal``: this
-    node's operator agrees that the final layers be revealed to ``reveal_to``."""
+    """The party's side of the schedule (see the module doc). ``reveal_to``: the party this
+    node's operator agrees may receive the final layers (None: no reveal); the server only
+    relays the consent, it cannot choose the recipient."""
 
-    def __init__(self, party: Party, names: tuple[str, ...], consents_to_reveal: bool = False):
+    def __init__(self, party: Party, names: tuple[str, ...], reveal_to: str | None = None):
         self.party = party
         self.name = party.name
         self.others = tuple(n for n in names if n != party.name)
-        self.consents_to_reveal = consents_to_reveal
+        self.reveal_to = reveal_to
         self._jobs: list[Job] = []
         self._busy = False
         self._shares: dict[str, bytes] = {}
@@ -170,8 +172,10 @@ class PartyNode:
         r = Reader(env.body, "consent request")
         recipient, limit = r.str_(), r.u32()
         r.end()
-        if not self.consents_to_reveal:
-            raise DecryptionNotPermittedError(f"{self.name}'s operator did not agree to reveal")
+        if self.reveal_to is None or recipient != self.reveal_to:
+            raise DecryptionNotPermittedError(
+                f"{self.name}'s operator did not agree to reveal the layers to {recipient!r}"
+            )
         self._body = self.party.consent(recipient, Purpose.REVEAL, limit)
         return [], True
 
