@@ -90,6 +90,7 @@ def test_a_node_refuses_envelopes_a_server_should_not_send(built):
         Envelope(sid, "server", "relay", 0, (Item(peer, "request", b"junk"),)),
         Envelope(sid, "server", "train", 0),  # no global model delivered
         Envelope(sid, "server", "evaluate", 1),
+        Envelope(sid, "server", "evaluate", 0),
         Envelope(sid, "server", "consent", 2, body=b"\x00"),
         Envelope(sid, "server", "consent", 2, body=Writer().str_(peer).u32(1).getvalue()),
         Envelope(new_session_id(), "server", "upload", 0),

@@ -107,6 +107,7 @@ class PartyNode:
         self.model_round = env.round
 
     def _train(self, env: Envelope) -> tuple[list[Item], bool]:
+        self._require_idle()
         self._model(env)
         p, s = self.party, self.party.schedule
         rnd = env.round
@@ -150,6 +151,8 @@ class PartyNode:
 
     def _evaluate(self, env: Envelope) -> tuple[list[Item], bool]:
         self._require_idle()
+        if env.round < 1:
+            raise ProtocolError("evaluation follows a round: its model is of round 1 or later")
         self._model(env)
         p = self.party
         x, _ = p.rows
