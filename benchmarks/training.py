@@ -57,6 +57,9 @@ def cost(args: argparse.Namespace) -> dict[str, Any]:
         pe = res.per_epoch()
         row: dict[str, Any] = {"encrypted_layers": enc, **pe}
         row["setup_seconds"], row["setup_MB"] = res.setup_seconds, res.setup_bytes / 1e6
+        # server <-> node exchanges (Flower rounds in a deployment) of training, per epoch
+        training = ("train", "relay", "upload")
+        row["exchanges_per_epoch"] = sum(res.exchanges.get(k, 0) for k in training) / args.epochs
         if enc in PAPER:
             paper = PAPER[enc]
             row["paper_seconds_per_epoch"] = paper["hours"] * 3600 / PAPER_EPOCHS

@@ -73,11 +73,11 @@ def test_one_step_decrypted_weights_agree_with_the_numpy_twin():
     """Party 0's model after its first mini-batch (real ciphertexts, jointly decrypted)."""
     parties = _parties(4)
     sched = Schedule(LAYERS, 1, 1, 1, 4, 1.0, 0)
-    session, _ = _build(parties, sched, "test")
+    session, _, _ = _build(parties, sched, "test")
     session.send_model(0)
     party = session.parties[0]
     (idx,) = party.batches(0)
-    session.train_batch(party, idx)
+    session.train_batch(party, 0, 0, 0)
     ((w_secret, b_secret),) = session.reveal(party)
     twin = initial_model(sched)
     x, y = parties[0]

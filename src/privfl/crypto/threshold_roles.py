@@ -58,7 +58,10 @@ from privfl.errors import (
 )
 from privfl.messages import Reader, Writer
 
+REQUEST_ID_SHIFT = 40
+
 __all__ = [
+    "REQUEST_ID_SHIFT",
     "DecryptionBudgetExhaustedError",
     "ThresholdParty",
 ]
@@ -77,6 +80,9 @@ class ThresholdParty(CiphertextHolder):
     def __init__(self, name: str, index: int, context: ThresholdContext, session: bytes) -> None:
         super().__init__(name, context, session)
         self.index = index
+        # request ids of party k start at (k + 1) << REQUEST_ID_SHIFT: no two holders of a
+        # session ever use one id, so no two bootstraps share the CRP element ``a``
+        self._next_id = (index + 1) << REQUEST_ID_SHIFT
         self._secret: Any | None = None
         self.decryption_shares_made = 0
         self._answered: set[tuple[str, int]] = set()

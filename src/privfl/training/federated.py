@@ -1,7 +1,9 @@
 """``privfl.train_federated``: SmartCryptNN's partially encrypted federated training.
 
 The last ``encrypted_layers`` layers stay encrypted under threshold CKKS for the whole run
-(no party and not the server can decrypt them alone); the other layers train in the clear and
+(the server cannot decrypt anything; a party gets only the joint decryptions the public
+schedule grants it, and the layers themselves only with every party's signed consent:
+:mod:`~.desk`); the other layers train in the clear and
 are averaged by the server (FedAvg). ``encrypted_layers=0`` is the plaintext baseline through
 the same roles and messages. Roles: :class:`~.server.Server` and :class:`~.party.Party` (their
 docstrings say what each holds and learns); :class:`~.protocol.Session` moves the bytes.
@@ -20,14 +22,18 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from privfl._typing import FloatArray, IntArray
+from privfl.crypto.identity import IdentityKey
 from privfl.errors import InputError
 from privfl.messages import new_session_id
 from privfl.runner import InProcessRunner
+from privfl.training.node import PartyNode
 from privfl.training.packing import LayerLayout, chebyshev_sigmoid
 from privfl.training.party import Party, SigmoidRangeError
 from privfl.training.protocol import Session
 from privfl.training.result import RoundMetrics, TrainingResult, role_totals
+from privfl.training.schedule import InProcessTransport, run_training
 from privfl.training.server import Server
+from privfl.training.tickets import TrainingPlan
 from privfl.training.twin import Schedule, initial_model, plain_forward
 
 log = logging.getLogger(__name__)
@@ -35,6 +41,8 @@ log = logging.getLogger(__name__)
 __all__ = ["SigmoidRangeError", "TrainingResult", "train_federated", "validate"]
 
 SUPPORTED_ENCRYPTED = (0, 1, 2)
+# the exchanges whose cost is training's (evaluation, consent, reveal and finish are not)
+TRAINING_STEPS = frozenset({"train", "relay", "upload", "model", "aggregate"})
 
 
 def validate(
@@ -123,6 +131,7 @@ def train_federated(
     evaluate_every: int = 1,
     on_range: str = "raise",
     on_round: Callable[[RoundMetrics], None] | None = None,
+    max_update_norm: float | None = None,
 ) -> TrainingResult:
     """Train an MLP over ``parties`` (a list of ``(X, y)``) with the last ``encrypted_layers``
     layers under threshold CKKS (see the module doc).
@@ -135,7 +144,9 @@ def train_federated(
     range held (for the last layer; with two encrypted layers the first one's pre-activations
     are checked on the initial model and by the ``e_T`` tripwire only); ``on_range`` =
     ``"raise"`` (:class:`SigmoidRangeError`) or ``"warn"``
-    (recorded in ``result.warnings``).
+    (recorded in ``result.warnings``). ``max_update_norm``: the server clips each party's
+    plaintext-layer update of a round to this L2 norm (a bound on what one deviating party
+    can move those layers; None = plain FedAvg, the paper's).
     """
     if on_range not in ("raise", "warn"):
         raise InputError("on_range must be 'raise' or 'warn'")
@@ -146,37 +157,29 @@ def train_federated(
     )  # fmt: skip
     data = validate(parties, sched, parameters)
     start = time.perf_counter()
-    session, setup = _build(data, sched, parameters)
+    session, setup, plan = _build(data, sched, parameters, evaluate_every, max_update_norm)
     warnings: list[str] = []
-    history: list[RoundMetrics] = []
     train = InProcessRunner()
-    session.runner = train
-    session.send_model(0)
-    for rnd in range(sched.rounds):
-        t0 = time.perf_counter()
-        largest = 0.0
-        for e in range(sched.local_epochs):
-            epoch = rnd * sched.local_epochs + e
-            for p in session.parties:
-                for idx in p.batches(epoch):
-                    largest = max(largest, session.train_batch(p, idx))
-        session.aggregate(rnd)
-        session.send_model(rnd + 1)
-        seconds = time.perf_counter() - t0
-        loss = acc = max_u = None
-        if evaluate_every and ((rnd + 1) % evaluate_every == 0 or rnd + 1 == sched.rounds):
-            loss, acc, max_u = _evaluate(session, sched, data)
-        epoch_done = (rnd + 1) * sched.local_epochs
-        row = RoundMetrics(rnd + 1, epoch_done, loss, acc, max_u, largest, seconds)
-        history.append(row)
+    reveal_to = plan.names[0] if reveal else None
+    nodes = [PartyNode(p, plan.names, reveal_to) for p in session.parties]
+
+    def round_done(row: RoundMetrics) -> None:
         if row.max_abs_u is not None and sched.secret_layers:
             _range_check(row, sched, on_range, warnings)
         if on_round is not None:
             on_round(row)
-    secret = None
-    if reveal and sched.secret_layers:
-        session.runner = InProcessRunner()
-        secret = session.reveal(session.parties[0])
+
+    report = run_training(
+        session.server,
+        plan,
+        InProcessTransport(nodes, train),
+        reveal_to=reveal_to,
+        run=train.run,
+        on_round=round_done,
+    )
+    secret = nodes[0].revealed
+    counted = {k: v for k, v in train.seconds.items() if k.split(":", 1)[1] in TRAINING_STEPS}
+    sizes = {k: v for k, v in train.sizes.items() if k.split(":", 1)[1] in TRAINING_STEPS}
     w, b = session.parties[0].plain_layers()
     return TrainingResult(
         schedule=sched,
@@ -185,29 +188,42 @@ def train_federated(
         plain_biases=tuple(b),
         secret_weights=None if secret is None else tuple(w for w, _ in secret),
         secret_biases=None if secret is None else tuple(b for _, b in secret),
-        history=tuple(history),
-        role_seconds=role_totals(train.seconds),
-        role_bytes=role_totals(train.sizes, split=True),
+        history=report.history,
+        role_seconds=role_totals(counted),
+        role_bytes=role_totals(sizes, split=True),
         setup_seconds=float(sum(sum(v) for v in setup.seconds.values())),
         setup_bytes=int(sum(sum(v) for v in setup.sizes.values())),
         batches_per_party=tuple(sched.epochs * len(p.batches(0)) for p in session.parties),
         wall_seconds=time.perf_counter() - start,
         warnings=tuple(warnings),
+        exchanges=report.exchanges,
         _session=session,
     )
 
 
 def _build(
-    data: Sequence[tuple[FloatArray, IntArray]], sched: Schedule, parameters: str
-) -> tuple[Session, InProcessRunner]:
-    """Roles, and (with a secret layer) the joint key generation (no dealer)."""
+    data: Sequence[tuple[FloatArray, IntArray]],
+    sched: Schedule,
+    parameters: str,
+    evaluate_every: int = 1,
+    max_update_norm: float | None = None,
+) -> tuple[Session, InProcessRunner, TrainingPlan]:
+    """Roles, the public plan, and (with a secret layer) the joint key generation (no
+    dealer). Each party makes its own identity key; only the public halves go into the plan
+    (the roster)."""
     setup = InProcessRunner()
     sid = new_session_id()
+    identities = [IdentityKey() for _ in data]
+    names = tuple(f"party-{k}" for k in range(len(data)))
+    samples = tuple(int(y.size) for _, y in data)
+    roster = tuple(i.public_bytes for i in identities)
     if not sched.secret_layers:
-        server = Server(sched, sid, None, None)
+        server = Server(sched, sid, None, None, max_update_norm)
         parties = [Party(k, sid, x, y, sched, None, None) for k, (x, y) in enumerate(data)]
-        return Session(server, parties, setup), setup
+        plan = TrainingPlan(names, roster, samples, sched, evaluate_every, sched.batch_size)
+        return Session(server, parties, setup), setup, plan
     from privfl.crypto.threshold import make_roles, run_key_generation
+    from privfl.training.desk import ShareDesk
     from privfl.training.params import check_levels, training_parameters
 
     t = sched.plain_layers
@@ -215,40 +231,13 @@ def _build(
     layout = LayerLayout(sched.sizes[t], sched.sizes[t + 1], sched.batch_size, nxt)
     params = training_parameters(layout, parameters)
     check_levels(params, sched.sigmoid_degree)
-    t_server, t_parties = make_roles(params, len(data), sid)
+    t_server, t_parties = make_roles(params, len(data), sid, names)
     run_key_generation(t_server, t_parties, setup, evaluating_parties=True)
-    server = Server(sched, sid, t_server, layout)
-    parties = [Party(k, sid, x, y, sched, t_parties[k], layout) for k, (x, y) in enumerate(data)]
-    return Session(server, parties, setup), setup
-
-
-def _evaluate(
-    session: Session, sched: Schedule, data: Sequence[tuple[FloatArray, IntArray]]
-) -> tuple[float, float, float]:
-    """Loss, accuracy and max |u| of the current global model on the parties' own data
-    (each party evaluates its own samples; with a secret layer through joint decryption)."""
-    runner = session.runner
-    session.runner = InProcessRunner()  # evaluation is not counted as training cost
-    low, high = sched.sigmoid_range
-    losses, correct, largest, total = 0.0, 0, 0.0, 0
-    try:
-        for p, (x, y) in zip(session.parties, data, strict=True):
-            if sched.secret_layers:
-                u = session.outputs(p, x)
-                a = chebyshev_sigmoid(u, low, high, sched.sigmoid_degree)
-            else:
-                w, b = p.plain_layers()
-                h = plain_forward(w[:-1], b[:-1], x)[-1]
-                u = h @ w[-1].T + b[-1]
-                a = 1.0 / (1.0 + np.exp(-np.clip(u, -60, 60)))
-            yo = np.eye(sched.sizes[-1])[y]
-            losses += float(0.5 * np.sum((a - yo) ** 2))
-            correct += int(np.sum(np.argmax(u, axis=1) == y))
-            largest = max(largest, float(np.max(np.abs(u))))
-            total += len(y)
-    finally:
-        session.runner = runner
-    return losses / total, correct / total, largest
+    server = Server(sched, sid, t_server, layout, max_update_norm)
+    plan = TrainingPlan(names, roster, samples, sched, evaluate_every, layout.blocks)
+    desks = [ShareDesk(i, plan, t) for i, t in zip(identities, t_parties, strict=True)]
+    parties = [Party(k, sid, x, y, sched, desks[k], layout) for k, (x, y) in enumerate(data)]
+    return Session(server, parties, setup), setup, plan
 
 
 def _range_check(row: RoundMetrics, sched: Schedule, on_range: str, warnings: list[str]) -> None:

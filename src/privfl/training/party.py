@@ -9,19 +9,23 @@ What a party learns: the global plaintext layers; for each of its own mini-batch
 boundary error ``e_T = dL/da_T`` (the only value jointly decrypted during training, and only
 for the party that owns the batch); when the caller asks for evaluation or predictions, the
 pre-activations ``u`` of the last layer for the rows it evaluates (the same as a prediction
-reveals); the decrypted last layer only if the caller asks to reveal it at the end. Its
-bootstrapping shares are masked, its decryption shares carry flooding noise: answering other
-parties' requests teaches it nothing. Semi-honest model (as the paper): a decryption request
-carries only ``c1``, so the parties cannot check *what* they help decrypt; a party that asked
-for the weights instead of ``e_T`` would get them (out of scope, as in SmartCryptNN).
+reveals); the decrypted last layer only if every party signed its consent to a reveal. Its
+bootstrapping shares are masked, its decryption shares carry flooding noise, and both are
+sealed for the requester: answering other parties' requests teaches it nothing, and the
+relaying server gets nothing it can fuse. Which requests it answers (signed by a party of the
+roster, for a ticket of the public schedule, once) is decided by its
+:class:`~.desk.ShareDesk`; a party cannot check that a boundary-error request's ``c1`` is
+``e_T`` (only the batch owner holds the rows it comes from): see
+``docs/security/training.md`` for what that leaves.
 
 A mini-batch, an evaluation or a reveal is a *flow*: a generator of the party's own steps that
 yields ``("boot", ct)`` (interactive bootstrapping) or ``("decrypt", ct)`` (joint decryption for
 this party) and receives the refreshed ciphertext or the plaintext. :meth:`start_batch` /
-:meth:`start_output` / :meth:`start_reveal` return the first request, :meth:`advance` takes
-the other parties' shares and returns the next request or :class:`Done`. One secret layer:
-bootstrap ``u``, bootstrap ``a``, decrypt ``e_T``; two: five bootstraps (``u1, a1, u2, a2, g1``)
-and ``e_T``. Without a secret layer :meth:`start_batch` does the whole step.
+:meth:`start_output` / :meth:`start_reveal` return the first signed request (bytes, with its
+schedule ticket), :meth:`advance` takes the other parties' sealed shares (bytes) and returns
+the next request or :class:`Done`; :meth:`answer` serves another party's request. One secret
+layer: bootstrap ``u``, bootstrap ``a``, decrypt ``e_T``; two: five bootstraps (``u1, a1, u2,
+a2, g1``) and ``e_T``. Without a secret layer :meth:`start_batch` does the whole step.
 """
 
 from __future__ import annotations
@@ -44,9 +48,12 @@ from privfl.crypto.threshold import (
 )
 from privfl.errors import PrivflError, ProtocolError
 from privfl.training import secret as enc
+from privfl.training.desk import ShareDesk
+from privfl.training.joint import Consent, SealedShare, SignedRequest
 from privfl.training.messages import GlobalPlainLayers, PartyPlainLayers
 from privfl.training.mlp import one_hot
 from privfl.training.packing import LayerLayout, TwoLayerPacking
+from privfl.training.tickets import Purpose, Ticket
 from privfl.training.twin import Schedule, batch_order, plain_backward, plain_forward
 
 # In range, |e_T| <= max|sigma'| * (|a - y| + Chebyshev error) * sum_j |W_ji| (about 0.27 * 10 *
@@ -80,10 +87,12 @@ class Party:
         x: FloatArray,
         y: IntArray,
         schedule: Schedule,
-        crypto: ThresholdParty | None,
+        desk: ShareDesk | None,
         layout: LayerLayout | None,
     ) -> None:
+        crypto = desk.crypto if desk is not None else None
         self.index = index
+        self.desk = desk
         self.name = crypto.name if crypto is not None else f"party-{index}"
         self.session = session
         self._x = np.asarray(x, dtype=np.float64)
@@ -98,12 +107,26 @@ class Party:
         self._secret: list[Ciphertext] = []
         self._update: list[Ciphertext] = []
         self._flow: Flow | None = None
-        self._request: Request | None = None
+        self._pending: tuple[Ticket, str, Request] | None = None
+        self._mode: tuple[Purpose, int, int, int] | None = None
+        self._steps = 0
+        self._consents: tuple[Consent, ...] = ()
         self.max_boundary_error = 0.0
 
     @property
     def samples(self) -> int:
         return int(self._y.size)
+
+    @property
+    def rows(self) -> tuple[FloatArray, IntArray]:
+        """This party's own samples (features, labels)."""
+        return self._x, self._y
+
+    @property
+    def plain_shapes(self) -> list[tuple[int, int]]:
+        """``(out, in)`` of each plaintext layer (what a global model must carry)."""
+        sizes = self.schedule.sizes
+        return [(sizes[i + 1], sizes[i]) for i in range(self.schedule.plain_layers)]
 
     # ------------------------------------------------------------------ model exchange
     def receive_model(self, plain: GlobalPlainLayers, secret: Sequence[CiphertextMessage]) -> None:
@@ -131,64 +154,106 @@ class Party:
         return batch_order(s.seed, self.index, epoch, self.samples, s.batch_size)
 
     # ------------------------------------------------------------------ flows
-    def start_batch(self, idx: IntArray) -> Request | None:
-        """Plaintext forward; with secret layers, the encrypted flow's first request. Without
-        one, the whole SGD step (returns None)."""
+    def start_batch(self, rnd: int, epoch: int, b: int) -> bytes | None:
+        """Plaintext forward of batch ``b`` of ``epoch`` (in round ``rnd``); with secret layers,
+        the encrypted flow's first signed request. Without one, the whole SGD step (None)."""
+        idx = self.batches(epoch)[b]
         acts = plain_forward(self._weights, self._biases, self._x[idx])
         y = self._yo[idx]
-        if self.crypto is None:
+        if self.desk is None:
             plain_backward(self._weights, self._biases, acts, acts[-1] - y, self._lr)
             return None
-        return self._start(self._batch_flow(acts, y))
+        return self._start(self._batch_flow(acts, y), (Purpose.BOOT, rnd, epoch, b))
 
-    def start_output(self, x: FloatArray) -> Request:
+    def start_output(
+        self,
+        rnd: int,
+        block: int,
+        x: FloatArray,
+        purpose: Purpose = Purpose.OUTPUT,
+        consents: Sequence[Consent] = (),
+    ) -> bytes:
         """Flow: the last layer's pre-activations for up to ``K`` rows of ``x`` (network
-        inputs), decrypted for this party only."""
-        return self._start(self._output_flow(self.plain_outputs(x)))
+        inputs), decrypted for this party only: its own rows after round ``rnd``
+        (``OUTPUT``, block ``block``) or rows of its choice (``PREDICT``, with every party's
+        consent)."""
+        mode = (purpose, rnd, 0, block)
+        return self._start(self._output_flow(self.plain_outputs(x)), mode, consents)
 
-    def start_reveal(self) -> Request:
-        """Flow: the current encrypted layers, jointly decrypted for this party."""
-        return self._start(self._reveal_flow())
+    def start_reveal(self, consents: Sequence[Consent]) -> bytes:
+        """Flow: the final encrypted layers, jointly decrypted for this party (every party's
+        signed consent naming it is attached to each request)."""
+        mode = (Purpose.REVEAL, self.schedule.rounds, 0, 0)
+        return self._start(self._reveal_flow(), mode, consents)
 
-    def advance(
-        self, shares: Sequence[BootstrapShare] | Sequence[DecryptionShare]
-    ) -> Request | Done:
-        """The other parties' shares for the pending request -> the next request, or Done."""
-        crypto = self._crypto()
-        if self._flow is None or self._request is None:
+    @property
+    def pending_kind(self) -> str:
+        """``"boot"`` or ``"decrypt"``: the kind of the pending joint step."""
+        if self._pending is None:
             raise ProtocolError(f"{self.name} has no pending request")
-        request = self._request
+        return self._pending[1]
+
+    def advance(self, sealed: Sequence[bytes]) -> bytes | Done:
+        """The other parties' sealed shares for the pending request -> the next signed
+        request, or Done. Each share is checked (signature, recipient, ticket, request id)
+        and opened by the desk."""
+        crypto, desk = self._crypto(), self._desk()
+        if self._flow is None or self._pending is None:
+            raise ProtocolError(f"{self.name} has no pending request")
+        ticket, kind, request = self._pending
+        messages = [SealedShare.from_bytes(s, self.session) for s in sealed]
+        shares = desk.open(ticket, request.request_id, kind, messages)
+        value: Any
         if isinstance(request, BootstrapRequest):
-            value: Any = crypto.finish_bootstrap(request, shares)  # type: ignore[arg-type]
+            boot = [s for s in shares if isinstance(s, BootstrapShare)]
+            own = crypto.bootstrap_share(request)
+            value = crypto.finish_bootstrap(request, [own, *boot])
         else:
-            value = crypto.fuse(request, shares, self._slots)  # type: ignore[arg-type]
+            dec = [s for s in shares if isinstance(s, DecryptionShare)]
+            value = crypto.fuse(request, dec, self._slots)
         return self._next(value)
 
-    def _start(self, flow: Flow) -> Request:
+    def _start(
+        self, flow: Flow, mode: tuple[Purpose, int, int, int], consents: Sequence[Consent] = ()
+    ) -> bytes:
         if self._flow is not None:
             raise ProtocolError(f"{self.name} is already in the middle of a flow")
-        self._flow = flow
+        self._flow, self._mode, self._steps, self._consents = flow, mode, 0, tuple(consents)
         out = self._next(None)
         if isinstance(out, Done):  # pragma: no cover - every flow asks at least once
             raise ProtocolError("a flow finished without joint work")
         return out
 
-    def _next(self, value: Any) -> Request | Done:
+    def _next(self, value: Any) -> bytes | Done:
         if self._flow is None:
             raise ProtocolError(f"{self.name} has no step in progress")
         try:
             kind, ct = self._flow.send(value)
         except StopIteration as stop:
-            self._flow, self._request = None, None
+            self._flow, self._pending = None, None
             return Done(stop.value)
         except BaseException:
-            self._flow, self._request = None, None
+            self._flow, self._pending = None, None
             raise
         crypto = self._crypto()
-        self._request = (
-            crypto.start_bootstrap(ct) if kind == "boot" else crypto.request_decryption(ct)
-        )
-        return self._request
+        request = crypto.start_bootstrap(ct) if kind == "boot" else crypto.request_decryption(ct)
+        ticket = self._ticket(kind)
+        self._pending = (ticket, kind, request)
+        self._steps += 1
+        consents = self._consents if ticket.purpose in (Purpose.REVEAL, Purpose.PREDICT) else ()
+        return self._desk().sign(ticket, kind, request.to_bytes(), consents).to_bytes()
+
+    def _ticket(self, kind: str) -> Ticket:
+        """The schedule's ticket for the flow's next joint step."""
+        if self._mode is None:
+            raise ProtocolError(f"{self.name} has no step in progress")
+        purpose, rnd, epoch, index = self._mode
+        step = self._steps
+        if purpose is Purpose.BOOT and kind == "decrypt":
+            purpose = Purpose.BOUNDARY
+        if purpose is Purpose.REVEAL:
+            index, step = step, 0
+        return Ticket(purpose, rnd, epoch, index, step)
 
     def _batch_flow(self, acts: list[FloatArray], y: FloatArray) -> Flow:
         layout, w = self._layout_and_weights()
@@ -251,13 +316,15 @@ class Party:
         return out
 
     # ------------------------------------------------------------------ serving the others
-    def bootstrap_share(self, request: BootstrapRequest) -> BootstrapShare:
-        """Masked bootstrapping shares for another party's (or its own) ciphertext."""
-        return self._crypto().bootstrap_share(request)
+    def consent(self, recipient: str, purpose: Purpose, limit: int) -> bytes:
+        """This party's signed consent that ``recipient`` may ask ``limit`` reveal or
+        prediction steps (a decision of this party's operator)."""
+        return self._desk().consent(recipient, purpose, limit).to_bytes()
 
-    def decryption_share(self, request: DecryptionRequest) -> DecryptionShare:
-        """A flooded decryption share for the requester (learns nothing)."""
-        return self._crypto().decryption_share(request)
+    def answer(self, data: bytes) -> bytes:
+        """Another party's signed request -> this party's share sealed for it, or a refusal
+        (:class:`~.desk.ShareDesk` decides; a refused request makes no share)."""
+        return self._desk().answer(SignedRequest.from_bytes(data, self.session)).to_bytes()
 
     # ------------------------------------------------------------------ outputs
     def plain_outputs(self, x: FloatArray) -> FloatArray:
@@ -273,9 +340,12 @@ class Party:
         return self.schedule.learning_rate
 
     def _crypto(self) -> ThresholdParty:
-        if self.crypto is None:
+        return self._desk().crypto
+
+    def _desk(self) -> ShareDesk:
+        if self.desk is None:
             raise ProtocolError(f"{self.name} has no encrypted layer")
-        return self.crypto
+        return self.desk
 
     @property
     def _slots(self) -> int:

@@ -1,14 +1,14 @@
-"""The step sequence of partially encrypted training, driven in one process.
+"""Direct calls between the roles of one training run, in one process: what
+:meth:`TrainingResult.predict <privfl.training.result.TrainingResult.predict>` uses after
+training (predictions for rows of party 0's choice, with every party's signed consent), and
+what tests use to drive single steps (a batch, a reveal).
 
-:class:`Session` holds the roles (one :class:`~.server.Server`, the :class:`~.party.Party`
-objects) and moves every message between them as bytes through
-:class:`privfl.runner.InProcessRunner`: channel ``"<sender>><receiver>:<kind>"`` (bytes per
-role), run key ``"<role>:<step>"`` (seconds per role). Each receiver decodes (and so checks)
-what it gets. Joint steps: interactive bootstrapping (the batch owner sends ``c1``, every other
-party returns its masked shares, the owner adds its own), joint decryption (the requester sends
-``c1`` to the others, fuses their shares with its own: only it learns the plaintext).
-Messages between parties are relayed by the server in a deployment (star topology); they are
-counted once, as party-to-party bytes.
+Training itself runs through the one step sequence of :mod:`~.schedule` (server and party
+nodes over a transport). :class:`Session` holds the same role objects and moves every message
+between them as bytes through :class:`privfl.runner.InProcessRunner`: channel
+``"<sender>><receiver>:<kind>"`` (bytes per role), run key ``"<role>:<step>"`` (seconds per
+role). A joint step: the requester's signed request goes to every other party, each answers
+with a share sealed for the requester (:mod:`~.desk`).
 """
 
 from __future__ import annotations
@@ -19,22 +19,16 @@ from typing import Any, TypeVar
 import numpy as np
 
 from privfl._typing import FloatArray
-from privfl.crypto.threshold import (
-    BootstrapRequest,
-    BootstrapShare,
-    CiphertextMessage,
-    DecryptionRequest,
-    DecryptionShare,
-)
+from privfl.crypto.threshold import CiphertextMessage
 from privfl.errors import ProtocolError
 from privfl.runner import InProcessRunner
-from privfl.training.messages import GlobalPlainLayers, PartyPlainLayers
-from privfl.training.party import Done, Party, Request
+from privfl.training.joint import Consent
+from privfl.training.messages import GlobalPlainLayers
+from privfl.training.party import Done, Party
 from privfl.training.server import Server
+from privfl.training.tickets import Purpose
 
 T = TypeVar("T")
-RequestT = TypeVar("RequestT", BootstrapRequest, DecryptionRequest)
-ShareT = TypeVar("ShareT", BootstrapShare, DecryptionShare)
 
 
 class Session:
@@ -44,6 +38,7 @@ class Session:
         self.server = server
         self.parties = list(parties)
         self.runner = runner
+        self._predicted: dict[str, int] = {}
 
     # ------------------------------------------------------------------ transport
     def _run(self, role: str, step: str, fn: Callable[..., T], *args: Any) -> T:
@@ -85,113 +80,65 @@ class Session:
                 )
             self._run(p.name, "receive-model", p.receive_model, msg, cts)
 
-    def aggregate(self, rnd: int) -> None:
-        """Every party -> server: plaintext layers and encrypted update; the server averages."""
-        server = self.server
-        plains, updates = [], []
-        for p in self.parties:
-            plain, update = self._run(p.name, "upload", p.upload, server.session, rnd)
-            data = self._send(p.name, "server", "party-plain", plain.to_bytes())
-            plains.append(
-                self._run(
-                    "server",
-                    "decode",
-                    PartyPlainLayers.from_bytes,
-                    data,
-                    server.session,
-                    rnd,
-                    server.shapes,
-                )
-            )
-            cts = []
-            for u in update:
-                raw = self._send(p.name, "server", "party-update", u.to_bytes())
-                cts.append(
-                    self._run(
-                        "server",
-                        "decode",
-                        CiphertextMessage.from_bytes,
-                        raw,
-                        self._ctx(p),
-                        server.session,
-                    )
-                )
-            updates.append(cts)
-        self._run("server", "aggregate", server.aggregate, plains, updates)
-
     # ------------------------------------------------------------------ joint steps
-    def bootstrap(self, owner: Party, request: BootstrapRequest) -> list[BootstrapShare]:
-        """Every party's bootstrapping shares for ``owner``'s request."""
-        data = self._run(owner.name, "encode", request.to_bytes)
-        return [
-            self._run(q.name, "boot-share", q.bootstrap_share, request)
-            if q is owner
-            else self._ask(owner, q, data, "boot", Party.bootstrap_share, BootstrapRequest)
-            for q in self.parties
-        ]
+    def _joint(self, p: Party, message: bytes | Done) -> Any:
+        """Serve ``p``'s flow until it is done: each signed request goes to every other party
+        (relayed by the server in a deployment), each sealed share comes back to ``p``."""
+        while not isinstance(message, Done):
+            kind = p.pending_kind
+            sealed = [self._ask(p, q, message, kind) for q in self.parties if q is not p]
+            message = self._run(p.name, "encrypted", p.advance, sealed)
+        return message.value
 
-    def decryption_shares(
-        self, requester: Party, request: DecryptionRequest
-    ) -> list[DecryptionShare]:
-        """The other parties' decryption shares for ``requester``'s request."""
-        data = self._run(requester.name, "encode", request.to_bytes)
-        return [
-            self._ask(requester, q, data, "decrypt", Party.decryption_share, DecryptionRequest)
-            for q in self.parties
-            if q is not requester
-        ]
-
-    def _ask(
-        self,
-        owner: Party,
-        q: Party,
-        data: bytes,
-        kind: str,
-        answer: Callable[[Party, RequestT], ShareT],
-        request_type: type[RequestT],
-    ) -> ShareT:
-        """One round trip: ``owner``'s encoded request to ``q`` (decoded against ``q``'s own
-        context), ``q``'s ``answer`` back (decoded against ``owner``'s), as real bytes."""
+    def _ask(self, owner: Party, q: Party, data: bytes, kind: str) -> bytes:
+        """One round trip: ``owner``'s signed request to ``q``, ``q``'s sealed share back."""
         raw = self._send(owner.name, q.name, f"{kind}-request", data)
-        req = self._run(q.name, "decode", request_type.from_bytes, raw, self._ctx(q), q.session)
-        share = self._run(q.name, f"{kind}-share", answer, q, req)
-        back = self._send(q.name, owner.name, f"{kind}-share", share.to_bytes())
-        decoded: ShareT = self._run(
-            owner.name, "decode", type(share).from_bytes, back, self._ctx(owner), owner.session
-        )
-        return decoded
+        share = self._run(q.name, f"{kind}-share", q.answer, raw)
+        return self._send(q.name, owner.name, f"{kind}-share", share)
 
     # ------------------------------------------------------------------ flows
-    def _joint(self, p: Party, request: Request | Done) -> Any:
-        """Serve ``p``'s flow: bootstrapping and decryption shares until it is done."""
-        while not isinstance(request, Done):
-            shares: list[BootstrapShare] | list[DecryptionShare]
-            if isinstance(request, BootstrapRequest):
-                shares = self.bootstrap(p, request)
-            else:
-                shares = self.decryption_shares(p, request)
-            request = self._run(p.name, "encrypted", p.advance, shares)
-        return request.value
-
-    def train_batch(self, p: Party, idx: Any) -> float:
-        """One mini-batch of party ``p``; returns ``max |e_T|`` (0 without a secret layer)."""
-        request = self._run(p.name, "forward", p.start_batch, idx)
+    def train_batch(self, p: Party, rnd: int, epoch: int, b: int) -> float:
+        """Mini-batch ``b`` of ``epoch`` of party ``p``; returns ``max |e_T|`` (0 without a
+        secret layer)."""
+        request = self._run(p.name, "forward", p.start_batch, rnd, epoch, b)
         if request is None:
             return 0.0
         return float(self._joint(p, request))
 
-    def outputs(self, p: Party, x: FloatArray) -> FloatArray:
-        """Pre-activations of the encrypted last layer for the rows of ``x``, decrypted for
-        party ``p`` only (blocks of ``K`` rows per ciphertext)."""
-        if p.layout is None:
-            raise ProtocolError(f"{p.name} has no encrypted layer")
-        k = p.layout.blocks
+    def predict(self, p: Party, x: FloatArray) -> FloatArray:
+        """Pre-activations for rows of ``p``'s choice after training: every party signs a
+        consent for that many more blocks (the caller runs them all, so it agrees)."""
+        k = self._blocks(p)
+        first = self._predicted.get(p.name, 0)
+        blocks = -(-x.shape[0] // k)
+        consents = self._consents(p, Purpose.PREDICT, first + blocks)
         out = []
-        for start in range(0, x.shape[0], k):
-            request = self._run(p.name, "output", p.start_output, x[start : start + k])
+        for j, start in enumerate(range(0, x.shape[0], k)):
+            rows = x[start : start + k]
+            rnd = p.schedule.rounds
+            request = self._run(
+                p.name, "predict", p.start_output, rnd, first + j, rows, Purpose.PREDICT, consents
+            )
             out.append(self._joint(p, request))
+        self._predicted[p.name] = first + blocks
         return np.concatenate(out, axis=0)
 
     def reveal(self, p: Party) -> list[tuple[FloatArray, FloatArray]]:
-        """The final encrypted layers, jointly decrypted for party ``p`` (all parties share)."""
-        return list(self._joint(p, self._run(p.name, "reveal", p.start_reveal)))
+        """The final encrypted layers, jointly decrypted for party ``p`` (every party signs
+        its consent; all take part)."""
+        consents = self._consents(p, Purpose.REVEAL, p.schedule.secret_layers)
+        return list(self._joint(p, self._run(p.name, "reveal", p.start_reveal, consents)))
+
+    def _consents(self, p: Party, purpose: Purpose, limit: int) -> list[Consent]:
+        out = []
+        for q in self.parties:
+            raw = self._run(q.name, "consent", q.consent, p.name, purpose, limit)
+            if q is not p:
+                raw = self._send(q.name, p.name, "consent", raw)
+            out.append(Consent.from_bytes(raw, p.session))
+        return out
+
+    def _blocks(self, p: Party) -> int:
+        if p.layout is None:
+            raise ProtocolError(f"{p.name} has no encrypted layer")
+        return p.layout.blocks

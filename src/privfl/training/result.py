@@ -82,6 +82,7 @@ class TrainingResult:
     batches_per_party: tuple[int, ...]
     wall_seconds: float
     warnings: tuple[str, ...] = ()
+    exchanges: dict[str, int] = field(default_factory=dict)
     _session: Session | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -111,7 +112,7 @@ class TrainingResult:
             return self.model.predict(x)
         if self._session is None:
             raise InputError("this result no longer holds the parties needed to predict")
-        u = self._session.outputs(self._session.parties[0], x)
+        u = self._session.predict(self._session.parties[0], x)
         return np.asarray(np.argmax(u, axis=1), dtype=np.int64)
 
     def plain_features(self, x: FloatArray) -> FloatArray:

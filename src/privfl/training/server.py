@@ -5,6 +5,10 @@ the joint key); the joint public and evaluation keys (its
 :class:`~privfl.crypto.threshold.ThresholdServer`). It holds **no** key share, so it can
 neither decrypt nor take part in a decryption.
 
+Poisoning bound (optional, ``max_update_norm``): each party's plaintext-layer update is
+clipped to that L2 norm before averaging (it is in the clear here); the encrypted update is
+averaged as sent.
+
 What the server learns: the parties' plaintext layers after each round (as in the paper:
 those layers are not protected) and ciphertexts. It initialises the model, so it knows the
 initial encrypted layer; every later value of that layer depends on the parties' data and
@@ -17,8 +21,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from privfl._typing import FloatArray
 from privfl.crypto.threshold import Ciphertext, CiphertextMessage, ThresholdServer
-from privfl.errors import ProtocolError
+from privfl.errors import InputError, ProtocolError
 from privfl.training.messages import GlobalPlainLayers, PartyPlainLayers
 from privfl.training.packing import LayerLayout, TwoLayerPacking
 from privfl.training.twin import Schedule, initial_model
@@ -35,7 +40,12 @@ class Server:
         session: bytes,
         crypto: ThresholdServer | None,
         layout: LayerLayout | None,
+        max_update_norm: float | None = None,
     ) -> None:
+        if max_update_norm is not None and not max_update_norm > 0:
+            raise InputError("max_update_norm must be positive (or None: no bound)")
+        self.max_update_norm = max_update_norm
+        self.clipped: list[tuple[int, str, float]] = []
         self.schedule = schedule
         self.session = session
         self.crypto = crypto
@@ -74,9 +84,10 @@ class Server:
         n = len(plains)
         if n == 0 or len(updates) != n or len({p.sender for p in plains}) != n:
             raise ProtocolError("aggregation needs one model from each party")
+        deltas = [self._bounded_update(p) for p in plains]
         for layer in range(len(self._weights)):
-            self._weights[layer] = np.mean([p.weights[layer] for p in plains], axis=0)
-            self._biases[layer] = np.mean([p.biases[layer] for p in plains], axis=0)
+            self._weights[layer] = self._weights[layer] + np.mean([d[0][layer] for d in deltas], 0)
+            self._biases[layer] = self._biases[layer] + np.mean([d[1][layer] for d in deltas], 0)
         if self.crypto is None:
             return
         if any(len(u) != len(self._secret) for u in updates):
@@ -87,3 +98,20 @@ class Server:
             for u in updates[1:]:
                 total = total + Ciphertext.from_message(ctx, u[layer])
             self._secret[layer] = self._secret[layer] + total * (1.0 / n)
+
+    def _bounded_update(self, plain: PartyPlainLayers) -> tuple[list[FloatArray], list[FloatArray]]:
+        """The party's plaintext-layer update (its layers minus the global ones), scaled down
+        to L2 norm ``max_update_norm`` if it is longer (recorded in :attr:`clipped`). A
+        deviating party can still move the plaintext layers by that much per round, and its
+        encrypted update is not bounded (see ``docs/security/training.md``)."""
+        dw = [w - g for w, g in zip(plain.weights, self._weights, strict=True)]
+        db = [b - g for b, g in zip(plain.biases, self._biases, strict=True)]
+        bound = self.max_update_norm
+        if bound is None:
+            return dw, db
+        norm = float(np.sqrt(sum(float(np.sum(a * a)) for a in (*dw, *db))))
+        if norm <= bound:
+            return dw, db
+        self.clipped.append((plain.round, plain.sender, norm))
+        scale = bound / norm
+        return [a * scale for a in dw], [a * scale for a in db]

@@ -1,0 +1,203 @@
+"""A party's desk for joint steps: it signs its own requests, decides whether to answer
+another party's, seals its shares for the requester, and opens the shares sealed for it.
+
+Run by every party; holds the party's long-term identity key (X25519 + Ed25519) and uses its
+threshold key share through :class:`~privfl.crypto.threshold.ThresholdParty`.
+
+**Answering is a decision** (:meth:`ShareDesk.answer`). A share is made only if, in order:
+the request is signed by a party of the roster other than this one (the server is not in it:
+its own requests, and any request it altered, fail here); its ticket is one the public plan
+allows that party, with that kind of share (:func:`~.tickets.check_ticket`); a reveal or a
+prediction carries every party's signed consent naming the requester; the ticket was never
+answered for that requester before; the threshold request inside is well formed, names the
+same requester and carries a request id from that requester's range
+(:data:`~privfl.crypto.threshold_roles.REQUEST_ID_SHIFT`) never answered before (two
+bootstrapping answers under one id share the CRP element ``a``: their difference would be a
+decryption share of a ciphertext of the requesters' choice). Every condition depends on
+public facts and on the message only, never on a secret. A refused request makes no share at
+all (nothing is computed, the flooding budget is not touched) and raises
+:class:`~privfl.errors.DecryptionNotPermittedError` (or
+:class:`~privfl.errors.UnknownPartyError` for a bad signature).
+
+What this does **not** decide: whether the ``c1`` a party signed for a boundary-error ticket
+really is ``e_T`` of that batch. The batch owner computes ``e_T`` from its own plaintext rows,
+so no other role can recompute it; a deviating owner can substitute another ciphertext (for
+instance the encrypted layer) once per ticket. The owner can learn the layer anyway through
+its legitimate outputs with rows of its choice (see ``docs/security/training.md``); the
+server, which holds no identity in the roster, cannot make or alter a request, and every
+share it relays is sealed for the requester.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from privfl.crypto.identity import IdentityKey, verify_signed
+from privfl.crypto.keywrap import WrappedSecret, unwrap, wrap
+from privfl.crypto.threshold import (
+    BootstrapRequest,
+    BootstrapShare,
+    DecryptionRequest,
+    DecryptionShare,
+    ThresholdParty,
+)
+from privfl.crypto.threshold_roles import REQUEST_ID_SHIFT
+from privfl.errors import DecryptionNotPermittedError, ProtocolError, UnknownPartyError
+from privfl.training.joint import (
+    CONSENT_DOMAIN,
+    REQUEST_DOMAIN,
+    SHARE_DOMAIN,
+    Consent,
+    SealedShare,
+    SignedRequest,
+)
+from privfl.training.tickets import Purpose, Ticket, TrainingPlan, check_ticket
+
+__all__ = ["ShareDesk"]
+
+Share = BootstrapShare | DecryptionShare
+
+
+def _wrap_purpose(ticket: Ticket) -> str:
+    return f"smartcryptnn-share:{ticket.label()}"
+
+
+class ShareDesk:
+    """One party's joint-step desk (see the module doc)."""
+
+    def __init__(self, identity: IdentityKey, plan: TrainingPlan, crypto: ThresholdParty) -> None:
+        self.name = crypto.name
+        self.session = crypto.session
+        self.plan = plan
+        self.crypto = crypto
+        self._identity = identity
+        if plan.pinned.get(self.name) != identity.public_bytes:
+            raise UnknownPartyError(f"{self.name}'s identity is not the one the plan pins")
+        self._tickets: set[tuple[str, str]] = set()
+        self._ids: set[int] = set()
+        self.refused = 0
+
+    # ------------------------------------------------------------------ own requests
+    def consent(self, recipient: str, purpose: Purpose, limit: int) -> Consent:
+        """This party's signed agreement that ``recipient`` may ask ``limit`` reveal or
+        prediction steps (the caller's decision: e.g. ``reveal=True`` on this node)."""
+        if purpose not in (Purpose.REVEAL, Purpose.PREDICT):
+            raise DecryptionNotPermittedError("consent is only given for reveal or predict")
+        self.plan.index_of(recipient)
+        unsigned = Consent(self.session, self.name, recipient, purpose, limit, bytes(64))
+        sig = self._identity.sign(CONSENT_DOMAIN, unsigned.signed_part())
+        return Consent(self.session, self.name, recipient, purpose, limit, sig)
+
+    def sign(
+        self, ticket: Ticket, kind: str, request: bytes, consents: Sequence[Consent] = ()
+    ) -> SignedRequest:
+        """This party's request for ``ticket`` (the threshold request's bytes), signed."""
+        unsigned = SignedRequest(
+            self.session, self.name, ticket, kind, request, tuple(consents), bytes(64)
+        )
+        sig = self._identity.sign(REQUEST_DOMAIN, unsigned.signed_part())
+        return SignedRequest(self.session, self.name, ticket, kind, request, tuple(consents), sig)
+
+    def open(
+        self, ticket: Ticket, request_id: int, kind: str, sealed: Sequence[SealedShare]
+    ) -> list[Share]:
+        """The other parties' shares for this party's pending request: one from each, each
+        signed by its sender, sealed for this party, for this ticket and request id."""
+        others = [n for n in self.plan.names if n != self.name]
+        if sorted(s.sender for s in sealed) != sorted(others):
+            raise ProtocolError(f"{self.name} needs exactly one share from each of {others}")
+        shares: list[Share] = []
+        for s in sealed:
+            verify_signed(self.plan.pinned, s.sender, s.signature, SHARE_DOMAIN, s.signed_part())
+            if s.recipient != self.name or s.ticket != ticket or s.request_id != request_id:
+                raise ProtocolError(f"{s.sender}'s share answers another request")
+            raw = unwrap(
+                WrappedSecret.from_bytes(s.sealed),
+                recipient=self.name,
+                recipient_key=self._identity,
+                roster=self.plan.pinned,
+                expected_sender=s.sender,
+                purpose=_wrap_purpose(ticket),
+            )
+            share_type = BootstrapShare if kind == "boot" else DecryptionShare
+            share = share_type.from_bytes(raw, self.crypto.context, self.session)
+            if share.sender != s.sender or share.request_id != request_id:
+                raise ProtocolError(f"{s.sender}'s sealed share names another request")
+            shares.append(share)
+        return shares
+
+    # ------------------------------------------------------------------ answering
+    def answer(self, message: SignedRequest) -> SealedShare:
+        """This party's share for another party's request, sealed for it, or a refusal
+        (see the module doc for the checks, in order)."""
+        try:
+            return self._answer(message)
+        except ProtocolError:
+            self.refused += 1
+            raise
+
+    def _answer(self, message: SignedRequest) -> SealedShare:
+        requester, ticket, kind = message.sender, message.ticket, message.kind
+        if requester == self.name:
+            raise DecryptionNotPermittedError(f"{self.name} does not answer its own request")
+        pinned = self.plan.pinned
+        verify_signed(pinned, requester, message.signature, REQUEST_DOMAIN, message.signed_part())
+        check_ticket(self.plan, requester, ticket, kind)
+        if ticket.purpose in (Purpose.REVEAL, Purpose.PREDICT):
+            self._check_consents(message)
+        if (requester, ticket.label()) in self._tickets:
+            raise DecryptionNotPermittedError(f"{requester}'s {ticket.label()} was answered")
+        ctx = self.crypto.context
+        request: BootstrapRequest | DecryptionRequest
+        if kind == "boot":
+            request = BootstrapRequest.from_bytes(message.request, ctx, self.session)
+        else:
+            request = DecryptionRequest.from_bytes(message.request, ctx, self.session)
+        if request.sender != requester:
+            raise DecryptionNotPermittedError("the request inside names another requester")
+        rid = request.request_id
+        if rid >> REQUEST_ID_SHIFT != self.plan.index_of(requester) + 1:
+            raise DecryptionNotPermittedError(f"request id {rid} is not in {requester}'s range")
+        if rid in self._ids:
+            raise DecryptionNotPermittedError(f"request id {rid} was answered")
+        self._tickets.add((requester, ticket.label()))
+        self._ids.add(rid)
+        share: Share
+        if isinstance(request, BootstrapRequest):
+            share = self.crypto.bootstrap_share(request)
+        else:
+            share = self.crypto.decryption_share(request)
+        wrapped = wrap(
+            share.to_bytes(),
+            sender=self.name,
+            sender_key=self._identity,
+            recipient=requester,
+            recipient_public=pinned[requester],
+            purpose=_wrap_purpose(ticket),
+        )
+        unsigned = SealedShare(
+            self.session, self.name, requester, ticket, request.request_id,
+            wrapped.to_bytes(), bytes(64),
+        )  # fmt: skip
+        sig = self._identity.sign(SHARE_DOMAIN, unsigned.signed_part())
+        return SealedShare(
+            self.session, self.name, requester, ticket, request.request_id,
+            unsigned.sealed, sig,
+        )  # fmt: skip
+
+    def _check_consents(self, message: SignedRequest) -> None:
+        """Every party of the plan (the requester and this one included) signed a consent
+        naming the requester, this purpose and a limit above the ticket's index."""
+        seen = set()
+        for c in message.consents:
+            verify_signed(self.plan.pinned, c.sender, c.signature, CONSENT_DOMAIN, c.signed_part())
+            if c.recipient != message.sender or c.purpose is not message.ticket.purpose:
+                raise DecryptionNotPermittedError(f"{c.sender}'s consent is for another request")
+            if not message.ticket.index < c.limit:
+                raise DecryptionNotPermittedError(f"{c.sender} consented to fewer steps")
+            seen.add(c.sender)
+        missing = sorted(set(self.plan.names) - seen)
+        if missing:
+            raise DecryptionNotPermittedError(
+                f"{message.ticket.purpose.value} needs every party's consent; missing {missing}"
+            )

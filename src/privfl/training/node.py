@@ -1,0 +1,251 @@
+"""A party's node: runs the party's side of the training schedule, one envelope at a time.
+
+Run by each party, in process (:func:`~.federated.train_federated`) or inside a Flower
+ClientApp; it holds the :class:`~.party.Party` (data, plaintext layers, key share, identity)
+and nothing of any other role. :meth:`PartyNode.step` takes the server's envelope and
+returns this party's. What the server sees of a party: its envelopes (routing fields,
+signed requests and sealed shares it cannot open, the plaintext-layer upload and the
+encrypted update, the evaluation counts of its own rows, its consent).
+
+Steps (the server's :func:`~.schedule.run_training` sends them in this order):
+
+``train``     (round r, the global model unless already delivered) -> start the round's
+              batches: the first signed request, to every other party
+``relay``     requests from others (answered with shares sealed for them) and shares for
+              this party's pending request (when all are in: the next request, or the
+              next batch); ``done`` once every batch (or block) of the step has finished
+``upload``    -> the plaintext layers and the encrypted update of the round
+``evaluate``  (round r, the new global model) -> the last layer's outputs on this party's
+              own rows, then its loss sum, correct count, rows and ``max |u|``
+``consent``   (recipient, limit) -> this party's signed consent, if its operator agreed to
+              reveal to that recipient
+``reveal``    (consents) -> the final layers decrypted for this party (kept on the node)
+``finish``    (the final global model) -> done; the node keeps the model
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from privfl._typing import FloatArray
+from privfl.crypto.threshold import CiphertextMessage
+from privfl.errors import DecryptionNotPermittedError, ProtocolError
+from privfl.messages import Reader, Writer
+from privfl.training.envelope import Envelope, Item, pack_parts, unpack_parts
+from privfl.training.joint import Consent
+from privfl.training.messages import GlobalPlainLayers
+from privfl.training.packing import chebyshev_sigmoid
+from privfl.training.party import Done, Party
+from privfl.training.tickets import Purpose
+from privfl.training.twin import plain_forward
+
+__all__ = ["PartyNode"]
+
+Job = Callable[[], bytes | None]
+
+
+class PartyNode:
+    """The party's side of the schedule (see the module doc). ``reveal_to``: the party this
+    node's operator agrees may receive the final layers (None: no reveal); the server only
+    relays the consent, it cannot choose the recipient."""
+
+    def __init__(self, party: Party, names: tuple[str, ...], reveal_to: str | None = None):
+        self.party = party
+        self.name = party.name
+        self.others = tuple(n for n in names if n != party.name)
+        self.reveal_to = reveal_to
+        self._jobs: list[Job] = []
+        self._busy = False
+        self._shares: dict[str, bytes] = {}
+        self._finish: Callable[[Any], None] = self._note_boundary_error
+        self._mode = "train"
+        self._body = b""
+        self._outputs: list[FloatArray] = []
+        self.largest_boundary_error = 0.0
+        self.revealed: list[tuple[FloatArray, FloatArray]] | None = None
+        self.model_round = -1
+
+    # ------------------------------------------------------------------ dispatch
+    def step(self, data: bytes) -> bytes:
+        """The server's envelope -> this party's envelope."""
+        env = Envelope.from_bytes(data, self.party.session, "server")
+        handlers = {
+            "train": self._train,
+            "relay": self._relay,
+            "upload": self._upload,
+            "evaluate": self._evaluate,
+            "consent": self._consent,
+            "reveal": self._reveal,
+            "finish": self._final,
+        }
+        items, done = handlers[env.step](env)
+        return Envelope(
+            self.party.session, self.name, env.step, env.round, tuple(items), done, self._body
+        ).to_bytes()
+
+    # ------------------------------------------------------------------ steps
+    def _model(self, env: Envelope) -> None:
+        """Install the global model of round ``env.round`` from the body (if it has one)."""
+        if not env.body:
+            if self.model_round != env.round:
+                raise ProtocolError(f"{self.name} has no global model of round {env.round}")
+            return
+        p = self.party
+        parts = unpack_parts(env.body)
+        if not parts:
+            raise ProtocolError("a global model without layers")
+        plain = GlobalPlainLayers.from_bytes(parts[0], p.session, env.round, p.plain_shapes)
+        ctx = p.crypto.context if p.crypto is not None else None
+        if ctx is None and len(parts) > 1:
+            raise ProtocolError("encrypted layers in a run without them")
+        secret = [CiphertextMessage.from_bytes(b, ctx, p.session) for b in parts[1:] if ctx]
+        p.receive_model(plain, secret)
+        self.model_round = env.round
+
+    def _train(self, env: Envelope) -> tuple[list[Item], bool]:
+        self._require_idle()
+        self._model(env)
+        p, s = self.party, self.party.schedule
+        rnd = env.round
+        epochs = range(rnd * s.local_epochs, (rnd + 1) * s.local_epochs)
+        self._body = b""
+        self._finish = self._note_boundary_error
+        self._mode = "train"
+        self._jobs = [
+            partial(p.start_batch, rnd, e, b) for e in epochs for b in range(len(p.batches(e)))
+        ]
+        return self._next_job(), self._idle()
+
+    def _relay(self, env: Envelope) -> tuple[list[Item], bool]:
+        out: list[Item] = []
+        for item in env.items:
+            if item.peer not in self.others:
+                raise ProtocolError(f"an item from {item.peer!r}, not a peer of {self.name}")
+            if item.kind == "request":
+                out.append(Item(item.peer, "share", self.party.answer(item.data)))
+            elif not self._busy or item.peer in self._shares:
+                raise ProtocolError(f"an unexpected share from {item.peer}")
+            else:
+                self._shares[item.peer] = item.data
+        if self._busy and len(self._shares) == len(self.others):
+            sealed = [self._shares[n] for n in self.others]
+            self._shares = {}
+            result = self.party.advance(sealed)
+            if isinstance(result, Done):
+                self._busy = False
+                self._finish(result.value)
+                out.extend(self._next_job())
+            else:
+                out.extend(self._broadcast(result))
+        return out, self._idle()
+
+    def _upload(self, env: Envelope) -> tuple[list[Item], bool]:
+        self._require_idle()
+        plain, update = self.party.upload(self.party.session, env.round)
+        self._body = pack_parts([plain.to_bytes(), *(u.to_bytes() for u in update)])
+        return [], True
+
+    def _evaluate(self, env: Envelope) -> tuple[list[Item], bool]:
+        self._require_idle()
+        if env.round < 1:
+            raise ProtocolError("evaluation follows a round: its model is of round 1 or later")
+        self._model(env)
+        p = self.party
+        x, _ = p.rows
+        self._outputs, self._body = [], b""
+        if p.layout is None:
+            self._outputs = [self._plain_outputs(x)]
+            self._body = self._counts()
+            return [], True
+        k, rnd = p.layout.blocks, env.round - 1  # the model of round r + 1 evaluates round r
+
+        self._mode = "evaluate"
+        self._jobs = [
+            partial(p.start_output, rnd, j, x[j * k : (j + 1) * k])
+            for j in range(-(-x.shape[0] // k))
+        ]
+        self._finish = self._collect_output
+        return self._next_job(), self._idle()
+
+    def _consent(self, env: Envelope) -> tuple[list[Item], bool]:
+        r = Reader(env.body, "consent request")
+        recipient, limit = r.str_(), r.u32()
+        r.end()
+        if self.reveal_to is None or recipient != self.reveal_to:
+            raise DecryptionNotPermittedError(
+                f"{self.name}'s operator did not agree to reveal the layers to {recipient!r}"
+            )
+        self._body = self.party.consent(recipient, Purpose.REVEAL, limit)
+        return [], True
+
+    def _reveal(self, env: Envelope) -> tuple[list[Item], bool]:
+        self._require_idle()
+        p = self.party
+        consents = [Consent.from_bytes(c, p.session) for c in unpack_parts(env.body)]
+        self._body = b""
+        self._mode = "reveal"
+        self._jobs = [partial(p.start_reveal, consents)]
+        self._finish = self._keep_revealed
+        return self._next_job(), self._idle()
+
+    def _final(self, env: Envelope) -> tuple[list[Item], bool]:
+        self._require_idle()
+        self._model(env)
+        return [], True
+
+    # ------------------------------------------------------------------ jobs
+    def _next_job(self) -> list[Item]:
+        while self._jobs:
+            request = self._jobs.pop(0)()
+            if request is not None:
+                self._busy = True
+                return self._broadcast(request)
+        if self._mode == "evaluate":
+            self._body = self._counts()
+        elif self._mode == "train":
+            self._body = Writer().f64(self.largest_boundary_error).getvalue()
+        return []
+
+    def _broadcast(self, request: bytes) -> list[Item]:
+        return [Item(n, "request", request) for n in self.others]
+
+    def _idle(self) -> bool:
+        return not self._busy and not self._jobs
+
+    def _require_idle(self) -> None:
+        if not self._idle():
+            raise ProtocolError(f"{self.name} is still in the middle of a step")
+
+    def _note_boundary_error(self, value: Any) -> None:
+        self.largest_boundary_error = max(self.largest_boundary_error, float(value))
+
+    def _collect_output(self, value: Any) -> None:
+        self._outputs.append(np.asarray(value, dtype=np.float64))
+
+    def _keep_revealed(self, value: Any) -> None:
+        self.revealed = list(value)
+
+    def _plain_outputs(self, x: FloatArray) -> FloatArray:
+        w, b = self.party.plain_layers()
+        h = plain_forward(w[:-1], b[:-1], x)[-1]
+        return np.asarray(h @ w[-1].T + b[-1], dtype=np.float64)
+
+    def _counts(self) -> bytes:
+        """Loss sum, correct predictions, rows and ``max |u|`` on this party's own rows."""
+        p = self.party
+        _, y = p.rows
+        u = np.concatenate(self._outputs, axis=0)
+        if p.layout is None:
+            a = 1.0 / (1.0 + np.exp(-np.clip(u, -60, 60)))
+        else:
+            low, high = p.schedule.sigmoid_range
+            a = chebyshev_sigmoid(u, low, high, p.schedule.sigmoid_degree)
+        yo = np.eye(p.schedule.sizes[-1])[y]
+        loss = float(0.5 * np.sum((a - yo) ** 2))
+        correct = int(np.sum(np.argmax(u, axis=1) == y))
+        w = Writer().f64(loss).u64(correct).u64(int(y.size)).f64(float(np.max(np.abs(u))))
+        return w.getvalue()
