@@ -127,7 +127,8 @@ def prepare_parties(
         missing = [chosen[i] for i in np.flatnonzero(~present)]
         raise InputError(
             f"{'classes' if len(missing) > 1 else 'class'} {show_values(missing)} "
-            f"{'occur' if len(missing) > 1 else 'occurs'} at no party: every class needs a sample somewhere (or leave it out of the class list)"
+            f"{'occur' if len(missing) > 1 else 'occurs'} at no party: every class needs a "
+            "sample somewhere (or leave it out of the class list)"
         )
     return PreparedData(tuple(str(k) for k, _ in items), encoded, chosen)
 

@@ -111,7 +111,8 @@ def _no_missing(
             what = "label" if c == label_column else f"value in feature column {c!r}"
             raise InputError(
                 f"{source}: party {owners.iloc[r]!r}, row {r + 1} has no {what} "
-                f"({len(gaps)} rows lack one); fill or drop them before training"
+                f"({len(gaps)} {'rows lack' if len(gaps) > 1 else 'row lacks'} one); fill or "
+                "drop them before training"
             )
 
 
