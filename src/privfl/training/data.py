@@ -32,7 +32,10 @@ class FederatedData:
 def load_rows(name: str) -> tuple[FloatArray, IntArray]:
     """All rows of a dataset (features, labels)."""
     if name != "digits8x8":
-        raise InputError(f"unknown dataset {name!r}; choose one of {DATASETS}")
+        raise InputError(
+            f"unknown dataset {name!r}; choose one of {DATASETS} (a model trained on your own "
+            "table with --data records no rows of a built-in dataset to audit it against)"
+        )
     from sklearn.datasets import load_digits
 
     d = load_digits()
