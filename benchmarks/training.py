@@ -197,13 +197,26 @@ def defaults(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def _covering(x: Any, y: Any, rows: int) -> list[tuple[Any, Any]]:
+    """3 parties x ``rows`` rows that hold every class at least once (one row of each class
+    first, then the next rows), dealt in turn: the validation refuses a class held by no
+    party."""
+    first = [int(np.flatnonzero(y == c)[0]) for c in np.unique(y)]
+    rest = [i for i in range(len(y)) if i not in set(first)]
+    chosen = np.asarray((first + rest)[: 3 * rows])
+    if len(first) > 3 * rows:
+        raise SystemExit(f"--encrypted-rows {rows}: 3 parties need {len(first)} rows in all")
+    return [(x[chosen[k::3]], y[chosen[k::3]]) for k in range(3)]
+
+
 def location(args: argparse.Namespace) -> dict[str, Any]:
     """Location (446-256-128-64-30, last layer encrypted) through the same API: 3 parties x
     ``--rows`` rows, 2,000 held-out rows. Batch 4 (the largest whose packing of the 64 -> 30
-    layer fits the secure ring), learning rate 2, sigmoid range [-24, 24] at degree 31 (the
+    layer fits the secure ring), learning rate 2, sigmoid range [-20, 20] at degree 31 (the
     default [-10, 10] is left in the first epochs: |u| of the initial model already reaches
     8). The twin trains ``--epochs``; the encrypted run trains one epoch on
-    ``--encrypted-rows`` rows per party, its time per batch scales to a full epoch."""
+    ``--encrypted-rows`` rows per party holding all 30 classes, its time per batch scales to
+    a full epoch."""
     from privfl.audit.data import load_location
 
     x, y = load_location()
@@ -213,23 +226,22 @@ def location(args: argparse.Namespace) -> dict[str, Any]:
     test = order[3 * n : 3 * n + 2000]
     kw: dict[str, Any] = {
         "layers": LOCATION_LAYERS, "encrypted_layers": 1, "batch_size": 4, "learning_rate": 2.0,
-        "sigmoid_range": (-24.0, 24.0), "sigmoid_degree": 31, "classes": list(range(30)),
+        "sigmoid_range": (-20.0, 20.0), "sigmoid_degree": 31, "classes": list(range(30)),
     }  # fmt: skip
     sched = Schedule(
-        LOCATION_LAYERS, 1, args.epochs, args.epochs, 4, 2.0, args.seed, (-24.0, 24.0), 31
+        LOCATION_LAYERS, 1, args.epochs, args.epochs, 4, 2.0, args.seed, (-20.0, 20.0), 31
     )
     start = time.perf_counter()
     twin = _twin_run(sched, parties, x[test], y[test])
     out: dict[str, Any] = {
-        "setting": f"Location 3 x {n} rows, 446-256-128-64-30, batch 4, lr 2, range +-24 deg 31",
+        "setting": f"Location 3 x {n} rows, 446-256-128-64-30, batch 4, lr 2, range +-20 deg 31",
         "twin_epochs": args.epochs,
         "twin": twin,
         "twin_seconds": time.perf_counter() - start,
     }
     print(json.dumps(out), flush=True)
     if args.encrypted_rows:
-        m = args.encrypted_rows
-        small = [(px[:m], py[:m]) for px, py in parties]
+        small = _covering(x[order[: 3 * n]], y[order[: 3 * n]], args.encrypted_rows)
         enc = _encrypted_vs_twin(small, x[test], y[test], epochs=1, seed=args.seed, **kw)
         batches_full = -(-n // 4)
         enc["estimated_seconds_per_party_epoch_at_full_rows"] = (
@@ -246,7 +258,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=16, help="defaults: data splits")
     ap.add_argument("--encrypted-epochs", type=int, default=2, help="defaults: 0 = twin only")
     ap.add_argument("--rows", type=int, default=400, help="location: rows per party")
-    ap.add_argument("--encrypted-rows", type=int, default=8, help="location: 0 = twin only")
+    ap.add_argument("--encrypted-rows", type=int, default=12, help="location: 0 = twin only")
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--evaluate-every", type=int, default=5)
