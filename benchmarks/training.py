@@ -14,6 +14,11 @@ batches plus the shares it computes for the others), bytes are what it sends and
 (loss/accuracy on the parties' training data, max |u|, the numpy twin's accuracy at the same
 round) and a final line with the test accuracy of the revealed model next to the twin's and
 the paper's 48.7 %, and the wall time.
+``defaults``: the API's default schedule on digits (twin over 16 data splits, then a 2-epoch
+encrypted run against its twin).
+``location``: Location 446-256-128-64-30 through the same API: the twin's test accuracy after
+``--epochs`` and a one-epoch encrypted run on ``--encrypted-rows`` rows per party (time per
+batch, per epoch, weights against the twin).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import argparse
+import inspect
 import json
 import time
 from pathlib import Path
@@ -34,7 +40,7 @@ import numpy as np
 
 import privfl
 from privfl.training.data import federated_digits
-from privfl.training.twin import Schedule, train_twin
+from privfl.training.twin import Schedule, plain_forward, train_twin
 
 PAPER_EPOCHS = 300
 PAPER = {  # Table III, per party, 300 epochs
@@ -43,6 +49,7 @@ PAPER = {  # Table III, per party, 300 epochs
 }
 PAPER_ACCURACY = 0.487
 LAYERS = (64, 30, 20, 10)
+LOCATION_LAYERS = (446, 256, 128, 64, 30)
 LR = 2.0  # the twin keeps max|u| <= 9.1 < 10 over 100 epochs with this rate (3.0 leaves it)
 
 
@@ -120,9 +127,141 @@ def full(args: argparse.Namespace) -> dict[str, Any]:
     return final
 
 
+def _twin_run(sched: Schedule, parties: Any, x_test: Any, y_test: Any) -> dict[str, float]:
+    """The numpy twin of ``sched``: test accuracy and the largest last-layer |u| seen on the
+    parties' rows after any round."""
+    x_all = np.concatenate([p[0] for p in parties])
+    largest = [0.0]
+
+    def watch(_: int, m: Any) -> None:
+        h = plain_forward(m.weights[:-1], m.biases[:-1], x_all)[-1]
+        u = h @ m.weights[-1].T + m.biases[-1]
+        largest[0] = max(largest[0], float(np.nan_to_num(np.abs(u), nan=np.inf).max()))
+
+    with np.errstate(all="ignore"):
+        model = train_twin(sched, parties, on_round=watch)
+        acc = float(np.mean(model.predict(x_test) == y_test))
+    return {"test_accuracy": acc, "max_abs_u": largest[0]}
+
+
+def _encrypted_vs_twin(parties: Any, x_test: Any, y_test: Any, **kw: Any) -> dict[str, Any]:
+    """A short encrypted run through ``privfl.train_federated`` (secure ring, revealed at the
+    end) against the twin of the same schedule: weights, test accuracy, time per party."""
+    res = privfl.train_federated(parties, reveal=True, evaluate_every=0, **kw)
+    twin = train_twin(res.schedule, [(np.asarray(x), np.asarray(y)) for x, y in parties])
+    model = res.model
+    return {
+        "epochs": res.schedule.epochs,
+        "max_weight_difference_to_twin": float(
+            max(np.max(np.abs(a - b)) for a, b in zip(model.weights, twin.weights, strict=True))
+        ),
+        "test_accuracy": float(np.mean(model.predict(x_test) == y_test)),
+        "twin_test_accuracy": float(np.mean(twin.predict(x_test) == y_test)),
+        "batches_per_party_per_epoch": res.batches_per_party[0] / res.schedule.epochs,
+        **res.per_epoch(),
+        "setup_seconds": res.setup_seconds,
+        "wall_seconds": res.wall_seconds,
+    }
+
+
+def defaults(args: argparse.Namespace) -> dict[str, Any]:
+    """The API's default schedule on digits in the paper's setting: the twin's test accuracy
+    after the default epochs over ``--seeds`` data splits (and with the former rates 2.0 and
+    3.0), then an encrypted run of ``--encrypted-epochs`` with every default against its twin."""
+    sig = inspect.signature(privfl.train_federated).parameters
+    d = {k: sig[k].default for k in ("epochs", "batch_size", "learning_rate", "encrypted_layers")}
+    out: dict[str, Any] = {"defaults": d, "rates": {}}
+    for lr in (d["learning_rate"], 2.0, 3.0):
+        rows = []
+        for seed in range(args.seeds):
+            data = federated_digits(3, 30, seed)
+            sched = Schedule(
+                LAYERS, d["encrypted_layers"], d["epochs"], d["epochs"], d["batch_size"], lr, seed
+            )
+            rows.append(_twin_run(sched, data.parties, data.x_test, data.y_test))
+        accs = [r["test_accuracy"] for r in rows]
+        out["rates"][str(lr)] = {
+            "seed0_test_accuracy": accs[0],
+            "mean_test_accuracy": float(np.mean(accs)),
+            "min_test_accuracy": float(np.min(accs)),
+            "splits_above_50pct": int(sum(a > 0.5 for a in accs)),
+            "splits": len(accs),
+            "max_abs_u": float(max(r["max_abs_u"] for r in rows)),
+            "splits_leaving_sigmoid_range": int(sum(r["max_abs_u"] > 10 for r in rows)),
+        }
+        print(json.dumps({"learning_rate": lr, **out["rates"][str(lr)]}), flush=True)
+    if args.encrypted_epochs:
+        data = federated_digits(3, 30, 0)
+        enc = _encrypted_vs_twin(
+            list(data.parties), data.x_test, data.y_test, epochs=args.encrypted_epochs
+        )
+        out["encrypted"] = enc
+        print(json.dumps({"encrypted": enc}), flush=True)
+    return out
+
+
+def _covering(x: Any, y: Any, rows: int) -> list[tuple[Any, Any]]:
+    """3 parties x ``rows`` rows that hold every class at least once (one row of each class
+    first, then the next rows), dealt in turn: the validation refuses a class held by no
+    party."""
+    first = [int(np.flatnonzero(y == c)[0]) for c in np.unique(y)]
+    rest = [i for i in range(len(y)) if i not in set(first)]
+    chosen = np.asarray((first + rest)[: 3 * rows])
+    if len(first) > 3 * rows:
+        raise SystemExit(f"--encrypted-rows {rows}: 3 parties need {len(first)} rows in all")
+    return [(x[chosen[k::3]], y[chosen[k::3]]) for k in range(3)]
+
+
+def location(args: argparse.Namespace) -> dict[str, Any]:
+    """Location (446-256-128-64-30, last layer encrypted) through the same API: 3 parties x
+    ``--rows`` rows, 2,000 held-out rows. Batch 4 (the largest whose packing of the 64 -> 30
+    layer fits the secure ring), learning rate 2, sigmoid range [-20, 20] at degree 31 (the
+    default [-10, 10] is left in the first epochs: |u| of the initial model already reaches
+    8). The twin trains ``--epochs``; the encrypted run trains one epoch on
+    ``--encrypted-rows`` rows per party holding all 30 classes, its time per batch scales to
+    a full epoch."""
+    from privfl.audit.data import load_location
+
+    x, y = load_location()
+    order = np.random.default_rng(args.seed).permutation(len(y))  # not secret: data split
+    n = args.rows
+    parties = [(x[order[k * n : (k + 1) * n]], y[order[k * n : (k + 1) * n]]) for k in range(3)]
+    test = order[3 * n : 3 * n + 2000]
+    kw: dict[str, Any] = {
+        "layers": LOCATION_LAYERS, "encrypted_layers": 1, "batch_size": 4, "learning_rate": 2.0,
+        "sigmoid_range": (-20.0, 20.0), "sigmoid_degree": 31, "classes": list(range(30)),
+    }  # fmt: skip
+    sched = Schedule(
+        LOCATION_LAYERS, 1, args.epochs, args.epochs, 4, 2.0, args.seed, (-20.0, 20.0), 31
+    )
+    start = time.perf_counter()
+    twin = _twin_run(sched, parties, x[test], y[test])
+    out: dict[str, Any] = {
+        "setting": f"Location 3 x {n} rows, 446-256-128-64-30, batch 4, lr 2, range +-20 deg 31",
+        "twin_epochs": args.epochs,
+        "twin": twin,
+        "twin_seconds": time.perf_counter() - start,
+    }
+    print(json.dumps(out), flush=True)
+    if args.encrypted_rows:
+        small = _covering(x[order[: 3 * n]], y[order[: 3 * n]], args.encrypted_rows)
+        enc = _encrypted_vs_twin(small, x[test], y[test], epochs=1, seed=args.seed, **kw)
+        batches_full = -(-n // 4)
+        enc["estimated_seconds_per_party_epoch_at_full_rows"] = (
+            enc["seconds_per_batch"] * batches_full
+        )
+        out["encrypted"] = enc
+        print(json.dumps({"encrypted": enc}), flush=True)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("mode", choices=["cost", "full"])
+    ap.add_argument("mode", choices=["cost", "full", "defaults", "location"])
+    ap.add_argument("--seeds", type=int, default=16, help="defaults: data splits")
+    ap.add_argument("--encrypted-epochs", type=int, default=2, help="defaults: 0 = twin only")
+    ap.add_argument("--rows", type=int, default=400, help="location: rows per party")
+    ap.add_argument("--encrypted-rows", type=int, default=12, help="location: 0 = twin only")
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--evaluate-every", type=int, default=5)
@@ -130,7 +269,8 @@ def main() -> None:
     ap.add_argument("--json", default=None, help="write the cost table as JSON")
     ap.add_argument("--encrypted", type=lambda t: [int(v) for v in t.split(",")], default=[0, 1, 2])
     args = ap.parse_args()
-    result = cost(args) if args.mode == "cost" else full(args)
+    modes = {"cost": cost, "full": full, "defaults": defaults, "location": location}
+    result = modes[args.mode](args)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
 

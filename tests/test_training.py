@@ -32,7 +32,9 @@ LAYERS = (6, 5, 4)
 
 def _parties(rows: int, count: int = 2) -> list[tuple[np.ndarray, np.ndarray]]:
     rng = np.random.default_rng(rows)  # not secret: test data
-    return [(rng.uniform(0, 1, (rows, 6)), rng.integers(0, 4, rows)) for _ in range(count)]
+    out = [(rng.uniform(0, 1, (rows, 6)), rng.integers(0, 4, rows)) for _ in range(count)]
+    out[0][1][:4] = np.arange(4)  # every class occurs somewhere (validated)
+    return out
 
 
 def _run(parties, **kw):

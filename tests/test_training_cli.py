@@ -21,9 +21,9 @@ TINY = [
     "--parties",
     "2",
     "--per-party",
-    "2",
+    "20",  # every digit occurs at some party (validated)
     "--batch-size",
-    "2",
+    "10",
     "--layers",
     "64,5,10",
 ]

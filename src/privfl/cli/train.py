@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -27,6 +28,14 @@ from privfl.cli._kit import (
     ints,
 )
 from privfl.errors import InputError
+from privfl.training.config import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_ENCRYPTED_LAYERS,
+    DEFAULT_EPOCHS,
+    DEFAULT_HIDDEN,
+    DEFAULT_LEARNING_RATE,
+    DEFAULT_SIGMOID_DEGREE,
+)
 
 if TYPE_CHECKING:
     from privfl.training.result import RoundMetrics, TrainingResult
@@ -34,7 +43,8 @@ if TYPE_CHECKING:
 
 def encrypt_last_from(text: str, layers: list[int]) -> int:
     """``--encrypt-last``: a number of last layers, or a ``privfl audit recommend`` JSON file
-    (its ``encrypt_layers`` must be a group of last layers of the same model)."""
+    (its ``encrypt_layers`` must name a non-empty group of last layers of the same model: a
+    file naming none is refused rather than read as "train plain FedAvg")."""
     if text.strip().isdigit():
         return int(text)
     path = Path(text)
@@ -42,11 +52,21 @@ def encrypt_last_from(text: str, layers: list[int]) -> int:
         raise InputError(f"--encrypt-last must be a number or a recommendation file, got {text!r}")
     try:
         rec = json.loads(path.read_text())
-        chosen = [int(v) for v in rec["encrypt_layers"]]
+        named = rec.get("encrypt_layers")
         total = int(rec["layers"])
         sizes = rec.get("model_sizes")
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise InputError(f"{path} is not a 'privfl audit recommend' result: {exc}") from None
+    if not isinstance(named, list) or not named:
+        raise InputError(
+            f"{path} names no layer to encrypt (encrypt_layers: {named!r}): the recommendation "
+            "must come from an audit that covered the output layer; run 'privfl audit "
+            "recommend' on such an audit, or pass --encrypt-last 0 to train plain FedAvg"
+        )
+    try:
+        chosen = [int(v) for v in named]
+    except (TypeError, ValueError):
+        raise InputError(f"{path}: encrypt_layers must list layer numbers, got {named!r}") from None
     if sizes is not None and [int(s) for s in sizes] != layers:
         raise InputError(f"{path} recommends layers for the model {sizes}, not {layers}")
     if total != len(layers) - 1 or chosen != list(range(total - len(chosen) + 1, total + 1)):
@@ -98,31 +118,122 @@ class _RoundProgress:
         )
 
 
+@dataclass(frozen=True)
+class _Data:
+    """What ``train`` trains on: per-party rows, an optional test set, and for the built-in
+    dataset the row indices a saved model records for the membership audit."""
+
+    name: str
+    parties: dict[str, tuple[Any, Any]]
+    x_test: Any
+    y_test: Any
+    members: Any = ()
+    non_members: Any = ()
+
+
+def _load(
+    data: Path | None,
+    dataset: str | None,
+    party_column: str | None,
+    label_column: str | None,
+    feature_columns: str | None,
+    test_data: Path | None,
+    parties: int | None,
+    per_party: int | None,
+    seed: int,
+) -> _Data:
+    """The built-in dataset (``--dataset``) or the user's table (``--data``), checked."""
+    if data is None:
+        for given, flag in (
+            (party_column, "--party-column"),
+            (label_column, "--label-column"),
+            (feature_columns, "--feature-columns"),
+            (test_data, "--test-data"),
+        ):
+            if given is not None:
+                raise InputError(f"{flag} goes with --data FILE")
+        from privfl.training.data import federated_digits
+
+        name = dataset or "digits8x8"
+        built = federated_digits(parties or 3, per_party or 30, seed, name)
+        dealt = {str(k): p for k, p in enumerate(built.parties)}
+        return _Data(
+            name, dealt, built.x_test, built.y_test, built.member_indices, built.test_indices
+        )
+    if dataset is not None or parties is not None or per_party is not None:
+        raise InputError("--data FILE replaces --dataset, --parties and --per-party")
+    if party_column is None or label_column is None:
+        raise InputError("--data FILE needs --party-column and --label-column")
+    from privfl.training.table import load_table
+
+    columns = None
+    if feature_columns is not None:
+        columns = [c.strip() for c in feature_columns.split(",") if c.strip()]
+    table = load_table(data, label_column, party_column, columns)
+    x_test: Any = np.zeros((0, len(table.feature_columns)))
+    y_test: Any = np.zeros(0, dtype=np.int64)
+    if test_data is not None:
+        test = load_table(test_data, label_column, None, table.feature_columns)
+        x_test, y_test = test.parties["all"]
+    return _Data(str(data), table.parties, x_test, y_test)
+
+
 @guard
 def train(
-    dataset: Annotated[str, typer.Option(help="digits8x8 (scikit-learn digits, binarised).")] = (
-        "digits8x8"
-    ),
-    parties: Annotated[int, typer.Option(help="Number of parties.")] = 3,
-    per_party: Annotated[int, typer.Option(help="Training rows per party.")] = 30,
+    data: Annotated[
+        Path | None,
+        typer.Option(
+            help="Your training table (.csv, .csv.gz or .parquet): one row per sample, with "
+            "--party-column and --label-column."
+        ),
+    ] = None,
+    party_column: Annotated[
+        str | None, typer.Option(help="Column naming the party that holds each row.")
+    ] = None,
+    label_column: Annotated[
+        str | None, typer.Option(help="Class label column (integers or strings).")
+    ] = None,
+    feature_columns: Annotated[
+        str | None,
+        typer.Option(help="Comma-separated feature columns (default: all other columns)."),
+    ] = None,
+    test_data: Annotated[
+        Path | None,
+        typer.Option(help="A held-out table with the same feature and label columns."),
+    ] = None,
+    dataset: Annotated[
+        str | None,
+        typer.Option(help="Built-in dataset when no --data: digits8x8 (binarised digits)."),
+    ] = None,
+    parties: Annotated[
+        int | None, typer.Option(help="Parties of the built-in dataset (default 3).")
+    ] = None,
+    per_party: Annotated[
+        int | None, typer.Option(help="Rows per party of the built-in dataset (default 30).")
+    ] = None,
     encrypt_last: Annotated[
         str,
         typer.Option(
             help="How many last layers stay encrypted (0 = plain FedAvg), or the JSON file "
             "of 'privfl audit recommend --json-out'."
         ),
-    ] = "1",
-    epochs: Annotated[int, typer.Option(help="Training epochs.")] = 1,
+    ] = str(DEFAULT_ENCRYPTED_LAYERS),
+    epochs: Annotated[int, typer.Option(help="Training epochs.")] = DEFAULT_EPOCHS,
     rounds: Annotated[
         int | None, typer.Option(help="Averaging rounds (default: one per epoch).")
     ] = None,
-    layers: Annotated[str, typer.Option(help="Layer widths.")] = "64,30,20,10",
-    batch_size: Annotated[int, typer.Option(help="Mini-batch size.")] = 10,
-    learning_rate: Annotated[float, typer.Option(help="SGD learning rate.")] = 2.0,
+    layers: Annotated[
+        str | None,
+        typer.Option(help="Layer widths (default: features,30,20,classes)."),
+    ] = None,
+    batch_size: Annotated[int, typer.Option(help="Mini-batch size.")] = DEFAULT_BATCH_SIZE,
+    learning_rate: Annotated[
+        float, typer.Option(help="SGD learning rate.")
+    ] = DEFAULT_LEARNING_RATE,
     sigmoid_range: Annotated[
         str, typer.Option(help="Interval of the Chebyshev sigmoid 'low,high'.")
     ] = "-10,10",
-    sigmoid_degree: Annotated[int, typer.Option(help="Chebyshev degree.")] = 13,
+    sigmoid_degree: Annotated[int, typer.Option(help="Chebyshev degree.")] = DEFAULT_SIGMOID_DEGREE,
     parameters: Annotated[
         str, typer.Option(help="'secure' (ring 2^15, 128-bit) or 'test' (insecure, fast).")
     ] = "secure",
@@ -146,39 +257,47 @@ def train(
     plot: PlotOut = None,
 ) -> None:
     """Federated training of an MLP whose last layers stay encrypted under threshold CKKS
-    (SmartCryptNN): no party and not the server can decrypt them alone. Settings are checked
-    before key generation; --model-out saves what 'privfl audit membership --model' audits."""
+    (SmartCryptNN), on your table (--data) or a built-in dataset. Data and settings are
+    checked before key generation (exit 2 naming the party, column or limit); --model-out
+    saves what 'privfl audit membership --model' audits."""
     out = err_console if as_json else console
     for path, what in ((json_out, "--json-out"), (plot, "--plot"), (model_out, "--model-out")):
         check_output_path(path, what)
-    sizes = ints(layers, "--layers", minimum=1)
     low_high = floats(sigmoid_range, "--sigmoid-range", positive=False)
     if len(low_high) != 2:
         raise InputError("--sigmoid-range must be 'low,high'")
-    enc = encrypt_last_from(encrypt_last, sizes)
     if test_rows < 0:
         raise InputError("--test-rows must be >= 0")
-    from privfl.training.data import federated_digits
+    src = _load(
+        data, dataset, party_column, label_column, feature_columns, test_data, parties,
+        per_party, seed,
+    )  # fmt: skip
+    from privfl.training.data import prepare_parties
     from privfl.training.federated import train_federated
 
-    data = federated_digits(parties, per_party, seed, dataset)
+    if layers is not None:
+        sizes = ints(layers, "--layers", minimum=1)
+    else:
+        found = prepare_parties(src.parties)
+        sizes = [found.features, *DEFAULT_HIDDEN, len(found.classes)]
+    enc = encrypt_last_from(encrypt_last, sizes)
     n_rounds = rounds if rounds is not None else epochs
     with _RoundProgress(n_rounds) as progress:
         res = train_federated(
-            list(data.parties), sizes, enc, epochs, batch_size, learning_rate, rounds, seed,
+            src.parties, sizes, enc, epochs, batch_size, learning_rate, rounds, seed,
             sigmoid_range=(low_high[0], low_high[1]), sigmoid_degree=sigmoid_degree,
             parameters=parameters, reveal=reveal, on_round=progress,
         )  # fmt: skip
-    x_test, y_test = data.x_test[:test_rows], data.y_test[:test_rows]
-    test_acc = float(np.mean(res.predict(x_test) == y_test)) if test_rows else float("nan")
+    x_test, y_test = src.x_test[:test_rows], src.y_test[:test_rows]
+    test_acc = float(np.mean(res.predict_labels(x_test) == y_test)) if len(y_test) else None
     summary = {
         **res.to_dict(),
-        "dataset": dataset,
+        "dataset": src.name,
         "test_rows": len(y_test),
         "test_accuracy": test_acc,
     }
     if model_out is not None:
-        res.save(model_out, dataset, data.member_indices, data.test_indices)
+        res.save(model_out, src.name, src.members, src.non_members)
         summary["model_file"] = str(model_out)
     if not as_json:
         _print(res, test_acc, len(y_test), out)
@@ -188,8 +307,8 @@ def train(
         err_console.print(f"figure written to {plot}")
 
 
-def _print(res: TrainingResult, test_acc: float, test_rows: int, out: Any) -> None:
-    rows = f" ({test_rows} rows)"
+def _print(res: TrainingResult, test_acc: float | None, test_rows: int, out: Any) -> None:
+    acc = "no test rows" if test_acc is None else f"test accuracy {test_acc:.3f} ({test_rows} rows)"
     s = res.schedule
     table = Table(title=f"MLP {'-'.join(map(str, s.sizes))}, last {s.secret_layers} encrypted")
     for c in ("round", "epoch", "loss", "accuracy", "max |u|", "seconds"):
@@ -206,7 +325,7 @@ def _print(res: TrainingResult, test_acc: float, test_rows: int, out: Any) -> No
     out.print(table)
     pe = res.per_epoch()
     out.print(
-        f"test accuracy {test_acc:.3f}{rows}; per party per epoch {pe['seconds_per_epoch']:.1f} s "
+        f"{acc}; per party per epoch {pe['seconds_per_epoch']:.1f} s "
         f"and {fmt_bytes(pe['bytes_per_epoch'])}; key generation {res.setup_seconds:.1f} s, "
         f"{fmt_bytes(res.setup_bytes)}; wall {res.wall_seconds:.1f} s"
     )

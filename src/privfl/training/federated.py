@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -27,7 +27,19 @@ from privfl.errors import InputError
 from privfl.messages import new_session_id
 from privfl.runner import InProcessRunner
 from privfl.training.node import PartyNode
-from privfl.training.packing import LayerLayout, chebyshev_sigmoid
+from privfl.training.config import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_ENCRYPTED_LAYERS,
+    DEFAULT_EPOCHS,
+    DEFAULT_LEARNING_RATE,
+    DEFAULT_SIGMOID_DEGREE,
+    DEFAULT_SIGMOID_RANGE,
+    check_schedule,
+    default_sizes,
+    secret_layout,
+)
+from privfl.training.data import Label, PartyRows, PreparedData, prepare_parties, show_values
+from privfl.training.packing import chebyshev_sigmoid
 from privfl.training.party import Party, SigmoidRangeError
 from privfl.training.protocol import Session
 from privfl.training.result import RoundMetrics, TrainingResult, role_totals
@@ -40,54 +52,43 @@ log = logging.getLogger(__name__)
 
 __all__ = ["SigmoidRangeError", "TrainingResult", "train_federated", "validate"]
 
-SUPPORTED_ENCRYPTED = (0, 1, 2)
 # the exchanges whose cost is training's (evaluation, consent, reveal and finish are not)
 TRAINING_STEPS = frozenset({"train", "relay", "upload", "model", "aggregate"})
 
 
 def validate(
-    parties: Sequence[tuple[FloatArray, IntArray]],
+    parties: Sequence[PartyRows] | Mapping[str, PartyRows],
     schedule: Schedule,
     parameters: str,
-) -> list[tuple[FloatArray, IntArray]]:
-    """Check every setting before any key is generated (InputError with what to fix)."""
-    sizes, secret = schedule.sizes, schedule.secret_layers
-    if len(sizes) < 2 or any(int(s) < 1 for s in sizes):
-        raise InputError("layers must list at least an input and an output width, all >= 1")
-    if not 0 <= secret <= len(sizes) - 1:
+    classes: Sequence[Label] | None = None,
+) -> PreparedData:
+    """Check the data (:func:`~privfl.training.data.prepare_parties`: finite features, labels
+    mapped to ``0..C-1`` alike at every party, each class somewhere) against ``schedule``'s
+    input and output widths, and every setting (:func:`~privfl.training.config.check_schedule`,
+    the ring's capacity included), before any key is generated (InputError with what to fix)."""
+    check_schedule(schedule, parameters, len(parties))
+    sizes = schedule.sizes
+    data = prepare_parties(parties, classes, sizes[0], sizes[-1])
+    if len(data.classes) != sizes[-1]:
         raise InputError(
-            f"encrypted_layers={secret}: the model {'-'.join(map(str, sizes))} has "
-            f"{len(sizes) - 1} layers; choose 0..{len(sizes) - 1}"
+            f"the output layer has {sizes[-1]} units but the data has {len(data.classes)} "
+            f"classes {show_values(list(data.classes))}: give layers ending in {len(data.classes)}"
         )
-    if secret not in SUPPORTED_ENCRYPTED:
-        raise InputError(
-            f"encrypted_layers={secret}: this version encrypts at most the last two layers "
-            f"(supported: {SUPPORTED_ENCRYPTED})"
-        )
-    if schedule.epochs < 1 or schedule.rounds < 1 or schedule.epochs % schedule.rounds:
-        raise InputError("epochs and rounds must be positive and rounds must divide epochs")
-    if schedule.batch_size < 1 or not schedule.learning_rate > 0:
-        raise InputError("batch_size must be >= 1 and learning_rate > 0")
-    low, high = schedule.sigmoid_range
-    if not low < 0 < high or not 3 <= schedule.sigmoid_degree <= 119:
-        raise InputError("the sigmoid range must contain 0 and its degree be in 3..119")
-    if parameters not in ("secure", "test"):
-        raise InputError(f"parameters must be 'secure' or 'test', got {parameters!r}")
-    if not 1 <= len(parties) <= 64:
-        raise InputError("between 1 and 64 parties")
-    out = []
-    for k, (x, y) in enumerate(parties):
-        x, y = np.asarray(x, dtype=np.float64), np.asarray(y)
-        if x.ndim != 2 or x.shape[1] != sizes[0] or x.shape[0] != y.shape[0] or not len(y):
-            raise InputError(f"party {k}: X must be (n, {sizes[0]}) with n = len(y) >= 1")
-        if not np.all(np.isfinite(x)) or not np.issubdtype(y.dtype, np.integer):
-            raise InputError(f"party {k}: X must be finite and y integer class labels")
-        if y.min() < 0 or y.max() >= sizes[-1]:
-            raise InputError(f"party {k}: labels must be in 0..{sizes[-1] - 1}")
-        out.append((x, y.astype(np.int64)))
-    if secret:
-        _check_initial_range(out, schedule)
-    return out
+    if schedule.secret_layers:
+        _check_initial_range(data.parties, schedule)
+    return data
+
+
+def _sizes(
+    layers: Sequence[int] | None,
+    parties: Sequence[PartyRows] | Mapping[str, PartyRows],
+    classes: Sequence[Label] | None,
+) -> tuple[int, ...]:
+    """``layers``, or the default model for the data's width and class count."""
+    if layers is not None:
+        return tuple(int(s) for s in layers)
+    data = prepare_parties(parties, classes)
+    return default_sizes(data.features, len(data.classes))
 
 
 def _check_initial_range(
@@ -115,17 +116,18 @@ def _refuse_range(k: int, layer: int, u: FloatArray, low: float, high: float) ->
 
 
 def train_federated(
-    parties: Sequence[tuple[FloatArray, IntArray]],
-    layers: Sequence[int] = (64, 30, 20, 10),
-    encrypted_layers: int = 1,
-    epochs: int = 1,
-    batch_size: int = 10,
-    learning_rate: float = 3.0,
+    parties: Sequence[PartyRows] | Mapping[str, PartyRows],
+    layers: Sequence[int] | None = None,
+    encrypted_layers: int = DEFAULT_ENCRYPTED_LAYERS,
+    epochs: int = DEFAULT_EPOCHS,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    learning_rate: float = DEFAULT_LEARNING_RATE,
     rounds: int | None = None,
     seed: int = 0,
     *,
-    sigmoid_range: tuple[float, float] = (-10.0, 10.0),
-    sigmoid_degree: int = 13,
+    classes: Sequence[Label] | None = None,
+    sigmoid_range: tuple[float, float] = DEFAULT_SIGMOID_RANGE,
+    sigmoid_degree: int = DEFAULT_SIGMOID_DEGREE,
     parameters: str = "secure",
     reveal: bool = False,
     evaluate_every: int = 1,
@@ -133,8 +135,17 @@ def train_federated(
     on_round: Callable[[RoundMetrics], None] | None = None,
     max_update_norm: float | None = None,
 ) -> TrainingResult:
-    """Train an MLP over ``parties`` (a list of ``(X, y)``) with the last ``encrypted_layers``
-    layers under threshold CKKS (see the module doc).
+    """Train an MLP over ``parties`` (a list of ``(X, y)``, or a mapping party name ->
+    ``(X, y)``) with the last ``encrypted_layers`` layers under threshold CKKS (see the
+    module doc).
+
+    Data: ``X`` numeric and finite, ``y`` integer or string class labels, mapped to the
+    output units in the order of ``classes`` (default: integers in ``0..outputs-1`` are their
+    own unit, other labels sorted); every class must occur at some party
+    (:func:`~privfl.training.data.prepare_parties`; errors name the party). ``layers``:
+    default ``(features, 30, 20, classes)``. The defaults (30 epochs, batch 10, learning rate
+    5.0) are measured in :mod:`privfl.training.config`; the encrypted layers' packing must
+    fit the secure ring (the error names the limit).
 
     ``parameters``: ``"secure"`` (ring 2^15, 128-bit) or ``"test"`` (insecure small ring, for
     tests). ``reveal``: jointly decrypt the encrypted layers at the end (all parties take
@@ -151,11 +162,12 @@ def train_federated(
     if on_range not in ("raise", "warn"):
         raise InputError("on_range must be 'raise' or 'warn'")
     sched = Schedule(
-        tuple(int(s) for s in layers), int(encrypted_layers), int(epochs),
+        _sizes(layers, parties, classes), int(encrypted_layers), int(epochs),
         int(rounds if rounds is not None else epochs), int(batch_size), float(learning_rate),
         int(seed), (float(sigmoid_range[0]), float(sigmoid_range[1])), int(sigmoid_degree),
     )  # fmt: skip
-    data = validate(parties, sched, parameters)
+    prepared = validate(parties, sched, parameters, classes)
+    data = list(prepared.parties)
     start = time.perf_counter()
     session, setup, plan = _build(data, sched, parameters, evaluate_every, max_update_norm)
     warnings: list[str] = []
@@ -197,6 +209,8 @@ def train_federated(
         wall_seconds=time.perf_counter() - start,
         warnings=tuple(warnings),
         exchanges=report.exchanges,
+        classes=prepared.classes,
+        party_names=prepared.names,
         _session=session,
     )
 
@@ -226,9 +240,9 @@ def _build(
     from privfl.training.desk import ShareDesk
     from privfl.training.params import check_levels, training_parameters
 
-    t = sched.plain_layers
-    nxt = sched.sizes[t + 2] if sched.secret_layers == 2 else 0
-    layout = LayerLayout(sched.sizes[t], sched.sizes[t + 1], sched.batch_size, nxt)
+    layout = secret_layout(sched)
+    if layout is None:
+        raise InputError("no encrypted layer to lay out")
     params = training_parameters(layout, parameters)
     check_levels(params, sched.sigmoid_degree)
     t_server, t_parties = make_roles(params, len(data), sid, names)

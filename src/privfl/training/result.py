@@ -65,7 +65,8 @@ class TrainingResult:
     :class:`RoundMetrics` per round. ``role_seconds``: computation per role (training only,
     keys and evaluation excluded); ``role_bytes``: per role ``{"sent", "received"}``.
     ``setup_seconds`` / ``setup_bytes``: joint key generation (all roles). ``warnings``: range
-    violations reported instead of raised (``on_range="warn"``).
+    violations reported instead of raised (``on_range="warn"``). ``classes``: the original
+    label of each output unit (:meth:`predict_labels`); ``party_names``: the parties in order.
     """
 
     schedule: Schedule
@@ -83,6 +84,8 @@ class TrainingResult:
     wall_seconds: float
     warnings: tuple[str, ...] = ()
     exchanges: dict[str, int] = field(default_factory=dict)
+    classes: tuple[int | str, ...] = ()
+    party_names: tuple[str, ...] = ()
     _session: Session | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -114,6 +117,13 @@ class TrainingResult:
             raise InputError("this result no longer holds the parties needed to predict")
         u = self._session.predict(self._session.parties[0], x)
         return np.asarray(np.argmax(u, axis=1), dtype=np.int64)
+
+    def predict_labels(self, x: FloatArray) -> npt.NDArray[Any]:
+        """:meth:`predict` mapped back to the original class labels (integers or strings)."""
+        idx = self.predict(x)
+        if not self.classes:
+            return idx
+        return np.asarray(self.classes)[idx]
 
     def plain_features(self, x: FloatArray) -> FloatArray:
         """Activation of the last plaintext layer (what an attacker on them sees)."""
@@ -169,6 +179,8 @@ class TrainingResult:
             "setup_bytes": self.setup_bytes,
             "wall_seconds": self.wall_seconds,
             "warnings": list(self.warnings),
+            "classes": list(self.classes),
+            "parties": list(self.party_names),
         }
 
     def save(

@@ -12,36 +12,18 @@ jointly decrypted weights of the protocol with the twin's.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
 from privfl._typing import FloatArray, IntArray
+from privfl.training.config import Schedule
 from privfl.training.mlp import MLP, one_hot, sigmoid
 from privfl.training.packing import chebyshev_sigmoid
 
-
-@dataclass(frozen=True)
-class Schedule:
-    """Hyper-parameters shared by the protocol and its twin."""
-
-    sizes: tuple[int, ...]
-    secret_layers: int
-    epochs: int
-    rounds: int
-    batch_size: int
-    learning_rate: float
-    seed: int
-    sigmoid_range: tuple[float, float] = (-10.0, 10.0)
-    sigmoid_degree: int = 13
-
-    @property
-    def plain_layers(self) -> int:
-        return len(self.sizes) - 1 - self.secret_layers
-
-    @property
-    def local_epochs(self) -> int:
-        return self.epochs // self.rounds
+__all__ = [
+    "Schedule", "batch_order", "initial_model", "plain_backward", "plain_forward", "secret_step",
+    "train_twin",
+]  # fmt: skip
 
 
 def initial_model(schedule: Schedule) -> MLP:
