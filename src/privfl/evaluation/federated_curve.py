@@ -205,12 +205,13 @@ def _cost(params: CKKSParameters, points: int, parties: int, splits: int, execut
 def describe(run: Run) -> dict[str, Any]:
     """The run's public facts for a result's ``to_dict``."""
     first = run.results[0].outcome
+    bounds = [r.outcome.precision for r in run.results if r.outcome.precision is not None]
     return {
         "security": run.security,
         "parties": len(run.results),
         "thresholds": run.num_points,
         "verified": first.verified,
-        "precision": max(r.outcome.precision or 0.0 for r in run.results),
+        "precision": max(bounds) if bounds else None,
         "guarantee_log2": first.guarantee_log2,
         "timings": run.timings,
         "bytes": run.bytes,
