@@ -60,8 +60,8 @@ def auc(
     security: Annotated[
         str,
         typer.Option(
-            help="'semi-honest' or 'malicious' (masks, splits, permutation, two executions, "
-            "verification by the parties)."
+            help="'semi-honest' or 'malicious' (masks, splits, permutation, --executions "
+            "independent executions, three by default, and verification by the parties)."
         ),
     ] = "semi-honest",
     splits: Annotated[
@@ -88,7 +88,7 @@ def auc(
         str,
         typer.Option(
             help="'single' (one CKKS key shared by the parties) or 'threshold' (every party "
-            "holds its own share of a joint OpenFHE key; needs the [threshold] extra)."
+            "holds its own share of a joint OpenFHE key; needs the \\[threshold] extra)."
         ),
     ] = "single",
     reveal: Annotated[

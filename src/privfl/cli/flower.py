@@ -19,6 +19,7 @@ from privfl.cli._kit import (
     guard,
 )
 from privfl.cli._progress import Tracker
+from privfl.cli.fhauc import load_named_parties
 from privfl.errors import InputError
 
 flower_app = typer.Typer(
@@ -60,7 +61,7 @@ def local(
         typer.Option(
             help="'single' (a key holder creates the CKKS key at provisioning) or 'threshold' "
             "(no key holder: every SuperNode generates its own key share; needs "
-            "privfl[threshold])."
+            "privfl\\[threshold])."
         ),
     ] = "single",
     workdir: Annotated[
@@ -99,6 +100,10 @@ def local(
     if workdir is not None:
         check_workdir(workdir)
         check_output_dir(workdir, "--workdir")
+    # the data checks of `privfl auc` (party names, labels, scores), before any process starts
+    load_named_parties(
+        file, score_column, label_column, party_column, None, 0, (0.0, 1.0), pos_label
+    )
     _stop_on_sigterm()
     with Tracker("privfl flower local", console=err_console) as bar:
         try:

@@ -88,7 +88,7 @@ def keys_init(
         typer.Option(
             help="'single' (a key holder creates the CKKS key) or 'threshold' (no key is "
             "created here: every party generates its own share in each session; needs the "
-            "[threshold] extra at run time)."
+            "\\[threshold] extra at run time)."
         ),
     ] = "single",
     as_json: AsJson = False,
