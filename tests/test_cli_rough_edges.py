@@ -329,3 +329,76 @@ def test_help_texts_keep_their_brackets(name):
 def test_security_help_names_the_default_three_executions():
     out = runner.invoke(app, ["auc", "--help"], env={"COLUMNS": "2000"})
     assert "two executions" not in out.stdout and "three by default" in squash(out.stdout)
+
+
+# ----------------------------------------------------------------------------- audit loop
+def membership_json(path, rows):
+    """What `privfl audit membership --model model.npz --json-out` writes for a model whose
+    output layer stays encrypted: rows for the exposed layers 1 and 2 only."""
+    payload = {"dataset": "digits8x8", "model": {"sizes": [64, 30, 20, 10]}, "layers": rows,
+               "train_accuracy": None, "test_accuracy": None}  # fmt: skip
+    path.write_text(json.dumps(payload))
+    return str(path)
+
+
+def test_an_unaudited_output_layer_is_never_called_safe(tmp_path):
+    rows = [{"layer": 1, "features": "output", "accuracy": 0.51},
+            {"layer": 2, "features": "output", "accuracy": 0.5}]  # fmt: skip
+    path = membership_json(tmp_path / "membership.json", rows)
+    out = runner.invoke(app, ["audit", "recommend", path, "--json-out", str(tmp_path / "r.json")])
+    assert out.exit_code == 0, out.output
+    assert "encrypt nothing" not in out.stdout and "no attack result" in out.stdout
+    rec = json.loads((tmp_path / "r.json").read_text())
+    assert rec["encrypt_layers"] == [3] and rec["unaudited_layers"] == [3]
+    assert rec["exposed_layers"] == [1, 2]
+
+
+def test_a_layer_without_a_result_is_encrypted_with_every_layer_after_it(tmp_path):
+    from privfl.audit.recommend import recommend_layers
+
+    rows = [{"layer": 1, "accuracy": 0.5}, {"layer": 2, "accuracy": float("nan")},
+            {"layer": 3, "accuracy": 0.5}]  # fmt: skip
+    assert recommend_layers(rows, 0.55, 3) == [2, 3]
+    assert recommend_layers(rows[:1], 0.55, 3) == [2, 3]
+    assert recommend_layers([{"layer": 3, "accuracy": 0.5}], 0.55, 3) == [1, 2, 3]
+    path = membership_json(tmp_path / "m.json", [rows[2]])
+    out = runner.invoke(app, ["audit", "recommend", path])
+    assert out.exit_code == 0 and "encrypt all 3 layers: layer 1 was not audited" in out.stdout
+
+
+def test_membership_headers_never_print_nan():
+    from privfl.cli.audit import _acc
+
+    assert _acc(float("nan")) == "not known (encrypted layers)" and _acc(0.5) == "0.500"
+
+
+# ----------------------------------------------------------------------------- progress
+def test_federated_auc_reports_every_protocol_step(rng):
+    events = []
+    privfl.federated_auc(make_parties(rng, 3, 100), 10, progress=events.append)
+    assert [e.done for e in events] == list(range(1, len(events) + 1)) and len(events) > 5
+    assert {"party_encrypt", "aggregator"} <= {e.step for e in events}
+    curve_events = []
+    pm.roc_curve(make_parties(rng, 2, 100), 10, progress=curve_events.append)
+    assert len(curve_events) > 3
+
+
+def test_revfrf_fit_reports_progress():
+    from privfl.forest import RevFRF
+
+    rng = np.random.default_rng(0)  # not secret: test data
+    x = rng.normal(size=(60, 2))
+    y = (x[:, 0] > 0).astype(int)
+    events = []
+    keys = {"key_bits": 512, "allow_insecure_key_bits": True}  # INSECURE, for speed only
+    RevFRF(n_trees=1, max_depth=2, seed=1, **keys).fit(
+        {"p0": x[:, :1], "p1": x[:, 1:]}, y, progress=events.append
+    )
+    assert events and events[-1].done == len(events)
+
+
+def test_auc_prints_plain_progress_lines_off_a_terminal(scores_csv):
+    out = runner.invoke(app, [*auc_args(scores_csv), "--json"])
+    assert out.exit_code == 0, out.output
+    json.loads(out.stdout)  # stdout holds only the JSON
+    assert "protocol steps: started" in out.stderr and "protocol steps: done (" in out.stderr

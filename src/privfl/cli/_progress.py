@@ -23,6 +23,9 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from privfl.progress import Progress as StepCallback
+from privfl.progress import ProgressEvent
+
 
 def fmt_seconds(seconds: float) -> str:
     if seconds < 90:
@@ -124,3 +127,16 @@ class Tracker:
         stream = self.console.file if self.console.file is not None else sys.stderr
         stream.write(text + "\n")
         stream.flush()
+
+
+def as_callback(tracker: Tracker) -> StepCallback:
+    """The library's progress callback (:mod:`privfl.progress`) feeding ``tracker``: each
+    finished protocol step advances it (and sets its total when the library knows one)."""
+
+    def on_step(event: ProgressEvent) -> None:
+        if event.total is not None and tracker.total != event.total:
+            tracker.set_total(event.total)
+        if event.done > tracker.done:
+            tracker.advance(event.done - tracker.done)
+
+    return on_step

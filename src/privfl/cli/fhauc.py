@@ -22,7 +22,7 @@ from privfl.cli._kit import (
     guard,
     parse_score_range,
 )
-from privfl.cli._progress import Tracker
+from privfl.cli._progress import Tracker, as_callback
 from privfl.errors import InputError
 from privfl.evaluation.curves import hanley_mcneil_interval
 
@@ -137,22 +137,27 @@ def auc(
         "max_samples_per_party": max_samples_per_party,
         "min_guarantee_bits": min_guarantee_bits, "force": force, "keys": keys,
     }  # fmt: skip
-    if reveal != "auc":
-        curve_main(file, data, thresholds, reveal, metrics_at, plot, compare, options,
-                   as_json, json_out)  # fmt: skip
-        return
-    res = privfl.federated_auc(
-        data,
-        thresholds,
-        score_range=rng,
-        max_samples_per_party=max_samples_per_party,
-        security=security,
-        splits=splits,
-        executions=executions,
-        min_guarantee_bits=min_guarantee_bits,
-        force=force,
-        keys=keys,
-    )
+    label = f"FHAUC ({security}, {keys} keys, reveal {reveal}): protocol steps"
+    with Tracker(label, console=err_console) as bar:
+        on_step = as_callback(bar)
+        options["progress"] = on_step
+        if reveal != "auc":
+            curve_main(file, data, thresholds, reveal, metrics_at, plot, compare, options,
+                       as_json, json_out)  # fmt: skip
+            return
+        res = privfl.federated_auc(
+            data,
+            thresholds,
+            score_range=rng,
+            max_samples_per_party=max_samples_per_party,
+            security=security,
+            splits=splits,
+            executions=executions,
+            min_guarantee_bits=min_guarantee_bits,
+            force=force,
+            keys=keys,
+            progress=on_step,
+        )
     out = res.to_dict()
     if keys != "single":
         out["keys"] = keys

@@ -37,9 +37,7 @@ FHAUC never reveals.
 
 from __future__ import annotations
 
-import hashlib
 import math
-import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,10 +46,9 @@ import numpy as np
 import numpy.typing as npt
 
 from privfl._typing import FloatArray, Int8Array
-from privfl.crypto.prng import SharedRandomness
 from privfl.datasets import check_seed
 from privfl.errors import InputError
-from privfl.evaluation import laplace
+from privfl.evaluation.laplace import NoiseSource as NoiseSource
 from privfl.evaluation.reference import Parties, validate_parties
 from privfl.evaluation.results import FloatLike
 from privfl.evaluation.statistics import (
@@ -160,29 +157,6 @@ def resolve_thresholds(thresholds: object, score_range: ScoreRange) -> FloatArra
             f"(found {interior.min():.6g}..{interior.max():.6g})"
         )
     return interior
-
-
-class NoiseSource:
-    """Uniform floats for the mechanisms, from an AES-CTR keystream (a CSPRNG)."""
-
-    def __init__(self, seed: int | None = None) -> None:
-        if seed is None:
-            key = secrets.token_bytes(32)
-        else:
-            key = hashlib.sha256(f"privfl-dpauc-seed:{check_seed(seed)}".encode()).digest()
-        self._stream = SharedRandomness(key, "dpauc-noise")
-
-    def uniform(self, size: int) -> FloatArray:
-        return self._stream.uniform(size)
-
-    def uniform_open(self, size: int) -> FloatArray:
-        """``size`` uniforms in ``(0, 1]`` (``1 - U`` of the stream's ``[0, 1)`` doubles, exact)."""
-        return 1.0 - self._stream.uniform(size)
-
-    def laplace(self, scale: float, size: int) -> FloatArray:
-        """Lap(scale) noise: :func:`privfl.evaluation.laplace.laplace` (a difference of two
-        exponentials) fed by this source's stream."""
-        return laplace.laplace(scale, size, self.uniform_open)
 
 
 def laplace_scale(epsilon: float, n_points: int, calibration: str = "total-budget") -> float:

@@ -36,6 +36,7 @@ from privfl.evaluation.fhauc.schedule import SessionRequest, party_step, run_ses
 from privfl.evaluation.reference import Parties, validate_parties
 from privfl.evaluation.results import FloatLike
 from privfl.evaluation.statistics import DEFAULT_THRESHOLDS, ScoreRange, interior_thresholds
+from privfl.progress import Progress
 from privfl.runner import InProcessRunner
 
 log = logging.getLogger(__name__)
@@ -165,10 +166,13 @@ def federated_auc(
     force: bool = False,
     keys: str = "single",
     pos_label: Any = None,
+    progress: Progress | None = None,
 ) -> AUCResult:
     """Global ROC-AUC of ``parties`` (a list of ``(scores, labels)``, or a dict naming each
     party) under FHAUC. Labels: ``{0, 1}`` or ``{-1, 1}``, or two other values and
     ``pos_label`` (the rule of :func:`privfl.evaluation.reference.validate_parties`).
+    ``progress``: an optional callback told after every protocol step
+    (:class:`privfl.progress.ProgressEvent`; step names and counts only).
 
     ``security="semi-honest"`` (default) or ``"malicious"`` (masks, multipliers, ``splits``
     additive splits, a secret permutation, ``executions`` independent executions (3 by
@@ -236,11 +240,13 @@ def federated_auc(
     if keys == "threshold":
         from privfl.evaluation.threshold_federated import run_threshold
 
-        return run_threshold(data, interior, score_range, mode, n_splits, policy, aggregator)
+        return run_threshold(
+            data, interior, score_range, mode, n_splits, policy, aggregator, progress
+        )
     cfg_executions = policy.executions if mode is Security.MALICIOUS else 1
     estimate_cost(params, n_points, len(data), n_splits, cfg_executions).check(memory_limit, force)
     names = party_names(len(data))
-    runner = InProcessRunner()
+    runner = InProcessRunner(progress=progress)
     identities = {n: keywrap.IdentityKey() for n in names}
     roster = {n: k.public_bytes for n, k in identities.items()}
     holder = fhauc.KeyHolder(names[0], identities[names[0]], roster)

@@ -37,6 +37,7 @@ from privfl.evaluation.fhauc.policy import (
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.schedule import SessionRequest, run_session
 from privfl.evaluation.statistics import ScoreRange
+from privfl.progress import Progress
 from privfl.runner import InProcessRunner
 
 KEYS = ("single", "threshold")
@@ -59,6 +60,7 @@ class RunOptions:
     memory_limit: int = DEFAULT_MEMORY_LIMIT
     force: bool = False
     aggregator: fhauc.Aggregator | None = None
+    progress: Progress | None = None  # told after every protocol step (privfl.progress)
 
 
 @dataclass(frozen=True)
@@ -131,7 +133,7 @@ def run_reveal(
         options.memory_limit, options.force
     )
     names = party_names(len(data))
-    runner = InProcessRunner()
+    runner = InProcessRunner(progress=options.progress)
     identities = {n: keywrap.IdentityKey() for n in names}
     roster = {n: k.public_bytes for n, k in identities.items()}
     holder = fhauc.KeyHolder(names[0], identities[names[0]], roster)

@@ -10,7 +10,7 @@ no bias), and the only departure from the real-valued distribution is the 53-bit
 ``U`` (the tail is cut at ``53 ln 2 ≈ 36.7`` scales, a probability below ``10^-15``).
 
 Randomness: :func:`secure_uniform` draws the bits with :mod:`secrets` (the OS CSPRNG);
-:class:`privfl.evaluation.dpauc.NoiseSource` feeds the same formula from an AES-256-CTR stream
+:class:`NoiseSource` (DPAUC's) feeds the same formula from an AES-256-CTR stream
 keyed by :mod:`secrets` (or by a hash of a seed for a reproducible experiment). numpy's
 generator is never used.
 
@@ -21,6 +21,7 @@ noise to counts that it releases as doubles, the baseline's published behaviour.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import secrets
 from collections.abc import Callable
@@ -28,6 +29,8 @@ from collections.abc import Callable
 import numpy as np
 
 from privfl._typing import FloatArray
+from privfl.crypto.prng import SharedRandomness
+from privfl.datasets import check_seed
 from privfl.errors import InputError
 
 BITS = 53
@@ -56,3 +59,27 @@ def laplace(scale: float, size: int, uniform: UniformSource = secure_uniform) ->
         raise InputError(f"the sample size must be >= 0, got {size}")
     u = uniform(2 * size)
     return scale * standard_laplace(u[:size], u[size:])
+
+
+class NoiseSource:
+    """Uniform floats for DPAUC's mechanisms from an AES-256-CTR keystream (a CSPRNG) keyed
+    by :mod:`secrets`, or by a hash of ``seed`` for a reproducible experiment."""
+
+    def __init__(self, seed: int | None = None) -> None:
+        if seed is None:
+            key = secrets.token_bytes(32)
+        else:
+            key = hashlib.sha256(f"privfl-dpauc-seed:{check_seed(seed)}".encode()).digest()
+        self._stream = SharedRandomness(key, "dpauc-noise")
+
+    def uniform(self, size: int) -> FloatArray:
+        return self._stream.uniform(size)
+
+    def uniform_open(self, size: int) -> FloatArray:
+        """``size`` uniforms in ``(0, 1]`` (``1 - U`` of the stream's ``[0, 1)`` doubles, exact)."""
+        return 1.0 - self._stream.uniform(size)
+
+    def laplace(self, scale: float, size: int) -> FloatArray:
+        """Lap(scale) noise: :func:`laplace` (a difference of two
+        exponentials) fed by this source's stream."""
+        return laplace(scale, size, self.uniform_open)

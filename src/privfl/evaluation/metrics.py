@@ -268,6 +268,7 @@ def roc_auc_score(
             required_accuracy=opts.required_accuracy, min_pairs=opts.min_pairs,
             min_guarantee_bits=opts.min_guarantee_bits, params=opts.params,
             memory_limit=opts.memory_limit, force=opts.force, keys=keys,
+            progress=opts.progress,
         )  # fmt: skip
         bounds = tuple((float(y.sum()), float(y.size - y.sum())) for _, y in data)
         run = {k: v for k, v in res.to_dict().items() if k != "auc"} | {"keys": keys}

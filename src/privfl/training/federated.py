@@ -22,6 +22,7 @@ import numpy as np
 from privfl._typing import FloatArray, IntArray
 from privfl.errors import InputError
 from privfl.messages import new_session_id
+from privfl.progress import Progress, ProgressEvent
 from privfl.runner import InProcessRunner
 from privfl.training.packing import LayerLayout, chebyshev_sigmoid
 from privfl.training.party import Party, SigmoidRangeError
@@ -123,6 +124,7 @@ def train_federated(
     evaluate_every: int = 1,
     on_range: str = "raise",
     on_round: Callable[[RoundMetrics], None] | None = None,
+    progress: Progress | None = None,
 ) -> TrainingResult:
     """Train an MLP over ``parties`` (a list of ``(X, y)``) with the last ``encrypted_layers``
     layers under threshold CKKS (see the module doc).
@@ -135,7 +137,9 @@ def train_federated(
     range held (for the last layer; with two encrypted layers the first one's pre-activations
     are checked on the initial model and by the ``e_T`` tripwire only); ``on_range`` =
     ``"raise"`` (:class:`SigmoidRangeError`) or ``"warn"``
-    (recorded in ``result.warnings``).
+    (recorded in ``result.warnings``). ``progress``: an optional callback
+    (:mod:`privfl.progress`) told when key generation is done and after every round
+    (``total`` = rounds + 1).
     """
     if on_range not in ("raise", "warn"):
         raise InputError("on_range must be 'raise' or 'warn'")
@@ -147,6 +151,8 @@ def train_federated(
     data = validate(parties, sched, parameters)
     start = time.perf_counter()
     session, setup = _build(data, sched, parameters)
+    if progress is not None:
+        progress(ProgressEvent("key generation", 1, sched.rounds + 1))
     warnings: list[str] = []
     history: list[RoundMetrics] = []
     train = InProcessRunner()
@@ -173,6 +179,8 @@ def train_federated(
             _range_check(row, sched, on_range, warnings)
         if on_round is not None:
             on_round(row)
+        if progress is not None:
+            progress(ProgressEvent("round", rnd + 2, sched.rounds + 1))
     secret = None
     if reveal and sched.secret_layers:
         session.runner = InProcessRunner()
