@@ -402,3 +402,24 @@ def test_auc_prints_plain_progress_lines_off_a_terminal(scores_csv):
     assert out.exit_code == 0, out.output
     json.loads(out.stdout)  # stdout holds only the JSON
     assert "protocol steps: started" in out.stderr and "protocol steps: done (" in out.stderr
+
+
+MINIMAL = {  # the smallest arguments that get each command past its own argument parsing
+    "auc": ["missing.csv", "-s", "score", "-l", "label", "--parties", "2"],
+    "dpauc": ["missing.csv", "-s", "score", "-l", "label", "--parties", "2"],
+    "keys init": ["--parties", "a,b", "--out", "{tmp}/keys"],
+    "forest keys init": ["--participants", "a,b", "--columns", "2,2", "--out", "{tmp}/keys"],
+    "audit recommend": ["missing.json"],
+    "flower local": ["missing.csv", "--party-column", "p", "-s", "score", "-l", "label"],
+    "flower run": ["missing-app"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(leaf_commands()))
+def test_every_command_refuses_dev_full_before_any_work(name, tmp_path):
+    args = [a.replace("{tmp}", str(tmp_path)) for a in MINIMAL.get(name, [])]
+    started = time.monotonic()
+    out = runner.invoke(app, [*name.split(), *args, "--json-out", "/dev/full"])
+    assert "--json-out path /dev/full is not a regular file" in one_line_exit_2(out)
+    assert time.monotonic() - started < 5
+    assert not (tmp_path / "keys").exists()
