@@ -423,3 +423,8 @@ def test_every_command_refuses_dev_full_before_any_work(name, tmp_path):
     assert "--json-out path /dev/full is not a regular file" in one_line_exit_2(out)
     assert time.monotonic() - started < 5
     assert not (tmp_path / "keys").exists()
+
+
+def test_a_bad_protocol_option_is_one_line_without_progress_noise(scores_csv):
+    out = runner.invoke(app, [*auc_args(scores_csv), "--security", "bogus"])
+    assert "security must be" in one_line_exit_2(out)

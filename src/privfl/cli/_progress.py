@@ -46,8 +46,12 @@ class Tracker:
         *,
         console: Console | None = None,
         every: float = 5.0,
+        lazy: bool = False,
     ) -> None:
-        self.label, self.total, self.every = label, total, every
+        """``lazy``: in plain mode, say nothing until the first step is done (so input
+        checks that fail first leave only their one-line error on stderr)."""
+        self.label, self.total, self.every, self.lazy = label, total, every, lazy
+        self._announced = False
         self.console = console or Console(stderr=True)
         self.done = 0
         self.started = self.last = time.monotonic()
@@ -59,7 +63,8 @@ class Tracker:
     def __enter__(self) -> Tracker:
         self.started = self.last = time.monotonic()
         if self.plain:
-            self._line(f"{self.label}: started" + (f" ({self.total} steps)" if self.total else ""))
+            if not self.lazy:
+                self._announce()
         else:
             self._bar = Progress(
                 TextColumn("{task.description}"),
@@ -83,6 +88,7 @@ class Tracker:
         if self._bar is not None:
             self._bar.__exit__(exc_type, exc, tb)
         elif exc_type is None:
+            self._announce()
             elapsed = time.monotonic() - self.started
             count = f"{self.done} steps, " if self.done else ""
             self._line(f"{self.label}: done ({count}{fmt_seconds(elapsed)})")
@@ -93,6 +99,7 @@ class Tracker:
         if self._bar is not None and self._task is not None:
             self._bar.advance(self._task, n)
             return
+        self._announce()
         now = time.monotonic()
         finished = self.total is not None and self.done >= self.total
         if now - self.last >= self.every or finished:
@@ -122,6 +129,11 @@ class Tracker:
         if self.total and rate > 0:
             text += f", ETA {fmt_seconds(max(self.total - self.done, 0) / rate)}"
         return text
+
+    def _announce(self) -> None:
+        if not self._announced:
+            self._announced = True
+            self._line(f"{self.label}: started" + (f" ({self.total} steps)" if self.total else ""))
 
     def _line(self, text: str) -> None:
         stream = self.console.file if self.console.file is not None else sys.stderr

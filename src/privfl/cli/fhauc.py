@@ -138,7 +138,7 @@ def auc(
         "min_guarantee_bits": min_guarantee_bits, "force": force, "keys": keys,
     }  # fmt: skip
     label = f"FHAUC ({security}, {keys} keys, reveal {reveal}): protocol steps"
-    with Tracker(label, console=err_console) as bar:
+    with Tracker(label, console=err_console, lazy=True) as bar:
         on_step = as_callback(bar)
         options["progress"] = on_step
         if reveal != "auc":
