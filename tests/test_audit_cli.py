@@ -86,7 +86,7 @@ def test_audits_return_frozen_results_whose_json_keeps_its_keys():
         "train_accuracy", "test_accuracy", "attack_epochs", "layers", "over_training", "seconds",
     }  # fmt: skip
     assert d["model"]["sizes"] == [64, 30, 20, 10] and {r["layer"] for r in d["layers"]} == {3}
-    assert recommend_layers(res.layers, 1.0) == []
+    assert recommend_layers(res.layers, 1.0) == [1, 2, 3]  # layers 1, 2 not attacked: not safe
     json.dumps(d)
 
 

@@ -65,6 +65,44 @@ def breast_cancer_scores(seed: int = 0, test_fraction: float = 0.5) -> tuple[Flo
     return model.predict_proba(xte)[:, 1].astype(np.float64), yte.astype(np.int8)
 
 
+def check_party_names(names: Any, what: str = "party", minimum: int = 2) -> list[str]:
+    """The one rule for party names, wherever they come from (``--parties a,b``, a party
+    column, a provisioning call): at least ``minimum``, none empty, none with surrounding
+    whitespace, all distinct. ``site-a`` and ``site-a `` would otherwise name one party in
+    one entry point and two in another, so such a pair is refused rather than merged."""
+    out = [str(n) for n in names]
+    if any(not n.strip() for n in out):
+        raise InputError(f"a {what} name is empty (got {out!r}); give every {what} a name")
+    padded = [n for n in out if n != n.strip()]
+    if padded:
+        raise InputError(
+            f"{what} names {padded!r} start or end with whitespace; remove it (names are "
+            "compared exactly)"
+        )
+    if len(out) < minimum:
+        raise InputError(f"need at least {minimum} {what} names, got {out!r}")
+    dupes = sorted({n for n in out if out.count(n) > 1})
+    if dupes:
+        raise InputError(f"{what} names must be distinct; repeated: {dupes!r}")
+    return out
+
+
+def typed_pos_label(column: Any, pos_label: str | None) -> Any:
+    """A ``--pos-label`` given on the command line (a string) as a value of a table's label
+    column: a number when the column is numeric (``--pos-label 1`` matches ``1`` and ``1.0``),
+    else the string itself. ``None`` stays ``None`` (0/1 and -1/1 labels need none)."""
+    if pos_label is None or getattr(column, "dtype", None) is None:
+        return pos_label
+    if column.dtype.kind in "iuf":
+        try:
+            return float(pos_label)
+        except ValueError:
+            raise InputError(
+                f"--pos-label {pos_label!r} is not a number but the labels are numeric"
+            ) from None
+    return pos_label
+
+
 def check_seed(seed: object, what: str = "seed") -> int:
     """``seed`` as an int: a non-negative integer (not a bool, not a float), else InputError."""
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:

@@ -14,24 +14,33 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ParamSpec, TypeVar
 
+from privfl.progress import Progress, ProgressEvent
+
 P = ParamSpec("P")
 R = TypeVar("R")
 
 
 @dataclass
 class InProcessRunner:
-    """Records per-(role, step) seconds and per-channel bytes."""
+    """Records per-(role, step) seconds and per-channel bytes; ``progress`` (optional) is
+    told after every step (:mod:`privfl.progress`)."""
 
     seconds: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     sizes: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
+    progress: Progress | None = None
+    steps_done: int = 0
 
     def run(self, key: str, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         """Run ``fn`` and record its wall time under ``key`` (e.g. ``"party_encrypt"``)."""
         start = time.perf_counter()
         try:
-            return fn(*args, **kwargs)
+            out = fn(*args, **kwargs)
         finally:
             self.seconds[key].append(time.perf_counter() - start)
+        self.steps_done += 1
+        if self.progress is not None:
+            self.progress(ProgressEvent(key, self.steps_done))
+        return out
 
     def send(self, channel: str, data: bytes) -> bytes:
         """Pass ``data`` along ``channel`` (a copy, as a network would) and count its size."""

@@ -30,19 +30,36 @@ def check_max_leakage(max_leakage: object) -> float:
 
 
 def worst_per_layer(rows: Sequence[Mapping[str, Any]], total: int) -> dict[int, float | None]:
-    """The highest attack accuracy on each layer 1..total (None: no row for that layer)."""
-    return {
-        layer: max((float(r["accuracy"]) for r in rows if r["layer"] == layer), default=None)
-        for layer in range(1, total + 1)
-    }
+    """The highest attack accuracy on each layer 1..total (None: the layer was not audited,
+    i.e. no row for it or only rows whose accuracy is missing or NaN)."""
+    out: dict[int, float | None] = {}
+    for layer in range(1, total + 1):
+        accs = [_accuracy(r) for r in rows if r["layer"] == layer]
+        known = [a for a in accs if a is not None]
+        out[layer] = max(known) if known else None
+    return out
+
+
+def _accuracy(row: Mapping[str, Any]) -> float | None:
+    acc = row.get("accuracy")
+    if acc is None or isinstance(acc, bool) or not isinstance(acc, int | float):
+        return None
+    return None if math.isnan(acc) else float(acc)
+
+
+def unaudited_layers(worst: Mapping[int, float | None]) -> tuple[int, ...]:
+    """The layers without an attack result: they are never counted as safe to expose."""
+    return tuple(layer for layer, acc in sorted(worst.items()) if acc is None)
 
 
 def recommend_layers(
     results: Sequence[Any], max_leakage: float = 0.55, layers: int | None = None
 ) -> list[int]:
     """Smallest contiguous group of last layers to encrypt so that every attack on the layers
-    left exposed stays at or below ``max_leakage`` (accuracy; SmartCryptNN §V-E). Layers
-    without a result row count as not leaking: attack every layer you may leave exposed."""
+    left exposed stays at or below ``max_leakage`` (accuracy; SmartCryptNN §V-E). A layer
+    without a result (no row, or a missing/NaN accuracy) is never left exposed: nothing shows
+    it is safe, so it and every layer after it are encrypted. Attack every layer you may
+    want to leave exposed."""
     limit = check_max_leakage(max_leakage)
     rows = [r if isinstance(r, Mapping) else r.to_dict() for r in results]
     if not rows:
@@ -50,14 +67,16 @@ def recommend_layers(
     total = layers or max(int(r["layer"]) for r in rows)
     worst = worst_per_layer(rows, total)
     for k in range(0, total + 1):
-        if all((worst[layer] or 0.0) <= limit for layer in range(1, total - k + 1)):
+        exposed = [worst[layer] for layer in range(1, total - k + 1)]
+        if all(acc is not None and acc <= limit for acc in exposed):
             return list(range(total - k + 1, total + 1))
     return list(range(1, total + 1))  # pragma: no cover - k = total always succeeds
 
 
 @dataclass(frozen=True)
 class Recommendation:
-    """The layers to encrypt, the tolerated accuracy and the worst attack per layer."""
+    """The layers to encrypt, the tolerated accuracy and the worst attack per layer (None:
+    not audited; such a layer is always among ``encrypt_layers``)."""
 
     encrypt_layers: tuple[int, ...]
     max_leakage: float
@@ -69,11 +88,17 @@ class Recommendation:
     def exposed_layers(self) -> tuple[int, ...]:
         return tuple(range(1, self.layers - len(self.encrypt_layers) + 1))
 
+    @property
+    def unaudited_layers(self) -> tuple[int, ...]:
+        return unaudited_layers(self.worst_accuracy_per_layer)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "encrypt_layers": list(self.encrypt_layers),
             "max_leakage": self.max_leakage,
             "layers": self.layers,
+            "exposed_layers": list(self.exposed_layers),
+            "unaudited_layers": list(self.unaudited_layers),
             "model_sizes": None if self.model_sizes is None else list(self.model_sizes),
             "worst_accuracy_per_layer": {
                 str(k): v for k, v in self.worst_accuracy_per_layer.items()

@@ -14,6 +14,7 @@ import json
 import math
 import os
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -89,26 +90,79 @@ def print_json(obj: Any) -> None:
 
 
 def check_output_path(path: Path | None, what: str = "output") -> None:
-    """Refuse an output path that cannot be written, before any long work starts."""
+    """Refuse an output file that cannot be written, before any long work starts.
+
+    Refused: a folder, anything that exists but is not a regular file (``/dev/full``, a
+    pipe), a missing parent folder, and a path where creating (or opening) the file fails
+    (``/proc/x``, a read-only mount): a new file is probed by creating and removing it, an
+    existing one by opening it for appending without writing, so nothing is changed."""
     if path is None:
         return
-    if path.exists() and path.is_dir():
+    if path.is_dir():
         raise InputError(f"{what} path {path} is a directory; give a file name")
+    if path.exists() and not path.is_file():
+        raise InputError(f"{what} path {path} is not a regular file; give a file name")
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
         raise InputError(f"{what} folder {parent} does not exist; create it first")
-    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise InputError(f"{what} path {path} is not writable")
+    try:
+        if path.exists():
+            with path.open("ab"):
+                pass
+        else:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            os.close(fd)
+            path.unlink()
+    except OSError as exc:
+        raise InputError(f"{what} path {path} is not writable ({exc.strerror})") from None
+
+
+def check_output_dir(path: Path | None, what: str = "output folder") -> None:
+    """Refuse an output folder that cannot be created or written, before any work: the path
+    must not be a file, and its nearest existing ancestor must be a folder in which a file
+    can be created (probed with a temporary file that is removed at once)."""
+    if path is None:
+        return
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{what} {path} exists and is not a directory; give a folder")
+    ancestor = path
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise InputError(f"{what} {path}: {ancestor} is not a folder")
+    try:
+        fd, probe = tempfile.mkstemp(dir=ancestor, prefix=".privfl-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise InputError(f"{what} {path} is not writable ({exc.strerror})") from None
+
+
+def write_output(path: Path, text: str, what: str = "output") -> None:
+    """Write ``text`` to ``path``; a failure (disk full since the check) is a one-line error."""
+    try:
+        path.write_text(text)
+    except OSError as exc:
+        raise InputError(f"cannot write {what} {path} ({exc.strerror})") from None
 
 
 def emit(result: Any, as_json: bool, json_out: Path | None) -> None:
     """The JSON rule: ``--json`` prints the object, ``--json-out`` writes it."""
     if json_out is not None:
-        json_out.write_text(dumps(result) + "\n")
+        write_output(json_out, dumps(result) + "\n", "--json-out")
         if not as_json:
             err_console.print(f"results written to {json_out}")
     if as_json:
         print_json(result)
+
+
+def names(text: str, what: str = "party", minimum: int = 2) -> list[str]:
+    """Parse comma-separated names (``--parties site-a,site-b``) strictly: no empty entry
+    (``a,,b``), no surrounding whitespace, no repeats, at least ``minimum``
+    (:func:`privfl.datasets.check_party_names`). An empty text is no name at all."""
+    from privfl.datasets import check_party_names
+
+    return check_party_names(text.split(",") if text else [], what, minimum)
 
 
 def ints(text: str, what: str, *, minimum: int | None = None) -> list[int]:

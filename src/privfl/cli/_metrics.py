@@ -77,8 +77,8 @@ def run_metrics(
 def curve_json(curve: Any, compare: dict[str, float] | None) -> dict[str, Any]:
     out: dict[str, Any] = curve.to_dict()
     precision, recall, pr_thresholds = curve.pr
-    out["precision"] = precision
-    out["recall"] = recall
+    out["pr_precision"] = precision
+    out["pr_recall"] = recall
     out["pr_thresholds"] = pr_thresholds
     if compare is not None:
         out["compare"] = compare
@@ -123,7 +123,8 @@ def add_curve_rows(table: Table, curve: Any, compare: dict[str, float] | None) -
     if run.get("verified"):
         table.add_row("verified (executions agree on the curve)", "True")
         table.add_row("log2 P(deviation > 1e-6 accepted)", f"{run['guarantee_log2']:.1f}")
-    table.add_row("precision bound (normalised counts)", f"{run['precision']:.1e}")
+    if run.get("precision") is not None:
+        table.add_row("precision bound (normalised counts)", f"{run['precision']:.1e}")
     table.add_row("aggregator time", f"{run['timings']['aggregator']:.3f} s")
     table.add_row("upload per party", f"{run['bytes']['party_upload'] / 1e3:.1f} KB")
 

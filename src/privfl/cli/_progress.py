@@ -23,6 +23,9 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from privfl.progress import Progress as StepCallback
+from privfl.progress import ProgressEvent
+
 
 def fmt_seconds(seconds: float) -> str:
     if seconds < 90:
@@ -43,8 +46,12 @@ class Tracker:
         *,
         console: Console | None = None,
         every: float = 5.0,
+        lazy: bool = False,
     ) -> None:
-        self.label, self.total, self.every = label, total, every
+        """``lazy``: in plain mode, say nothing until the first step is done (so input
+        checks that fail first leave only their one-line error on stderr)."""
+        self.label, self.total, self.every, self.lazy = label, total, every, lazy
+        self._announced = False
         self.console = console or Console(stderr=True)
         self.done = 0
         self.started = self.last = time.monotonic()
@@ -56,7 +63,8 @@ class Tracker:
     def __enter__(self) -> Tracker:
         self.started = self.last = time.monotonic()
         if self.plain:
-            self._line(f"{self.label}: started" + (f" ({self.total} steps)" if self.total else ""))
+            if not self.lazy:
+                self._announce()
         else:
             self._bar = Progress(
                 TextColumn("{task.description}"),
@@ -80,6 +88,7 @@ class Tracker:
         if self._bar is not None:
             self._bar.__exit__(exc_type, exc, tb)
         elif exc_type is None:
+            self._announce()
             elapsed = time.monotonic() - self.started
             count = f"{self.done} steps, " if self.done else ""
             self._line(f"{self.label}: done ({count}{fmt_seconds(elapsed)})")
@@ -90,6 +99,7 @@ class Tracker:
         if self._bar is not None and self._task is not None:
             self._bar.advance(self._task, n)
             return
+        self._announce()
         now = time.monotonic()
         finished = self.total is not None and self.done >= self.total
         if now - self.last >= self.every or finished:
@@ -120,7 +130,25 @@ class Tracker:
             text += f", ETA {fmt_seconds(max(self.total - self.done, 0) / rate)}"
         return text
 
+    def _announce(self) -> None:
+        if not self._announced:
+            self._announced = True
+            self._line(f"{self.label}: started" + (f" ({self.total} steps)" if self.total else ""))
+
     def _line(self, text: str) -> None:
         stream = self.console.file if self.console.file is not None else sys.stderr
         stream.write(text + "\n")
         stream.flush()
+
+
+def as_callback(tracker: Tracker) -> StepCallback:
+    """The library's progress callback (:mod:`privfl.progress`) feeding ``tracker``: each
+    finished protocol step advances it (and sets its total when the library knows one)."""
+
+    def on_step(event: ProgressEvent) -> None:
+        if event.total is not None and tracker.total != event.total:
+            tracker.set_total(event.total)
+        if event.done > tracker.done:
+            tracker.advance(event.done - tracker.done)
+
+    return on_step

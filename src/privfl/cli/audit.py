@@ -68,6 +68,14 @@ def _layer_table(title: str, rows: Sequence[PropertyRow]) -> Table:
     return table
 
 
+def _acc(value: float) -> str:
+    """An accuracy for a header; a model file whose last layers stay encrypted cannot be
+    evaluated in plaintext, so its accuracy is not known (never printed as 'nan')."""
+    if np.isfinite(value):
+        return f"{value:.3f}"
+    return "not known (encrypted layers)"
+
+
 def _layers(text: str | None) -> list[int] | None:
     """Parse a comma-separated list of layers or classes (None = the default)."""
     if text is None:
@@ -133,7 +141,7 @@ def membership(
     out.print(
         f"{res.description}: MLP {'-'.join(map(str, res.model.sizes))}, "
         f"{res.members} members / {res.non_members} non-members, train accuracy "
-        f"{res.train_accuracy:.3f}, test accuracy {res.test_accuracy:.3f}"
+        f"{_acc(res.train_accuracy)}, test accuracy {_acc(res.test_accuracy)}"
     )
     last = res.model.layers
     table = Table(title=f"Membership inference per layer ({runs} runs; layer {last} = output)")
@@ -314,14 +322,22 @@ def recommend(
 
 def _print_recommendation(rec: Recommendation) -> None:
     chosen, total, limit = list(rec.encrypt_layers), rec.layers, rec.max_leakage
+    if rec.unaudited_layers:
+        console.print(
+            f"layers {list(rec.unaudited_layers)} have no attack result: they are never "
+            "counted as safe and stay encrypted (audit them with 'privfl audit membership "
+            "--layers ...' to know whether they leak)"
+        )
     if not chosen:
         console.print(f"encrypt nothing: every attack stays at or below {limit}")
     elif not rec.exposed_layers:
         worst = rec.worst_accuracy_per_layer[1]
-        console.print(
-            f"encrypt all {total} layers: even layer 1 alone leaks more than {limit} "
-            f"(worst attack accuracy {worst:.3f})"
+        why = (
+            "layer 1 was not audited"
+            if worst is None
+            else f"even layer 1 alone leaks more than {limit} (worst attack accuracy {worst:.3f})"
         )
+        console.print(f"encrypt all {total} layers: {why}")
     else:
         console.print(
             f"encrypt layers {chosen} of {total}: every attack on layers "

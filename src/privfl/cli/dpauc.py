@@ -18,7 +18,7 @@ from privfl.cli._kit import (
     guard,
     parse_score_range,
 )
-from privfl.cli.fhauc import load_parties
+from privfl.cli.fhauc import load_named_parties
 
 if TYPE_CHECKING:
     from privfl.evaluation.dpauc import DPAUCResult
@@ -40,7 +40,8 @@ def dpauc(
     file: Annotated[Path, typer.Argument(help="CSV (.csv, .csv.gz) or Parquet file.")],
     score_column: Annotated[str, typer.Option("--score-column", "-s", help="Column of scores.")],
     label_column: Annotated[
-        str, typer.Option("--label-column", "-l", help="Column of 0/1 labels.")
+        str,
+        typer.Option("--label-column", "-l", help="Column of labels (0/1, -1/1, or two values)."),
     ],
     party_column: Annotated[
         str | None, typer.Option(help="Column naming each row's party.")
@@ -75,6 +76,10 @@ def dpauc(
     attack: Annotated[
         bool, typer.Option(help="Also run the server's count-inference attack on every party.")
     ] = False,
+    pos_label: Annotated[
+        str | None,
+        typer.Option(help="The positive class (needed unless labels are 0/1 or -1/1; default 1)."),
+    ] = None,
     as_json: AsJson = False,
     json_out: JsonOut = None,
 ) -> None:
@@ -87,7 +92,10 @@ def dpauc(
 
     check_output_path(json_out, "--json-out")
     rng = parse_score_range(score_range)
-    data = load_parties(file, score_column, label_column, party_column, parties, seed, rng)
+    named = load_named_parties(
+        file, score_column, label_column, party_column, parties, seed, rng, pos_label
+    )
+    data = list(named.values())
     res = privfl.dpauc(
         data,
         parse_thresholds(thresholds),
@@ -101,12 +109,12 @@ def dpauc(
     out = res.to_dict() | {"sklearn_auc": privfl.exact_auc(data, score_range=rng)}
     if attack:
         rows = []
-        for k, rel in enumerate(res.noisy_counts):
+        for k, (name, rel) in enumerate(zip(named, res.noisy_counts, strict=True)):
             pos, neg = infer_party_counts(rel)
             y = np.asarray(data[k][1]).astype(int)
             rows.append(
                 {
-                    "party": k,
+                    "party": name,
                     "positives": int(y.sum()),
                     "negatives": int(y.size - y.sum()),
                     "estimated_positives": pos,

@@ -22,7 +22,7 @@ from privfl.cli._kit import (
     guard,
     parse_score_range,
 )
-from privfl.cli._progress import Tracker
+from privfl.cli._progress import Tracker, as_callback
 from privfl.errors import InputError
 from privfl.evaluation.curves import hanley_mcneil_interval
 
@@ -60,8 +60,8 @@ def auc(
     security: Annotated[
         str,
         typer.Option(
-            help="'semi-honest' or 'malicious' (masks, splits, permutation, two executions, "
-            "verification by the parties)."
+            help="'semi-honest' or 'malicious' (masks, splits, permutation, --executions "
+            "independent executions, three by default, and verification by the parties)."
         ),
     ] = "semi-honest",
     splits: Annotated[
@@ -88,7 +88,7 @@ def auc(
         str,
         typer.Option(
             help="'single' (one CKKS key shared by the parties) or 'threshold' (every party "
-            "holds its own share of a joint OpenFHE key; needs the [threshold] extra)."
+            "holds its own share of a joint OpenFHE key; needs the \\[threshold] extra)."
         ),
     ] = "single",
     reveal: Annotated[
@@ -137,22 +137,27 @@ def auc(
         "max_samples_per_party": max_samples_per_party,
         "min_guarantee_bits": min_guarantee_bits, "force": force, "keys": keys,
     }  # fmt: skip
-    if reveal != "auc":
-        curve_main(file, data, thresholds, reveal, metrics_at, plot, compare, options,
-                   as_json, json_out)  # fmt: skip
-        return
-    res = privfl.federated_auc(
-        data,
-        thresholds,
-        score_range=rng,
-        max_samples_per_party=max_samples_per_party,
-        security=security,
-        splits=splits,
-        executions=executions,
-        min_guarantee_bits=min_guarantee_bits,
-        force=force,
-        keys=keys,
-    )
+    label = f"FHAUC ({security}, {keys} keys, reveal {reveal}): protocol steps"
+    with Tracker(label, console=err_console, lazy=True) as bar:
+        on_step = as_callback(bar)
+        options["progress"] = on_step
+        if reveal != "auc":
+            curve_main(file, data, thresholds, reveal, metrics_at, plot, compare, options,
+                       as_json, json_out)  # fmt: skip
+            return
+        res = privfl.federated_auc(
+            data,
+            thresholds,
+            score_range=rng,
+            max_samples_per_party=max_samples_per_party,
+            security=security,
+            splits=splits,
+            executions=executions,
+            min_guarantee_bits=min_guarantee_bits,
+            force=force,
+            keys=keys,
+            progress=on_step,
+        )
     out = res.to_dict()
     if keys != "single":
         out["keys"] = keys
@@ -190,12 +195,35 @@ def auc(
         table.add_row("precision (honest error bound)", f"{res.precision:.1e}")
         table.add_row("log2 P(deviation > 1e-6 accepted)", f"{res.guarantee_log2:.1f}")
         table.add_row("paper's permutation bound log2 P", f"{res.cheat_probability_log2:.1f}")
-    table.add_row("aggregator time", f"{res.timings['aggregator']:.3f} s")
-    table.add_row("slowest party encrypt", f"{res.timings['party_encrypt']:.3f} s")
-    table.add_row("upload per party", fmt_bytes(res.bytes["party_upload"]))
-    table.add_row("reply per party", fmt_bytes(res.bytes["aggregator_reply"]))
-    table.add_row("aggregator public context", fmt_bytes(res.bytes["setup_public_context"]))
+    add_cost_rows(table, res.timings, res.bytes)
     console.print(table)
+
+
+# The table rows of a run's timings and sizes; a key mode that does not produce one (a
+# threshold session has no public context from a key holder) simply has no row.
+TIMING_ROWS = (
+    ("aggregator", "aggregator time"),
+    ("party_keygen", "slowest party key share"),
+    ("party_encrypt", "slowest party encrypt"),
+    ("party_decrypt", "slowest party decrypt"),
+)
+BYTE_ROWS = (
+    ("party_upload", "upload per party"),
+    ("aggregator_reply", "reply per party"),
+    ("setup_public_context", "aggregator public context"),
+    ("party_setup_traffic", "key setup traffic per party"),
+    ("party_session_traffic", "session traffic per party"),
+)
+
+
+def add_cost_rows(table: Table, timings: dict[str, float], sizes: dict[str, int]) -> None:
+    """Rows for the timings and byte counts the run recorded (whatever its key mode)."""
+    for key, label in TIMING_ROWS:
+        if key in timings:
+            table.add_row(label, f"{timings[key]:.3f} s")
+    for key, label in BYTE_ROWS:
+        if key in sizes:
+            table.add_row(label, fmt_bytes(sizes[key]))
 
 
 def curve_main(
@@ -253,27 +281,41 @@ def load_parties(
     score_range: tuple[float, float],
     pos_label: str | None = None,
 ) -> list[tuple[Any, Any]]:
-    """Read a CSV/Parquet file and split it into parties (by column or dealt at random).
-    Labels are mapped to 0/1 with scikit-learn's ``pos_label`` rule (strings need
-    ``--pos-label``; a numeric ``--pos-label`` matches numeric labels)."""
-    import privfl
-    from privfl.datasets import deal, read_table
+    """The parties of :func:`load_named_parties`, in name order, without their names."""
+    named = load_named_parties(
+        file, score_column, label_column, party_column, parties, seed, score_range, pos_label
+    )
+    return list(named.values())
+
+
+def load_named_parties(
+    file: Path,
+    score_column: str,
+    label_column: str,
+    party_column: str | None,
+    parties: int | None,
+    seed: int,
+    score_range: tuple[float, float],
+    pos_label: str | None = None,
+) -> dict[str, tuple[Any, Any]]:
+    """Read a CSV/Parquet file and split it into named parties (by column, named by its
+    values, or dealt at random to ``party-0``, ``party-1``, ...). Labels are mapped to 0/1
+    with the library's one ``pos_label`` rule (:func:`privfl.evaluation.reference.
+    validate_parties`: 0/1 and -1/1 need nothing, other labels ``--pos-label``; a numeric
+    ``--pos-label`` matches numeric labels); errors name the party."""
+    from privfl.datasets import check_party_names, deal, read_table, typed_pos_label
     from privfl.evaluation.curves import binarize_labels
+    from privfl.evaluation.reference import validate_parties
 
     if (party_column is None) == (parties is None):
         raise InputError("give exactly one of --party-column or --parties K")
+    if parties is not None and parties < 2:
+        raise InputError(f"--parties must be at least 2 (a federation), got {parties}")
     df = read_table(file)
     for col in (score_column, label_column, party_column):
         if col is not None and col not in df.columns:
             raise InputError(f"unknown column {col!r}; columns are {list(df.columns)}")
-    pos: Any = pos_label
-    if pos_label is not None and df[label_column].dtype.kind in "iuf":
-        try:
-            pos = float(pos_label)
-        except ValueError:
-            raise InputError(
-                f"--pos-label {pos_label!r} is not a number but the labels are numeric"
-            ) from None
+    pos = typed_pos_label(df[label_column], pos_label)
     if party_column is not None:
         blank = df[party_column].isna() | (df[party_column].astype(str).str.strip() == "")
         if blank.any():
@@ -281,15 +323,21 @@ def load_parties(
                 f"{int(blank.sum())} of {len(df)} rows have no value in the party column "
                 f"{party_column!r}; fill them in or remove them (no row is dropped silently)"
             )
-        groups = [g for _, g in df.groupby(party_column, sort=True)]
-        labels = binarize_labels([g[label_column].to_numpy() for g in groups], pos)
-        return [(g[score_column].to_numpy(), y) for g, y in zip(groups, labels, strict=True)]
+        groups = list(df.groupby(df[party_column].astype(str), sort=True))
+        names = check_party_names([str(k) for k, _ in groups])
+        labels = binarize_labels([g[label_column].to_numpy() for _, g in groups], pos)
+        named = {
+            n: (g[score_column].to_numpy(), y)
+            for n, (_, g), y in zip(names, groups, labels, strict=True)
+        }
+        validate_parties(named, score_range)
+        return named
     if parties is None:  # unreachable: exactly one of the two was checked above
         raise InputError("give --parties K")
     s = df[score_column].to_numpy()
     (y,) = binarize_labels([df[label_column].to_numpy()], pos)
-    privfl.evaluation.reference.validate_parties([(s, y)], score_range)
-    return deal(s, y, parties, seed)
+    validate_parties({"all rows": (s, y)}, score_range)
+    return {f"party-{i}": p for i, p in enumerate(deal(s, y, parties, seed))}
 
 
 @guard

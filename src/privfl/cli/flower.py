@@ -8,8 +8,18 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from privfl.cli._kit import AsJson, JsonOut, check_output_path, console, emit, err_console, guard
+from privfl.cli._kit import (
+    AsJson,
+    JsonOut,
+    check_output_dir,
+    check_output_path,
+    console,
+    emit,
+    err_console,
+    guard,
+)
 from privfl.cli._progress import Tracker
+from privfl.cli.fhauc import load_named_parties
 from privfl.errors import InputError
 
 flower_app = typer.Typer(
@@ -39,7 +49,8 @@ def local(
         str, typer.Option("--score-column", "-s", help="Column of model scores in [0, 1].")
     ],
     label_column: Annotated[
-        str, typer.Option("--label-column", "-l", help="Column of 0/1 labels.")
+        str,
+        typer.Option("--label-column", "-l", help="Column of labels (0/1, -1/1, or two values)."),
     ],
     security: Annotated[
         str, typer.Option(help="'semi-honest' or 'malicious' (provisioned and run).")
@@ -50,7 +61,7 @@ def local(
         typer.Option(
             help="'single' (a key holder creates the CKKS key at provisioning) or 'threshold' "
             "(no key holder: every SuperNode generates its own key share; needs "
-            "privfl[threshold])."
+            "privfl\\[threshold])."
         ),
     ] = "single",
     workdir: Annotated[
@@ -61,6 +72,10 @@ def local(
         ),
     ] = None,
     timeout: Annotated[float, typer.Option(help="Seconds the whole Flower run may take.")] = 600,
+    pos_label: Annotated[
+        str | None,
+        typer.Option(help="The positive class (needed unless labels are 0/1 or -1/1; default 1)."),
+    ] = None,
     as_json: AsJson = False,
     json_out: JsonOut = None,
 ) -> None:
@@ -84,13 +99,18 @@ def local(
         raise InputError(f"{file} not found")
     if workdir is not None:
         check_workdir(workdir)
+        check_output_dir(workdir, "--workdir")
+    # the data checks of `privfl auc` (party names, labels, scores), before any process starts
+    load_named_parties(
+        file, score_column, label_column, party_column, None, 0, (0.0, 1.0), pos_label
+    )
     _stop_on_sigterm()
     with Tracker("privfl flower local", console=err_console) as bar:
         try:
             res = run_local(
                 file, party_column, score_column, label_column, security=security,
                 thresholds=thresholds, workdir=workdir, timeout=timeout, progress=bar.update,
-                keys=keys,
+                keys=keys, pos_label=pos_label,
             )  # fmt: skip
         except LocalRunFailed as exc:
             emit(exc.run, as_json, json_out)

@@ -7,7 +7,15 @@ from typing import Annotated
 
 import typer
 
-from privfl.cli._kit import AsJson, JsonOut, check_output_path, guard, report_provisioned
+from privfl.cli._kit import (
+    AsJson,
+    JsonOut,
+    check_output_dir,
+    check_output_path,
+    guard,
+    names,
+    report_provisioned,
+)
 from privfl.errors import InputError
 
 forest_keys_app = typer.Typer(help="Provision RevFRF node folders.", no_args_is_help=True)
@@ -45,12 +53,15 @@ def forest_keys_init(
     from privfl.federation.revfrf_keys import provision_revfrf
 
     check_output_path(json_out, "--json-out")
+    check_output_dir(out, "--out")
+    owners = names(participants, "participant")
+    asking = names(requesters, "requester", minimum=0)
     try:
         counts = [int(c) for c in columns.split(",")]
     except ValueError:
         raise InputError("--columns must be comma-separated integers, e.g. 4,4,3") from None
     path = provision_revfrf(
-        participants.split(","), counts, out, requesters=requesters.split(","), key_bits=key_bits,
+        owners, counts, out, requesters=asking, key_bits=key_bits,
         allow_insecure_key_bits=insecure_key_bits, n_trees=trees, max_depth=depth, rho=rho,
         candidates=candidates, overwrite=force,
     )  # fmt: skip

@@ -10,10 +10,14 @@ import typer
 from privfl.cli._kit import (
     AsJson,
     JsonOut,
+    check_output_dir,
     check_output_path,
     err_console,
     guard,
     report_provisioned,
+)
+from privfl.cli._kit import (
+    names as parse_names,
 )
 from privfl.errors import InputError
 from privfl.evaluation.fhauc.policy import DEFAULT_MAX_SAMPLES_PER_PARTY
@@ -84,7 +88,7 @@ def keys_init(
         typer.Option(
             help="'single' (a key holder creates the CKKS key) or 'threshold' (no key is "
             "created here: every party generates its own share in each session; needs the "
-            "[threshold] extra at run time)."
+            "\\[threshold] extra at run time)."
         ),
     ] = "single",
     as_json: AsJson = False,
@@ -97,7 +101,8 @@ def keys_init(
     from privfl.federation.provisioning import provision
 
     check_output_path(json_out, "--json-out")
-    names = parties.split(",")
+    check_output_dir(out, "--out")
+    names = parse_names(parties, "party")
     if max_thresholds is not None and max_thresholds < 3:
         raise InputError("--max-thresholds must be at least 3")
     policy = Policy(

@@ -48,15 +48,24 @@ def binarize_labels(labels: Sequence[Any], pos_label: Any = None) -> list[Int8Ar
     if pos_label is None:
         if not classes <= {0, 1} and not classes <= {-1, 1}:
             raise InputError(
-                f"labels are {sorted(map(str, classes))}: pass pos_label= to say which class "
-                "is positive (only {0, 1} and {-1, 1} default to pos_label=1)"
+                f"labels must be 0 or 1, -1 or 1, or two values with pos_label= naming the "
+                f"positive class; found {sorted(map(str, classes))}: pass pos_label= to say "
+                "which class is positive (only {0, 1} and {-1, 1} default to pos_label=1)"
             )
-        pos_label = 1
-    if not any(_equal(c, pos_label) for c in classes):
+        pos_label = 1  # one class only: the caller's class-balance check names the problem
+    elif not any(_equal(c, pos_label) for c in classes):
         raise InputError(
             f"pos_label={pos_label!r} is not among the labels {sorted(map(str, classes))}"
         )
-    return [np.asarray([_equal(v, pos_label) for v in y.tolist()], dtype=np.int8) for y in arrays]
+    return [_positives(y, pos_label) for y in arrays]
+
+
+def _positives(y: npt.NDArray[Any], pos_label: Any) -> Int8Array:
+    """1 where ``y`` equals ``pos_label`` (strings only equal strings), vectorised for
+    numeric and boolean labels."""
+    if y.dtype.kind in "biuf" and not isinstance(pos_label, str):
+        return np.asarray(y == pos_label, dtype=np.int8)
+    return np.asarray([_equal(v, pos_label) for v in y.tolist()], dtype=np.int8)
 
 
 def _equal(a: Any, b: Any) -> bool:

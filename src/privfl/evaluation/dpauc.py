@@ -25,9 +25,10 @@ total 4Nε); ``"sensitivity-2"`` (ε/(4N) per count but each charged the L1 sens
 flip on one point's quadruple, TP<->FP or FN<->TN: ``b = 8N/ε``, a double count that
 reproduces the spread of FHAUC's Table 1). All are ε-label-DP; the tight ``b`` is 2N/ε.
 
-Noise comes from diffprivlib's Laplace sampler (its 4-uniform formula, on arrays) fed by an
-AES-256-CTR stream keyed by :mod:`secrets`, or by a hash of ``seed`` when a reproducible
-experiment is wanted (still a CSPRNG stream; numpy's generator is never used).
+Noise comes from privfl's Laplace sampler (:mod:`privfl.evaluation.laplace`: a difference of
+two exponentials of uniform doubles) fed by an AES-256-CTR stream keyed by :mod:`secrets`, or
+by a hash of ``seed`` when a reproducible experiment is wanted (still a CSPRNG stream; numpy's
+generator is never used).
 
 :func:`infer_party_counts` is the server's attack: from one party's released counts it
 estimates the party's numbers of positives and negatives (mean over the N points), which
@@ -36,9 +37,7 @@ FHAUC never reveals.
 
 from __future__ import annotations
 
-import hashlib
 import math
-import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,10 +46,11 @@ import numpy as np
 import numpy.typing as npt
 
 from privfl._typing import FloatArray, Int8Array
-from privfl.crypto.prng import SharedRandomness
 from privfl.datasets import check_seed
 from privfl.errors import InputError
-from privfl.evaluation.reference import PartyData, validate_parties
+from privfl.evaluation.laplace import NoiseSource as NoiseSource
+from privfl.evaluation.reference import Parties, validate_parties
+from privfl.evaluation.results import FloatLike
 from privfl.evaluation.statistics import (
     DEFAULT_THRESHOLDS,
     PartyCounts,
@@ -123,6 +123,8 @@ def resolve_thresholds(thresholds: object, score_range: ScoreRange) -> FloatArra
     points, ``"dpauc"`` (DPAUC's grid, N = 100) / ``"dpauc:N"``, or an explicit strictly
     decreasing array inside the score range. Anything else is an InputError saying what to pass."""
     usage = "pass an integer N >= 3, 'dpauc', 'dpauc:N' or a decreasing array of thresholds"
+    if thresholds is None:
+        raise InputError(f"thresholds=None: {usage}")
     if isinstance(thresholds, str):
         name, sep, count = thresholds.partition(":")
         if name != "dpauc":
@@ -157,40 +159,16 @@ def resolve_thresholds(thresholds: object, score_range: ScoreRange) -> FloatArra
     return interior
 
 
-class NoiseSource:
-    """Uniform floats for the mechanisms, from an AES-CTR keystream (a CSPRNG)."""
-
-    def __init__(self, seed: int | None = None) -> None:
-        if seed is None:
-            key = secrets.token_bytes(32)
-        else:
-            key = hashlib.sha256(f"privfl-dpauc-seed:{check_seed(seed)}".encode()).digest()
-        self._stream = SharedRandomness(key, "dpauc-noise")
-
-    def uniform(self, size: int) -> FloatArray:
-        return self._stream.uniform(size)
-
-    def laplace(self, scale: float, size: int) -> FloatArray:
-        """Lap(scale) noise with diffprivlib's sampler (log(1-U1)cos(πU2) + log(1-U3)cos(πU4))."""
-        from diffprivlib.mechanisms import Laplace
-
-        u = self.uniform(4 * size).reshape(4, size)
-        standard = Laplace._laplace_sampler(u[0], u[1], u[2], u[3])
-        return np.asarray(-scale * standard, dtype=np.float64)
-
-
 def laplace_scale(epsilon: float, n_points: int, calibration: str = "total-budget") -> float:
-    """Scale ``b`` of the Laplace noise on every count: sensitivity / ε_count for the named
-    calibration (module docstring), checked by diffprivlib's mechanism."""
-    from diffprivlib.mechanisms import Laplace
-
+    """Scale ``b = sensitivity / ε_count`` of the Laplace noise on every count for the named
+    calibration (module docstring)."""
     _choice(calibration, CALIBRATIONS, "calibration")
     eps_count = epsilon if calibration == "per-count" else epsilon / (4 * n_points)
     sensitivity = 2.0 if calibration == "sensitivity-2" else 1.0
-    if not (eps_count > 0 and math.isfinite(sensitivity / eps_count)):
+    scale = sensitivity / eps_count if eps_count > 0 else math.inf
+    if not (math.isfinite(scale) and scale > 0):
         raise InputError(f"epsilon={epsilon:g} is too small: the Laplace scale is not finite")
-    mech = Laplace(epsilon=eps_count, sensitivity=sensitivity, random_state=secrets.SystemRandom())
-    return float(mech.sensitivity / (mech.epsilon - math.log(1 - mech.delta)))
+    return scale
 
 
 @dataclass(frozen=True)
@@ -207,9 +185,10 @@ class NoisyCounts:
     scale: float = 0.0  # b of the Laplace noise on every count
 
 
-@dataclass(frozen=True)
-class DPAUCResult:
-    """DPAUC's AUC, the per-party released counts and the settings."""
+@dataclass(frozen=True, eq=False)
+class DPAUCResult(FloatLike):
+    """DPAUC's AUC, the per-party released counts and the settings; behaves like ``auc``
+    where a number is expected (:class:`~privfl.evaluation.results.FloatLike`)."""
 
     auc: float
     mechanism: str
@@ -219,6 +198,9 @@ class DPAUCResult:
     noisy_auc: float | None = None  # RR: the AUC of the noisy labels before debiasing
     postprocess: str = "none"
     calibration: str = "total-budget"
+
+    def __float__(self) -> float:
+        return self.auc
 
     @property
     def noise_dominates(self) -> bool:
@@ -329,7 +311,7 @@ def aggregate(
 
 
 def dpauc(
-    parties: Sequence[PartyData],
+    parties: Parties,
     thresholds: int | str | npt.ArrayLike = DEFAULT_THRESHOLDS,
     epsilon: float = 1.0,
     mechanism: str = "laplace",
@@ -338,8 +320,11 @@ def dpauc(
     score_range: ScoreRange = (0.0, 1.0),
     postprocess: str = "none",
     calibration: str = "total-budget",
+    pos_label: Any = None,
 ) -> DPAUCResult:
-    """DPAUC over ``parties`` (a list of ``(scores, labels)``).
+    """DPAUC over ``parties`` (a list of ``(scores, labels)``, or a dict naming each party).
+    Labels: ``{0, 1}`` or ``{-1, 1}``, or two other values and ``pos_label`` (the rule of
+    :func:`privfl.evaluation.reference.validate_parties`).
 
     ``thresholds``: N (FHAUC's uniform decision points, the default), ``"dpauc"`` or
     ``"dpauc:N"`` (DPAUC's non-uniform grid), or an explicit decreasing array inside
@@ -350,7 +335,7 @@ def dpauc(
     _choice(calibration, CALIBRATIONS, "calibration")
     eps = check_epsilon(epsilon)
     noise = NoiseSource(None if seed is None else check_seed(seed, "seed"))
-    data = validate_parties(parties, score_range)
+    data = validate_parties(parties, score_range, pos_label)
     interior = resolve_thresholds(thresholds, score_range)
     return run_dpauc(data, interior, eps, mechanism, noise, None, postprocess, calibration)
 

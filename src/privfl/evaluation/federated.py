@@ -33,16 +33,20 @@ from privfl.evaluation.fhauc.policy import (
     Security,
 )
 from privfl.evaluation.fhauc.schedule import SessionRequest, party_step, run_session
-from privfl.evaluation.reference import PartyData, validate_parties
+from privfl.evaluation.reference import Parties, validate_parties
+from privfl.evaluation.results import FloatLike
 from privfl.evaluation.statistics import DEFAULT_THRESHOLDS, ScoreRange, interior_thresholds
+from privfl.progress import Progress
 from privfl.runner import InProcessRunner
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class AUCResult:
-    """Outcome of a federated AUC run.
+@dataclass(frozen=True, eq=False)
+class AUCResult(FloatLike):
+    """Outcome of a federated AUC run; behaves like ``auc`` where a number is expected
+    (:class:`~privfl.evaluation.results.FloatLike`: ``float(res)``, ``res > 0.5``,
+    ``f"{res:.3f}"``).
 
     ``timings`` (seconds): ``party_encrypt`` (slowest party's upload step), ``aggregator``
     (all its steps, including parsing the uploads), ``party_decrypt`` (slowest party's
@@ -73,28 +77,31 @@ class AUCResult:
     guarantee_log2: float | None = None
     executions: int = 1
 
+    def __float__(self) -> float:
+        return self.auc
+
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+        """One schema in every mode: the same keys, each always of one type or null
+        (``verified`` is true when the parties verified the result, null when nothing was
+        verified, never false: a failed verification raises; ``precision`` is a number when
+        the run bounds its error, else null)."""
+        return {
             "auc": self.auc,
             "parties": self.num_parties,
             "thresholds": self.thresholds,
             "security": self.security,
             "timings": self.timings,
             "bytes": self.bytes,
-            "verified": self.verified,  # null when semi-honest: nothing was verified
+            "verified": self.verified,
+            "precision": self.precision,
+            "cheat_probability": self.cheat_probability,
+            "cheat_probability_log2": self.cheat_probability_log2,
+            "splits": self.splits,
+            "executions": self.executions,
+            "tolerance": self.tolerance,
+            "spread": self.spread,
+            "guarantee_log2": self.guarantee_log2,
         }
-        if self.verified is not None:
-            out |= {
-                "cheat_probability": self.cheat_probability,
-                "cheat_probability_log2": self.cheat_probability_log2,
-                "splits": self.splits,
-                "executions": self.executions,
-                "precision": self.precision,
-                "tolerance": self.tolerance,
-                "spread": self.spread,
-                "guarantee_log2": self.guarantee_log2,
-            }
-        return out
 
 
 def party_names(count: int) -> list[str]:
@@ -140,7 +147,7 @@ class InProcessTransport:
 
 
 def federated_auc(
-    parties: Sequence[PartyData],
+    parties: Parties,
     thresholds: int | npt.ArrayLike = DEFAULT_THRESHOLDS,
     *,
     score_range: ScoreRange = (0.0, 1.0),
@@ -158,8 +165,14 @@ def federated_auc(
     memory_limit: int = DEFAULT_MEMORY_LIMIT,
     force: bool = False,
     keys: str = "single",
+    pos_label: Any = None,
+    progress: Progress | None = None,
 ) -> AUCResult:
-    """Global ROC-AUC of ``parties`` (a list of ``(scores, labels)``) under FHAUC.
+    """Global ROC-AUC of ``parties`` (a list of ``(scores, labels)``, or a dict naming each
+    party) under FHAUC. Labels: ``{0, 1}`` or ``{-1, 1}``, or two other values and
+    ``pos_label`` (the rule of :func:`privfl.evaluation.reference.validate_parties`).
+    ``progress``: an optional callback told after every protocol step
+    (:class:`privfl.progress.ProgressEvent`; step names and counts only).
 
     ``security="semi-honest"`` (default) or ``"malicious"`` (masks, multipliers, ``splits``
     additive splits, a secret permutation, ``executions`` independent executions (3 by
@@ -197,7 +210,7 @@ def federated_auc(
     mode = Security.parse(security)
     if keys not in ("single", "threshold"):
         raise InputError(f"keys must be 'single' or 'threshold' (got {keys!r})")
-    data = validate_parties(parties, score_range)
+    data = validate_parties(parties, score_range, pos_label)
     interior = interior_thresholds(thresholds, score_range)
     n_points = interior.size + 2
     n_splits = _check_int(splits, "splits") if mode is Security.MALICIOUS else 1
@@ -227,11 +240,13 @@ def federated_auc(
     if keys == "threshold":
         from privfl.evaluation.threshold_federated import run_threshold
 
-        return run_threshold(data, interior, score_range, mode, n_splits, policy, aggregator)
+        return run_threshold(
+            data, interior, score_range, mode, n_splits, policy, aggregator, progress
+        )
     cfg_executions = policy.executions if mode is Security.MALICIOUS else 1
     estimate_cost(params, n_points, len(data), n_splits, cfg_executions).check(memory_limit, force)
     names = party_names(len(data))
-    runner = InProcessRunner()
+    runner = InProcessRunner(progress=progress)
     identities = {n: keywrap.IdentityKey() for n in names}
     roster = {n: k.public_bytes for n, k in identities.items()}
     holder = fhauc.KeyHolder(names[0], identities[names[0]], roster)

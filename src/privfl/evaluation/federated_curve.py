@@ -37,6 +37,7 @@ from privfl.evaluation.fhauc.policy import (
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.schedule import SessionRequest, run_session
 from privfl.evaluation.statistics import ScoreRange
+from privfl.progress import Progress
 from privfl.runner import InProcessRunner
 
 KEYS = ("single", "threshold")
@@ -59,6 +60,7 @@ class RunOptions:
     memory_limit: int = DEFAULT_MEMORY_LIMIT
     force: bool = False
     aggregator: fhauc.Aggregator | None = None
+    progress: Progress | None = None  # told after every protocol step (privfl.progress)
 
 
 @dataclass(frozen=True)
@@ -131,7 +133,7 @@ def run_reveal(
         options.memory_limit, options.force
     )
     names = party_names(len(data))
-    runner = InProcessRunner()
+    runner = InProcessRunner(progress=options.progress)
     identities = {n: keywrap.IdentityKey() for n in names}
     roster = {n: k.public_bytes for n, k in identities.items()}
     holder = fhauc.KeyHolder(names[0], identities[names[0]], roster)
@@ -205,12 +207,13 @@ def _cost(params: CKKSParameters, points: int, parties: int, splits: int, execut
 def describe(run: Run) -> dict[str, Any]:
     """The run's public facts for a result's ``to_dict``."""
     first = run.results[0].outcome
+    bounds = [r.outcome.precision for r in run.results if r.outcome.precision is not None]
     return {
         "security": run.security,
         "parties": len(run.results),
         "thresholds": run.num_points,
         "verified": first.verified,
-        "precision": max(r.outcome.precision or 0.0 for r in run.results),
+        "precision": max(bounds) if bounds else None,
         "guarantee_log2": first.guarantee_log2,
         "timings": run.timings,
         "bytes": run.bytes,

@@ -46,6 +46,7 @@ from privfl.evaluation.federated_curve import RunOptions, check_keys, describe, 
 from privfl.evaluation.fhauc.reveal import Reveal, RevealedCurve
 from privfl.evaluation.metric_reference import binned_reference, exact_scores, prepare
 from privfl.evaluation.reference import PartyData
+from privfl.evaluation.results import FloatLike
 from privfl.evaluation.statistics import DEFAULT_THRESHOLDS, ScoreRange, interior_thresholds
 
 __all__ = [
@@ -66,9 +67,11 @@ __all__ = [
 
 
 # ---------------------------------------------------------------------------- results
-@dataclass(frozen=True)
-class Score:
-    """A scalar result (AUC or average precision); ``float(score)`` is the value.
+@dataclass(frozen=True, eq=False)
+class Score(FloatLike):
+    """A scalar result (AUC or average precision) that behaves like its value
+    (:class:`~privfl.evaluation.results.FloatLike`: ``float(score)``, ``score > 0.5``,
+    ``f"{score:.3f}"``).
     ``run``: the session's public facts (security, verified, precision bound, timings,
     bytes). ``bounds``: each party's lower bounds on the global class totals."""
 
@@ -148,7 +151,7 @@ class ROCCurve(_Curve):
         return {
             "reveal": self.reveal, "auc": self.auc, "average_precision": self.average_precision,
             "prevalence": self.curve.prevalence, "fpr": self.fpr, "tpr": self.tpr,
-            "thresholds": self.thresholds, **self.run,
+            "roc_thresholds": self.thresholds, **self.run,
         }  # fmt: skip
 
 
@@ -167,8 +170,8 @@ class PRCurve(_Curve):
     def to_dict(self) -> dict[str, Any]:
         return {
             "reveal": self.reveal, "average_precision": self.average_precision,
-            "precision": self.precision, "recall": self.recall,
-            "thresholds": self.thresholds, **self.run,
+            "pr_precision": self.precision, "pr_recall": self.recall,
+            "pr_thresholds": self.thresholds, **self.run,
         }  # fmt: skip
 
 
@@ -265,6 +268,7 @@ def roc_auc_score(
             required_accuracy=opts.required_accuracy, min_pairs=opts.min_pairs,
             min_guarantee_bits=opts.min_guarantee_bits, params=opts.params,
             memory_limit=opts.memory_limit, force=opts.force, keys=keys,
+            progress=opts.progress,
         )  # fmt: skip
         bounds = tuple((float(y.sum()), float(y.size - y.sum())) for _, y in data)
         run = {k: v for k, v in res.to_dict().items() if k != "auc"} | {"keys": keys}

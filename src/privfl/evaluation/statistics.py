@@ -53,6 +53,8 @@ def interior_thresholds(
     into a silent wrong answer. N is capped at :data:`MAX_POINTS`.
     """
     lo, hi = _check_range(score_range)
+    if thresholds is None:
+        raise InputError(_THRESHOLDS_HELP + " (got None)")
     n = _point_count(thresholds)
     if n is not None:
         k = np.arange(1, n - 1, dtype=np.float64)
@@ -118,9 +120,13 @@ def validate_party(
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int8]]:
     """Check one party's data and return it as arrays (raises InputError naming the party)."""
     lo, hi = _check_range(score_range)
-    s = np.asarray(scores, dtype=np.float64).ravel() if not _is_str_array(scores) else None
-    if s is None:
+    check_shapes(scores, labels, index)
+    if _is_str_array(scores):
         raise InputError(f"party {index}: scores must be numbers")
+    try:
+        s = np.asarray(scores, dtype=np.float64).ravel()
+    except (TypeError, ValueError):
+        raise InputError(f"party {index}: scores must be real numbers") from None
     y_raw = np.asarray(labels).ravel()
     if s.size == 0:
         raise InputError(f"party {index} has no samples")
@@ -142,6 +148,33 @@ def validate_party(
         bad_vals = np.unique(y_raw[~((y == 0) | (y == 1))])[:5]
         raise InputError(f"party {index}: labels must be 0 or 1 (found {bad_vals.tolist()})")
     return s, y.astype(np.int8)
+
+
+def check_shapes(scores: Any, labels: Any, index: int | str = "?") -> None:
+    """Refuse score and label arrays that would only line up after a silent reshape.
+
+    Scores must be one number per sample: a 1-D array (or a single ``(n, 1)`` column). A
+    two-column ``predict_proba`` output ``(n, 2)`` is refused with the fix (pass the positive
+    class's column, ``model.predict_proba(X)[:, 1]``) rather than flattened into 2n scores or
+    guessed; complex scores are refused rather than cast to their real part. Labels must be
+    1-D (or ``(n, 1)``) as well."""
+    arr = np.asarray(scores) if not isinstance(scores, np.ndarray) else scores
+    if arr.dtype.kind == "c":
+        raise InputError(f"party {index}: scores are complex numbers; pass real scores")
+    if arr.ndim == 2 and arr.shape[1] == 2:
+        raise InputError(
+            f"party {index}: scores have shape {arr.shape} (two columns, like predict_proba); "
+            "pass one score per sample, the positive class's column: predict_proba(X)[:, 1]"
+        )
+    if arr.ndim > 1 and not (arr.ndim == 2 and arr.shape[1] == 1):
+        raise InputError(
+            f"party {index}: scores must be a 1-D array (one per sample), got shape {arr.shape}"
+        )
+    lab = np.asarray(labels) if not isinstance(labels, np.ndarray) else labels
+    if lab.ndim > 1 and not (lab.ndim == 2 and lab.shape[1] == 1):
+        raise InputError(
+            f"party {index}: labels must be a 1-D array (one per sample), got shape {lab.shape}"
+        )
 
 
 def validate_bounded_party(

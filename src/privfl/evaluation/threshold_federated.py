@@ -29,6 +29,7 @@ from privfl.evaluation.fhauc.threshold_messages import UploadStep
 from privfl.evaluation.fhauc.threshold_party import ThresholdFhaucParty
 from privfl.evaluation.fhauc.threshold_schedule import run_threshold_session, threshold_party_step
 from privfl.evaluation.statistics import ScoreRange
+from privfl.progress import Progress
 from privfl.runner import InProcessRunner
 
 FloatArray = np.ndarray
@@ -91,11 +92,12 @@ def run_threshold(
     splits: int,
     policy: Policy,
     aggregator: Aggregator | None,
+    progress: Progress | None = None,
 ) -> AUCResult:
     """Run one threshold session in-process (called by :func:`privfl.federated_auc`)."""
     require_openfhe()
     names = party_names(len(data))
-    runner = InProcessRunner()
+    runner = InProcessRunner(progress=progress)
     identities = {n: keywrap.IdentityKey() for n in names}
     roster = {n: k.public_bytes for n, k in identities.items()}
     roles = [

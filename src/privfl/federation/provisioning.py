@@ -33,6 +33,7 @@ from pathlib import Path
 
 from privfl.crypto import keywrap
 from privfl.crypto.identity import PUBLIC_BYTES
+from privfl.datasets import check_party_names
 from privfl.errors import InputError, MalformedMessageError
 from privfl.evaluation import fhauc
 from privfl.evaluation.fhauc import threshold_setup
@@ -64,11 +65,9 @@ class AggregatorKeys:
 
 
 def _check_names(parties: Sequence[str]) -> list[str]:
-    names = [p.strip() for p in parties if p.strip()]
-    if len(names) < 2:
+    if isinstance(parties, str) or len(parties) < 2:
         raise InputError("provision at least 2 parties (e.g. --parties site-a,site-b)")
-    if len(set(names)) != len(names):
-        raise InputError("party names must be distinct")
+    names = check_party_names(parties)
     for n in names:
         if n == "aggregator" or "/" in n or n.startswith("."):
             raise InputError(f"invalid party name {n!r}")

@@ -29,6 +29,7 @@ from privfl.forest.participant import Participant, Requester, check_matrix, chec
 from privfl.forest.psi import PsiComparer, PsiConfig, PsiParty
 from privfl.forest.tree import Tree
 from privfl.messages import new_session_id
+from privfl.progress import Progress
 from privfl.runner import InProcessRunner
 
 TASKS = ("classification", "regression")
@@ -133,12 +134,24 @@ class RevFRF:
         self, partitions: Mapping[str, object], labels: object, *,
         ids: Mapping[str, Sequence[object]] | None = None,
         label_ids: Sequence[object] | None = None,
+        progress: Progress | None = None,
     ) -> RevFRF:  # fmt: skip
-        """Set up the system (KGC, CS, CC, participants) and grow the forest. With ``ids``
+        """Set up the system (KGC, CS, CC, participants) and grow the forest. ``progress``:
+        an optional callback told after every protocol step (:mod:`privfl.progress`). With ``ids``
         (participant -> the id of each of its rows) and ``label_ids`` (the id of each label),
         rows are first aligned by private set intersection (:mod:`.psi`): the forest is grown
         on the common ids only, in an order no party chose; :attr:`aligned_rows` then gives
         each party's rows of it (the CS's under ``"CS"``)."""
+        self.runner.progress = progress
+        try:
+            return self._fit(partitions, labels, ids, label_ids)
+        finally:
+            self.runner.progress = None
+
+    def _fit(
+        self, partitions: Mapping[str, object], labels: object,
+        ids: Mapping[str, Sequence[object]] | None, label_ids: Sequence[object] | None,
+    ) -> RevFRF:  # fmt: skip
         session = new_session_id()
         names = (
             [k for k in partitions if isinstance(k, str)] if isinstance(partitions, Mapping) else []

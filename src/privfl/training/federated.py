@@ -19,14 +19,12 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-import numpy as np
-
 from privfl._typing import FloatArray, IntArray
 from privfl.crypto.identity import IdentityKey
 from privfl.errors import InputError
 from privfl.messages import new_session_id
+from privfl.progress import Progress, ProgressEvent
 from privfl.runner import InProcessRunner
-from privfl.training.node import PartyNode
 from privfl.training.config import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_ENCRYPTED_LAYERS,
@@ -39,6 +37,7 @@ from privfl.training.config import (
     secret_layout,
 )
 from privfl.training.data import Label, PartyRows, PreparedData, prepare_parties, show_values
+from privfl.training.node import PartyNode
 from privfl.training.packing import chebyshev_sigmoid
 from privfl.training.party import Party, SigmoidRangeError
 from privfl.training.protocol import Session
@@ -134,6 +133,7 @@ def train_federated(
     on_range: str = "raise",
     on_round: Callable[[RoundMetrics], None] | None = None,
     max_update_norm: float | None = None,
+    progress: Progress | None = None,
 ) -> TrainingResult:
     """Train an MLP over ``parties`` (a list of ``(X, y)``, or a mapping party name ->
     ``(X, y)``) with the last ``encrypted_layers`` layers under threshold CKKS (see the
@@ -157,7 +157,9 @@ def train_federated(
     ``"raise"`` (:class:`SigmoidRangeError`) or ``"warn"``
     (recorded in ``result.warnings``). ``max_update_norm``: the server clips each party's
     plaintext-layer update of a round to this L2 norm (a bound on what one deviating party
-    can move those layers; None = plain FedAvg, the paper's).
+    can move those layers; None = plain FedAvg, the paper's). ``progress``: an optional
+    callback (:mod:`privfl.progress`) told when key generation is done and after every round
+    (``total`` = rounds + 1).
     """
     if on_range not in ("raise", "warn"):
         raise InputError("on_range must be 'raise' or 'warn'")
@@ -170,6 +172,8 @@ def train_federated(
     data = list(prepared.parties)
     start = time.perf_counter()
     session, setup, plan = _build(data, sched, parameters, evaluate_every, max_update_norm)
+    if progress is not None:
+        progress(ProgressEvent("key generation", 1, sched.rounds + 1))
     warnings: list[str] = []
     train = InProcessRunner()
     reveal_to = plan.names[0] if reveal else None
@@ -180,6 +184,8 @@ def train_federated(
             _range_check(row, sched, on_range, warnings)
         if on_round is not None:
             on_round(row)
+        if progress is not None:
+            progress(ProgressEvent("round", row.round + 1, sched.rounds + 1))
 
     report = run_training(
         session.server,

@@ -254,7 +254,7 @@ def recover(
         precision = NORMALISED_NOISE * m * FRESH_NOISE_BOUND / max(own_total, 1e-300)
         _check_precision(precision, policy)
         curve = RevealedCurve(_snap(u_tp, precision), _snap(u_fp, precision))
-        return Outcome(_auc(curve), verified=False, precision=precision, curve=curve)
+        return Outcome(_auc(curve), verified=None, precision=precision, curve=curve)
     sz = sizes(cfg, policy)
     t_low = max(own_total, 2.0 * math.sqrt(policy.min_pairs))
     c_min = 2.0 ** malicious.multiplier_bounds(policy.multiplier_bits)[0]

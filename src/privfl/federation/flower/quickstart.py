@@ -29,8 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from privfl.crypto.threshold_params import require_openfhe
-from privfl.datasets import read_table
+from privfl.datasets import check_party_names, read_table, typed_pos_label
 from privfl.errors import InputError, ProtocolError
+from privfl.evaluation.curves import binarize_labels
 from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.evaluation.reference import validate_parties
 from privfl.federation.flower.local import LocalFederation, RunOutcome
@@ -113,9 +114,16 @@ def check_workdir(path: Path) -> None:
 
 
 def split_by_party(
-    file: str | Path, party_column: str, score_column: str, label_column: str, out: Path
+    file: str | Path,
+    party_column: str,
+    score_column: str,
+    label_column: str,
+    out: Path,
+    pos_label: str | None = None,
 ) -> dict[str, Path]:
-    """One CSV (``score,label``) per distinct value of ``party_column``; party name -> file."""
+    """One CSV (``score,label``) per distinct value of ``party_column``; party name -> file.
+    Labels are written as 0/1 by the library's one ``pos_label`` rule (0/1 and -1/1 need
+    none; :func:`privfl.datasets.typed_pos_label` reads a numeric one)."""
     df = read_table(file)
     for col in (party_column, score_column, label_column):
         if col not in df.columns:
@@ -126,19 +134,29 @@ def split_by_party(
             f"{int(blank.sum())} of {len(df)} rows have no value in the party column "
             f"{party_column!r}; fill them in or remove them (no row is dropped silently)"
         )
-    groups = {str(k).strip(): g for k, g in df.groupby(df[party_column].astype(str))}
-    if len(groups) < 2:
+    by_name = list(df.groupby(df[party_column].astype(str)))
+    if len(by_name) < 2:
         raise InputError(f"the party column {party_column!r} names fewer than 2 parties")
+    check_party_names([str(k) for k, _ in by_name])
+    groups = {str(k): g for k, g in by_name}
     bad = [n for n in groups if not SAFE_NAME.match(n) or n == "aggregator"]
     if bad:
         raise InputError(
             f"party names {bad} cannot name a key folder: use letters, digits, '.', '_' or '-' "
             "(and not 'aggregator')"
         )
+    pos = typed_pos_label(df[label_column], pos_label)
+    labels = binarize_labels([g[label_column].to_numpy() for g in groups.values()], pos)
     validate_parties(
-        [(g[score_column].to_numpy(), g[label_column].to_numpy()) for g in groups.values()],
+        {
+            n: (g[score_column].to_numpy(), y)
+            for (n, g), y in zip(groups.items(), labels, strict=True)
+        },
         (0.0, 1.0),
     )
+    groups = {
+        n: g.assign(**{label_column: y}) for (n, g), y in zip(groups.items(), labels, strict=True)
+    }
     out.mkdir(parents=True, exist_ok=True)
     files = {}
     for name, g in sorted(groups.items()):
@@ -160,9 +178,11 @@ def run_local(
     timeout: float = 600.0,
     progress: Callable[[str], None] | None = None,
     keys: str = "single",
+    pos_label: str | None = None,
 ) -> LocalRun:
     """Run FHAUC over a local Flower deployment (see the module docstring). ``keys=
-    "threshold"``: no key holder; every SuperNode generates its own key share in the run."""
+    "threshold"``: no key holder; every SuperNode generates its own key share in the run.
+    ``pos_label``: the positive class, as for :func:`split_by_party`."""
     say = progress or (lambda _msg: None)
     mode = Security.parse(security)
     if keys not in ("single", "threshold"):
@@ -173,7 +193,7 @@ def run_local(
     check_workdir(root)
     root.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    files = split_by_party(file, party_column, score_column, label_column, root / "data")
+    files = split_by_party(file, party_column, score_column, label_column, root / "data", pos_label)
     names = sorted(files)
     policy = Policy(security=mode)
     if mode is Security.MALICIOUS or keys == "threshold":
