@@ -1,0 +1,294 @@
+"""Every code block of README.md and of every page in docs/ runs as written, and the site builds.
+
+A page is run the way a reader pastes it: its ```bash blocks go, in order, into one bash
+session (so ``cd``, ``export`` and ``. .venv/bin/activate`` carry over, and ``set -e`` stops at
+the first failing command), its ```python blocks into one Python interpreter (one namespace
+per page); both start in a fresh temporary folder that looks like a checkout (``examples/``,
+``benchmarks/``, ``.venv`` are links to this repository's) with this environment's executables
+first on PATH. Blocks alternate between the two interpreters in page order, so data made by a
+bash block is there for the next python block. ```text, ```json, ```console, ```toml blocks
+are output or file contents and are not run. A block whose fence is preceded, on the line
+just before, by ``<!-- not-run: REASON -->`` is skipped, and only with a non-empty reason;
+each skipped block is listed as a skipped test with that reason. Every process a page starts
+is killed at the end (its process group), also on failure or timeout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+DOCS = REPO / "docs"
+RUN = {"bash", "python"}
+OUTPUT = {"text", "json", "console", "toml", "yaml"}
+BLOCK_LIMIT_S = 180.0  # wall clock; the docs promise under a minute on an idle machine
+LINKED = ("examples", "benchmarks", ".venv", "src", "pyproject.toml")
+
+
+@dataclass(frozen=True)
+class Block:
+    page: str
+    line: int
+    lang: str
+    code: str
+    not_run: str | None  # the reason, when the block carries a not-run marker
+
+
+FENCE = re.compile(r"^```(\S*)\s*$")
+NOT_RUN = re.compile(r"^<!--\s*not-run(?::\s*(.*?))?\s*-->\s*$")
+
+
+def parse(page: str, text: str) -> list[Block]:
+    """The fenced blocks of a Markdown page, in order (fences at the start of a line)."""
+    lines = text.splitlines()
+    out, i = [], 0
+    while i < len(lines):
+        m = FENCE.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        start, lang = i, m.group(1)
+        j = i + 1
+        while j < len(lines) and lines[j].rstrip() != "```":
+            j += 1
+        if j == len(lines):
+            raise AssertionError(f"{page}:{start + 1}: unclosed code fence")
+        marker = NOT_RUN.match(lines[start - 1]) if start else None
+        reason = (marker.group(1) or "").strip() if marker else None
+        out.append(Block(page, start + 1, lang, "\n".join(lines[start + 1 : j]) + "\n", reason))
+        i = j + 1
+    return out
+
+
+def pages() -> list[Path]:
+    return [REPO / "README.md", *sorted(DOCS.rglob("*.md"))]
+
+
+def page_id(path: Path) -> str:
+    return str(path.relative_to(REPO))
+
+
+def all_blocks() -> list[Block]:
+    return [b for p in pages() for b in parse(page_id(p), p.read_text())]
+
+
+# ----------------------------------------------------------------------------- the interpreters
+
+PY_KERNEL = r"""
+import sys, traceback
+ns = {"__name__": "__main__"}
+token = sys.argv[1]
+for line in sys.stdin:
+    path = line.strip()
+    status = 0
+    try:
+        exec(compile(open(path).read(), path, "exec"), ns)
+    except BaseException:
+        traceback.print_exc()
+        status = 1
+    sys.stderr.flush()
+    print(f"{token} {status}", flush=True)
+"""
+
+
+class Session:
+    """One interpreter fed block by block; each block ends with a line carrying a token."""
+
+    def __init__(self, argv: list[str], cwd: Path, env: dict[str, str], token: str) -> None:
+        self.token = token
+        self.proc = subprocess.Popen(
+            argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        )  # fmt: skip
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def run(self, command: str, limit: float) -> tuple[bool, str]:
+        """Send one command and collect its output until the token: (succeeded, output)."""
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(command)
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            return False, "(the interpreter had exited)"
+        out: list[str] = []
+        deadline = time.monotonic() + limit
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                return False, "".join(out) + f"\n(no end after {limit:.0f} s: timeout)"
+            if line is None:
+                return False, "".join(out) + "\n(the interpreter exited: a command failed)"
+            if line.startswith(self.token):
+                return line.split()[-1] == "0", "".join(out)
+            out.append(line)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()  # bash runs its EXIT traps now
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=15)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)  # anything the page left running
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=5)
+
+
+def checkout_like(folder: Path) -> None:
+    """Make ``folder`` look like the top of a checkout a reader pastes commands into."""
+    for name in LINKED:
+        if (REPO / name).exists():
+            (folder / name).symlink_to(REPO / name)
+
+
+def run_page(blocks: list[Block], folder: Path) -> list[tuple[Block, float]]:
+    env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}", MPLBACKEND="Agg")
+    for var in ("VIRTUAL_ENV", "FLWR_HOME", "PYTHONSTARTUP"):
+        env.pop(var, None)
+    token = "__privfl_docs_" + secrets.token_hex(8)
+    sessions: dict[str, Session] = {}
+    timings = []
+    scripts = folder.parent / (folder.name + "-blocks")
+    scripts.mkdir()
+    try:
+        for k, block in enumerate(blocks):
+            path = scripts / f"{k}.{'sh' if block.lang == 'bash' else 'py'}"
+            path.write_text(block.code)
+            if block.lang not in sessions:
+                argv = (
+                    ["bash", "--noprofile", "--norc"]
+                    if block.lang == "bash"
+                    else [sys.executable, "-u", "-c", PY_KERNEL, token]
+                )
+                sessions[block.lang] = Session(argv, folder, env, token)
+                if block.lang == "bash":
+                    sessions["bash"].run(f"set -eo pipefail\necho {token} 0\n", 30)
+            command = (
+                f"source {path} < /dev/null\necho {token} 0\n"
+                if block.lang == "bash"
+                else f"{path}\n"
+            )
+            started = time.monotonic()
+            ok, output = sessions[block.lang].run(command, BLOCK_LIMIT_S)
+            timings.append((block, time.monotonic() - started))
+            if not ok:
+                raise AssertionError(
+                    f"{block.page}:{block.line}: the {block.lang} block failed\n"
+                    f"--- block ---\n{block.code}--- output ---\n{output[-6000:]}"
+                )
+    finally:
+        for s in sessions.values():
+            s.close()
+    return timings
+
+
+# ----------------------------------------------------------------------------- the tests
+
+
+def runnable_pages() -> list[Path]:
+    return [p for p in pages() if any(b.lang in RUN and b.not_run is None for b in parse(page_id(p), p.read_text()))]  # fmt: skip
+
+
+@pytest.mark.flower
+@pytest.mark.parametrize("page", runnable_pages(), ids=page_id)
+def test_every_code_block_of_the_page_runs_as_written(page: Path, tmp_path: Path) -> None:
+    pytest.importorskip("flwr")
+    blocks = [
+        b for b in parse(page_id(page), page.read_text()) if b.lang in RUN and b.not_run is None
+    ]
+    folder = tmp_path / "work"
+    folder.mkdir()
+    checkout_like(folder)
+    timings = run_page(blocks, folder)
+    for block, seconds in timings:
+        print(f"{block.page}:{block.line} {block.lang} {seconds:.1f} s")
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+NOT_RUN_BLOCKS = [b for b in all_blocks() if b.not_run is not None]
+
+
+@pytest.mark.parametrize(
+    "block", NOT_RUN_BLOCKS or [None], ids=lambda b: f"{b.page}:{b.line}" if b else "none"
+)
+def test_blocks_marked_not_run_are_listed_with_their_reason(block: Block | None) -> None:
+    if block is None:
+        return
+    assert block.not_run, f"{block.page}:{block.line}: a not-run marker needs a reason"
+    assert block.lang in RUN, f"{block.page}:{block.line}: not-run on a block that never runs"
+    pytest.skip(f"not-run: {block.not_run}")
+
+
+def test_every_fence_names_a_known_language() -> None:
+    unknown = [f"{b.page}:{b.line} ({b.lang or 'none'})" for b in all_blocks() if b.lang not in RUN | OUTPUT]  # fmt: skip
+    assert not unknown, "say bash/python (run) or text/json/console/toml (not run): " + ", ".join(
+        unknown
+    )
+
+
+def test_the_parser_reads_markers_and_languages() -> None:
+    text = (
+        "x\n```bash\necho 1\n```\n<!-- not-run: needs two machines -->\n```python\n"
+        "print(1)\n```\n<!-- not-run: -->\n```bash\nfalse\n```\n```text\nout\n```\n"
+    )
+    got = [(b.lang, b.line, b.not_run, b.code) for b in parse("p", text)]
+    assert got == [
+        ("bash", 2, None, "echo 1\n"),
+        ("python", 6, "needs two machines", "print(1)\n"),
+        ("bash", 10, "", "false\n"),
+        ("text", 13, None, "out\n"),
+    ]
+
+
+def test_the_runner_fails_on_a_failing_block_and_keeps_state(tmp_path: Path) -> None:
+    ok = [
+        Block("p", 1, "bash", "export GREETING=hi\ncd sub 2>/dev/null || mkdir sub\n", None),
+        Block("p", 2, "bash", 'echo "$GREETING" > out.txt\n', None),
+        Block("p", 3, "python", "x = open('out.txt').read().strip()\n", None),
+        Block("p", 4, "python", "if x != 'hi': raise SystemExit(1)\n", None),
+    ]
+    folder = tmp_path / "w"
+    folder.mkdir()
+    assert len(run_page(ok, folder)) == 4
+    for bad in ("false\necho never\n", "ls /nonexistent | cat\n"):
+        folder = tmp_path / f"w{len(bad)}"
+        folder.mkdir()
+        with pytest.raises(AssertionError, match="the bash block failed"):
+            run_page([Block("p", 1, "bash", bad, None)], folder)
+    folder = tmp_path / "wpy"
+    folder.mkdir()
+    with pytest.raises(AssertionError, match="ZeroDivisionError"):
+        run_page([Block("p", 1, "python", "1 / 0\n", None)], folder)
+
+
+def test_the_docs_site_builds_with_warnings_as_errors(tmp_path: Path) -> None:
+    """What ``make docs`` runs: mkdocs-material and mkdocstrings (the ``docs`` extra)."""
+    done = subprocess.run(
+        [str(BIN / "mkdocs"), "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "site" / "index.html").is_file()
