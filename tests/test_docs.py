@@ -239,7 +239,7 @@ def test_blocks_marked_not_run_are_listed_with_their_reason(block: Block | None)
         return
     assert block.not_run, f"{block.page}:{block.line}: a not-run marker needs a reason"
     assert block.lang in RUN, f"{block.page}:{block.line}: not-run on a block that never runs"
-    pytest.skip(f"not-run: {block.not_run}")
+    pytest.skip(f"{block.page}:{block.line} not-run: {block.not_run}")
 
 
 def test_every_fence_names_a_known_language() -> None:
