@@ -205,26 +205,87 @@ def run_page(blocks: list[Block], folder: Path) -> list[tuple[Block, float]]:
     return timings
 
 
+# ----------------------------------------------------------------------------- what pages leave
+
+
+def leftover_processes(marker: str) -> list[str]:
+    """Command lines of Flower processes still running whose command line names ``marker``."""
+    found = []
+    for cmd in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmd.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in text and "flower" in text:
+            found.append(text)
+    return found
+
+
+def check_readme_quickstart(folder: Path) -> None:
+    """The quickstart's deployment: every site decrypted the AUC in-process FHAUC computes on the
+    same rows, the ServerApp's log never holds it, and nothing it started is left running."""
+    import json
+
+    import pandas as pd
+
+    import privfl
+
+    res = json.loads((folder / "local.json").read_text())
+    df = pd.read_csv(folder / "scores.csv")
+    parts = [(g.score.to_numpy(), g.label.to_numpy()) for _, g in df.groupby("site")]
+    expected = privfl.federated_auc(parts, 100).auc
+    assert set(res["parties"]) == {"site-a", "site-b", "site-c"}
+    for r in res["parties"].values():
+        assert r["auc"] == pytest.approx(expected, abs=1e-6)
+        assert r["security"] == "semi-honest"
+    workdir = Path(res["workdir"])
+    try:
+        assert not workdir.is_relative_to(REPO) and not (folder / "keys").exists()
+        log = (workdir / "run.log").read_text()
+        assert "fhauc: done" in log and f"{expected:.6f}"[:8] not in log  # never the AUC
+        assert leftover_processes(str(workdir)) == []
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def check_simulation(folder: Path) -> None:
+    """The simulation: one result per virtual party, all with the same AUC, SuperLink stopped."""
+    import json
+
+    aucs = [json.loads(f.read_text())["auc"] for f in (folder / "results").glob("*.json")]
+    assert len(aucs) == 10 and len(set(aucs)) == 1
+    assert leftover_processes(str(folder)) == []
+
+
+PAGE_CHECKS = {"README.md": check_readme_quickstart, "docs/deploy/fhauc.md": check_simulation}
+
+
 # ----------------------------------------------------------------------------- the tests
 
 
+def runnable(page: Path) -> list[Block]:
+    """The blocks of a page the runner executes, in order."""
+    blocks = parse(page_id(page), page.read_text())
+    return [b for b in blocks if b.lang in RUN and b.not_run is None]
+
+
 def runnable_pages() -> list[Path]:
-    return [p for p in pages() if any(b.lang in RUN and b.not_run is None for b in parse(page_id(p), p.read_text()))]  # fmt: skip
+    return [p for p in pages() if runnable(p)]
 
 
 @pytest.mark.flower
 @pytest.mark.parametrize("page", runnable_pages(), ids=page_id)
 def test_every_code_block_of_the_page_runs_as_written(page: Path, tmp_path: Path) -> None:
     pytest.importorskip("flwr")
-    blocks = [
-        b for b in parse(page_id(page), page.read_text()) if b.lang in RUN and b.not_run is None
-    ]
+    blocks = runnable(page)
     folder = tmp_path / "work"
     folder.mkdir()
     checkout_like(folder)
     timings = run_page(blocks, folder)
     for block, seconds in timings:
         print(f"{block.page}:{block.line} {block.lang} {seconds:.1f} s")
+    if check := PAGE_CHECKS.get(page_id(page)):
+        check(folder)
     shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -243,8 +304,9 @@ def test_blocks_marked_not_run_are_listed_with_their_reason(block: Block | None)
 
 
 def test_every_fence_names_a_known_language() -> None:
-    unknown = [f"{b.page}:{b.line} ({b.lang or 'none'})" for b in all_blocks() if b.lang not in RUN | OUTPUT]  # fmt: skip
-    assert not unknown, "say bash/python (run) or text/json/console/toml (not run): " + ", ".join(
+    known = RUN | OUTPUT
+    unknown = [f"{b.page}:{b.line} ({b.lang or '-'})" for b in all_blocks() if b.lang not in known]
+    assert not unknown, "name bash/python (run) or text/json/console/toml (output): " + ", ".join(
         unknown
     )
 
