@@ -284,9 +284,27 @@ def test_every_code_block_of_the_page_runs_as_written(page: Path, tmp_path: Path
     timings = run_page(blocks, folder)
     for block, seconds in timings:
         print(f"{block.page}:{block.line} {block.lang} {seconds:.1f} s")
+    assert not_ignored(folder) == [], "add what the page writes to .gitignore"
     if check := PAGE_CHECKS.get(page_id(page)):
         check(folder)
     shutil.rmtree(folder, ignore_errors=True)
+
+
+def not_ignored(folder: Path) -> list[str]:
+    """What a page wrote at the top of its folder that git would not ignore at the top of the
+    checkout (the commands are pasted there)."""
+    written = [
+        p.name + ("/" if p.is_dir() and not p.is_symlink() else "")
+        for p in folder.iterdir()
+        if p.name not in LINKED
+    ]
+    if not written:
+        return []
+    done = subprocess.run(
+        ["git", "check-ignore", "--no-index", "--verbose", "--non-matching", "--stdin"],
+        cwd=REPO, input="\n".join(written) + "\n", capture_output=True, text=True,
+    )  # fmt: skip
+    return [line.split("\t")[-1] for line in done.stdout.splitlines() if line.startswith("::")]
 
 
 NOT_RUN_BLOCKS = [b for b in all_blocks() if b.not_run is not None]
@@ -344,6 +362,15 @@ def test_the_runner_fails_on_a_failing_block_and_keeps_state(tmp_path: Path) -> 
     folder.mkdir()
     with pytest.raises(AssertionError, match="ZeroDivisionError"):
         run_page([Block("p", 1, "python", "1 / 0\n", None)], folder)
+
+
+def test_the_gitignore_check_sees_unignored_files(tmp_path: Path) -> None:
+    (tmp_path / "scores.csv").write_text("x\n")
+    (tmp_path / "keys").mkdir()
+    assert not_ignored(tmp_path) == []
+    (tmp_path / "notes.txt").write_text("x\n")
+    (tmp_path / "newdir").mkdir()
+    assert sorted(not_ignored(tmp_path)) == ["newdir/", "notes.txt"]
 
 
 def test_the_docs_site_builds_with_warnings_as_errors(tmp_path: Path) -> None:
