@@ -141,8 +141,9 @@ class Session:
                 return False, "".join(out) + f"\n(no end after {limit:.0f} s: timeout)"
             if line is None:
                 return False, "".join(out) + "\n(the interpreter exited: a command failed)"
-            if line.startswith(self.token):
-                return line.split()[-1] == "0", "".join(out)
+            if self.token in line:  # also after output that did not end its line
+                before, _, status = line.partition(self.token)
+                return status.split()[0] == "0", "".join([*out, before])
             out.append(line)
 
     def close(self) -> None:
@@ -349,10 +350,12 @@ def test_the_runner_fails_on_a_failing_block_and_keeps_state(tmp_path: Path) -> 
         Block("p", 2, "bash", 'echo "$GREETING" > out.txt\n', None),
         Block("p", 3, "python", "x = open('out.txt').read().strip()\n", None),
         Block("p", 4, "python", "if x != 'hi': raise SystemExit(1)\n", None),
+        Block("p", 5, "python", "print('no newline', end='')\n", None),
+        Block("p", 6, "bash", "printf 'no newline'\n", None),
     ]
     folder = tmp_path / "w"
     folder.mkdir()
-    assert len(run_page(ok, folder)) == 4
+    assert len(run_page(ok, folder)) == 6
     for bad in ("false\necho never\n", "ls /nonexistent | cat\n"):
         folder = tmp_path / f"w{len(bad)}"
         folder.mkdir()
