@@ -36,7 +36,12 @@ BIN = Path(sys.executable).parent
 DOCS = REPO / "docs"
 RUN = {"bash", "python"}
 OUTPUT = {"text", "json", "console", "toml", "yaml"}
-BLOCK_LIMIT_S = 180.0  # wall clock; the docs promise under a minute on an idle machine
+# A block must finish in under a minute. Measured as CPU time (the interpreter's and that of
+# every process it started and waited for), which parallel test workers and other load on
+# the machine do not inflate, as the other time bounds in this suite; the wall-clock limit
+# only stops a block that hangs.
+BLOCK_CPU_LIMIT_S = 60.0
+BLOCK_WALL_LIMIT_S = 900.0
 LINKED = ("examples", "benchmarks", ".venv", "src", "pyproject.toml")
 
 
@@ -124,6 +129,12 @@ class Session:
             self.lines.put(line)
         self.lines.put(None)
 
+    def cpu_seconds(self) -> float:
+        """CPU time of the interpreter and of the children it has waited for."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rpartition(")")[2].split()
+        utime, stime, cutime, cstime = (int(f) for f in fields[11:15])
+        return (utime + stime + cutime + cstime) / os.sysconf("SC_CLK_TCK")
+
     def run(self, command: str, limit: float) -> tuple[bool, str]:
         """Send one command and collect its output until the token: (succeeded, output)."""
         assert self.proc.stdin is not None
@@ -165,7 +176,8 @@ def checkout_like(folder: Path) -> None:
             (folder / name).symlink_to(REPO / name)
 
 
-def run_page(blocks: list[Block], folder: Path) -> list[tuple[Block, float]]:
+def run_page(blocks: list[Block], folder: Path) -> list[tuple[Block, float, float]]:
+    """Run the blocks in order in ``folder``: (block, wall seconds, CPU seconds) for each."""
     env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}", MPLBACKEND="Agg")
     for var in ("VIRTUAL_ENV", "FLWR_HOME", "PYTHONSTARTUP"):
         env.pop(var, None)
@@ -192,14 +204,15 @@ def run_page(blocks: list[Block], folder: Path) -> list[tuple[Block, float]]:
                 if block.lang == "bash"
                 else f"{path}\n"
             )
-            started = time.monotonic()
-            ok, output = sessions[block.lang].run(command, BLOCK_LIMIT_S)
-            timings.append((block, time.monotonic() - started))
+            session = sessions[block.lang]
+            started, cpu = time.monotonic(), session.cpu_seconds()
+            ok, output = session.run(command, BLOCK_WALL_LIMIT_S)
             if not ok:
                 raise AssertionError(
                     f"{block.page}:{block.line}: the {block.lang} block failed\n"
                     f"--- block ---\n{block.code}--- output ---\n{output[-6000:]}"
                 )
+            timings.append((block, time.monotonic() - started, session.cpu_seconds() - cpu))
     finally:
         for s in sessions.values():
             s.close()
@@ -283,8 +296,10 @@ def test_every_code_block_of_the_page_runs_as_written(page: Path, tmp_path: Path
     folder.mkdir()
     checkout_like(folder)
     timings = run_page(blocks, folder)
-    for block, seconds in timings:
-        print(f"{block.page}:{block.line} {block.lang} {seconds:.1f} s")
+    for block, wall, cpu in timings:
+        print(f"{block.page}:{block.line} {block.lang}: {wall:.1f} s wall, {cpu:.1f} s CPU")
+    slow = [f"{b.page}:{b.line} ({cpu:.0f} s)" for b, _, cpu in timings if cpu > BLOCK_CPU_LIMIT_S]
+    assert not slow, "blocks over a minute of CPU: make them smaller or mark them not-run"
     assert not_ignored(folder) == [], "add what the page writes to .gitignore"
     if check := PAGE_CHECKS.get(page_id(page)):
         check(folder)
@@ -355,12 +370,18 @@ def test_the_runner_fails_on_a_failing_block_and_keeps_state(tmp_path: Path) -> 
     ]
     folder = tmp_path / "w"
     folder.mkdir()
-    assert len(run_page(ok, folder)) == 6
+    timings = run_page(ok, folder)
+    assert len(timings) == 6 and all(cpu >= 0 for _, _, cpu in timings)
     for bad in ("false\necho never\n", "ls /nonexistent | cat\n"):
         folder = tmp_path / f"w{len(bad)}"
         folder.mkdir()
         with pytest.raises(AssertionError, match="the bash block failed"):
             run_page([Block("p", 1, "bash", bad, None)], folder)
+    folder = tmp_path / "wcpu"
+    folder.mkdir()
+    spin = "python -c 'import time\nwhile time.process_time() < 1: pass'\n"
+    [(_, _, cpu)] = run_page([Block("p", 1, "bash", spin, None)], folder)
+    assert cpu >= 0.9  # a child's CPU time is counted
     folder = tmp_path / "wpy"
     folder.mkdir()
     with pytest.raises(AssertionError, match="ZeroDivisionError"):
