@@ -43,7 +43,8 @@ lint: $(STAMP)
 docs: $(STAMP)
 	$(BIN)/mkdocs build --strict
 
-# FHAUC's cost table: about 10 min on 2 cores; QUICK=1 (or bench-quick) a one-minute subset.
+# FHAUC's cost table: 10 min or more on 2 cores (the 1000-party row most of it), one line per
+# row as it goes; QUICK=1 (or bench-quick): 15 and 100 parties, one run each, about 20 s.
 bench: $(STAMP)
 	$(BIN)/python benchmarks/fhauc_semi_honest.py $(if $(QUICK),--quick)
 

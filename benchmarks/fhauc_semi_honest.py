@@ -7,9 +7,9 @@ to count 10^7 scores. Progress (which row, elapsed seconds) goes to stderr.
 
     .venv/bin/python benchmarks/fhauc_semi_honest.py [--quick] [--json OUT.json]
 
-The full run takes about 10 minutes on 2 cores (the 1000-party row alone most of it);
+The full run takes 10 minutes or more on 2 cores (the 1000-party row alone most of it);
 ``--quick`` (``make bench QUICK=1``) measures 15 and 100 parties at N = 100 and 100 parties at
-N = 1000, one run each, the demo data at N = 100 and counting 10^6 scores: about a minute.
+N = 1000, one run each, the demo data at N = 100 and counting 10^6 scores: about 20 s.
 """
 
 from __future__ import annotations
