@@ -7,7 +7,9 @@ per page); both start in a fresh temporary folder that looks like a checkout (``
 ``benchmarks/``, ``.venv`` are links to this repository's) with this environment's executables
 first on PATH. Blocks alternate between the two interpreters in page order, so data made by a
 bash block is there for the next python block. ```text, ```json, ```console, ```toml blocks
-are output or file contents and are not run. A block whose fence is preceded, on the line
+are output or file contents and are not run. A page that needs an optional extra says so in a
+line ``<!-- requires: openfhe, torch -->`` and is skipped where it is not installed (Flower is
+detected). A block whose fence is preceded, on the line
 just before, by ``<!-- not-run: REASON -->`` is skipped, and only with a non-empty reason;
 each skipped block is listed as a skipped test with that reason. Every process a page starts
 is killed at the end (its process group), also on failure or timeout.
@@ -287,10 +289,30 @@ def runnable_pages() -> list[Path]:
     return [p for p in pages() if runnable(p)]
 
 
-@pytest.mark.flower
-@pytest.mark.parametrize("page", runnable_pages(), ids=page_id)
+REQUIRES = re.compile(r"^<!--\s*requires:\s*([\w, ]+?)\s*-->\s*$", re.M)
+
+
+def requirements(page: Path) -> list[str]:
+    """The optional modules a page needs: ``<!-- requires: openfhe, torch -->`` lines, and
+    Flower for a page that runs it."""
+    named = [m.strip() for found in REQUIRES.findall(page.read_text()) for m in found.split(",")]
+    return [*named, *(["flwr"] if uses_flower(page) else [])]
+
+
+def uses_flower(page: Path) -> bool:
+    return any(re.search(r"\bflwr\b|\bflower[ -]", b.code) for b in runnable(page))
+
+
+PAGE_PARAMS = [
+    pytest.param(p, id=page_id(p), marks=[pytest.mark.flower] if uses_flower(p) else [])
+    for p in runnable_pages()
+]
+
+
+@pytest.mark.parametrize("page", PAGE_PARAMS)
 def test_every_code_block_of_the_page_runs_as_written(page: Path, tmp_path: Path) -> None:
-    pytest.importorskip("flwr")
+    for module in requirements(page):
+        pytest.importorskip(module)  # an optional extra this installation lacks
     blocks = runnable(page)
     folder = tmp_path / "work"
     folder.mkdir()
