@@ -9,10 +9,11 @@ first on PATH. Blocks alternate between the two interpreters in page order, so d
 bash block is there for the next python block. ```text, ```json, ```console, ```toml blocks
 are output or file contents and are not run. A page that needs an optional extra says so in a
 line ``<!-- requires: openfhe, torch -->`` and is skipped where it is not installed (Flower is
-detected). A block whose fence is preceded, on the line
-just before, by ``<!-- not-run: REASON -->`` is skipped, and only with a non-empty reason;
-each skipped block is listed as a skipped test with that reason. Every process a page starts
-is killed at the end (its process group), also on failure or timeout.
+detected). A block whose fence is preceded, on the line just before, by
+``<!-- not-run: REASON -->`` is skipped, and only with a non-empty reason; each such block is
+listed as a skipped test with that reason. Every block must finish within a minute of CPU;
+everything a page writes must be git-ignored; every process a page starts is killed at the end
+(its process group), also on failure or timeout.
 """
 
 from __future__ import annotations
