@@ -3,16 +3,17 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# OpenFHE for Python 3.11 is a local wheel (see ../shared/wheels/README.md): when the folder
-# holds it, pip installs openfhe from there (the [threshold] extra pins exactly that build on
-# 3.11) and the extra is installed with the rest.
-WHEELS := ../shared/wheels
+# OpenFHE for Python 3.11 is a local wheel (the registry's openfhe wheels load only on Ubuntu's
+# Python 3.10/3.12): when the folder WHEELS holds it, pip installs openfhe from there (the
+# [threshold] extra pins exactly that build on 3.11) and the extra is installed with the rest.
+# `make install WHEELS=/path/to/wheelhouse` points elsewhere.
+WHEELS ?= ../shared/wheels
 HAVE_WHEELS := $(wildcard $(WHEELS)/openfhe-*.whl)
 comma := ,
-EXTRAS := dev,flower,audit$(if $(HAVE_WHEELS),$(comma)threshold)
+EXTRAS := dev,docs,flower,audit$(if $(HAVE_WHEELS),$(comma)threshold)
 FIND_LINKS := $(if $(HAVE_WHEELS),--find-links $(WHEELS))
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test lint docs bench bench-quick clean
 
 install: $(STAMP)
 
@@ -29,6 +30,7 @@ demo: $(STAMP)
 # (a fresh ClientApp process per message, Flower's heartbeat), so they overlap with the rest.
 # Time bounds in tests use CPU time (time.process_time), which parallel workers do not inflate.
 # One OpenMP thread: OpenFHE's spinning barriers cost 5-8x CPU when the cores are shared.
+# tests/test_docs.py runs every code block of README.md and docs/ and builds the site (`make docs`).
 test: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/pytest -q -n 4 --dist worksteal
 
@@ -37,8 +39,17 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/mypy
 
+# The documentation site, warnings as errors; `$(BIN)/mkdocs serve` previews it.
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict
+
+# FHAUC's cost table: 10 min or more on 2 cores (the 1000-party row most of it), one line per
+# row as it goes; QUICK=1 (or bench-quick): 15 and 100 parties, one run each, about 20 s.
 bench: $(STAMP)
-	$(BIN)/python benchmarks/fhauc_semi_honest.py
+	$(BIN)/python benchmarks/fhauc_semi_honest.py $(if $(QUICK),--quick)
+
+bench-quick: $(STAMP)
+	$(BIN)/python benchmarks/fhauc_semi_honest.py --quick
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site

@@ -2,7 +2,7 @@
 through :class:`privfl.federation.flower.local.LocalFederation` (the process management of
 ``privfl flower local``: free ports, readiness, the run's final status, teardown).
 
-A complete run is the README quickstart (``tests/test_flower_quickstart.py``); here a
+A complete run is the README quickstart (``tests/test_docs.py``); here a
 SuperNode dies mid-session. Selected with ``-m flower`` and part of ``make test``. Every
 process started here is killed when the federation closes, even when a test fails.
 """
