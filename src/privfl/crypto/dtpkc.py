@@ -279,9 +279,7 @@ def new_key_pair(params: PublicParams) -> SecretKey:
 def split_strong_key(
     params: PublicParams, secret: SystemSecret
 ) -> tuple[StrongKeyShare, StrongKeyShare]:
-    """s ≡ 0 mod λ, s ≡ 1 mod N; λ1 uniform in [0, λN), λ2 = s - λ1 mod λN (each alone
-    uniform). Every unit of Z_(N²) has an order dividing λN, so these decrypt as the
-    paper's shares modulo λN² do, with exponents |N| bits shorter (a third faster)."""
+    """λ1 uniform mod λN, λ2 = s - λ1; s ≡ 0 (λ), ≡ 1 (N); a unit's order divides λN."""
     lam, modulus = secret.lam, secret.lam * params.n
     s = (lam * gmpy2.invert(lam, params.n)) % modulus
     lam1 = mpz(secrets.randbelow(int(modulus)))
