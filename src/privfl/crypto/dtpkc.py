@@ -279,11 +279,7 @@ def new_key_pair(params: PublicParams) -> SecretKey:
 def split_strong_key(
     params: PublicParams, secret: SystemSecret
 ) -> tuple[StrongKeyShare, StrongKeyShare]:
-    """s = λ (λ^{-1} mod N) mod λN (s ≡ 0 mod λ, s ≡ 1 mod N); λ1 uniform in [0, λN),
-    λ2 = s - λ1 mod λN. Every unit of Z_(N²) has an order dividing λN (the exponent of
-    Z*_(N²) is lcm(p(p-1), q(q-1)), a divisor of λN), so C^s = C^(s') for any s' ≡ s
-    (mod λN): the paper's shares modulo λN² decrypt alike, with exponents |N| bits longer
-    (PSDec1/PSDec2 were a third slower). Each share alone is uniform modulo λN."""
+    """λ1 uniform mod λN, λ2 = s - λ1; s ≡ 0 (λ), ≡ 1 (N); a unit's order divides λN."""
     lam, modulus = secret.lam, secret.lam * params.n
     s = (lam * gmpy2.invert(lam, params.n)) % modulus
     lam1 = mpz(secrets.randbelow(int(modulus)))
