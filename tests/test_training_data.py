@@ -135,6 +135,16 @@ def _bad_tables(tmp_path):
         "--layers", "4,64,64",
     )  # fmt: skip
     add("noparty", frame, "--data FILE replaces --dataset", "--dataset", "digits8x8")
+    other = _table(2, seed=3).drop(columns="site")
+    other["animal"] = "fox"
+    other.to_csv(tmp_path / "other.csv", index=False)
+    cases.append(
+        (
+            ["--data", str(tmp_path / "nolabel.csv").replace("nolabel", "width"), "--party-column",
+             "site", "--label-column", "animal", "--test-data", str(tmp_path / "other.csv")],
+            "--test-data: label ['fox'] not among the 3 classes ['cat', 'dog', 'eel']",
+        )
+    )  # fmt: skip
     cases.append((["--data", str(tmp_path / "gap.csv")], "needs --party-column and --label-column"))
     cases.append((["--label-column", "animal"], "--label-column goes with --data FILE"))
     return cases

@@ -275,10 +275,12 @@ def train(
     from privfl.training.data import prepare_parties
     from privfl.training.federated import train_federated
 
+    found = prepare_parties(src.parties)
+    if len(src.y_test):
+        found.encode(src.y_test, "--test-data")  # the same kind of labels, all known
     if layers is not None:
         sizes = ints(layers, "--layers", minimum=1)
     else:
-        found = prepare_parties(src.parties)
         sizes = [found.features, *DEFAULT_HIDDEN, len(found.classes)]
     enc = encrypt_last_from(encrypt_last, sizes)
     n_rounds = rounds if rounds is not None else epochs
