@@ -412,6 +412,7 @@ MINIMAL = {  # the smallest arguments that get each command past its own argumen
     "audit recommend": ["missing.json"],
     "flower local": ["missing.csv", "--party-column", "p", "-s", "score", "-l", "label"],
     "flower run": ["missing-app"],
+    "forest local": ["missing.csv", "-l", "label"],
 }
 
 
