@@ -145,6 +145,10 @@ class Deployment:
             "max_points": n_points,
             "max_splits": splits if malicious else 1,
             "max_samples_per_party": 256 if malicious else 10**7,
+            # 3 x 200 rows, no min_pairs: the worst case over the multipliers needs a 4th
+            # execution for 2^-8 (as fhauc.sizing would provision); with 3 every party
+            # refuses at join, before any upload
+            "executions": 4 if malicious else 3,
         }
         self.policy = fhauc.Policy(**(defaults | policy))
         self.holder = fhauc.KeyHolder(self.names[0], self.ids[self.names[0]], self.roster)

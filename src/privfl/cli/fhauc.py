@@ -68,12 +68,13 @@ def auc(
         int, typer.Option(help="Additive splits S per position (malicious only, 2..16).")
     ] = 4,
     executions: Annotated[
-        int,
+        int | None,
         typer.Option(
             help="Independent executions (malicious only; the paper uses 2, each extra one "
-            "makes an undetected deviation about 2^5 to 2^10 times less likely)."
+            "makes an undetected deviation about 2^5 to 2^10 times less likely). Default: the "
+            "fewest from 3 up that meet the required accuracy and guarantee for this data."
         ),
-    ] = 3,
+    ] = None,
     min_guarantee_bits: Annotated[
         float,
         typer.Option(

@@ -33,6 +33,7 @@ from privfl.evaluation.fhauc.policy import (
     Security,
 )
 from privfl.evaluation.fhauc.schedule import SessionRequest, party_step, run_session
+from privfl.evaluation.fhauc.sizing import sized_policy
 from privfl.evaluation.reference import PartyData, validate_parties
 from privfl.evaluation.statistics import DEFAULT_THRESHOLDS, ScoreRange, interior_thresholds
 from privfl.runner import InProcessRunner
@@ -150,7 +151,7 @@ def federated_auc(
     max_samples_per_party: int | None = None,
     hiding_bits: int = DEFAULT_HIDING_BITS,
     multiplier_bits: float = DEFAULT_MULTIPLIER_BITS,
-    executions: int = DEFAULT_EXECUTIONS,
+    executions: int | None = None,
     required_accuracy: float = REQUIRED_ACCURACY,
     min_pairs: int | None = None,
     min_guarantee_bits: float = DEFAULT_GUARANTEE_BITS,
@@ -165,7 +166,11 @@ def federated_auc(
     additive splits, a secret permutation, ``executions`` independent executions (3 by
     default; the paper's 2 rarely guarantees more than 2^-8, see ``malicious.py``) and
     verification by the parties; raises :class:`privfl.errors.VerificationError` if the
-    aggregator deviates).
+    aggregator deviates). ``executions=None`` (default): the fewest, from 3 up, for which every
+    party's verification meets ``required_accuracy`` and ``min_guarantee_bits`` whatever the
+    session's secret multipliers (:mod:`privfl.evaluation.fhauc.sizing`; each party checks
+    this at join, before uploading, and refuses naming the setting when no count up to 8
+    suffices), so an honest session is not refused after the fact.
 
     ``max_samples_per_party`` is the public bound on any party's size, fixed in every party's
     provisioning: it sizes the CKKS headroom (semi-honest, default 10^7) or the masks
@@ -216,7 +221,7 @@ def federated_auc(
         _check_int(max_samples_per_party, "max_samples_per_party"),
         _check_int(hiding_bits, "hiding_bits"),
         float(multiplier_bits),
-        _check_int(executions, "executions"),
+        DEFAULT_EXECUTIONS if executions is None else _check_int(executions, "executions"),
         n_points,
         n_splits,
         1,
@@ -224,6 +229,8 @@ def federated_auc(
         _check_int(min_pairs, "min_pairs"),
         float(min_guarantee_bits),
     )
+    if executions is None:  # the bounds come from the data: as many executions as needed
+        policy = sized_policy(policy, len(data), interior, n_splits, keys)
     if keys == "threshold":
         from privfl.evaluation.threshold_federated import run_threshold
 

@@ -36,6 +36,7 @@ from privfl.evaluation.fhauc.policy import (
 )
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.schedule import SessionRequest, run_session
+from privfl.evaluation.fhauc.sizing import sized_policy
 from privfl.evaluation.statistics import ScoreRange
 from privfl.runner import InProcessRunner
 
@@ -50,7 +51,7 @@ class RunOptions:
     security: str = "semi-honest"
     keys: str | None = None
     splits: int = 4
-    executions: int = DEFAULT_EXECUTIONS
+    executions: int | None = None
     max_samples_per_party: int | None = None
     min_pairs: int | None = None
     min_guarantee_bits: float = DEFAULT_GUARANTEE_BITS
@@ -119,13 +120,19 @@ def run_reveal(
     policy = Policy(
         mode,
         _check_int(max_samples, "max_samples_per_party"),
-        executions=_check_int(options.executions, "executions"),
+        executions=DEFAULT_EXECUTIONS
+        if options.executions is None
+        else _check_int(options.executions, "executions"),
         max_points=max(n_points, 3),
         max_splits=splits,
         required_accuracy=float(options.required_accuracy),
         min_pairs=_check_int(min_pairs, "min_pairs"),
         min_guarantee_bits=float(options.min_guarantee_bits),
     )
+    if options.executions is None:  # the bounds come from the data (fhauc.sizing)
+        policy = sized_policy(
+            policy, len(data), interior, splits, check_keys(options.keys, reveal), reveal
+        )
     executions = policy.executions if mode is Security.MALICIOUS else 1
     _cost(options.params, n_points, len(data), splits, executions).check(
         options.memory_limit, options.force

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy.typing as npt
 
@@ -203,7 +204,16 @@ class Aggregator:
             d = add_all([u.d[0] for u in uploads])
             den = d * d.rotate(layout.slots // 2)
         c = random_multiplier(*self.multiplier_range)
-        return Reply(cfg.session, num * c, den * c, self.execution, self.name)
+        return Reply(
+            cfg.session, self.times_multiplier(num, c), self.times_multiplier(den, c),
+            self.execution, self.name,
+        )  # fmt: skip
+
+    def times_multiplier(self, ct: Any, c: int) -> Any:
+        """``ct`` times the secret multiplier ``c`` (an integer product at scale 1, no
+        level). The threshold key backend applies it as ``c / 2^j`` at one level instead
+        (:attr:`~privfl.evaluation.fhauc.threshold_plan.Plan.multiplier_scale_bits`)."""
+        return ct * c
 
     # ------------------------------------------------------------------ state
     @property

@@ -117,6 +117,16 @@ class ThresholdMixin(Aggregator):
         self.context = None
         return start
 
+    def times_multiplier(self, ct: Any, c: int) -> Any:
+        """``ct`` times ``c`` as the plan says: an integer product at scale 1, or (malicious)
+        the real ``c / 2^j`` at one level, which keeps the product's error below what
+        OpenFHE's decoder accepts without the parties scaling their values down by ``c``
+        (:func:`~.threshold_plan.plan`); the parties multiply what they decode by ``2^j``."""
+        j = self._plan().multiplier_scale_bits
+        if j and isinstance(ct, ThresholdCiphertext):
+            return ct.scale_by(c / 2.0**j)
+        return ct * c
+
     def add_keygen_share(self, party: str, data: bytes) -> None:
         """Key generation round 1, one party's signed contribution (public RLWE samples),
         added into the running sums as it arrives (``M`` shares are never held at once)."""

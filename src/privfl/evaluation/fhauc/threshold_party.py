@@ -57,7 +57,7 @@ from privfl.evaluation.fhauc.threshold_ops import decode_pairs
 from privfl.evaluation.fhauc.threshold_plan import joint_rows, reveal_key, row_moduli
 from privfl.evaluation.fhauc.threshold_setup import open_bundle
 from privfl.evaluation.fhauc.threshold_state import ThresholdState
-from privfl.evaluation.fhauc.variant import PartyView
+from privfl.evaluation.fhauc.variant import Malicious, PartyView
 from privfl.evaluation.statistics import PartyCounts, party_counts, validate_bounded_party
 
 
@@ -138,7 +138,9 @@ class ThresholdFhaucParty:
         config.check_policy(self.policy)
         plan = tp.plan(config, self.policy)
         self._reset()
-        self._count(config)
+        counts = self._count(config)
+        if isinstance(plan.variant, Malicious):  # refuse now what verification could refuse
+            plan.variant.check_before_upload(config, self.policy, counts)
         self._config, self._plan, self._nonce = config, plan, new_nonce()
         self.stage = Stage.JOINED
         return Join(config.session, self.name, config.digest, self._nonce).seal(self._identity)
@@ -275,7 +277,7 @@ class ThresholdFhaucParty:
             )
         except InvalidTag:
             raise ProtocolError("the reveal does not authenticate under the session key") from None
-        factor = 2.0 ** (2 * plan.shift_k)
+        factor = 2.0 ** (2 * plan.shift_k + plan.multiplier_scale_bits)
         decoded = [(x * factor, y * factor) for x, y in tmsg.read_pairs(plain, plan.executions)]
         counts = self._c()
         totals = PartyCounts(
