@@ -58,6 +58,7 @@ class Aggregator:
         self.multiplier_range = (0.0, 0.0)
         self.execution = 0
         self.transcript: bytes | None = None
+        self.multiplier_scale_bits = 0
 
     # ------------------------------------------------------------------ setup
     def receive_setup(self, data: bytes) -> None:
@@ -210,10 +211,12 @@ class Aggregator:
         )  # fmt: skip
 
     def times_multiplier(self, ct: Any, c: int) -> Any:
-        """``ct`` times the secret multiplier ``c`` (an integer product at scale 1, no
-        level). The threshold key backend applies it as ``c / 2^j`` at one level instead
-        (:attr:`~privfl.evaluation.fhauc.threshold_plan.Plan.multiplier_scale_bits`)."""
-        return ct * c
+        """``ct`` times the secret multiplier ``c``: an integer product at scale 1 (no
+        level), or, when the key backend's plan says so (:attr:`multiplier_scale_bits`
+        ``j > 0``: threshold keys, malicious variant), the real ``c / 2^j`` at one level,
+        which the parties undo by multiplying what they decode by ``2^j``."""
+        j = self.multiplier_scale_bits
+        return ct.scale_by(c / 2.0**j) if j else ct * c
 
     # ------------------------------------------------------------------ state
     @property

@@ -333,16 +333,11 @@ class Party:
         return config
 
     def _check_verification(self, config: SessionConfig, counts: PartyCounts) -> None:
-        """Malicious sessions: refuse at join, before any upload, a session whose
-        verification could refuse an honest result for lack of precision or guarantee
-        (:meth:`Malicious.check_before_upload`, :func:`curve.check_before_upload`)."""
-        if config.security is not Security.MALICIOUS:
-            return
-        if config.reveal is Reveal.AUC:
-            variant = variant_for(config.security)
-            if isinstance(variant, Malicious):
-                variant.check_before_upload(config, self.policy, counts)
-        else:
+        """Malicious: refuse at join what the verification could refuse after decryption."""
+        variant = variant_for(config.security)
+        if config.reveal is Reveal.AUC and isinstance(variant, Malicious):
+            variant.check_before_upload(config, self.policy, counts)
+        elif config.reveal is not Reveal.AUC and config.security is Security.MALICIOUS:
             tp, fp = self._curve_counts(config)
             curve.check_before_upload(config, self.policy, float(tp[-1] + fp[-1]))
 
