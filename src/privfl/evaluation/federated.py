@@ -34,6 +34,7 @@ from privfl.evaluation.fhauc.policy import (
 )
 from privfl.evaluation.fhauc.schedule import SessionRequest, party_step, run_session
 from privfl.evaluation.fhauc.sizing import sized_policy
+from privfl.evaluation.fhauc.steps import Step
 from privfl.evaluation.reference import PartyData, validate_parties
 from privfl.evaluation.statistics import DEFAULT_THRESHOLDS, ScoreRange, interior_thresholds
 from privfl.runner import InProcessRunner
@@ -107,19 +108,19 @@ class InProcessTransport:
     runner (real bytes, sizes recorded per channel, each party's step timed)."""
 
     CHANNELS: ClassVar[dict[str, str]] = {
-        "join": "party_join",
-        "upload": "party_encrypt",
-        "result": "party_decrypt",
+        Step.JOIN: "party_join",
+        Step.UPLOAD: "party_encrypt",
+        Step.RESULT: "party_decrypt",
     }
     UPSTREAM: ClassVar[dict[str, str]] = {
-        "join": "party_join_message",
-        "upload": "party_upload",
-        "result": "party_done",
+        Step.JOIN: "party_join_message",
+        Step.UPLOAD: "party_upload",
+        Step.RESULT: "party_done",
     }
     DOWNSTREAM: ClassVar[dict[str, str]] = {
-        "join": "config",
-        "upload": "start",
-        "result": "aggregator_reply",
+        Step.JOIN: "config",
+        Step.UPLOAD: "start",
+        Step.RESULT: "aggregator_reply",
     }
 
     def __init__(self, parties: Sequence[fhauc.Party], runner: InProcessRunner) -> None:

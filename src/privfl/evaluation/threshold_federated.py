@@ -24,6 +24,7 @@ from privfl.evaluation.fhauc import threshold_setup as setup
 from privfl.evaluation.fhauc.party import PartyResult
 from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.evaluation.fhauc.schedule import SessionRequest
+from privfl.evaluation.fhauc.steps import KEY_STEPS, Step
 from privfl.evaluation.fhauc.threshold_aggregator import threshold_aggregator
 from privfl.evaluation.fhauc.threshold_messages import UploadStep
 from privfl.evaluation.fhauc.threshold_party import ThresholdFhaucParty
@@ -39,7 +40,7 @@ class ThresholdTransport:
     (channel ``to_party_<step>`` down, ``from_party_<step>`` up; each party's step timed as
     ``party_<step>``)."""
 
-    SETUP: ClassVar[frozenset[str]] = frozenset({"keygen", "keycheck"})
+    SETUP: ClassVar[frozenset[str]] = KEY_STEPS
 
     def __init__(self, parties: Sequence[ThresholdFhaucParty], runner: InProcessRunner) -> None:
         self.parties = {p.name: p for p in parties}
@@ -75,7 +76,7 @@ class ThresholdTransport:
         setup, session = 0, len(down) + len(up)
         if step in self.SETUP:
             setup, session = session, 0
-        elif step == "upload":
+        elif step == Step.UPLOAD:
             upload = len(UploadStep.from_bytes(up).upload)
             setup, session = len(down) + len(up) - upload, upload
             mine["upload"] = upload
