@@ -22,6 +22,7 @@ from privfl.errors import InputError, ProtocolError
 from privfl.evaluation import fhauc
 from privfl.evaluation.fhauc import malicious
 from privfl.evaluation.fhauc.layout import DEFAULT_MEMORY_LIMIT, estimate_cost
+from privfl.evaluation.fhauc.measures import Timings, Traffic
 from privfl.evaluation.fhauc.policy import (
     DEFAULT_EXECUTIONS,
     DEFAULT_GUARANTEE_BITS,
@@ -62,8 +63,8 @@ class AUCResult:
     num_parties: int
     thresholds: int
     security: str
-    timings: dict[str, float]
-    bytes: dict[str, int]
+    timings: Timings
+    bytes: Traffic
     party_aucs: tuple[float, ...] = field(default=(), repr=False)
     verified: bool | None = None
     cheat_probability: float | None = None
@@ -81,8 +82,8 @@ class AUCResult:
             "parties": self.num_parties,
             "thresholds": self.thresholds,
             "security": self.security,
-            "timings": self.timings,
-            "bytes": self.bytes,
+            "timings": dict(self.timings),
+            "bytes": dict(self.bytes),
             "verified": self.verified,  # null when semi-honest: nothing was verified
         }
         if self.verified is not None:
@@ -268,18 +269,26 @@ def federated_auc(
         num_parties=len(roles),
         thresholds=n_points,
         security=mode.value,
-        timings={
-            "party_encrypt": runner.max_seconds("party_encrypt"),
-            "aggregator": runner.total_seconds("aggregator"),
-            "party_decrypt": runner.max_seconds("party_decrypt"),
-            "setup": runner.total_seconds("setup"),
-        },
-        bytes={
-            "party_upload": runner.max_bytes("party_upload"),
-            "aggregator_reply": runner.max_bytes("aggregator_reply"),
-            "setup_public_context": runner.max_bytes("setup_public_context"),
-            "setup_key_bundle": runner.max_bytes("setup_key_bundle"),
-        },
+        timings=Timings(
+            party_encrypt=runner.max_seconds("party_encrypt"),
+            aggregator=runner.total_seconds("aggregator"),
+            party_decrypt=runner.max_seconds("party_decrypt"),
+            setup=runner.total_seconds("setup"),
+            party_total=runner.max_seconds("party_encrypt"),
+        ),
+        bytes=Traffic(
+            party_upload=runner.max_bytes("party_upload"),
+            aggregator_reply=runner.max_bytes("aggregator_reply"),
+            setup_public_context=runner.max_bytes("setup_public_context"),
+            setup_key_bundle=runner.max_bytes("setup_key_bundle"),
+            party_setup_traffic=runner.max_bytes("setup_key_bundle"),
+            party_session_traffic=runner.max_bytes("config")
+            + runner.max_bytes("party_join_message")
+            + runner.max_bytes("start")
+            + runner.max_bytes("party_upload")
+            + runner.max_bytes("aggregator_reply")
+            + runner.max_bytes("party_done"),
+        ),
         party_aucs=aucs,
     )
     if mode is Security.SEMI_HONEST:
