@@ -27,14 +27,13 @@ from privfl.evaluation.fhauc.policy import (
     DEFAULT_EXECUTIONS,
     DEFAULT_GUARANTEE_BITS,
     DEFAULT_HIDING_BITS,
-    DEFAULT_MAX_SAMPLES_PER_PARTY,
     DEFAULT_MULTIPLIER_BITS,
     REQUIRED_ACCURACY,
     Policy,
     Security,
 )
 from privfl.evaluation.fhauc.schedule import SessionRequest, party_step, run_session
-from privfl.evaluation.fhauc.sizing import sized_policy
+from privfl.evaluation.fhauc.sizing import data_bounds, sized_policy
 from privfl.evaluation.fhauc.steps import Step
 from privfl.evaluation.reference import PartyData, validate_parties
 from privfl.evaluation.statistics import DEFAULT_THRESHOLDS, ScoreRange, interior_thresholds
@@ -208,16 +207,11 @@ def federated_auc(
     interior = interior_thresholds(thresholds, score_range)
     n_points = interior.size + 2
     n_splits = _check_int(splits, "splits") if mode is Security.MALICIOUS else 1
-    if max_samples_per_party is None:
-        if mode is Security.MALICIOUS or keys == "threshold":
-            largest = max(s.size for s, _ in data)
-            max_samples_per_party = 1 << max(0, (largest - 1).bit_length())
-        else:
-            max_samples_per_party = DEFAULT_MAX_SAMPLES_PER_PARTY
-    if min_pairs is None:
-        positives = sum(int(y.sum()) for _, y in data)
-        pairs = positives * (sum(int(y.size) for _, y in data) - positives)
-        min_pairs = 1 << (pairs.bit_length() - 1)
+    positives = sum(int(y.sum()) for _, y in data)
+    max_samples_per_party, min_pairs = data_bounds(
+        [s.size for s, _ in data], positives, sum(int(y.size) for _, y in data) - positives,
+        mode, keys, max_samples_per_party, min_pairs,
+    )  # fmt: skip
     policy = Policy(
         mode,
         _check_int(max_samples_per_party, "max_samples_per_party"),

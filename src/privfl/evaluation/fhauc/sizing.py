@@ -14,13 +14,19 @@ deployment ``privfl keys init`` provisions them.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
 
 from privfl.evaluation.fhauc import curve, malicious
 from privfl.evaluation.fhauc.messages import SessionConfig
-from privfl.evaluation.fhauc.policy import MAX_EXECUTIONS, Policy, Security
+from privfl.evaluation.fhauc.policy import (
+    DEFAULT_MAX_SAMPLES_PER_PARTY,
+    MAX_EXECUTIONS,
+    Policy,
+    Security,
+)
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.variant import Malicious
 from privfl.messages import SESSION_ID_BYTES
@@ -86,3 +92,31 @@ def sized_policy(
         max_executions(keys),
     )
     return policy if need is None else replace(policy, executions=need)
+
+
+def data_bounds(
+    sizes: Sequence[float],
+    positives: float,
+    negatives: float,
+    security: Security,
+    keys: str,
+    max_samples: int | None = None,
+    min_pairs: int | None = None,
+) -> tuple[int, int]:
+    """``(max_samples_per_party, min_pairs)`` for an in-process run, where the size bounds
+    come from the data unless given (one rule for :func:`privfl.federated_auc`, the
+    :mod:`privfl.metrics` functions and ``privfl auc``): the largest party (``sizes``: rows,
+    or weight totals if larger) rounded up to a power of two when it sizes masks or threshold
+    noise (malicious variant, or threshold keys), which tells the aggregator that size within
+    a factor 2; the provisioning default ``10^7`` otherwise. ``min_pairs``: the global
+    positives x negatives rounded down to a power of two (parties only)."""
+    if max_samples is None:
+        if security is Security.MALICIOUS or keys == "threshold":
+            largest = max(1, math.ceil(max(sizes)))
+            max_samples = 1 << (largest - 1).bit_length()
+        else:
+            max_samples = DEFAULT_MAX_SAMPLES_PER_PARTY
+    if min_pairs is None:
+        pairs = math.floor(positives * negatives)
+        min_pairs = 1 << (pairs.bit_length() - 1) if pairs >= 1 else 0
+    return max_samples, min_pairs
