@@ -116,7 +116,7 @@ class ThresholdMixin(Aggregator):
         cfg, plan = self._config(), self._plan()
         ctx = th.ThresholdContext.for_parameters(plan.params, len(cfg.parties))
         self.server = th.ThresholdServer(AGGREGATOR, ctx, tp.threshold_session(transcript))
-        self.lead = cfg.parties[tp.lead_index(transcript, len(cfg.parties))]
+        self.lead = ""  # known after the key round (tp.lead_index)
         self.context = None
         return start
 
@@ -129,7 +129,12 @@ class ThresholdMixin(Aggregator):
     def finish_keygen(self) -> bytes:
         """Key generation round 1, end: the joint public and switching keys (every party's
         contribution must have been added)."""
-        return self._server().joint_public_keys().to_bytes()
+        joint = self._server().joint_public_keys()
+        cfg = self._config()
+        digest = tp.joint_digest(joint.public_key, joint.switch_key)
+        transcript = tp.threshold_transcript(self.transcript or b"")
+        self.lead = cfg.parties[tp.lead_index(transcript, len(cfg.parties), digest)]
+        return joint.to_bytes()
 
     def combine_keygen(self, shares: Mapping[str, bytes]) -> bytes:
         """Key generation round 1 from all contributions at once (:meth:`add_keygen_share`

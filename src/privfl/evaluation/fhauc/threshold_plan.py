@@ -8,9 +8,10 @@ transcript (pure functions, public unless stated).
 * :func:`threshold_session`: the threshold-CKKS session id of the joint key, a hash of the
   transcript (so it binds the whole config, the policy and every party's fresh nonce, and
   the aggregator cannot choose it: the common reference polynomials come from it).
-* :func:`lead_index`: which party fuses the decryption, also a hash of the transcript. The
-  aggregator learns it only after every party's nonce is fixed and cannot steer it without
-  aborting the session (visible to the parties).
+* :func:`lead_index`: which party fuses the decryption, a hash of the transcript and of the
+  joint key. The aggregator learns it only after every party has sampled its key share and
+  cannot steer it without abandoning the session after the key round (each party records
+  abandoned sessions).
 * :func:`sketch_coefficients` / :func:`sketch`: the joint-key check (:mod:`.threshold_party`).
 """
 
@@ -201,8 +202,19 @@ def threshold_session(transcript: bytes) -> bytes:
     return _hash(b"session", transcript)[:SESSION_ID_BYTES]
 
 
-def lead_index(transcript: bytes, parties: int) -> int:
-    return int.from_bytes(_hash(b"lead", transcript), "big") % parties
+def joint_digest(public_key: bytes, switch_key: bytes) -> bytes:
+    """A digest of the joint key's checked rows: fixed by every party's fresh key share,
+    sampled after the transcript is, and verified by every party (key sketches)."""
+    return hashlib.sha256(LABEL + b"joint|" + public_key + b"|" + switch_key).digest()
+
+
+def lead_index(transcript: bytes, parties: int, joint: bytes) -> int:
+    """The party that fuses the decryption: a hash of the transcript and of the joint key
+    (:func:`joint_digest`). Every party commits to its key share after the transcript is
+    fixed and the aggregator cannot change the joint key (parties check it), so the
+    aggregator learns the lead only after the key round and can influence it only by
+    abandoning the session then, which every party records (issue 27, item 5)."""
+    return int.from_bytes(_hash(b"lead", transcript + joint), "big") % parties
 
 
 def sketch_coefficients(
