@@ -1,3 +1,6 @@
+import dataclasses
+import json
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -145,6 +148,10 @@ class Deployment:
             "max_points": n_points,
             "max_splits": splits if malicious else 1,
             "max_samples_per_party": 256 if malicious else 10**7,
+            # 3 x 200 rows, no min_pairs: the worst case over the multipliers needs a 4th
+            # execution for 2^-8 (as fhauc.sizing would provision); with 3 every party
+            # refuses at join, before any upload
+            "executions": 4 if malicious else 3,
         }
         self.policy = fhauc.Policy(**(defaults | policy))
         self.holder = fhauc.KeyHolder(self.names[0], self.ids[self.names[0]], self.roster)
@@ -350,3 +357,19 @@ def test_missing_state_is_a_protocol_error_not_an_assertion(rng):
     party = fhauc.Party("p0", d.ids["p0"], d.roster, "p0")
     with pytest.raises(ProtocolError, match="no key bundle"):
         party.join(d.config)
+
+
+def test_timings_and_traffic_have_the_same_fields_in_every_mode(rng):
+    """Typed measurements (issue 27): a field that does not apply to a mode is 0, never
+    missing, so code reading ``res.timings[...]`` works whatever the keys and variant."""
+    from privfl.evaluation.fhauc.measures import Timings, Traffic
+
+    parties = make_parties(rng, 2, 100)
+    res = privfl.federated_auc(parties, 5)
+    assert isinstance(res.timings, Timings) and isinstance(res.bytes, Traffic)
+    assert list(res.timings) == [f.name for f in dataclasses.fields(Timings)]
+    assert list(res.bytes) == [f.name for f in dataclasses.fields(Traffic)]
+    assert res.timings["party_keygen"] == 0.0 and res.bytes["party_upload"] > 0
+    assert json.loads(json.dumps(res.to_dict()))["bytes"]["reveal"] == 0
+    with pytest.raises(KeyError):
+        res.timings["nonexistent"]

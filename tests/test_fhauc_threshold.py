@@ -28,6 +28,7 @@ from privfl.errors import (
     VerificationError,
 )
 from privfl.evaluation.fhauc import threshold_ops
+from privfl.evaluation.fhauc.messages import SessionConfig
 from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.evaluation.fhauc.schedule import SessionRequest
 from privfl.evaluation.fhauc.tamper import TAMPERS
@@ -369,3 +370,27 @@ def test_the_product_error_bound_uses_the_global_floor_on_the_class_counts():
     floored = threshold_ops.semi_honest_precision(*args, big_y, (1, 1), 21.0, 128)
     own = threshold_ops.semi_honest_precision(*args, big_y, (10**6, 10**6), 21.0, 128)
     assert floored < alone / 1000 and own <= floored
+
+
+def test_the_lead_is_fixed_by_the_joint_key_after_the_aggregator_committed_to_the_session(rng):
+    """Item 5 of issue 27: the lead is a hash of the transcript *and* the checked joint key,
+    so the aggregator does not know it when it relays the joins (it used to re-announce
+    until the transcript hash named the party it wanted), and a party records every session
+    it joined and never finished."""
+    _, parties, agg, _rec, request = deployment(rng)
+    config = agg.start_session(request.parties, 10, security=request.security, splits=1)
+    joins = {p.name: p.join(config) for p in parties}
+    start = agg.collect_joins(joins)
+    assert agg.lead == ""  # unknown to the aggregator until the key round is done
+    for p in parties:
+        agg.add_keygen_share(p.name, p.keygen(start))
+    joint = agg.finish_keygen()
+    for p in parties:
+        p.keycheck(joint)
+    assert [p.name for p in parties if p.is_lead] == [agg.lead]
+    # abandoning now (to get another lead) is recorded by every party
+    agg.start_session(request.parties, 10, security=request.security, splits=1)
+    again = agg.start_session(request.parties, 10, security=request.security, splits=1)
+    for p in parties:
+        p.join(again)
+        assert p.abandoned == [SessionConfig.from_bytes(config).session.hex()]

@@ -187,3 +187,75 @@ def test_library_code_checks_state_with_errors_not_asserts():
 
 def test_the_assert_guard_flags_violations():
     assert assert_lines("x = 1\n    assert x is not None\nasserted = 2") == [2]
+
+
+# ------------------------------------------------------------------ issue 27: one engine
+def top_level_imports(path: Path) -> set[str]:
+    """The privfl modules a file imports when it is imported (module level only: imports
+    inside functions and ``if TYPE_CHECKING:`` blocks run later or never). ``from pkg import
+    name`` counts as an import of ``pkg.name`` when that is a module, else of ``pkg``."""
+    import ast
+
+    found: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            continue
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("privfl")}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("privfl"):
+            base = str(node.module)
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                found.add(sub if module_path(sub) is not None else base)
+    return found
+
+
+def module_path(module: str) -> Path | None:
+    rel = Path(*module.split(".")[1:])
+    for candidate in (SRC / rel.with_suffix(".py"), SRC / rel / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def module_edges() -> dict[str, set[str]]:
+    """module -> the privfl modules it imports at module level."""
+    return {
+        module_name(path): top_level_imports(path) - {module_name(path)}
+        for path in SRC.rglob("*.py")
+    }
+
+
+def test_no_module_level_import_cycle():
+    """No two modules import each other, even through others (not only between packages):
+    a cycle makes the import order matter and hides a layering mistake."""
+    cycle = find_cycle(module_edges())
+    assert cycle is None, "module import cycle: " + " -> ".join(cycle or [])
+
+
+def class_creation_lines(text: str) -> list[int]:
+    """Lines that build a class at run time (``type(name, bases, dict)``) or an object
+    without its constructor (``object.__new__``)."""
+    import ast
+
+    out = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Call):
+            f = node.func
+            three_arg_type = isinstance(f, ast.Name) and f.id == "type" and len(node.args) == 3
+            new = isinstance(f, ast.Attribute) and f.attr == "__new__"
+            new = new and isinstance(f.value, ast.Name) and f.value.id == "object"
+            if three_arg_type or new:
+                out.append(node.lineno)
+    return out
+
+
+def test_library_code_creates_no_class_at_run_time():
+    offenders = [f"{p}:{n}" for p in SRC.rglob("*.py") for n in class_creation_lines(p.read_text())]
+    assert not offenders, "compose roles instead of building classes: " + ", ".join(offenders)
+
+
+def test_the_one_engine_guards_can_fail():
+    assert class_creation_lines("C = type('C', (A, B), {})\nx = object.__new__(C)") == [1, 2]
+    assert class_creation_lines("t = type(x)") == []
+    assert find_cycle({"a.b": {"a.c"}, "a.c": {"a.b"}}) == ["a.b", "a.c", "a.b"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -68,12 +69,13 @@ def auc(
         int, typer.Option(help="Additive splits S per position (malicious only, 2..16).")
     ] = 4,
     executions: Annotated[
-        int,
+        int | None,
         typer.Option(
             help="Independent executions (malicious only; the paper uses 2, each extra one "
-            "makes an undetected deviation about 2^5 to 2^10 times less likely)."
+            "makes an undetected deviation about 2^5 to 2^10 times less likely). Default: the "
+            "fewest from 3 up that meet the required accuracy and guarantee for this data."
         ),
-    ] = 3,
+    ] = None,
     min_guarantee_bits: Annotated[
         float,
         typer.Option(
@@ -216,14 +218,15 @@ BYTE_ROWS = (
 )
 
 
-def add_cost_rows(table: Table, timings: dict[str, float], sizes: dict[str, int]) -> None:
-    """Rows for the timings and byte counts the run recorded (whatever its key mode)."""
+def add_cost_rows(table: Table, timings: Mapping[str, float], sizes: Mapping[str, float]) -> None:
+    """Rows for the timings and byte counts the run recorded (whatever its key mode; a field
+    that does not apply to the mode is absent or 0 and gets no row)."""
     for key, label in TIMING_ROWS:
-        if key in timings:
+        if timings.get(key):
             table.add_row(label, f"{timings[key]:.3f} s")
     for key, label in BYTE_ROWS:
-        if key in sizes:
-            table.add_row(label, fmt_bytes(sizes[key]))
+        if sizes.get(key):
+            table.add_row(label, fmt_bytes(int(sizes[key])))
 
 
 def curve_main(

@@ -22,17 +22,19 @@ from privfl.errors import InputError, ProtocolError
 from privfl.evaluation import fhauc
 from privfl.evaluation.fhauc import malicious
 from privfl.evaluation.fhauc.layout import DEFAULT_MEMORY_LIMIT, estimate_cost
+from privfl.evaluation.fhauc.measures import Timings, Traffic
 from privfl.evaluation.fhauc.policy import (
     DEFAULT_EXECUTIONS,
     DEFAULT_GUARANTEE_BITS,
     DEFAULT_HIDING_BITS,
-    DEFAULT_MAX_SAMPLES_PER_PARTY,
     DEFAULT_MULTIPLIER_BITS,
     REQUIRED_ACCURACY,
     Policy,
     Security,
 )
 from privfl.evaluation.fhauc.schedule import SessionRequest, party_step, run_session
+from privfl.evaluation.fhauc.sizing import data_bounds, sized_policy
+from privfl.evaluation.fhauc.steps import Step
 from privfl.evaluation.reference import Parties, validate_parties
 from privfl.evaluation.results import FloatLike
 from privfl.evaluation.statistics import DEFAULT_THRESHOLDS, ScoreRange, interior_thresholds
@@ -64,8 +66,8 @@ class AUCResult(FloatLike):
     num_parties: int
     thresholds: int
     security: str
-    timings: dict[str, float]
-    bytes: dict[str, int]
+    timings: Timings
+    bytes: Traffic
     party_aucs: tuple[float, ...] = field(default=(), repr=False)
     verified: bool | None = None
     cheat_probability: float | None = None
@@ -90,8 +92,8 @@ class AUCResult(FloatLike):
             "parties": self.num_parties,
             "thresholds": self.thresholds,
             "security": self.security,
-            "timings": self.timings,
-            "bytes": self.bytes,
+            "timings": dict(self.timings),
+            "bytes": dict(self.bytes),
             "verified": self.verified,
             "precision": self.precision,
             "cheat_probability": self.cheat_probability,
@@ -113,19 +115,19 @@ class InProcessTransport:
     runner (real bytes, sizes recorded per channel, each party's step timed)."""
 
     CHANNELS: ClassVar[dict[str, str]] = {
-        "join": "party_join",
-        "upload": "party_encrypt",
-        "result": "party_decrypt",
+        Step.JOIN: "party_join",
+        Step.UPLOAD: "party_encrypt",
+        Step.RESULT: "party_decrypt",
     }
     UPSTREAM: ClassVar[dict[str, str]] = {
-        "join": "party_join_message",
-        "upload": "party_upload",
-        "result": "party_done",
+        Step.JOIN: "party_join_message",
+        Step.UPLOAD: "party_upload",
+        Step.RESULT: "party_done",
     }
     DOWNSTREAM: ClassVar[dict[str, str]] = {
-        "join": "config",
-        "upload": "start",
-        "result": "aggregator_reply",
+        Step.JOIN: "config",
+        Step.UPLOAD: "start",
+        Step.RESULT: "aggregator_reply",
     }
 
     def __init__(self, parties: Sequence[fhauc.Party], runner: InProcessRunner) -> None:
@@ -157,7 +159,7 @@ def federated_auc(
     max_samples_per_party: int | None = None,
     hiding_bits: int = DEFAULT_HIDING_BITS,
     multiplier_bits: float = DEFAULT_MULTIPLIER_BITS,
-    executions: int = DEFAULT_EXECUTIONS,
+    executions: int | None = None,
     required_accuracy: float = REQUIRED_ACCURACY,
     min_pairs: int | None = None,
     min_guarantee_bits: float = DEFAULT_GUARANTEE_BITS,
@@ -178,7 +180,11 @@ def federated_auc(
     additive splits, a secret permutation, ``executions`` independent executions (3 by
     default; the paper's 2 rarely guarantees more than 2^-8, see ``malicious.py``) and
     verification by the parties; raises :class:`privfl.errors.VerificationError` if the
-    aggregator deviates).
+    aggregator deviates). ``executions=None`` (default): the fewest, from 3 up, for which every
+    party's verification meets ``required_accuracy`` and ``min_guarantee_bits`` whatever the
+    session's secret multipliers (:mod:`privfl.evaluation.fhauc.sizing`; each party checks
+    this at join, before uploading, and refuses naming the setting when no count up to 8
+    suffices), so an honest session is not refused after the fact.
 
     ``max_samples_per_party`` is the public bound on any party's size, fixed in every party's
     provisioning: it sizes the CKKS headroom (semi-honest, default 10^7) or the masks
@@ -214,22 +220,17 @@ def federated_auc(
     interior = interior_thresholds(thresholds, score_range)
     n_points = interior.size + 2
     n_splits = _check_int(splits, "splits") if mode is Security.MALICIOUS else 1
-    if max_samples_per_party is None:
-        if mode is Security.MALICIOUS or keys == "threshold":
-            largest = max(s.size for s, _ in data)
-            max_samples_per_party = 1 << max(0, (largest - 1).bit_length())
-        else:
-            max_samples_per_party = DEFAULT_MAX_SAMPLES_PER_PARTY
-    if min_pairs is None:
-        positives = sum(int(y.sum()) for _, y in data)
-        pairs = positives * (sum(int(y.size) for _, y in data) - positives)
-        min_pairs = 1 << (pairs.bit_length() - 1)
+    positives = sum(int(y.sum()) for _, y in data)
+    max_samples_per_party, min_pairs = data_bounds(
+        [s.size for s, _ in data], positives, sum(int(y.size) for _, y in data) - positives,
+        mode, keys, max_samples_per_party, min_pairs,
+    )  # fmt: skip
     policy = Policy(
         mode,
         _check_int(max_samples_per_party, "max_samples_per_party"),
         _check_int(hiding_bits, "hiding_bits"),
         float(multiplier_bits),
-        _check_int(executions, "executions"),
+        DEFAULT_EXECUTIONS if executions is None else _check_int(executions, "executions"),
         n_points,
         n_splits,
         1,
@@ -237,6 +238,8 @@ def federated_auc(
         _check_int(min_pairs, "min_pairs"),
         float(min_guarantee_bits),
     )
+    if executions is None:  # the bounds come from the data: as many executions as needed
+        policy = sized_policy(policy, len(data), interior, n_splits, keys)
     if keys == "threshold":
         from privfl.evaluation.threshold_federated import run_threshold
 
@@ -275,18 +278,26 @@ def federated_auc(
         num_parties=len(roles),
         thresholds=n_points,
         security=mode.value,
-        timings={
-            "party_encrypt": runner.max_seconds("party_encrypt"),
-            "aggregator": runner.total_seconds("aggregator"),
-            "party_decrypt": runner.max_seconds("party_decrypt"),
-            "setup": runner.total_seconds("setup"),
-        },
-        bytes={
-            "party_upload": runner.max_bytes("party_upload"),
-            "aggregator_reply": runner.max_bytes("aggregator_reply"),
-            "setup_public_context": runner.max_bytes("setup_public_context"),
-            "setup_key_bundle": runner.max_bytes("setup_key_bundle"),
-        },
+        timings=Timings(
+            party_encrypt=runner.max_seconds("party_encrypt"),
+            aggregator=runner.total_seconds("aggregator"),
+            party_decrypt=runner.max_seconds("party_decrypt"),
+            setup=runner.total_seconds("setup"),
+            party_total=runner.max_seconds("party_encrypt"),
+        ),
+        bytes=Traffic(
+            party_upload=runner.max_bytes("party_upload"),
+            aggregator_reply=runner.max_bytes("aggregator_reply"),
+            setup_public_context=runner.max_bytes("setup_public_context"),
+            setup_key_bundle=runner.max_bytes("setup_key_bundle"),
+            party_setup_traffic=runner.max_bytes("setup_key_bundle"),
+            party_session_traffic=runner.max_bytes("config")
+            + runner.max_bytes("party_join_message")
+            + runner.max_bytes("start")
+            + runner.max_bytes("party_upload")
+            + runner.max_bytes("aggregator_reply")
+            + runner.max_bytes("party_done"),
+        ),
         party_aucs=aucs,
     )
     if mode is Security.SEMI_HONEST:

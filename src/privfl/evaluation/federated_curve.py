@@ -29,13 +29,13 @@ from privfl.evaluation.fhauc.layout import loaded_ciphertext_bytes as loaded_byt
 from privfl.evaluation.fhauc.policy import (
     DEFAULT_EXECUTIONS,
     DEFAULT_GUARANTEE_BITS,
-    DEFAULT_MAX_SAMPLES_PER_PARTY,
     REQUIRED_ACCURACY,
     Policy,
     Security,
 )
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.schedule import SessionRequest, run_session
+from privfl.evaluation.fhauc.sizing import data_bounds, sized_policy
 from privfl.evaluation.statistics import ScoreRange
 from privfl.progress import Progress
 from privfl.runner import InProcessRunner
@@ -51,7 +51,7 @@ class RunOptions:
     security: str = "semi-honest"
     keys: str | None = None
     splits: int = 4
-    executions: int = DEFAULT_EXECUTIONS
+    executions: int | None = None
     max_samples_per_party: int | None = None
     min_pairs: int | None = None
     min_guarantee_bits: float = DEFAULT_GUARANTEE_BITS
@@ -105,29 +105,27 @@ def run_reveal(
     n_points = interior.size + 2
     splits = _check_int(options.splits, "splits") if mode is Security.MALICIOUS else 1
     totals = [_totals(y, None if weights is None else weights[i]) for i, (_, y) in enumerate(data)]
-    max_samples = options.max_samples_per_party
-    if max_samples is None:
-        if mode is Security.MALICIOUS:
-            largest = max(
-                max(s.size, math.ceil(p + q)) for (s, _), (p, q) in zip(data, totals, strict=True)
-            )
-            max_samples = 1 << max(0, (largest - 1).bit_length())
-        else:
-            max_samples = DEFAULT_MAX_SAMPLES_PER_PARTY
-    min_pairs = options.min_pairs
-    if min_pairs is None:
-        pairs = math.floor(sum(p for p, _ in totals) * sum(q for _, q in totals))
-        min_pairs = 1 << (pairs.bit_length() - 1) if pairs >= 1 else 0
+    max_samples, min_pairs = data_bounds(
+        [max(s.size, p + q) for (s, _), (p, q) in zip(data, totals, strict=True)],
+        sum(p for p, _ in totals), sum(q for _, q in totals), mode,
+        check_keys(options.keys, reveal), options.max_samples_per_party, options.min_pairs,
+    )  # fmt: skip
     policy = Policy(
         mode,
         _check_int(max_samples, "max_samples_per_party"),
-        executions=_check_int(options.executions, "executions"),
+        executions=DEFAULT_EXECUTIONS
+        if options.executions is None
+        else _check_int(options.executions, "executions"),
         max_points=max(n_points, 3),
         max_splits=splits,
         required_accuracy=float(options.required_accuracy),
         min_pairs=_check_int(min_pairs, "min_pairs"),
         min_guarantee_bits=float(options.min_guarantee_bits),
     )
+    if options.executions is None:  # the bounds come from the data (fhauc.sizing)
+        policy = sized_policy(
+            policy, len(data), interior, splits, check_keys(options.keys, reveal), reveal
+        )
     executions = policy.executions if mode is Security.MALICIOUS else 1
     _cost(options.params, n_points, len(data), splits, executions).check(
         options.memory_limit, options.force

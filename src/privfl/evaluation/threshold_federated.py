@@ -21,9 +21,11 @@ from privfl.errors import ProtocolError
 from privfl.evaluation.federated import AUCResult, party_names
 from privfl.evaluation.fhauc import Aggregator, malicious
 from privfl.evaluation.fhauc import threshold_setup as setup
+from privfl.evaluation.fhauc.measures import Timings, Traffic
 from privfl.evaluation.fhauc.party import PartyResult
 from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.evaluation.fhauc.schedule import SessionRequest
+from privfl.evaluation.fhauc.steps import KEY_STEPS, Step
 from privfl.evaluation.fhauc.threshold_aggregator import threshold_aggregator
 from privfl.evaluation.fhauc.threshold_messages import UploadStep
 from privfl.evaluation.fhauc.threshold_party import ThresholdFhaucParty
@@ -40,7 +42,7 @@ class ThresholdTransport:
     (channel ``to_party_<step>`` down, ``from_party_<step>`` up; each party's step timed as
     ``party_<step>``)."""
 
-    SETUP: ClassVar[frozenset[str]] = frozenset({"keygen", "keycheck"})
+    SETUP: ClassVar[frozenset[str]] = KEY_STEPS
 
     def __init__(self, parties: Sequence[ThresholdFhaucParty], runner: InProcessRunner) -> None:
         self.parties = {p.name: p for p in parties}
@@ -76,7 +78,7 @@ class ThresholdTransport:
         setup, session = 0, len(down) + len(up)
         if step in self.SETUP:
             setup, session = session, 0
-        elif step == "upload":
+        elif step == Step.UPLOAD:
             upload = len(UploadStep.from_bytes(up).upload)
             setup, session = len(down) + len(up) - upload, upload
             mine["upload"] = upload
@@ -128,31 +130,28 @@ def run_threshold(
         num_parties=len(roles),
         thresholds=int(interior.size) + 2,
         security=mode.value,
-        timings={
-            "party_keygen": max(runner.max_seconds("party_keygen"), 0.0)
-            + runner.max_seconds("party_keycheck"),
-            "party_encrypt": runner.max_seconds("party_upload"),
-            "aggregator": runner.total_seconds("aggregator"),
-            "aggregator_keygen": runner.total_seconds("aggregator_keygen"),
-            "party_decrypt": max(
-                runner.max_seconds("party_decrypt"), runner.max_seconds("party_fuse")
-            )
+        timings=Timings(
+            party_keygen=runner.max_seconds("party_keygen") + runner.max_seconds("party_keycheck"),
+            party_encrypt=runner.max_seconds("party_upload"),
+            aggregator=runner.total_seconds("aggregator"),
+            aggregator_keygen=runner.total_seconds("aggregator_keygen"),
+            party_decrypt=max(runner.max_seconds("party_decrypt"), runner.max_seconds("party_fuse"))
             + runner.max_seconds("party_result"),
-            "party_total": max(
+            party_total=max(
                 sum(runner.seconds[f"party_{k}"][i] for k in party_keys[:3])
                 for i in range(len(roles))
             ),
-            "setup": runner.total_seconds("setup"),
-        },
-        bytes={
-            "party_upload": max(t.get("upload", 0) for t in transport.traffic.values()),
-            "party_session_traffic": max(t.get("session", 0) for t in non_lead or [lead]),
-            "lead_session_traffic": lead.get("session", 0),
-            "party_setup_traffic": max(t.get("setup", 0) for t in transport.traffic.values()),
-            "aggregator_reply": runner.max_bytes("to_party_decrypt"),
-            "lead_request": runner.max_bytes("to_party_fuse"),
-            "reveal": runner.max_bytes("to_party_result"),
-        },
+            setup=runner.total_seconds("setup"),
+        ),
+        bytes=Traffic(
+            party_upload=max(t.get("upload", 0) for t in transport.traffic.values()),
+            party_session_traffic=max(t.get("session", 0) for t in non_lead or [lead]),
+            lead_session_traffic=lead.get("session", 0),
+            party_setup_traffic=max(t.get("setup", 0) for t in transport.traffic.values()),
+            aggregator_reply=runner.max_bytes("to_party_decrypt"),
+            lead_request=runner.max_bytes("to_party_fuse"),
+            reveal=runner.max_bytes("to_party_result"),
+        ),
         party_aucs=aucs,
         precision=max(r.outcome.precision or 0.0 for r in results),
     )

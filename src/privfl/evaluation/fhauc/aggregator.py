@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy.typing as npt
 
@@ -57,6 +58,7 @@ class Aggregator:
         self.multiplier_range = (0.0, 0.0)
         self.execution = 0
         self.transcript: bytes | None = None
+        self.multiplier_scale_bits = 0
 
     # ------------------------------------------------------------------ setup
     def receive_setup(self, data: bytes) -> None:
@@ -203,7 +205,18 @@ class Aggregator:
             d = add_all([u.d[0] for u in uploads])
             den = d * d.rotate(layout.slots // 2)
         c = random_multiplier(*self.multiplier_range)
-        return Reply(cfg.session, num * c, den * c, self.execution, self.name)
+        return Reply(
+            cfg.session, self.times_multiplier(num, c), self.times_multiplier(den, c),
+            self.execution, self.name,
+        )  # fmt: skip
+
+    def times_multiplier(self, ct: Any, c: int) -> Any:
+        """``ct`` times the secret multiplier ``c``: an integer product at scale 1 (no
+        level), or, when the key backend's plan says so (:attr:`multiplier_scale_bits`
+        ``j > 0``: threshold keys, malicious variant), the real ``c / 2^j`` at one level,
+        which the parties undo by multiplying what they decode by ``2^j``."""
+        j = self.multiplier_scale_bits
+        return ct.scale_by(c / 2.0**j) if j else ct * c
 
     # ------------------------------------------------------------------ state
     @property

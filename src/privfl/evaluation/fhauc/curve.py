@@ -68,7 +68,7 @@ from privfl.errors import (
 from privfl.evaluation.fhauc import malicious
 from privfl.evaluation.fhauc.layout import Layout
 from privfl.evaluation.fhauc.messages import SessionConfig
-from privfl.evaluation.fhauc.policy import Policy, Security
+from privfl.evaluation.fhauc.policy import MAX_EXECUTIONS, Policy, Security
 from privfl.evaluation.fhauc.reveal import Reveal, RevealedCurve
 from privfl.evaluation.fhauc.uploads import Upload
 from privfl.evaluation.fhauc.variant import SEMI_HONEST_SLACK, Outcome, Packed, PartyView
@@ -256,7 +256,7 @@ def recover(
         curve = RevealedCurve(_snap(u_tp, precision), _snap(u_fp, precision))
         return Outcome(_auc(curve), verified=None, precision=precision, curve=curve)
     sz = sizes(cfg, policy)
-    t_low = max(own_total, 2.0 * math.sqrt(policy.min_pairs))
+    t_low = _t_low(own_total, policy)
     c_min = 2.0 ** malicious.multiplier_bounds(policy.multiplier_bits)[0]
     runs = []
     n = cfg.num_points - 1
@@ -272,9 +272,7 @@ def recover(
             )
         runs.append(np.concatenate([u_tp, u_fp]))
     stacked = np.vstack(runs)
-    e_slot = 2.0 ** (sz.value_bits - malicious.NOISE_BITS_BELOW)
-    sigma_w = malicious.NOISE_CONSTANT * math.sqrt(sz.splits * m) * e_slot
-    sigma = NORMALISED_NOISE * sigma_w / t_low
+    sigma = sigma_normalised(cfg, policy, own_total)
     tol = malicious.TOLERANCE_SIGMAS * sigma
     spread = float(np.max(stacked.max(axis=0) - stacked.min(axis=0)))
     inside = bool(np.all(stacked >= -tol) and np.all(stacked <= 1 + tol))
@@ -303,6 +301,48 @@ def recover(
         guarantee_log2=guarantee,
         d_low=t_low,
         curve=curve,
+    )
+
+
+def _t_low(own_total: float, policy: Policy) -> float:
+    return max(own_total, 2.0 * math.sqrt(policy.min_pairs))
+
+
+def sigma_normalised(cfg: SessionConfig, policy: Policy, own_total: float) -> float:
+    """Noise bound of one normalised coordinate of one execution (module docstring): it
+    depends on public sizes, the policy and the party's own total only, never on the
+    session's secret randomness."""
+    sz = sizes(cfg, policy)
+    e_slot = 2.0 ** (sz.value_bits - malicious.NOISE_BITS_BELOW)
+    sigma_w = malicious.NOISE_CONSTANT * math.sqrt(sz.splits * len(cfg.parties)) * e_slot
+    return float(NORMALISED_NOISE * sigma_w / _t_low(own_total, policy))
+
+
+def check_before_upload(cfg: SessionConfig, policy: Policy, own_total: float) -> None:
+    """Run by each party at join, before any upload: refuse a malicious curve session whose
+    verification would refuse an honest curve for lack of precision or of guarantee (the
+    bound does not depend on the drawn randomness, so passing here means those two checks
+    never refuse an honest result), naming the setting to change."""
+    sigma = sigma_normalised(cfg, policy, own_total)
+    b = malicious.Bounds.from_sigma(sigma, policy.required_accuracy, policy.executions)
+    if b.precision <= policy.required_accuracy and b.guarantee_log2 <= -policy.min_guarantee_bits:
+        return
+    need = malicious.executions_needed(
+        sigma, policy.required_accuracy, policy.min_guarantee_bits, policy.executions,
+        MAX_EXECUTIONS,
+    )  # fmt: skip
+    fix = (
+        f"provision executions={need}"
+        if need is not None
+        else "provision a max_samples_per_party closer to the real party sizes, or min_pairs"
+    )
+    error = (
+        InsufficientPrecisionError if b.precision > policy.required_accuracy else WeakGuaranteeError
+    )
+    raise error(
+        f"refused before upload: with {policy.executions} executions the curve's verification "
+        f"would give precision {b.precision:.1e} and a guarantee of 2^{b.guarantee_log2:.1f} "
+        f"(required {policy.required_accuracy:.0e} and 2^-{policy.min_guarantee_bits:g}); {fix}"
     )
 
 

@@ -64,6 +64,16 @@ Noise, tolerance and the guarantee
   in practice. The output is their mean; its honest error is below ``7.5 σ / sqrt K`` (the
   reported *precision*; a party refuses, ``InsufficientPrecisionError``, when it exceeds the
   provisioned required accuracy).
+* Checked before upload (issue 27): the tolerance, precision and guarantee above depend on
+  the drawn multipliers only through ``r0, r1, r2`` in ``[1, 4)``, and their worst case
+  (:func:`worst_case_sigma`) is known to every party before it uploads, with its own counts
+  and ``min_pairs``. Each party refuses at join a session whose worst case misses the
+  required precision or guarantee (naming the setting to change), and the in-process entry
+  points choose the number of executions from the data (:mod:`.sizing`), so an honest
+  session is no longer refused after decryption (about 2 % were, from unlucky multipliers).
+  The refusal condition is public sizes, the policy and the party's own ``TP·FP``, never a
+  secret of the session; the multipliers keep their distribution (no redraw), so the
+  guarantee argument below is unchanged and each reported guarantee is at least as strong.
 * Guarantee against a deviating aggregator: a deviation that does not know the session key
   moves execution ``k``'s recovered AUC by ``α·u_k + β`` where ``u_k`` depends on that
   execution's secret multipliers (``u = r1/r0`` when it rescales the numerator, the attack of
@@ -101,6 +111,11 @@ TOLERANCE_SIGMAS = 10.0
 PRECISION_SIGMAS = 7.5
 GUARANTEE_CONSTANT = 13.0
 MULTIPLIER_FLOOR_BITS = 20.0
+# floor on one execution's std (AUC units): decoding runs in doubles on values up to 2^52
+# (relative error about 2^-40 over the slots), amplified by at most 16 through the recovery
+# (X/Y <= 6, r2/r0 <= 4). Measured on threshold replies whose modelled noise is tiny (k = 0):
+# spreads up to 1.5e-12 between executions, where the model without the floor said 8e-14.
+DECODE_FLOOR = 16 * 2.0**-40
 
 
 @dataclass(frozen=True)
@@ -153,9 +168,7 @@ class Sizes:
         """Std bound of one execution's recovered AUC, with that execution's multipliers and
         ``TP·FP >= d``: ``sqrt(σ_X² + (X/Y)² σ_Y²) / (2 r0 d)`` where the honest ``X/Y`` is
         at most ``(2 r0 + r1) / r2`` (never the value the aggregator returned)."""
-        sigma_x, sigma_y = self.sigma_products()
-        ratio = (2 * rnd.r0 + rnd.r1) / rnd.r2
-        return math.hypot(sigma_x, ratio * sigma_y) / (2 * rnd.r0 * max(d, 1.0))
+        return sigma_from_products(self.sigma_products(), rnd.r0, rnd.r1, rnd.r2, d)
 
     def cheat_probability_log2(self) -> float:
         """log2 of ((S! (SN-S)!) / (SN)!)^2, the bound of the paper."""
@@ -254,6 +267,61 @@ def split_and_permute(
 def recover_auc(x: float, y: float, rnd: Randomness) -> float:
     """AUC = (X/Y - r1/r2) · (r2/r0) / 2 from one execution's decrypted reply."""
     return ((x / y) - rnd.r1 / rnd.r2) * (rnd.r2 / rnd.r0) / 2.0
+
+
+def sigma_from_products(
+    products: tuple[float, float], r0: float, r1: float, r2: float, d: float
+) -> float:
+    """``sqrt(σ_X² + ρ² σ_Y²) / (2 r0 d)`` with ``ρ = (2 r0 + r1) / r2`` (module docstring)."""
+    sigma_x, sigma_y = products
+    ratio = (2 * r0 + r1) / r2
+    return math.hypot(math.hypot(sigma_x, ratio * sigma_y) / (2 * r0 * max(d, 1.0)), DECODE_FLOOR)
+
+
+def worst_case_sigma(products: tuple[float, float], d: float) -> float:
+    """The largest :func:`sigma_from_products` over every possible draw of the multipliers
+    (``r3..r8`` in ``[1, 2)``, so ``r0, r1, r2`` in ``[1, 4)``): ``ρ / r0 = (2 + r1/r0) / r2
+    <= 6`` and ``1/r0 <= 1``. A party knows this bound, its own counts and its provisioned
+    ``min_pairs`` before it uploads anything, so a session the verification could refuse is
+    refused there, before any upload and independently of the secret multipliers."""
+    sigma_x, sigma_y = products
+    return math.hypot(math.hypot(sigma_x, 6.0 * sigma_y) / (2.0 * max(d, 1.0)), DECODE_FLOOR)
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """What a party can promise about a verified output before it uploads: the acceptance
+    tolerance, the reported precision and ``log2`` of the guarantee, for ``K`` executions
+    (all from the worst-case noise bound, so the values an honest session reports after
+    decryption are never worse)."""
+
+    tolerance: float
+    precision: float
+    guarantee_log2: float
+    executions: int
+
+    @classmethod
+    def from_sigma(cls, sigma: float, accuracy: float, executions: int) -> Bounds:
+        tolerance = TOLERANCE_SIGMAS * sigma
+        return cls(
+            tolerance,
+            PRECISION_SIGMAS * sigma / math.sqrt(executions),
+            guarantee_log2(tolerance, accuracy, executions),
+            executions,
+        )
+
+
+def executions_needed(
+    sigma: float, accuracy: float, guarantee_bits: float, low: int, high: int
+) -> int | None:
+    """The fewest executions in ``low..high`` for which a per-execution noise bound
+    ``sigma`` meets both the precision ``accuracy`` and the guarantee ``2^-guarantee_bits``;
+    ``None`` when no count in the range does."""
+    for k in range(low, high + 1):
+        b = Bounds.from_sigma(sigma, accuracy, k)
+        if b.precision <= accuracy and b.guarantee_log2 <= -guarantee_bits:
+            return k
+    return None
 
 
 def guarantee_log2(tolerance: float, accuracy: float, executions: int) -> float:

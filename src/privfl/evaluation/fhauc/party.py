@@ -41,11 +41,11 @@ from privfl.evaluation.fhauc.messages import (
     SessionConfig,
     Start,
 )
-from privfl.evaluation.fhauc.policy import Policy
+from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.session import check_start, new_nonce, session_key
 from privfl.evaluation.fhauc.uploads import PartyUpload, Result, Upload
-from privfl.evaluation.fhauc.variant import Outcome, PartyView, variant_for
+from privfl.evaluation.fhauc.variant import Malicious, Outcome, PartyView, variant_for
 from privfl.evaluation.statistics import (
     PartyCounts,
     party_counts,
@@ -199,7 +199,8 @@ class Party:
         config = self._check_config(data)
         if self.state is not None and self.state.stage is not Stage.FINISHED:
             log.info("party %s abandons session %s", self.name, self._session_hex())
-        self._count(config)  # refuse bad or oversized data before joining
+        counts = self._count(config)  # refuse bad or oversized data before joining
+        self._check_verification(config, counts)  # and what verification could refuse later
         nonce = new_nonce()
         self.state = SessionState(Stage.JOINED, data, nonce)
         return Join(config.session, self.name, config.digest, nonce).seal(self._identity)
@@ -330,6 +331,15 @@ class Party:
             curve.upload_scale_bits(self._ctx().params, config, self.policy)
         self._layout(config)
         return config
+
+    def _check_verification(self, config: SessionConfig, counts: PartyCounts) -> None:
+        """Malicious: refuse at join what the verification could refuse after decryption."""
+        variant = variant_for(config.security)
+        if config.reveal is Reveal.AUC and isinstance(variant, Malicious):
+            variant.check_before_upload(config, self.policy, counts)
+        elif config.reveal is not Reveal.AUC and config.security is Security.MALICIOUS:
+            tp, fp = self._curve_counts(config)
+            curve.check_before_upload(config, self.policy, float(tp[-1] + fp[-1]))
 
     def _count(self, config: SessionConfig) -> PartyCounts:
         """Validate the local data and count TP/FP at the session's decision points."""

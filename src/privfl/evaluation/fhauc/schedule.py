@@ -26,9 +26,10 @@ from privfl.evaluation.fhauc.aggregator import Aggregator
 from privfl.evaluation.fhauc.party import Party, PartyResult
 from privfl.evaluation.fhauc.policy import Security
 from privfl.evaluation.fhauc.reveal import Reveal
+from privfl.evaluation.fhauc.steps import SINGLE_KEY_STEPS, Step
 from privfl.evaluation.statistics import ScoreRange
 
-STEPS = ("join", "upload", "result")
+STEPS = SINGLE_KEY_STEPS
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -94,11 +95,11 @@ def run_session(
         request.reveal,
     )
     parties = request.parties
-    joins = _answers(transport, "join", {p: config for p in parties}, parties)
+    joins = _answers(transport, Step.JOIN, {p: config for p in parties}, parties)
     start = run("aggregator", aggregator.collect_joins, joins)
-    uploads = _answers(transport, "upload", {p: start for p in parties}, parties)
+    uploads = _answers(transport, Step.UPLOAD, {p: start for p in parties}, parties)
     result = run("aggregator", aggregator.handle_uploads, uploads)
-    dones = _answers(transport, "result", {p: result for p in parties}, parties)
+    dones = _answers(transport, Step.RESULT, {p: result for p in parties}, parties)
     completed = aggregator.collect_done(dones)
     cfg = aggregator.session_config
     return SessionReport(
@@ -123,11 +124,12 @@ def _answers(
 
 def party_step(party: Party, step: str, message: bytes) -> tuple[bytes, PartyResult | None]:
     """A party's answer to ``step`` (and its result after the last step)."""
-    if step == "join":
-        return party.join(message), None
-    if step == "upload":
-        return party.upload(message), None
-    if step == "result":
-        result = party.finish(message)
-        return party.done(), result
-    raise ProtocolError(f"unknown FHAUC step {step!r}")
+    match Step.parse(step):
+        case Step.JOIN:
+            return party.join(message), None
+        case Step.UPLOAD:
+            return party.upload(message), None
+        case Step.RESULT:
+            result = party.finish(message)
+            return party.done(), result
+    raise ProtocolError(f"step {step!r} is not a single-key FHAUC step")

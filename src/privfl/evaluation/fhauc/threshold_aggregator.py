@@ -66,6 +66,8 @@ class ThresholdMixin(Aggregator):
     :meth:`aggregate` is used as is). See the module docstring."""
 
     def _threshold_init(self) -> None:
+        if not hasattr(self, "computation"):
+            self.computation: Aggregator = self
         self.server: th.ThresholdServer | None = None
         self.plan: tp.Plan | None = None
         self.lead = ""
@@ -100,6 +102,7 @@ class ThresholdMixin(Aggregator):
             self.context = saved
         self.plan = tp.plan(self._config(), self._policy())
         self.multiplier_range = self.plan.multiplier_bits
+        self.multiplier_scale_bits = self.plan.multiplier_scale_bits
         self.server, self._requests = None, []
         self._uploads, self._keys_installed = {}, False
         return data
@@ -113,7 +116,7 @@ class ThresholdMixin(Aggregator):
         cfg, plan = self._config(), self._plan()
         ctx = th.ThresholdContext.for_parameters(plan.params, len(cfg.parties))
         self.server = th.ThresholdServer(AGGREGATOR, ctx, tp.threshold_session(transcript))
-        self.lead = cfg.parties[tp.lead_index(transcript, len(cfg.parties))]
+        self.lead = ""  # known after the key round (tp.lead_index)
         self.context = None
         return start
 
@@ -126,7 +129,12 @@ class ThresholdMixin(Aggregator):
     def finish_keygen(self) -> bytes:
         """Key generation round 1, end: the joint public and switching keys (every party's
         contribution must have been added)."""
-        return self._server().joint_public_keys().to_bytes()
+        joint = self._server().joint_public_keys()
+        cfg = self._config()
+        digest = tp.joint_digest(joint.public_key, joint.switch_key)
+        transcript = tp.threshold_transcript(self.transcript or b"")
+        self.lead = cfg.parties[tp.lead_index(transcript, len(cfg.parties), digest)]
+        return joint.to_bytes()
 
     def combine_keygen(self, shares: Mapping[str, bytes]) -> bytes:
         """Key generation round 1 from all contributions at once (:meth:`add_keygen_share`
@@ -195,11 +203,12 @@ class ThresholdMixin(Aggregator):
         by_party = {p: self._open(self._uploads[p], plan) for p in cfg.parties}
         self._uploads = {}
         self.context = EncryptingContext(server)  # type: ignore[assignment]
+        comp = self._computation()
         self._requests = []
         for e in range(plan.executions):
-            self.execution = e
+            self.execution = comp.execution = e
             try:
-                reply = self.aggregate([by_party[p][e] for p in cfg.parties])
+                reply = comp.aggregate([by_party[p][e] for p in cfg.parties])
                 combined = reply.numerator + reply.denominator
                 self._requests.append(server.request_decryption(_native(combined)))
             except (ValueError, RuntimeError, TypeError, AttributeError) as exc:
@@ -287,6 +296,18 @@ class ThresholdMixin(Aggregator):
             )
         return ThresholdCiphertext.from_message(server.context, message)
 
+    def _computation(self) -> Aggregator:
+        """The aggregator whose :meth:`Aggregator.aggregate` runs on the joint-key
+        ciphertexts: this one, or the one it was composed with (e.g. from the tamper
+        suite), given this session's public state before each use."""
+        comp = getattr(self, "computation", self)
+        if comp is not self:
+            comp.roster, comp.policy, comp.transcript = self.roster, self.policy, self.transcript
+            comp.config, comp.layout, comp.context = self.config, self.layout, self.context
+            comp.multiplier_range = self.multiplier_range
+            comp.multiplier_scale_bits = self.multiplier_scale_bits
+        return comp
+
     def _server(self) -> th.ThresholdServer:
         server: th.ThresholdServer | None = getattr(self, "server", None)
         if server is None:
@@ -322,17 +343,20 @@ class _SlotParams:
 
 
 class ThresholdAggregator(ThresholdMixin, Aggregator):
-    """The honest threshold aggregator."""
+    """The threshold aggregator. ``computation``: the :class:`Aggregator` whose
+    :meth:`~Aggregator.aggregate` runs on the joint-key ciphertexts (default: its own, the
+    honest one); pass any subclass, e.g. from the tamper suite, to test robustness. It is
+    composed, not subclassed: it only ever receives this session's public state."""
+
+    def __init__(self, computation: Aggregator | None = None) -> None:
+        super().__init__()
+        self.computation = self if computation is None else computation
+        self._threshold_init()
 
 
 def threshold_aggregator(aggregator: Aggregator | None = None) -> ThresholdMixin:
-    """``aggregator`` (any :class:`Aggregator`, e.g. from the tamper suite) running the
-    threshold steps around its own :meth:`aggregate`."""
-    if aggregator is None:
-        return ThresholdAggregator()
+    """A threshold aggregator whose computation is ``aggregator`` (any :class:`Aggregator`,
+    e.g. from the tamper suite), or the honest one."""
     if isinstance(aggregator, ThresholdMixin):
         return aggregator
-    cls = type(f"Threshold{type(aggregator).__name__}", (ThresholdMixin, type(aggregator)), {})
-    out: ThresholdMixin = object.__new__(cls)
-    out.__dict__.update(aggregator.__dict__)
-    return out
+    return ThresholdAggregator(aggregator)

@@ -33,10 +33,19 @@ slots of products of ``M`` summed values below ``B`` with fresh error ``e``
 (:func:`value_shift`: public, the same for every party), and multiplies what it decrypts by
 ``2^2k``. The aggregator's multiplier is ``c`` in ``[2^20, 2^(20 + multiplier_bits))`` in
 both modes (the malicious one's range of single-key mode); the flooding noise of the joint
-decryption then costs ``2^2k / c`` in ``X/c`` units. The malicious variant's tolerance uses
-these terms (:func:`sigma_products`); its acceptance rule and guarantee are unchanged, so
-sessions whose threshold noise is too large for the required guarantee are refused
-(``WeakGuaranteeError``), never accepted more loosely.
+decryption then costs ``2^2k / c`` in ``X/c`` units.
+
+In the malicious variant an integer ``c`` applied at scale 1 made ``k`` grow by ``log2 c``
+(the decoder sees ``c`` times the product's error), so the error of ``X/c`` grew as ``c``
+times the *square* of the product's error: at 3 parties x 2,000 rows it was ``2^-5`` and
+every honest session was refused for lack of guarantee. Malicious replies therefore apply
+``c`` as the real ``c / 2^j`` at one level (``times_multiplier`` of the aggregator;
+uploads are at level 0, so two levels remain for the product and the multiplier), with
+``(k, j)`` chosen by :func:`~privfl.evaluation.fhauc.threshold_plan.multiplier_scaling`,
+and parties multiply what they decode by ``2^{2k + j}``. The variant's tolerance uses these
+terms (:func:`sigma_products`); its acceptance rule and guarantee are the single-key ones,
+and each party checks before uploading that they can be met (refusing otherwise, naming the
+setting), never accepting more loosely.
 """
 
 from __future__ import annotations
@@ -110,12 +119,14 @@ class ThresholdCiphertext:
     ciphertexts of equal level and scale, so summing ``M`` uploads costs one OpenFHE
     deserialisation instead of ``M``."""
 
-    __slots__ = ("_ct", "_lazy")
+    __slots__ = ("_ct", "_factor", "_lazy")
 
-    def __init__(self, ct: Ciphertext | None = None, lazy: _Rows | None = None) -> None:
+    def __init__(
+        self, ct: Ciphertext | None = None, lazy: _Rows | None = None, factor: float = 1.0
+    ) -> None:
         if (ct is None) == (lazy is None):
             raise ValueError("a ciphertext is either native or lazy")
-        self._ct, self._lazy = ct, lazy
+        self._ct, self._lazy, self._factor = ct, lazy, factor
 
     @classmethod
     def from_message(cls, ctx: ThresholdContext, message: CiphertextMessage) -> ThresholdCiphertext:
@@ -126,7 +137,11 @@ class ThresholdCiphertext:
 
     @property
     def ct(self) -> Ciphertext:
-        """The OpenFHE ciphertext (built once from the rows of a lazy one)."""
+        """The OpenFHE ciphertext (built once from the rows of a lazy one; a pending real
+        factor from :meth:`scale_by` is applied here, at one level)."""
+        if self._factor != 1.0:
+            base = ThresholdCiphertext(self._ct, self._lazy).ct
+            self._ct, self._lazy, self._factor = base * self._factor, None, 1.0
         if self._ct is None:
             lazy = self._lazy
             if lazy is None:
@@ -137,7 +152,9 @@ class ThresholdCiphertext:
         return self._ct
 
     def __add__(self, other: object) -> ThresholdCiphertext:
-        a, b = self._lazy, other._lazy if isinstance(other, ThresholdCiphertext) else None
+        a, b = self._lazy, None
+        if isinstance(other, ThresholdCiphertext) and self._factor == other._factor == 1.0:
+            b = other._lazy
         if a is not None and b is not None and a.shape == b.shape and a.tag == b.tag:
             moduli = a.ctx.ciphertext_layout(a.level, a.deg).moduli
             rows = add_mod(a.rows, b.rows, moduli)
@@ -168,10 +185,13 @@ class ThresholdCiphertext:
         raise TypeError("multiply by a ciphertext or an integer (scale_by for reals)")
 
     def scale_by(self, factor: float, precision_bits: int = 30) -> ThresholdCiphertext:
-        """Every slot times a real ``factor`` (one level; ``precision_bits`` is SEAL's)."""
+        """Every slot times a real ``factor`` (one level; ``precision_bits`` is SEAL's).
+        Consecutive real factors fold into one product, applied when the ciphertext is next
+        used: an aggregator that rescales a reply spends no more levels than the honest
+        multiplier does (as a deviating aggregator could by choosing its ``c``)."""
         if not math.isfinite(factor):
             raise ValueError("factor must be finite")
-        return ThresholdCiphertext(self.ct * float(factor))
+        return ThresholdCiphertext(self._ct, self._lazy, self._factor * float(factor))
 
     def rotate(self, steps: int) -> ThresholdCiphertext:
         return ThresholdCiphertext(self.ct.rotate(int(steps)))
@@ -275,19 +295,21 @@ def sigma_products(
     ring: int,
     shift_k: int,
     c_min: float,
+    multiplier_scale_bits: int = 0,
 ) -> tuple[float, float]:
     """Std bounds of the errors of ``X/c`` and ``Y/c`` in threshold mode (malicious
     variant): the single-key model of :meth:`malicious.Sizes.sigma_products` with the fresh
     error of :func:`fresh_error_bits` times ``2^k`` (values are scaled by ``2^-k``), plus the
     flooding noise of the joint decryption (``params.decryption_error_bits``, times ``2^2k /
-    c``; ``Y`` is a difference of two slots)."""
+    c``, times ``2^j`` when the aggregator applied ``c / 2^j``; ``Y`` is a difference of two
+    slots)."""
     m = sizes.parties
     e = 2.0 ** (fresh_error_bits(ring, m) + shift_k)
     b = 2.0 ** (sizes.mask_bits + 3)
     k = malicious.NOISE_CONSTANT
     sigma_x = k * math.sqrt(sizes.slots_used) * m * b * e
     sigma_y = k * 4.0 * m * sizes.max_samples * math.sqrt(m) * e
-    flood = 2.0 ** (params.decryption_error_bits(m) + 2 * shift_k) / c_min
+    flood = 2.0 ** (params.decryption_error_bits(m) + 2 * shift_k + multiplier_scale_bits) / c_min
     return math.hypot(sigma_x, flood), math.hypot(sigma_y, math.sqrt(2.0) * flood)
 
 

@@ -6,27 +6,16 @@ Steps (each takes the bytes it receives and returns the bytes it sends), in orde
 ``upload(checks)`` · ``decrypt(requests)`` (every party but the lead) · ``fuse(lead)`` (the
 lead only) · ``finish(reveal)`` -> :class:`~.party.PartyResult` · ``done()``.
 
-What each step does and learns:
-
-* ``keygen``: checks every party's signed join (as single-key), derives the transcript, the
-  session key ``HKDF(seed, transcript')`` and the threshold session id (a hash of the
-  transcript), samples its own secret share inside OpenFHE and sends the ``b`` halves of its
-  public-key and switching-key contributions (RLWE samples: nothing about the share).
-* ``keycheck``: receives the aggregator's joint ``b`` halves and answers with a random linear
-  sketch of its *own* contribution, the coefficients derived from the joint key's bytes.
-* ``upload``: receives every party's signed sketch and checks that they add up to the
-  sketch of the joint key (else :class:`ProtocolError`: the aggregator substituted or altered
-  the joint key, e.g. to a key of its own, or gave parties different keys; a joint key that
-  differs from the sum is caught except with probability ``2^-30`` per RNS row). Only then
-  does it use the joint key: its relinearisation share (which multiplies the switching key
-  by its secret) and its statistics encrypted under the joint public key, signed.
-* ``decrypt``: ``s_i c1 + e_i`` (noise flooding) for each reply, to the aggregator.
-* ``fuse`` (the lead, :func:`~.threshold_plan.lead_index` of the transcript): its own lead
-  share with the aggregator's sum of the other shares -> the reply values; it sends them
-  encrypted and authenticated under the parties' session key. Learns the reply (as every
-  party does).
-* ``finish``: decrypts the lead's reveal and recovers the AUC with the variant's own checks
-  (malicious: verification of the executions, unchanged).
+What each step does and learns: ``keygen`` checks every signed join, derives the transcript,
+session key and threshold session id, samples its own share inside OpenFHE and sends the
+``b`` halves of its key contributions (RLWE samples); ``keycheck`` sketches its *own*
+contribution with coefficients derived from the joint key; ``upload`` checks that the signed
+sketches add up to the joint key's (a substituted key is caught except with probability
+``2^-30`` per RNS row), then sends its relinearisation share and encrypted statistics;
+``decrypt``: ``s_i c1 + e_i`` (noise flooding) per reply, to the aggregator; ``fuse`` (the
+lead, :func:`~.threshold_plan.lead_index` of the transcript and the joint key) fuses and
+sends the values under the parties' session key; ``finish`` opens that reveal and recovers
+the AUC with the variant's checks. Abandoned sessions are recorded (:attr:`abandoned`).
 
 The party holds its data, the seed, its identity key and its key share (inside a
 :class:`~privfl.crypto.threshold.ThresholdParty`, one per session; never sent, exported only
@@ -35,6 +24,7 @@ into the node's own local state by :meth:`ThresholdFhaucParty.export_state`).
 
 from __future__ import annotations
 
+import logging
 import secrets
 from enum import StrEnum
 
@@ -57,8 +47,10 @@ from privfl.evaluation.fhauc.threshold_ops import decode_pairs
 from privfl.evaluation.fhauc.threshold_plan import joint_rows, reveal_key, row_moduli
 from privfl.evaluation.fhauc.threshold_setup import open_bundle
 from privfl.evaluation.fhauc.threshold_state import ThresholdState
-from privfl.evaluation.fhauc.variant import PartyView
+from privfl.evaluation.fhauc.variant import Malicious, PartyView
 from privfl.evaluation.statistics import PartyCounts, party_counts, validate_bounded_party
+
+log = logging.getLogger(__name__)
 
 
 class Stage(StrEnum):
@@ -90,6 +82,7 @@ class ThresholdFhaucParty:
         self._seed: bytes | None = None
         self._policy: Policy | None = None
         self.stage: Stage | None = None
+        self.abandoned: list[str] = []  # sessions this party joined and never finished
         self._reset()
 
     def _reset(self) -> None:
@@ -102,13 +95,13 @@ class ThresholdFhaucParty:
         self._joint: th.JointPublicKeys | None = None
         self._joint_bytes = b""
         self._counts: PartyCounts | None = None
+        self._lead_seed = b""
 
     # ------------------------------------------------------------------ setup
     def receive_bundle(self, data: bytes) -> None:
         """Unwrap the shared seed and the policy (from the pinned provisioning party)."""
-        self._seed, self._policy = open_bundle(
-            data, self.name, self._identity, self.roster, self.provisioner
-        )
+        bundle = open_bundle(data, self.name, self._identity, self.roster, self.provisioner)
+        self._seed, self._policy = bundle
 
     @property
     def policy(self) -> Policy:
@@ -122,8 +115,7 @@ class ThresholdFhaucParty:
 
     @property
     def is_lead(self) -> bool:
-        cfg = self._cfg()
-        return cfg.parties[tp.lead_index(self._transcript, len(cfg.parties))] == self.name
+        return self._lead() == self.name
 
     # ------------------------------------------------------------------ steps
     def join(self, data: bytes) -> bytes:
@@ -137,8 +129,13 @@ class ThresholdFhaucParty:
             raise UnknownPartyError(f"session names parties outside the roster: {unknown}")
         config.check_policy(self.policy)
         plan = tp.plan(config, self.policy)
+        if self._config is not None and self.stage is not Stage.FINISHED:
+            self.abandoned.append(self._config.session.hex())
+            log.info("party %s abandons session %s", self.name, self.abandoned[-1][:8])
         self._reset()
-        self._count(config)
+        counts = self._count(config)
+        if isinstance(plan.variant, Malicious):  # refuse now what verification could refuse
+            plan.variant.check_before_upload(config, self.policy, counts)
         self._config, self._plan, self._nonce = config, plan, new_nonce()
         self.stage = Stage.JOINED
         return Join(config.session, self.name, config.digest, self._nonce).seal(self._identity)
@@ -170,6 +167,7 @@ class ThresholdFhaucParty:
         if self._joint.sender != AGGREGATOR:
             raise ProtocolError("the joint key must come from the aggregator")
         self._joint_bytes = data
+        self._lead_seed = tp.joint_digest(self._joint.public_key, self._joint.switch_key)
         rows = self._rows_own()
         coeffs = tp.sketch_coefficients(keys.session, data, rows.shape[0], keys.context.ring)
         own = tp.sketch(rows, row_moduli(keys.context), coeffs)
@@ -263,7 +261,7 @@ class ThresholdFhaucParty:
         """Open the lead's reveal and recover the AUC (malicious: verify every execution)."""
         self._expect(Stage.DECRYPTED, "finish")
         config, plan = self._cfg(), self._p()
-        lead = config.parties[tp.lead_index(self._transcript, len(config.parties))]
+        lead = self._lead()
         reveal = tmsg.Reveal.from_bytes(data, config.session, self.roster)
         if reveal.sender != lead:
             raise ProtocolError(f"the reveal must come from the lead {lead!r}")
@@ -275,7 +273,7 @@ class ThresholdFhaucParty:
             )
         except InvalidTag:
             raise ProtocolError("the reveal does not authenticate under the session key") from None
-        factor = 2.0 ** (2 * plan.shift_k)
+        factor = 2.0 ** (2 * plan.shift_k + plan.multiplier_scale_bits)
         decoded = [(x * factor, y * factor) for x, y in tmsg.read_pairs(plain, plan.executions)]
         counts = self._c()
         totals = PartyCounts(
@@ -295,6 +293,13 @@ class ThresholdFhaucParty:
         return Done(self._cfg().session, self.name, status).seal(self._identity)
 
     # ------------------------------------------------------------------ local state
+    def _lead(self) -> str:
+        """This session's lead (:func:`~.threshold_plan.lead_index`), after the key round."""
+        cfg = self._cfg()
+        if not self._lead_seed:
+            raise ProtocolError(f"party {self.name} has no checked joint key for this session")
+        return cfg.parties[tp.lead_index(self._transcript, len(cfg.parties), self._lead_seed)]
+
     def export_state(self) -> bytes:
         """This party's progress through its session, key share included, for its own
         node-local storage only (a Flower ClientApp may run every step in a fresh process)."""
@@ -307,6 +312,7 @@ class ThresholdFhaucParty:
             keys.export_local_state() if keys is not None and keys.has_share else b"",
             self._own_rows.tobytes() if self._own_rows is not None else b"",
             self._joint_bytes,
+            self._lead_seed,
         ).to_bytes()
 
     def restore(self, data: bytes | None) -> None:
@@ -321,6 +327,7 @@ class ThresholdFhaucParty:
         config.check_policy(self.policy)
         self._config, self._plan = config, tp.plan(config, self.policy)
         self._nonce, self._transcript = state.nonce, state.transcript
+        self._lead_seed = state.lead_seed
         try:
             self.stage = Stage(state.stage)
         except ValueError:
@@ -344,7 +351,7 @@ class ThresholdFhaucParty:
     # ------------------------------------------------------------------ internals
     def _aad(self) -> bytes:
         cfg = self._cfg()
-        lead = cfg.parties[tp.lead_index(self._transcript, len(cfg.parties))]
+        lead = self._lead()
         return b"privfl/fhauc-threshold/reveal|" + cfg.session + self._transcript + lead.encode()
 
     def _count(self, config: SessionConfig) -> PartyCounts:

@@ -8,9 +8,10 @@ transcript (pure functions, public unless stated).
 * :func:`threshold_session`: the threshold-CKKS session id of the joint key, a hash of the
   transcript (so it binds the whole config, the policy and every party's fresh nonce, and
   the aggregator cannot choose it: the common reference polynomials come from it).
-* :func:`lead_index`: which party fuses the decryption, also a hash of the transcript. The
-  aggregator learns it only after every party's nonce is fixed and cannot steer it without
-  aborting the session (visible to the parties).
+* :func:`lead_index`: which party fuses the decryption, a hash of the transcript and of the
+  joint key. The aggregator learns it only after every party has sampled its key share and
+  cannot steer it without abandoning the session after the key round (each party records
+  abandoned sessions).
 * :func:`sketch_coefficients` / :func:`sketch`: the joint-key check (:mod:`.threshold_party`).
 """
 
@@ -61,13 +62,21 @@ class ThresholdMalicious(Malicious):
     permutation, executions, the acceptance rule, the precision and guarantee checks are
     the single-key variant's, unchanged."""
 
-    def __init__(self, params: ThresholdParameters, ring: int, shift_k: int, c_min: float) -> None:
+    def __init__(
+        self,
+        params: ThresholdParameters,
+        ring: int,
+        shift_k: int,
+        c_min: float,
+        multiplier_scale_bits: int = 0,
+    ) -> None:
         self.params, self.ring, self.shift_k, self.c_min = params, ring, shift_k, c_min
+        self.multiplier_scale_bits = multiplier_scale_bits
 
-    def sigma_execution(self, sizes: malicious.Sizes, rnd: malicious.Randomness, d: float) -> float:
-        sigma_x, sigma_y = sigma_products(sizes, self.params, self.ring, self.shift_k, self.c_min)
-        ratio = (2 * rnd.r0 + rnd.r1) / rnd.r2
-        return float(np.hypot(sigma_x, ratio * sigma_y) / (2 * rnd.r0 * max(d, 1.0)))
+    def sigma_products(self, sizes: malicious.Sizes) -> tuple[float, float]:
+        return sigma_products(
+            sizes, self.params, self.ring, self.shift_k, self.c_min, self.multiplier_scale_bits
+        )
 
 
 class ThresholdSemiHonest(SemiHonest):
@@ -113,6 +122,7 @@ class Plan:
     multiplier_bits: tuple[float, float]
     variant: Variant
     upload_level: int
+    multiplier_scale_bits: int = 0  # j: the aggregator applies c as c / 2^j (one level)
 
 
 def plan(config: SessionConfig, policy: Policy) -> Plan:
@@ -130,17 +140,53 @@ def plan(config: SessionConfig, policy: Policy) -> Plan:
         share_bits = float(Malicious.sizes(config, policy).mask_bits + 3)
     else:
         share_bits = math.log2(2 * c_samples)
-    shift = value_shift(parties, c_samples, share_bits, config.terms(), hi, ring, bad)
-    variant: Variant = (
-        ThresholdMalicious(params, ring, shift, 2.0**lo)
-        if bad
-        else ThresholdSemiHonest(params, ring, shift, hi)
-    )
-    # semi-honest replies use one level (the product); malicious uploads keep one more, so
-    # that a deviating aggregator's extra plaintext product still decrypts and is caught by
-    # the verification rather than by a level error
+    variant: Variant
+    if bad:
+        sizes = Malicious.sizes(config, policy)
+        shift, j = multiplier_scaling(sizes, params, ring, config.terms(), share_bits, (lo, hi))
+        variant = ThresholdMalicious(params, ring, shift, 2.0**lo, j)
+    else:
+        j = 0
+        shift = value_shift(parties, c_samples, share_bits, config.terms(), hi, ring, bad)
+        variant = ThresholdSemiHonest(params, ring, shift, hi)
+    # semi-honest replies use one level (the product); malicious uploads keep two more: the
+    # multiplier's level, and one so that a deviating aggregator's extra plaintext product
+    # still decrypts and is caught by the verification rather than by a level error
     level = 0 if mode is Security.MALICIOUS else 1
-    return Plan(params, layout, executions, shift, (lo, hi), variant, level)
+    return Plan(params, layout, executions, shift, (lo, hi), variant, level, j)
+
+
+MAX_MULTIPLIER_SCALE_BITS = 48
+
+
+def multiplier_scaling(
+    sizes: malicious.Sizes,
+    params: ThresholdParameters,
+    ring: int,
+    terms: int,
+    share_bits: float,
+    multiplier_bits: tuple[float, float],
+) -> tuple[int, int]:
+    """``(k, j)`` of a malicious session: parties scale their values by ``2^-k``, and the
+    aggregator applies its multiplier as the real ``c / 2^j`` (one level) instead of an
+    integer product at scale 1. An integer ``c`` multiplies the product's error in the
+    decoder's units, which forced ``k`` up by ``log2 c`` and made the tolerance grow as ``c``
+    times the squared product error (``2^-5`` of ``X/c`` at 3 parties: every honest session
+    was refused for lack of guarantee). For each ``j`` the smallest ``k`` that capacity and
+    OpenFHE's decoder allow is :func:`value_shift` with ``c / 2^j``; the pair with the
+    smallest noise bound (:func:`sigma_products`: product error ``~2^k``, flooding noise
+    ``~2^{2k + j} / c``) wins. Public: every role computes it from the config and policy."""
+    lo, hi = multiplier_bits
+    best: tuple[float, int, int] | None = None
+    for j in range(0, math.ceil(hi) + MAX_MULTIPLIER_SCALE_BITS + 1):
+        k = value_shift(sizes.parties, sizes.max_samples, share_bits, terms, hi - j, ring, True)
+        sigma_x, sigma_y = sigma_products(sizes, params, ring, k, 2.0**lo, j)
+        score = sigma_x + sigma_y
+        if best is None or score < best[0]:
+            best = (score, k, j)
+    if best is None:
+        raise InsufficientPrecisionError("no multiplier scaling fits this session")
+    return best[1], best[2]
 
 
 def _hash(purpose: bytes, transcript: bytes) -> bytes:
@@ -156,8 +202,19 @@ def threshold_session(transcript: bytes) -> bytes:
     return _hash(b"session", transcript)[:SESSION_ID_BYTES]
 
 
-def lead_index(transcript: bytes, parties: int) -> int:
-    return int.from_bytes(_hash(b"lead", transcript), "big") % parties
+def joint_digest(public_key: bytes, switch_key: bytes) -> bytes:
+    """A digest of the joint key's checked rows: fixed by every party's fresh key share,
+    sampled after the transcript is, and verified by every party (key sketches)."""
+    return hashlib.sha256(LABEL + b"joint|" + public_key + b"|" + switch_key).digest()
+
+
+def lead_index(transcript: bytes, parties: int, joint: bytes) -> int:
+    """The party that fuses the decryption: a hash of the transcript and of the joint key
+    (:func:`joint_digest`). Every party commits to its key share after the transcript is
+    fixed and the aggregator cannot change the joint key (parties check it), so the
+    aggregator learns the lead only after the key round and can influence it only by
+    abandoning the session then, which every party records (issue 27, item 5)."""
+    return int.from_bytes(_hash(b"lead", transcript + joint), "big") % parties
 
 
 def sketch_coefficients(

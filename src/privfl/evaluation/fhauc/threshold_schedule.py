@@ -28,10 +28,11 @@ from privfl.evaluation.fhauc.schedule import (
     _answers,
     _direct,
 )
+from privfl.evaluation.fhauc.steps import THRESHOLD_STEPS, Step
 from privfl.evaluation.fhauc.threshold_aggregator import ThresholdMixin
 from privfl.evaluation.fhauc.threshold_party import ThresholdFhaucParty
 
-STEPS = ("join", "keygen", "keycheck", "upload", "decrypt", "fuse", "result")
+STEPS = THRESHOLD_STEPS
 
 
 @dataclass(frozen=True)
@@ -60,34 +61,34 @@ def run_threshold_session(
     def everyone(step: str, message: bytes) -> dict[str, bytes]:
         return _answers(transport, step, {p: message for p in parties}, parties)
 
-    joins = everyone("join", config)
+    joins = everyone(Step.JOIN, config)
     start = run(agg, aggregator.collect_joins, joins)
     keys = "aggregator_keygen"  # key generation, timed apart (single-key: provisioning)
 
     def add_share(party: str, data: bytes) -> None:
         run(keys, aggregator.add_keygen_share, party, data)
 
-    stream(transport, "keygen", {p: start for p in parties}, parties, add_share)
+    stream(transport, Step.KEYGEN, {p: start for p in parties}, parties, add_share)
     joint = run(keys, aggregator.finish_keygen)
-    checks = everyone("keycheck", joint)
+    checks = everyone(Step.KEYCHECK, joint)
     relay = run(keys, aggregator.relay_checks, checks)
     uploads: dict[str, bytes] = {}
 
     def add_upload(party: str, data: bytes) -> None:
         uploads[party] = run(keys, aggregator.add_mult_share, party, data)
 
-    stream(transport, "upload", {p: relay for p in parties}, parties, add_upload)
+    stream(transport, Step.UPLOAD, {p: relay for p in parties}, parties, add_upload)
     run(agg, aggregator.finish_keys, uploads)  # checking the signed uploads, as single-key
     run(keys, aggregator.install_keys)  # the relinearisation key rode with the uploads
     uploads.clear()
     requests = run(agg, aggregator.request_decryptions)
     others = tuple(p for p in parties if p != aggregator.lead)
-    decrypted = _answers(transport, "decrypt", {p: requests for p in others}, others)
+    decrypted = _answers(transport, Step.DECRYPT, {p: requests for p in others}, others)
     lead_request = run(agg, aggregator.lead_requests, decrypted)
     lead = (aggregator.lead,)
-    fused = _answers(transport, "fuse", {aggregator.lead: lead_request}, lead)
+    fused = _answers(transport, Step.FUSE, {aggregator.lead: lead_request}, lead)
     reveal = run(agg, aggregator.relay_reveal, fused[aggregator.lead])
-    dones = everyone("result", reveal)
+    dones = everyone(Step.RESULT, reveal)
     completed = aggregator.collect_done(dones)
     cfg = aggregator.session_config
     report = SessionReport(
@@ -132,16 +133,17 @@ def threshold_party_step(
 ) -> tuple[bytes, PartyResult | None]:
     """A party's answer to ``step`` (and its result after the last step)."""
     handlers = {
-        "join": party.join,
-        "keygen": party.keygen,
-        "keycheck": party.keycheck,
-        "upload": party.upload,
-        "decrypt": party.decrypt,
-        "fuse": party.fuse,
+        Step.JOIN: party.join,
+        Step.KEYGEN: party.keygen,
+        Step.KEYCHECK: party.keycheck,
+        Step.UPLOAD: party.upload,
+        Step.DECRYPT: party.decrypt,
+        Step.FUSE: party.fuse,
     }
-    if step in handlers:
-        return handlers[step](message), None
-    if step == "result":
+    name = Step.parse(step)
+    if name in handlers:
+        return handlers[name](message), None
+    if name is Step.RESULT:
         result = party.finish(message)
         return party.done(), result
     raise ProtocolError(f"unknown threshold FHAUC step {step!r}")

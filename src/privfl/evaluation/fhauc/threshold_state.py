@@ -25,17 +25,19 @@ class ThresholdState:
     keys: bytes
     own_rows: bytes
     joint: bytes
+    lead_seed: bytes = b""  # digest of the checked joint key (the lead's choice)
 
     def to_bytes(self) -> bytes:
         w = Writer().str_(self.stage)
         for field in (self.config, self.nonce, self.transcript, self.keys, self.own_rows):
             w.bytes_(field)
-        return w.bytes_(self.joint).getvalue()
+        return w.bytes_(self.joint).bytes_(self.lead_seed).getvalue()
 
     @classmethod
     def from_bytes(cls, data: bytes) -> ThresholdState:
         r = Reader(data, "threshold party state")
         stage = r.str_(32)
         fields = [r.bytes_(MAX_STATE_FIELD) for _ in range(6)]
+        fields.append(r.bytes_(32))
         r.end()
         return cls(stage, *fields)

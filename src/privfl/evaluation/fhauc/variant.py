@@ -31,7 +31,7 @@ from privfl.errors import (
 from privfl.evaluation.fhauc import malicious
 from privfl.evaluation.fhauc.layout import Layout
 from privfl.evaluation.fhauc.messages import SessionConfig
-from privfl.evaluation.fhauc.policy import Policy, Security
+from privfl.evaluation.fhauc.policy import MAX_EXECUTIONS, Policy, Security
 from privfl.evaluation.fhauc.reveal import RevealedCurve
 from privfl.evaluation.statistics import PartyCounts, numerator_vectors
 
@@ -186,9 +186,73 @@ class Malicious(Variant):
     ) -> float:
         return float(self.sizes(config, policy).scale_bits)
 
+    def sigma_products(self, sizes: malicious.Sizes) -> tuple[float, float]:
+        """Std bounds of the errors of ``X/c`` and ``Y/c`` (the key backend's noise model;
+        single-key CKKS here)."""
+        return sizes.sigma_products()
+
     def sigma_execution(self, sizes: malicious.Sizes, rnd: malicious.Randomness, d: float) -> float:
         """Std bound of one execution's recovered AUC (the backend's noise model)."""
-        return sizes.sigma_execution(rnd, d)
+        return malicious.sigma_from_products(self.sigma_products(sizes), rnd.r0, rnd.r1, rnd.r2, d)
+
+    def bounds(self, config: SessionConfig, policy: Policy, d: float) -> malicious.Bounds:
+        """Tolerance, precision and guarantee of this session for ``TP·FP >= d``, from the
+        worst case over the multipliers (:func:`malicious.worst_case_sigma`)."""
+        sigma = malicious.worst_case_sigma(self.sigma_products(self.sizes(config, policy)), d)
+        return malicious.Bounds.from_sigma(sigma, policy.required_accuracy, policy.executions)
+
+    def check_before_upload(
+        self, config: SessionConfig, policy: Policy, counts: PartyCounts
+    ) -> malicious.Bounds:
+        """Run by each party before it uploads (it knows its own counts and its provisioned
+        ``min_pairs``, never the multipliers' effect on the aggregator): refuse a session
+        whose verification could refuse an honest result for lack of precision or of
+        guarantee, naming the setting to change. An honest session that passes this is never
+        refused by those two checks after decryption (the worst case over the multipliers
+        bounds the drawn ones). The refusal depends on public sizes, the provisioned policy
+        and the party's own ``TP·FP`` (as the post-decryption check always did), never on a
+        secret of the session."""
+        d = self.d_low(counts, policy)
+        b = self.bounds(config, policy, d)
+        if (
+            b.precision <= policy.required_accuracy
+            and b.guarantee_log2 <= -policy.min_guarantee_bits
+        ):
+            return b
+        sigma = malicious.worst_case_sigma(self.sigma_products(self.sizes(config, policy)), d)
+        need = malicious.executions_needed(
+            sigma, policy.required_accuracy, policy.min_guarantee_bits, policy.executions,
+            MAX_EXECUTIONS,
+        )  # fmt: skip
+        fix = (
+            f"provision executions={need}"
+            if need is not None
+            else "provision min_pairs (a lower bound on the global positives x negatives), a "
+            "max_samples_per_party closer to the real party sizes, or fewer decision points"
+        )
+        what = (
+            f"precision {b.precision:.1e} above the required {policy.required_accuracy:.0e}"
+            if b.precision > policy.required_accuracy
+            else f"a guarantee of only 2^{b.guarantee_log2:.1f} (required "
+            f"2^-{policy.min_guarantee_bits:g})"
+        )
+        error = (
+            InsufficientPrecisionError
+            if b.precision > policy.required_accuracy
+            else WeakGuaranteeError
+        )
+        raise error(
+            f"refused before upload: with {policy.executions} executions this session's "
+            f"verification would give {what} for a deviation larger than "
+            f"{policy.required_accuracy:.0e}; {fix}"
+        )
+
+    @staticmethod
+    def d_low(counts: PartyCounts, policy: Policy) -> float:
+        """The lower bound on ``TP·FP`` a party verifies with: its own product or the
+        provisioned ``min_pairs`` (never anything from the reply, see malicious.py)."""
+        own = max(1, counts.positives) * max(1, counts.negatives)
+        return float(max(own, policy.min_pairs))
 
     def multiplier_range(
         self, params: CKKSParameters, config: SessionConfig, policy: Policy
@@ -216,8 +280,7 @@ class Malicious(Variant):
         otherwise raise :class:`VerificationError` and output nothing."""
         sizes, policy = self.sizes(view.config, view.policy), view.policy
         executions = self.executions(policy)
-        own = max(1, counts.positives) * max(1, counts.negatives)
-        d_low = float(max(own, policy.min_pairs))  # never from the reply: see malicious.py
+        d_low = self.d_low(counts, policy)  # never from the reply: see malicious.py
         c_min = 2.0 ** malicious.multiplier_bounds(policy.multiplier_bits)[0]
         rnds = [malicious.derive(view.key, e, view.index, sizes) for e in range(len(decoded))]
         for (x, y), rnd in zip(decoded, rnds, strict=True):

@@ -51,6 +51,7 @@ from privfl.errors import (
     VerificationError,
 )
 from privfl.evaluation import fhauc
+from privfl.evaluation.fhauc.steps import Step
 from privfl.evaluation.fhauc.threshold_party import ThresholdFhaucParty
 from privfl.evaluation.fhauc.threshold_schedule import threshold_party_step
 from privfl.federation.flower import timing
@@ -274,19 +275,19 @@ def hello(message: Message, context: Context) -> Message:
 @app.query("fhauc_join")
 def join(message: Message, context: Context) -> Message:
     """Check the session config against the provisioned policy; answer with a signed join."""
-    return _step("join", message, context)
+    return _step(Step.JOIN, message, context)
 
 
 @app.query("fhauc_upload")
 def upload(message: Message, context: Context) -> Message:
     """Check every party's join; return this party's signed encrypted statistics."""
-    return _step("upload", message, context)
+    return _step(Step.UPLOAD, message, context)
 
 
 @app.query("fhauc_result")
 def result(message: Message, context: Context) -> Message:
     """Decrypt (and, against a malicious aggregator, verify) the result; write it locally."""
-    return _step("result", message, context)
+    return _step(Step.RESULT, message, context)
 
 
 # threshold keys (``privfl keys init --keys threshold``): the key-generation and decryption
@@ -294,22 +295,22 @@ def result(message: Message, context: Context) -> Message:
 @app.query("fhauc_keygen")
 def keygen(message: Message, context: Context) -> Message:
     """Check every party's join, sample this party's key share, send its public part."""
-    return _step("keygen", message, context)
+    return _step(Step.KEYGEN, message, context)
 
 
 @app.query("fhauc_keycheck")
 def keycheck(message: Message, context: Context) -> Message:
     """Sketch this party's own key contribution against the joint key it received."""
-    return _step("keycheck", message, context)
+    return _step(Step.KEYCHECK, message, context)
 
 
 @app.query("fhauc_decrypt")
 def decrypt(message: Message, context: Context) -> Message:
     """A non-lead party's decryption shares of the aggregator's replies."""
-    return _step("decrypt", message, context)
+    return _step(Step.DECRYPT, message, context)
 
 
 @app.query("fhauc_fuse")
 def fuse(message: Message, context: Context) -> Message:
     """The lead party: fuse, decode and reveal the values to the parties only."""
-    return _step("fuse", message, context)
+    return _step(Step.FUSE, message, context)

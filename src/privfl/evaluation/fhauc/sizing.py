@@ -1,0 +1,122 @@
+"""How many executions a malicious session needs, from the sizes a party knows before upload.
+
+Every malicious party checks at join, before it uploads anything, that its verification can
+meet the required precision and guarantee for *any* draw of the session's multipliers
+(:meth:`~privfl.evaluation.fhauc.variant.Malicious.check_before_upload`,
+:func:`~privfl.evaluation.fhauc.curve.check_before_upload`), and refuses otherwise, naming
+the setting to change. This module gives the provisioning side the same computation: the
+fewest executions (at least the provisioned floor, 3 by default) for which the check passes
+for every party, i.e. with the lower bound ``min_pairs`` on the global ``TP·FP`` that all of
+them share. In process the bounds come from the data (:func:`privfl.federated_auc`); in a
+deployment ``privfl keys init`` provisions them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from privfl.evaluation.fhauc import curve, malicious
+from privfl.evaluation.fhauc.messages import SessionConfig
+from privfl.evaluation.fhauc.policy import (
+    DEFAULT_MAX_SAMPLES_PER_PARTY,
+    MAX_EXECUTIONS,
+    Policy,
+    Security,
+)
+from privfl.evaluation.fhauc.reveal import Reveal
+from privfl.evaluation.fhauc.variant import Malicious
+from privfl.messages import SESSION_ID_BYTES
+
+
+def session_sigma(config: SessionConfig, policy: Policy, keys: str) -> float:
+    """The worst-case (over the multipliers) noise bound of one execution's verified value
+    for a party whose own counts add nothing to the provisioned ``min_pairs``."""
+    if config.reveal is not Reveal.AUC:
+        return curve.sigma_normalised(config, policy, 0.0)
+    if keys == "threshold":
+        from privfl.evaluation.fhauc.threshold_plan import plan
+
+        variant = plan(config, policy).variant
+    else:
+        variant = Malicious()
+    if not isinstance(variant, Malicious):
+        return 0.0
+    products = variant.sigma_products(Malicious.sizes(config, policy))
+    return malicious.worst_case_sigma(products, float(policy.min_pairs))
+
+
+def max_executions(keys: str) -> int:
+    """The most executions a session may use: :data:`MAX_EXECUTIONS`, and with threshold keys
+    also the key set's joint-decryption budget (one decryption per execution)."""
+    if keys == "threshold":
+        from privfl.evaluation.fhauc.threshold_ops import fhauc_parameters
+
+        return min(MAX_EXECUTIONS, fhauc_parameters().max_decryptions)
+    return MAX_EXECUTIONS
+
+
+def sized_policy(
+    policy: Policy,
+    parties: int,
+    thresholds: np.ndarray,
+    splits: int,
+    keys: str,
+    reveal: Reveal = Reveal.AUC,
+) -> Policy:
+    """``policy`` with the fewest executions, from its own ``executions`` up, for which every
+    party's pre-upload check passes; unchanged when none up to :func:`max_executions` does
+    (the parties then refuse at join and say which setting to change) or when the session is
+    semi-honest."""
+    if policy.security is not Security.MALICIOUS:
+        return policy
+    config = SessionConfig(
+        bytes(SESSION_ID_BYTES),
+        tuple(f"p{i}" for i in range(parties)),
+        np.asarray(thresholds, dtype=np.float64),
+        security=Security.MALICIOUS,
+        splits=splits,
+        reveal=reveal,
+    )
+    sigma = session_sigma(config, policy, keys)
+    if not math.isfinite(sigma):
+        return policy
+    need = malicious.executions_needed(
+        sigma,
+        policy.required_accuracy,
+        policy.min_guarantee_bits,
+        policy.executions,
+        max_executions(keys),
+    )
+    return policy if need is None else replace(policy, executions=need)
+
+
+def data_bounds(
+    sizes: Sequence[float],
+    positives: float,
+    negatives: float,
+    security: Security,
+    keys: str,
+    max_samples: int | None = None,
+    min_pairs: int | None = None,
+) -> tuple[int, int]:
+    """``(max_samples_per_party, min_pairs)`` for an in-process run, where the size bounds
+    come from the data unless given (one rule for :func:`privfl.federated_auc`, the
+    :mod:`privfl.metrics` functions and ``privfl auc``): the largest party (``sizes``: rows,
+    or weight totals if larger) rounded up to a power of two when it sizes masks or threshold
+    noise (malicious variant, or threshold keys), which tells the aggregator that size within
+    a factor 2; the provisioning default ``10^7`` otherwise. ``min_pairs``: the global
+    positives x negatives rounded down to a power of two (parties only)."""
+    if max_samples is None:
+        if security is Security.MALICIOUS or keys == "threshold":
+            largest = max(1, math.ceil(max(sizes)))
+            max_samples = 1 << (largest - 1).bit_length()
+        else:
+            max_samples = DEFAULT_MAX_SAMPLES_PER_PARTY
+    if min_pairs is None:
+        pairs = math.floor(positives * negatives)
+        min_pairs = 1 << (pairs.bit_length() - 1) if pairs >= 1 else 0
+    return max_samples, min_pairs
