@@ -199,3 +199,94 @@ def test_a_revocation_request_signed_for_another_session_fails_the_signature():
     relabelled = replace(signed_elsewhere).to_bytes(cfg)  # the header claims this session
     with pytest.raises(UnknownPartyError, match="invalid signature"):
         world.cc.revoke_by_request(relabelled)
+
+
+# ---------------------------------------------------------------- A1/A5: ParHDec1 is no oracle
+def _binary_search(world, secret_ct, holder, ticket_for, bits=40):
+    """The reviewer's attack A1: binary-search ``secret_ct`` with ordinary HoLT comparisons
+    against constants the CS encrypts, each opened by ``holder``'s ParHDec1. Returns how many
+    comparisons the holder answered before refusing (a ProtocolError stops the search)."""
+    from privfl.crypto import dtpkc
+
+    cs_pub = world.cs._material().sk.public
+    lo, hi, answered = -(1 << (bits - 1)), 1 << (bits - 1), 0
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        try:
+            less = world.run(
+                world.cs.secure_less_than(secret_ct, dtpkc.encrypt(cs_pub, mid), holder,
+                                          ticket_for(answered))
+            )  # fmt: skip
+        except ProtocolError:
+            return answered, None
+        answered += 1
+        lo, hi = (lo, mid) if less else (mid, hi)
+    return answered, lo
+
+
+def test_a1_a_holder_opens_no_comparison_at_a_node_where_it_provides_no_split():
+    from privfl.crypto import dtpkc
+    from privfl.forest.secure_ops import Ticket
+
+    world = schedule.secure_ops_world(1024, ("u", "a"), allow_insecure_key_bits=True)
+    secret = dtpkc.encrypt(world.public_key("a"), secrets.randbits(39))
+    # u provides only node (0, 0): any other node is refused before the first answer
+    answered, found = _binary_search(
+        world, secret, "u", lambda _: Ticket(secrets.token_bytes(32), 0, 1)
+    )
+    assert (answered, found) == (0, None)
+    assert world.cc.alarms == ()
+
+
+def test_a1_one_query_opens_at_most_one_comparison_per_node():
+    from privfl.crypto import dtpkc
+    from privfl.forest.secure_ops import Ticket
+
+    world = schedule.secure_ops_world(1024, ("u", "a"), allow_insecure_key_bits=True)
+    secret = dtpkc.encrypt(world.public_key("a"), secrets.randbits(39))
+    query = secrets.token_bytes(32)
+    answered, found = _binary_search(world, secret, "u", lambda _: Ticket(query, 0, 0))
+    assert (answered, found) == (1, None)  # the second comparison of that query is refused
+
+
+def test_a1_fresh_requester_query_ids_are_capped_by_the_public_budget():
+    from privfl.crypto import dtpkc
+    from privfl.forest.participant import Participant
+    from privfl.forest.secure_ops import DecryptionBudget, Ticket
+
+    world = schedule.secure_ops_world(1024, ("u", "a"), allow_insecure_key_bits=True)
+    u: Participant = world.holders["u"]
+    u._budget = DecryptionBudget(5)  # a session provisioned with max_queries=5
+    secret = dtpkc.encrypt(world.public_key("a"), secrets.randbits(39))
+    answered, found = _binary_search(
+        world, secret, "u", lambda _: Ticket(secrets.token_bytes(32), 0, 0)
+    )
+    assert (answered, found) == (5, None)  # 5 bits of a 40-bit value, then refused
+
+
+def test_a5_a_requesters_query_cannot_be_compared_again_after_its_prediction():
+    from privfl.crypto import dtpkc
+    from privfl.forest.participant import Requester
+    from privfl.forest.secure_ops import Ticket, query_id
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(40, 2))
+    y = (x[:, 0] > 0).astype(int)
+    model = RevFRF(n_trees=1, max_depth=1, seed=1, **KEYS)
+    model.fit({"bank": x[:, :1], "hospital": x[:, 1:]}, y)
+    cs, cc, ps = model._cs, model._cc, model._participants
+    keys, reg = model._kgc.issue_requester("alice")
+    req = Requester("alice", cs.config)
+    req.install_keys(keys)
+    cs.register_requester(reg)
+    data = req.query(cs.layout(), {"bank": [[0.123456789]], "hospital": [[-1.5]]})
+    schedule.drive(model.runner, cs.predict_query("alice", data), {**ps, cc.name: cc})
+    root = model.trees[0].root
+    ticket = Ticket(query_id(data), 0, root.node_id)
+    ct = dtpkc.encrypt(req._sk.public, 12345)  # the query's value, re-encrypted for brevity
+    probe = dtpkc.encrypt(cs._material().sk.public, 0)
+    with pytest.raises(ProtocolError, match="already compared"):
+        schedule.drive(
+            model.runner, cs.secure_less_than(ct, probe, root.provider, ticket),
+            {**ps, cc.name: cc},
+        )  # fmt: skip
