@@ -89,6 +89,7 @@ class Participant:
         self._pending: dict[tuple[int, int], tuple[BoolArray, list[tuple[int, float]]]] = {}
         self._gate: NodeGate | None = None  # which node requests follow from the tree
         self._splits: dict[tuple[int, int], tuple[int, float]] = {}  # (tree, node) -> (col, s)
+        self._receipted: set[tuple[int, int]] = set()  # every node it ever signed a split of
         self._rows: FloatArray | None = None  # local test rows (FRF-Test)
         self._answered: set[tuple[int, int, int]] = set()  # test values sent this round
         # ParHDec1 tickets issued and paid, and the requester query ids seen
@@ -150,6 +151,13 @@ class Participant:
         w.u32(len(roots))
         for tree, seed in roots.items():
             w.u32(tree).bytes_(seed)
+        seen = self._gate.seen if self._gate is not None else {}
+        w.u32(len(seen))
+        for (tree, node), d in sorted(seen.items()):
+            w.u32(tree).u32(node).bytes_(d)
+        w.u32(len(self._receipted))
+        for tree, node in sorted(self._receipted):
+            w.u32(tree).u32(node)
         w.u32(len(self._answered))
         for tree, node, row in sorted(self._answered):
             w.u32(tree).u32(node).u32(row)
@@ -168,17 +176,19 @@ class Participant:
             key, col = (r.u32(), r.u32()), r.u32()
             splits[key] = (col, r.f64_finite("threshold"))
         roots = {r.u32(): r.bytes_(32) for _ in range(r.count(cfg.n_trees, "roots"))}
+        seen = {(r.u32(), r.u32()): r.bytes_(32) for _ in range(r.count(1 << 32, "nodes"))}
+        receipted = {(r.u32(), r.u32()) for _ in range(r.count(1 << 32, "split nodes"))}
         answered = {(r.u32(), r.u32(), r.u32()) for _ in range(r.count(1 << 32, "test values"))}
         budget = secure_ops.DecryptionBudget.from_bytes(r.bytes_(), 1 << 32)
         r.end()
-        if any(len(seed) != 32 for seed in roots.values()):
+        if any(len(seed) != 32 for seed in (*roots.values(), *seen.values())):
             raise MalformedMessageError(f"{self.name}'s saved state has a short root seed")
         if any(c >= self.n_columns for c, _ in splits.values()):
             raise MalformedMessageError(f"{self.name}'s saved state names a missing column")
         self._pending, self._splits = pending, splits
-        self._answered, self._budget = answered, budget
+        self._answered, self._budget, self._receipted = answered, budget, receipted
         if self._gate is not None:
-            self._gate.roots = roots
+            self._gate.roots, self._gate.seen = roots, seen
 
     def handle(self, data: bytes) -> bytes:
         """Answer one message of the CS."""
@@ -204,8 +214,8 @@ class Participant:
         req = NodeRequest.from_bytes(data, cfg, self.n_columns)
         if self._gate is None:
             raise ProtocolError(f"{self.name} has no keys yet")
-        if (req.tree, req.node) in self._splits:
-            raise ProtocolError(f"{self.name} already provides the split of {req.tree, req.node}")
+        if (req.tree, req.node) in self._receipted:
+            raise ProtocolError(f"{self.name} already split node {req.tree, req.node}")
         self._gate.check(req.tree, req.node, req.members, req.origin)
         members = np.flatnonzero(req.members)
         columns, masks, pending = [], [], []
@@ -236,6 +246,9 @@ class Participant:
         members, pending = entry
         if req.index >= len(pending):
             raise ProtocolError(f"{self.name} has no candidate split {req.index}")
+        if (req.tree, req.node) in self._receipted:
+            raise ProtocolError(f"{self.name} already split node {req.tree, req.node}")
+        self._receipted.add((req.tree, req.node))
         col, s = pending[req.index]
         del self._pending[(req.tree, req.node)]
         self._splits[(req.tree, req.node)] = (col, s)
