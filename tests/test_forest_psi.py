@@ -157,10 +157,10 @@ def test_the_relay_cannot_open_a_final_list_and_positions_are_bounded():
     sealed = _finals(runner, config)[0]
     with pytest.raises(MalformedMessageError, match="does not open"):
         sealed.open(config, X25519PrivateKey.generate())  # the CS (or anyone but CC)
-    bad = Positions("a", (0, 0)).to_bytes(config, ID["CC"])
+    bad = Positions("a", bytes(16), (0, 0)).to_bytes(config, ID["CC"])
     with pytest.raises(MalformedMessageError, match="repeat"):
-        Positions.from_bytes(bad, config, "a", 10)
-    forged = Positions("a", (1,)).to_bytes(config, ID["CS"])  # the relay's own result
+        Positions.from_bytes(bad, config, "a", 10, bytes(16))
+    forged = Positions("a", bytes(16), (1,)).to_bytes(config, ID["CS"])  # the relay's own result
     with pytest.raises(ProtocolError, match="not signed by 'CC'"):
         parties["a"].finish(forged)
 
@@ -177,7 +177,7 @@ def test_duplicate_ids_empty_sets_and_a_party_out_of_turn_are_refused():
     start = parties["CS"].start()
     with pytest.raises(ProtocolError, match="not the next holder"):
         parties["b"].pass_on(start, comparer_of(config).public_key)
-    size = SizeAnnouncement.sign(ID["a"], config, "a", 0)
+    size = SizeAnnouncement.sign(ID["a"], config, "a", 0, bytes(16))
     with pytest.raises(ProtocolError, match="cannot send"):
         PsiList.from_bytes(PsiList("a", 1, (), size).to_bytes(config, "b", ID["b"]), config)
 
@@ -226,7 +226,7 @@ def test_psi_decoders_survive_fuzzing(data):
     for decoder in (
         lambda d: PsiList.from_bytes(d, config),
         lambda d: SealedFinal.from_bytes(d, config, "a"),
-        lambda d: Positions.from_bytes(d, config, "a", 50),
+        lambda d: Positions.from_bytes(d, config, "a", 50, bytes(16)),
     ):
         decode_safely(decoder, data)
     for valid in FUZZ_VALID:
@@ -237,7 +237,7 @@ FUZZ_CONFIG = psi_config(("CS", "a", "b"), secrets.token_bytes(16), max_ids=1000
 _fuzz_parties = {n: party(n, ["x", "y", "z"], FUZZ_CONFIG) for n in FUZZ_CONFIG.parties}
 FUZZ_VALID = [
     _fuzz_parties["CS"].start(),
-    Positions("a", (2, 0)).to_bytes(FUZZ_CONFIG, ID["CC"]),
+    Positions("a", bytes(16), (2, 0)).to_bytes(FUZZ_CONFIG, ID["CC"]),
 ]
 
 
@@ -245,7 +245,7 @@ FUZZ_VALID = [
 @given(data=payloads(FUZZ_VALID[0]))
 def test_psi_list_decoder_survives_mutations_of_a_valid_list(data):
     decode_safely(lambda d: PsiList.from_bytes(d, FUZZ_CONFIG), data)
-    decode_safely(lambda d: Positions.from_bytes(d, FUZZ_CONFIG, "a", 3), data)
+    decode_safely(lambda d: Positions.from_bytes(d, FUZZ_CONFIG, "a", 3, bytes(16)), data)
 
 
 # ------------------------------------------------------------------ issue 26, finding 3
@@ -262,13 +262,13 @@ def test_a_relay_cannot_have_the_parties_key_a_dictionary_of_ids():
     cc = comparer_of(config)
     # the CS's own list is the dictionary (allowed: it is its own input), keyed once by a
     dictionary = tuple(_tag(hash_id(config.session, x), cs._key) for x in universe)
-    size = SizeAnnouncement.sign(ID["CS"], config, "CS", len(dictionary))
+    size = SizeAnnouncement.sign(ID["CS"], config, "CS", len(dictionary), bytes(16))
     own = PsiList("CS", 1, dictionary, size).to_bytes(config, "CS", ID["CS"])
     keyed_by_a = PsiList.from_bytes(a.pass_on(own, cc.public_key), config)
     with pytest.raises(RepeatedStageError):
         a.pass_on(own, cc.public_key)  # a second keying of the same list
     # relabel k_a k_CS u(dict) as a's first-stage list so that b returns it to the CS unsealed
-    a_size = SizeAnnouncement.sign(ID["a"], config, "a", len(sets["a"]))
+    a_size = SizeAnnouncement.sign(ID["a"], config, "a", len(sets["a"]), bytes(16))
     relabelled = PsiList("a", 1, keyed_by_a.values, a_size)
     with pytest.raises(UnknownPartyError, match="not signed by 'a'"):  # forging a's name
         b.pass_on(_as_sender(relabelled.to_bytes(config, "CS", ID["CS"]), "a"), cc.public_key)
@@ -290,3 +290,27 @@ def _as_sender(data: bytes, sender: str) -> bytes:
     """The same payload under another sender's name in the header (the signature stays)."""
     header, payload = decode_message(data, protocol="psi", version=1)
     return CODEC.encode(header.step, header.session, sender, payload)
+
+
+def _accepted(p, data):
+    try:
+        p.finish(data)
+    except ProtocolError:
+        return False
+    return True
+
+
+def test_a4_a_result_of_an_earlier_attempt_is_refused_after_a_restart():
+    """The reviewer's A4: the relay replays the comparer's signed Positions of an earlier
+    attempt to a party that restarted (new scalar, new order): refused, not misaligned."""
+    from privfl.forest.messages import StaleMessageError
+
+    sets = _sets(3)
+    config, parties, _comparer, runner, rows = _run(sets)
+    results = [d for ch, d in runner.log if ch.startswith("psi->")]
+    old = next(d for d in results if _accepted(parties["a"], d))
+    assert np.array_equal(parties["a"].finish(old), rows["a"])  # the genuine one, this attempt
+    restarted = party("a", sets["a"], config)
+    restarted.start()
+    with pytest.raises(StaleMessageError, match="another attempt"):
+        restarted.finish(old)

@@ -20,7 +20,7 @@ from privfl.errors import (
 )
 from privfl.forest import schedule
 from privfl.forest.messages import CC, CODEC, CS, SessionConfig, StaleMessageError
-from privfl.forest.secure_ops import BlindedRequest, HoLTAlarm, HoLTResult, Reply
+from privfl.forest.secure_ops import BlindedRequest, HoLTAlarm, HoLTResult, Reply, Ticket
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +79,7 @@ def test_holt_returns_x_less_than_y_over_the_whole_signed_range(world, a, b, equ
     y = x if equal else _value(b, params)
     cx = dtpkc.encrypt(world.public_key("a"), x)
     cy = dtpkc.encrypt(world.public_key("u"), y)
-    assert world.run(world.cs.secure_less_than(cx, cy, "u")) == (x < y)
+    assert world.less_than(cx, cy, "u") == (x < y)
 
 
 # ------------------------------------------------------------------ finding 6: no oracle
@@ -116,7 +116,7 @@ def test_a_participant_refuses_to_partially_decrypt_what_is_not_a_signed_compari
     u = world.holders["u"]
     secret = dtpkc.encrypt(sk_u.public, 42)  # e.g. a split the CS stores
     under_joint = dtpkc.reencrypt(cs.sk, secret)  # HReEnc: now under h_CS * h_u
-    forged = HoLTResult(3, "u", under_joint, bytes(64))
+    forged = HoLTResult(3, "u", Ticket(bytes(32), 0, 0), under_joint, bytes(64))
     with pytest.raises(UnknownPartyError, match="signed by the CC"):
         u.handle(forged.to_bytes("partial-decrypt", cs.config, CS))
     # a genuine CC-signed result with its ciphertext swapped for the secret
@@ -124,7 +124,7 @@ def test_a_participant_refuses_to_partially_decrypt_what_is_not_a_signed_compari
     t = dtpkc.partial_decrypt_strong1(cs.lam1, blinded)
     data = world.cc.handle(holt(cs, 4, "u", (blinded,), (t,)).to_bytes(cs.config))
     genuine = HoLTResult.from_bytes(data, "holt-result", cs.config, CC, cs.sk.public.params)
-    swapped = HoLTResult(genuine.op, "u", under_joint, genuine.signature)
+    swapped = HoLTResult(genuine.op, "u", genuine.ticket, under_joint, genuine.signature)
     with pytest.raises(UnknownPartyError, match="signed by the CC"):
         u.handle(swapped.to_bytes("partial-decrypt", cs.config, CS))
     # a genuine result for another holder
@@ -152,10 +152,10 @@ def test_kgc_messages_cannot_come_through_the_cs_endpoint(world):
 def test_a_revoked_holder_is_no_longer_a_re_encryption_target():
     world = schedule.secure_ops_world(512, ("u", "a"), allow_insecure_key_bits=True)
     cx = dtpkc.encrypt(world.public_key("a"), 1)
-    assert world.run(world.cs.secure_less_than(cx, cx, "a")) is False
+    assert world.less_than(cx, cx, "a") is False
     world.cc.revoke_key(world.kgc.revoke("a"))
     with pytest.raises(UnknownPartyError, match="registered"):
-        world.run(world.cs.secure_less_than(cx, cx, "a"))
+        world.less_than(cx, cx, "a")
 
 
 # ------------------------------------------------------------------ finding 12: HoLT range
@@ -172,7 +172,7 @@ def test_holt_out_of_range_is_answered_with_a_random_bit_and_a_signed_alarm(worl
     x = dtpkc.encrypt_residue(world.public_key("a"), big)  # decrypts, but |x| >= 2^ell
     y = dtpkc.encrypt(world.public_key("u"), 0)
     before = len(world.cc.alarms)
-    assert world.run(world.cs.secure_less_than(x, y, "u")) in (True, False)
+    assert world.less_than(x, y, "u") in (True, False)
     assert len(world.cc.alarms) == before + 1
     cc_key = world.cc._signing_key.public_key()  # pinned by the KGC (cc-hello)
     alarm = HoLTAlarm.from_bytes(world.cc.alarms[-1], world.cs.config, cc_key)

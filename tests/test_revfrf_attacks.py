@@ -81,11 +81,16 @@ def test_a_chosen_two_sample_node_is_refused_before_the_participant_sends_anythi
         mask(cfg.n_samples, [3, 7]), mask(cfg.n_samples, [1, 2]),
     )  # fmt: skip
     attempts = [
-        (two_sample_request(model, tree, 0, Provenance(seed=bytes(32))), "root"),
-        (two_sample_request(model, tree, node.node_id, real), None),
+        (two_sample_request(model, tree, 0, Provenance(seed=bytes(32))), "minimum node size"),
+        (two_sample_request(model, tree, node.node_id, real), "minimum node size"),
+        # with enough samples to pass the size floor, the origin checks still refuse
+        (two_sample_request(model, tree, 0, Provenance(seed=bytes(32)), range(12)),
+         "other samples|root"),
         (two_sample_request(model, child_receipt.tree, child_receipt.left,
-                            Provenance(receipt=child_receipt)), "not those its parent"),
-        (two_sample_request(model, tree, 90, Provenance(receipt=forged)), "not signed"),
+                            Provenance(receipt=child_receipt), range(12)),
+         "not those its parent|other samples"),
+        (two_sample_request(model, tree, 90, Provenance(receipt=forged), range(12)),
+         "not signed"),
     ]  # fmt: skip
     for request, match in attempts:
         error = UnknownPartyError if match == "not signed" else ProtocolError
@@ -115,12 +120,14 @@ def test_a_second_root_per_tree_and_a_replayed_split_node_are_refused(forest):
     seed = bytes(range(32))
     other_root = NodeRequest(0, 0, bootstrap(seed, 0, n) > 0, (0,), cfg.probe_size,
                              cfg.candidates, Provenance(seed=seed))  # fmt: skip
-    refuses(victim, other_root.to_bytes(cfg), ProtocolError, "another root")
+    refuses(
+        victim, other_root.to_bytes(cfg), ProtocolError, "another root|other samples|already split"
+    )
     mine = next((t.tree_id, s) for t in model.trees for s in t.splits() if s.provider == "p0")
     tree, node = mine
     again = NodeRequest(tree, node.node_id, mask(n, node.region.members), (0,), cfg.probe_size,
                         cfg.candidates, node.region.origin)  # fmt: skip
-    refuses(victim, again.to_bytes(cfg), ProtocolError, "already provides")
+    refuses(victim, again.to_bytes(cfg), ProtocolError, "already split")
 
 
 def test_a_split_request_is_answered_with_a_receipt_of_the_children_it_computed(forest):
@@ -199,3 +206,190 @@ def test_a_revocation_request_signed_for_another_session_fails_the_signature():
     relabelled = replace(signed_elsewhere).to_bytes(cfg)  # the header claims this session
     with pytest.raises(UnknownPartyError, match="invalid signature"):
         world.cc.revoke_by_request(relabelled)
+
+
+# ---------------------------------------------------------------- A1/A5: ParHDec1 is no oracle
+def _binary_search(world, secret_ct, holder, ticket_for, bits=40):
+    """The reviewer's attack A1: binary-search ``secret_ct`` with ordinary HoLT comparisons
+    against constants the CS encrypts, each opened by ``holder``'s ParHDec1. Returns how many
+    comparisons the holder answered before refusing (a ProtocolError stops the search)."""
+    from privfl.crypto import dtpkc
+
+    cs_pub = world.cs._material().sk.public
+    lo, hi, answered = -(1 << (bits - 1)), 1 << (bits - 1), 0
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        try:
+            less = world.run(
+                world.cs.secure_less_than(secret_ct, dtpkc.encrypt(cs_pub, mid), holder,
+                                          ticket_for(answered))
+            )  # fmt: skip
+        except ProtocolError:
+            return answered, None
+        answered += 1
+        lo, hi = (lo, mid) if less else (mid, hi)
+    return answered, lo
+
+
+def test_a1_a_holder_opens_no_comparison_at_a_node_where_it_provides_no_split():
+    from privfl.crypto import dtpkc
+    from privfl.forest.secure_ops import Ticket
+
+    world = schedule.secure_ops_world(1024, ("u", "a"), allow_insecure_key_bits=True)
+    secret = dtpkc.encrypt(world.public_key("a"), secrets.randbits(39))
+    # u provides only node (0, 0): any other node is refused before the first answer
+    answered, found = _binary_search(
+        world, secret, "u", lambda _: Ticket(secrets.token_bytes(32), 0, 1)
+    )
+    assert (answered, found) == (0, None)
+    assert world.cc.alarms == ()
+
+
+def test_a1_one_query_opens_at_most_one_comparison_per_node():
+    from privfl.crypto import dtpkc
+    from privfl.forest.secure_ops import Ticket
+
+    world = schedule.secure_ops_world(1024, ("u", "a"), allow_insecure_key_bits=True)
+    secret = dtpkc.encrypt(world.public_key("a"), secrets.randbits(39))
+    query = secrets.token_bytes(32)
+    answered, found = _binary_search(world, secret, "u", lambda _: Ticket(query, 0, 0))
+    assert (answered, found) == (1, None)  # the second comparison of that query is refused
+
+
+def test_a1_fresh_requester_query_ids_are_capped_by_the_public_budget():
+    from privfl.crypto import dtpkc
+    from privfl.forest.participant import Participant
+    from privfl.forest.secure_ops import DecryptionBudget, Ticket
+
+    world = schedule.secure_ops_world(1024, ("u", "a"), allow_insecure_key_bits=True)
+    u: Participant = world.holders["u"]
+    u._budget = DecryptionBudget(5)  # a session provisioned with max_queries=5
+    secret = dtpkc.encrypt(world.public_key("a"), secrets.randbits(39))
+    answered, found = _binary_search(
+        world, secret, "u", lambda _: Ticket(secrets.token_bytes(32), 0, 0)
+    )
+    assert (answered, found) == (5, None)  # 5 bits of a 40-bit value, then refused
+
+
+def test_a5_a_requesters_query_cannot_be_compared_again_after_its_prediction():
+    from privfl.crypto import dtpkc
+    from privfl.forest.participant import Requester
+    from privfl.forest.secure_ops import Ticket, query_id
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(40, 2))
+    y = (x[:, 0] > 0).astype(int)
+    model = RevFRF(n_trees=1, max_depth=1, seed=1, **KEYS)
+    model.fit({"bank": x[:, :1], "hospital": x[:, 1:]}, y)
+    cs, cc, ps = model._cs, model._cc, model._participants
+    keys, reg = model._kgc.issue_requester("alice")
+    req = Requester("alice", cs.config)
+    req.install_keys(keys)
+    cs.register_requester(reg)
+    data = req.query(cs.layout(), {"bank": [[0.123456789]], "hospital": [[-1.5]]})
+    schedule.drive(model.runner, cs.predict_query("alice", data), {**ps, cc.name: cc})
+    root = model.trees[0].root
+    ticket = Ticket(query_id(data), 0, root.node_id)
+    ct = dtpkc.encrypt(req._sk.public, 12345)  # the query's value, re-encrypted for brevity
+    probe = dtpkc.encrypt(cs._material().sk.public, 0)
+    with pytest.raises(ProtocolError, match="already compared"):
+        schedule.drive(
+            model.runner, cs.secure_less_than(ct, probe, root.provider, ticket),
+            {**ps, cc.name: cc},
+        )  # fmt: skip
+
+
+# ---------------------------------------------------------------- A2: steer, re-split, open
+def _steer(model, name, tree=0):
+    """The reviewer's attack A2 up to the opening: from the tree's real root seed, walk down
+    with honestly signed receipts of ``name``, always into the smaller child, re-splitting
+    nodes after ``forget``. Returns the last node ``name`` answered (node, μ, origin) and
+    the ``propose``/``split`` helpers (``split(node, k)``: candidate ``k``'s encrypted
+    threshold there)."""
+    from privfl.forest.messages import CS, CiphertextReply, NodeBatch, Proposals
+    from privfl.forest.provenance import Provenance, bootstrap
+
+    cfg, p = model.center_server.config, model._participants[name]
+    key, nxt = model._kgc.issued[name], [5000]
+    p.handle(NodeBatch("forget", ((tree, 0),), (np.zeros(0, bool),)).to_bytes(cfg, CS))
+    seed = p._gate.roots[tree]
+    members, origin, node = bootstrap(seed, tree, cfg.n_samples) > 0, Provenance(seed=seed), 0
+
+    def propose(node, members, origin):
+        req = NodeRequest(tree, node, members, (0,), cfg.probe_size, cfg.candidates, origin)
+        return Proposals.from_bytes(p.handle(req.to_bytes(cfg)), cfg, req, name)
+
+    def split(node, k):
+        kids = (nxt[0], nxt[0] + 1)
+        nxt[0] += 2
+        out = p.handle(NodeQuery("split-request", tree, node, k, kids).to_bytes(cfg))
+        return kids, CiphertextReply.from_bytes(
+            out, "split-upload", cfg, key, name, (tree, node, 0)
+        )
+
+    accepted = None
+    while True:
+        try:
+            props = propose(node, members, origin)
+        except ProtocolError:
+            break
+        accepted = (node, members, origin)
+        idx, best = np.flatnonzero(members), None
+        for i, gr in enumerate(props.go_right):
+            for side, m in ((1, gr), (0, ~gr)):
+                if 1 <= m.sum() < members.sum() and (best is None or m.sum() < best[0]):
+                    best = (int(m.sum()), i, side, m)
+        if best is None:
+            break
+        _, i, side, m = best
+        try:
+            kids, rep = split(node, i)
+        except ProtocolError:
+            break
+        new = np.zeros_like(members)
+        new[idx[m]] = True
+        members, node, origin = new, kids[side], Provenance(receipt=rep.receipt)
+    assert accepted is not None
+    return (*accepted, propose, split)
+
+
+def test_a2_steering_stops_at_the_minimum_node_size_and_a_node_yields_one_threshold():
+    from privfl.forest.messages import CS, NodeBatch
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(60, 2))
+    y = (x[:, 0] + x[:, 1] > 0).astype(int)
+    model = RevFRF(n_trees=1, max_depth=2, seed=1, **KEYS)
+    model.fit({"bank": x[:, :1], "hospital": x[:, 1:]}, y)
+    cfg = model.center_server.config
+    assert cfg.min_node_size >= 10  # the default floor, with min_samples=2
+    node, members, origin, propose, split = _steer(model, "bank")
+    # the walk never reached a node below the session's minimum (the reviewer's: 2 samples)
+    assert members.sum() >= cfg.min_node_size
+    # the attack needs two thresholds of one node: after the first, the node is closed for
+    # good, also after 'forget'
+    p = model._participants["bank"]
+    for k in (0, cfg.candidates - 1):
+        if (0, node) in p._receipted:
+            break
+        propose(node, members, origin)
+        split(node, k)
+    p.handle(NodeBatch("forget", ((0, node),), (np.zeros(0, bool),)).to_bytes(cfg, CS))
+    with pytest.raises(ProtocolError, match="already split"):
+        propose(node, members, origin)
+
+
+def test_a2_a_seen_node_id_keeps_its_samples():
+    from privfl.forest.provenance import Provenance, bootstrap
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(60, 2))
+    y = (x[:, 0] > 0).astype(int)
+    model = RevFRF(n_trees=1, max_depth=2, seed=1, **KEYS)
+    model.fit({"bank": x[:, :1], "hospital": x[:, 1:]}, y)
+    cfg, p = model.center_server.config, model._participants["hospital"]
+    seed = p._gate.roots[0]
+    root = bootstrap(seed, 0, cfg.n_samples) > 0
+    p._gate.seen[(0, 0)] = b"\x00" * 32  # as if node (0, 0) had been asked with other μ
+    req = NodeRequest(0, 0, root, (0,), cfg.probe_size, cfg.candidates, Provenance(seed=seed))
+    refuses(p, req.to_bytes(cfg), match="other samples")

@@ -63,7 +63,7 @@ class RevfrfSession:
     key_bits: int
     allow_insecure_key_bits: bool
     psi_comparer_key: bytes
-    min_node_size: int = 2
+    min_node_size: int = 10  # forest.provenance.MIN_NODE_SIZE
     identity_keys: tuple[tuple[str, bytes], ...] = ()
 
     def identities(self) -> dict[str, Ed25519PublicKey]:
@@ -113,7 +113,7 @@ class RevfrfSession:
                 int(raw["key_bits"]),
                 bool(raw["allow_insecure_key_bits"]),
                 bytes.fromhex(raw["psi_comparer_key"]),
-                int(raw.get("min_node_size", 2)),
+                int(raw.get("min_node_size", 10)),
                 tuple((str(n), bytes.fromhex(k)) for n, k in raw["identity_keys"].items()),
             )
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -163,7 +163,7 @@ def provision_revfrf(
     requesters: Sequence[str] = (),
     key_bits: int = dtpkc.MIN_KEY_BITS, allow_insecure_key_bits: bool = False,
     n_trees: int = 10, max_depth: int = 10, rho: int = 32, candidates: int = 8,
-    min_node_size: int = 2, overwrite: bool = False,
+    min_node_size: int = 10, overwrite: bool = False,
 ) -> Path:  # fmt: skip
     """Run the KGC's setup and write one folder per node (see the module docstring).
     ``columns``: each participant's number of feature columns (the KGC pins them in the

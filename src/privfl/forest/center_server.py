@@ -236,12 +236,16 @@ class CenterServer:
         key = self._holder_key(holder)
         return (yield from secure_ops.secure_add(self._material(), self._op, a, b, holder, key))
 
-    def secure_less_than(self, x: dtpkc.Ciphertext, y: dtpkc.Ciphertext, holder: str) -> Job[bool]:
-        """HoLT with CC, ParHDec1 by ``holder``, ParHDec2 here: is x < y?"""
+    def secure_less_than(
+        self, x: dtpkc.Ciphertext, y: dtpkc.Ciphertext, holder: str, ticket: secure_ops.Ticket
+    ) -> Job[bool]:
+        """HoLT with CC, ParHDec1 by ``holder`` (which pays ``ticket`` from its budget),
+        ParHDec2 here: is x < y?"""
         self._op += 1
         key = self._holder_key(holder)
+        material = self._material()
         return (
-            yield from secure_ops.secure_less_than(self._material(), self._op, x, y, holder, key)
+            yield from secure_ops.secure_less_than(material, self._op, x, y, holder, key, ticket)
         )
 
     def _holder_key(self, holder: str) -> dtpkc.PublicKey:
@@ -249,9 +253,10 @@ class CenterServer:
             raise UnknownPartyError(f"{holder!r} is not a participant")
         return self._roster[holder].public
 
-    def _compare(self, x: dtpkc.Ciphertext, node: Split) -> Job[bool]:
+    def _compare(self, x: dtpkc.Ciphertext, query: bytes, tree: int, node: Split) -> Job[bool]:
         """HoLT(x, split) with CC, ParHDec1 by the provider, ParHDec2 here: x < s?"""
-        return (yield from self.secure_less_than(x, node.encrypted_split, node.provider))
+        ticket = secure_ops.Ticket(query, tree, node.node_id)
+        return (yield from self.secure_less_than(x, node.encrypted_split, node.provider, ticket))
 
     def _decoded(self, values: FloatArray) -> np.ndarray:
         if self.task == "classification":
@@ -259,25 +264,29 @@ class CenterServer:
         return values
 
     def _walk(
-        self, tree: Tree, row: int, value: Callable[[Split], Par[dtpkc.Ciphertext]]
+        self, tree: Tree, row: int, value: Callable[[Split], Par[tuple[dtpkc.Ciphertext, bytes]]]
     ) -> Par[float]:
-        """Root to leaf: at every node HoLT(value, split) decides the branch."""
+        """Root to leaf: at every node HoLT(value, split) decides the branch (``value``
+        gives the ciphertext and the query id the provider's ParHDec1 is charged to)."""
         node = tree.root
         while isinstance(node, Split):
-            x = yield from value(node)
-            go_left = yield from lift(self._compare(x, node))
+            x, query = yield from value(node)
+            go_left = yield from lift(self._compare(x, query, tree.tree_id, node))
             node = tree.nodes[node.left if go_left else node.right]
         return float(node.value)
 
-    def _provider_value(self, tree: Tree, row: int) -> Callable[[Split], Par[dtpkc.Ciphertext]]:
-        def value(node: Split) -> Par[dtpkc.Ciphertext]:
+    def _provider_value(
+        self, tree: Tree, row: int
+    ) -> Callable[[Split], Par[tuple[dtpkc.Ciphertext, bytes]]]:
+        def value(node: Split) -> Par[tuple[dtpkc.Ciphertext, bytes]]:
             ids = (tree.tree_id, node.node_id, row)
             ask = NodeQuery("value-request", *ids).to_bytes(self.config)
             (reply,) = yield (Outgoing(node.provider, ask),)
             key = self._roster[node.provider].public
-            return CiphertextReply.from_bytes(
+            upload = CiphertextReply.from_bytes(
                 reply, "value-upload", self.config, key, node.provider, ids
             ).value
+            return upload, secure_ops.query_id(upload.to_bytes())
 
         return value
 
@@ -302,9 +311,10 @@ class CenterServer:
         active = [f for f, (owner, _) in enumerate(self._features) if owner not in self.revoked]
         query = Query.from_bytes(data, self.config, requester, key, len(active))
         value_of = dict(zip(active, query.values, strict=True))
+        qid = secure_ops.query_id(data)
 
-        def value(node: Split) -> Par[dtpkc.Ciphertext]:
-            return value_of[node.feature]
+        def value(node: Split) -> Par[tuple[dtpkc.Ciphertext, bytes]]:
+            return value_of[node.feature], qid
             yield ()  # a generator that sends nothing
 
         values = yield from gather(self._walk(tree, 0, value) for tree in self.trees)

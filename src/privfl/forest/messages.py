@@ -71,7 +71,7 @@ class SessionConfig:
     candidates: int
     fraction_bits: int = dtpkc.DEFAULT_FRACTION_BITS
     allow_insecure_key_bits: bool = False
-    min_node_size: int = 2
+    min_node_size: int = 10  # provenance.MIN_NODE_SIZE
 
     @property
     def max_internal_nodes(self) -> int:

@@ -41,6 +41,10 @@ from privfl.forest.messages import (
 from privfl.forest.provenance import NodeGate, SplitReceipt
 from privfl.messages import Reader, Writer
 
+MAX_QUERIES = 1024
+"""Default number of distinct requester query ids a participant's ParHDec1 serves per session
+(public): a deviating CS can spend them on comparisons of its choice (see :mod:`.secure_ops`)."""
+
 
 def check_name(name: object, what: str) -> str:
     if not isinstance(name, str) or not name or name in RESERVED_NAMES or len(name) > 200:
@@ -71,9 +75,10 @@ class Participant:
 
     def __init__(
         self, name: str, columns: object, config: SessionConfig, *,
-        signing_key: Ed25519PrivateKey | None = None,
+        signing_key: Ed25519PrivateKey | None = None, max_queries: int = MAX_QUERIES,
     ) -> None:  # fmt: skip
-        """``signing_key``: a provisioned revocation key (default: a fresh one)."""
+        """``signing_key``: a provisioned revocation key (default: a fresh one);
+        ``max_queries``: how many distinct requester queries it helps compare (public)."""
         self.name = check_name(name, "participant")
         self._columns = check_matrix(columns, f"participant {name!r}", config.n_samples)
         self._config = config
@@ -84,7 +89,11 @@ class Participant:
         self._pending: dict[tuple[int, int], tuple[BoolArray, list[tuple[int, float]]]] = {}
         self._gate: NodeGate | None = None  # which node requests follow from the tree
         self._splits: dict[tuple[int, int], tuple[int, float]] = {}  # (tree, node) -> (col, s)
+        self._receipted: set[tuple[int, int]] = set()  # every node it ever signed a split of
         self._rows: FloatArray | None = None  # local test rows (FRF-Test)
+        self._answered: set[tuple[int, int, int]] = set()  # test values sent this round
+        # ParHDec1 tickets issued and paid, and the requester query ids seen
+        self._budget = secure_ops.DecryptionBudget(max_queries)
         self._rng = np.random.default_rng(secrets.randbits(64))  # not secret: probed samples
 
     @property
@@ -114,6 +123,7 @@ class Participant:
     def load_rows(self, rows: object) -> None:
         """This participant's columns of the rows to predict (its own local data)."""
         self._rows = check_matrix(rows, f"rows of participant {self.name!r}")
+        self._answered = set()  # a new evaluation round, opened by this participant only
         if self._rows.shape[1] != self.n_columns:
             raise InputError(f"participant {self.name!r}: expected {self.n_columns} columns")
 
@@ -141,7 +151,17 @@ class Participant:
         w.u32(len(roots))
         for tree, seed in roots.items():
             w.u32(tree).bytes_(seed)
-        return w.getvalue()
+        seen = self._gate.seen if self._gate is not None else {}
+        w.u32(len(seen))
+        for (tree, node), d in sorted(seen.items()):
+            w.u32(tree).u32(node).bytes_(d)
+        w.u32(len(self._receipted))
+        for tree, node in sorted(self._receipted):
+            w.u32(tree).u32(node)
+        w.u32(len(self._answered))
+        for tree, node, row in sorted(self._answered):
+            w.u32(tree).u32(node).u32(row)
+        return w.bytes_(self._budget.to_bytes()).getvalue()
 
     def restore_state(self, data: bytes) -> None:
         cfg, limit = self._config, self._config.max_internal_nodes
@@ -156,14 +176,19 @@ class Participant:
             key, col = (r.u32(), r.u32()), r.u32()
             splits[key] = (col, r.f64_finite("threshold"))
         roots = {r.u32(): r.bytes_(32) for _ in range(r.count(cfg.n_trees, "roots"))}
+        seen = {(r.u32(), r.u32()): r.bytes_(32) for _ in range(r.count(1 << 32, "nodes"))}
+        receipted = {(r.u32(), r.u32()) for _ in range(r.count(1 << 32, "split nodes"))}
+        answered = {(r.u32(), r.u32(), r.u32()) for _ in range(r.count(1 << 32, "test values"))}
+        budget = secure_ops.DecryptionBudget.from_bytes(r.bytes_(), 1 << 32)
         r.end()
-        if any(len(seed) != 32 for seed in roots.values()):
+        if any(len(seed) != 32 for seed in (*roots.values(), *seen.values())):
             raise MalformedMessageError(f"{self.name}'s saved state has a short root seed")
         if any(c >= self.n_columns for c, _ in splits.values()):
             raise MalformedMessageError(f"{self.name}'s saved state names a missing column")
         self._pending, self._splits = pending, splits
+        self._answered, self._budget, self._receipted = answered, budget, receipted
         if self._gate is not None:
-            self._gate.roots = roots
+            self._gate.roots, self._gate.seen = roots, seen
 
     def handle(self, data: bytes) -> bytes:
         """Answer one message of the CS."""
@@ -189,8 +214,8 @@ class Participant:
         req = NodeRequest.from_bytes(data, cfg, self.n_columns)
         if self._gate is None:
             raise ProtocolError(f"{self.name} has no keys yet")
-        if (req.tree, req.node) in self._splits:
-            raise ProtocolError(f"{self.name} already provides the split of {req.tree, req.node}")
+        if (req.tree, req.node) in self._receipted:
+            raise ProtocolError(f"{self.name} already split node {req.tree, req.node}")
         self._gate.check(req.tree, req.node, req.members, req.origin)
         members = np.flatnonzero(req.members)
         columns, masks, pending = [], [], []
@@ -221,6 +246,9 @@ class Participant:
         members, pending = entry
         if req.index >= len(pending):
             raise ProtocolError(f"{self.name} has no candidate split {req.index}")
+        if (req.tree, req.node) in self._receipted:
+            raise ProtocolError(f"{self.name} already split node {req.tree, req.node}")
+        self._receipted.add((req.tree, req.node))
         col, s = pending[req.index]
         del self._pending[(req.tree, req.node)]
         self._splits[(req.tree, req.node)] = (col, s)
@@ -244,13 +272,20 @@ class Participant:
         return self._rows
 
     def _upload_value(self, data: bytes) -> bytes:
-        """FRF-Test: the test row's value of the node's column, encrypted under θ_u's key."""
+        """FRF-Test: the test row's value of the node's column, encrypted under θ_u's key, at
+        most once per (tree, node, row) per evaluation round (:meth:`load_rows`); the upload
+        issues one ParHDec1 ticket for that node, its id the hash of the ciphertext."""
         req, sk = NodeQuery.from_bytes(data, "value-request", self._config), self._keys()
         col, _ = self._split(req.tree, req.node)
         rows = self._test_rows()
         if req.index >= rows.shape[0]:
             raise ProtocolError(f"{self.name} holds {rows.shape[0]} rows, not row {req.index}")
+        if (req.tree, req.node, req.index) in self._answered:
+            raise ProtocolError(f"{self.name} already sent row {req.index} at {req.tree, req.node}")
+        self._answered.add((req.tree, req.node, req.index))
         value = self._encrypt(sk, float(rows[req.index, col]))
+        qid = secure_ops.query_id(value.to_bytes())
+        self._budget.issue(secure_ops.Ticket(qid, req.tree, req.node))
         return CiphertextReply(req.tree, req.node, req.index, value, "value-upload").to_bytes(
             self._config, self.name
         )
@@ -282,11 +317,19 @@ class Participant:
         return NodeBatch("forgotten", batch.nodes, batch.masks).to_bytes(self._config, self.name)
 
     def _partial_decrypt(self, data: bytes) -> bytes:
-        """ParHDec1 of a CC-signed comparison result addressed to this participant."""
+        """ParHDec1 of a CC-signed comparison result addressed to this participant, paid
+        from its :class:`~.secure_ops.DecryptionBudget`: only at a node where it provides
+        the split, once per (query, tree, node); an FRF-Test ticket must be one it issued
+        with a test value. A ticket it did not issue is taken as a requester's query id
+        (which it cannot authenticate: see the module doc of :mod:`.secure_ops`)."""
         if self._cc_key is None:
             raise ProtocolError(f"{self.name} has no keys yet")
+
+        def pay(ticket: secure_ops.Ticket) -> None:
+            self._budget.spend(ticket, (ticket.tree, ticket.node) in self._splits)
+
         return secure_ops.holder_partial_decrypt(
-            self._keys(), self.name, self._cc_key, self._config, data
+            self._keys(), self.name, self._cc_key, self._config, data, pay
         )
 
 

@@ -16,25 +16,33 @@ participant therefore answers only node requests that follow from the tree:
   (``split-request``, which names the child ids: the CS commits to every split decision);
   the request's node must be one of the two children and its μ must match that digest;
 * every node holds at least the session's ``min_node_size`` samples (public, fixed at
-  provisioning, default the forest's ``min_samples``), and a participant that already
-  provides a split at a node answers no new request for it (until the CS says ``forget``).
+  provisioning, default ``max(MIN_NODE_SIZE, min_samples)``); a node id keeps the sample
+  set it was first asked about (a different μ under a seen id is refused); and a
+  participant signs at most one split receipt per (tree, node), ever (``forget`` does not
+  reopen a node), and answers no node request for a node it has split.
 
 **What a deviating CS can still learn.** It picks the winning candidate at every node (a
 participant cannot check a choice that depends on the labels), so it can steer a tree to
 any shape reachable by the participants' own candidate splits, down to ``min_node_size``
-samples and ``max_depth`` levels; at each node it may ask each participant once per split
-it obtains (fresh probes, the same samples). From a node it learns what RevFRF reveals by
-design: for each candidate, which of the node's samples go right (the order of the
-participant's values, coarsened to ς thresholds). The thresholds stay encrypted under the
-participant's key; opening one takes comparisons, each needing that participant's ParHDec1
-(see :mod:`.secure_ops`). A receipt binds one session (the session id is signed).
+samples and ``max_depth`` levels, and it may ask a participant for proposals at a node
+it has not split as often as it likes (fresh probes, the same samples). From a node it
+learns what RevFRF reveals by design: for each candidate, which of the node's samples go
+right (the order of the participant's values, coarsened to ς thresholds). It gets at most
+one encrypted threshold per (participant, tree, node). **Residual leak:** a threshold is
+``lo + (hi - lo)·k/(ς+1)``, exactly affine in the min and max of the probed samples, so
+a CS that opens it (see :mod:`.secure_ops`: a minted requester query id per comparison,
+within the holder's budget) learns one exact affine combination of two of the node's raw
+values; with one threshold per node this no longer solves for both, but the CS can steer
+one participant to split several nested nodes of ``min_node_size`` samples and combine
+the equations. Not removed here (a public grid or noisy quantiles would change the
+forest). A receipt binds one session (the session id is signed).
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from cryptography.exceptions import InvalidSignature
@@ -47,6 +55,10 @@ from privfl.messages import Reader, Writer
 
 SEED_BYTES, DIGEST_BYTES = 32, 32
 ROOT, CHILD = 0, 1
+MIN_NODE_SIZE = 10
+"""The default floor of a session's ``min_node_size`` (``max(MIN_NODE_SIZE, min_samples)``):
+a node's candidate thresholds are affine in the min and max of a probe of its samples, so
+the fewer samples, the closer an opened threshold is to one participant's raw value."""
 
 
 def bootstrap(seed: bytes, tree: int, n: int) -> IntArray:
@@ -149,6 +161,7 @@ class NodeGate:
     min_node_size: int
     peers: Mapping[str, Ed25519PublicKey]
     roots: dict[int, bytes]
+    seen: dict[tuple[int, int], bytes] = field(default_factory=dict)  # node -> digest(μ)
 
     def check(self, tree: int, node: int, members: BoolArray, origin: Provenance) -> None:
         """Refuse (ProtocolError, before anything is computed) a node request whose μ does
@@ -159,6 +172,9 @@ class NodeGate:
             raise ProtocolError(
                 f"a node of {size} samples; the session's minimum node size is {self.min_node_size}"
             )
+        known = self.seen.get((tree, node))
+        if known is not None and known != digest(members):
+            raise ProtocolError(f"node {tree, node} was asked about with other samples before")
         if origin.receipt is None:
             seen = self.roots.get(tree)
             if node != 0 or (seen is not None and seen != origin.seed):
@@ -166,6 +182,7 @@ class NodeGate:
             if not np.array_equal(bootstrap(origin.seed, tree, self.n_samples) > 0, members):
                 raise ProtocolError("a root whose samples are not its seed's bootstrap sample")
             self.roots[tree] = origin.seed
+            self.seen[(tree, node)] = digest(members)
             return
         receipt = origin.receipt
         receipt.verify(self.peers, self.session)
@@ -174,3 +191,4 @@ class NodeGate:
         want = receipt.left_digest if node == receipt.left else receipt.right_digest
         if receipt.left == receipt.right or digest(members) != want:
             raise ProtocolError(f"node {tree, node}'s samples are not those its parent split off")
+        self.seen[(tree, node)] = want

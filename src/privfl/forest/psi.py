@@ -67,6 +67,7 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X
 
 from privfl.errors import InputError, MalformedMessageError, ProtocolError
 from privfl.forest.psi_messages import (
+    ATTEMPT,
     CODEC,
     TAG,
     Positions,
@@ -127,25 +128,29 @@ class PsiParty:
         if secret is None:
             self._key = X25519PrivateKey.generate()
             self._order = [int(i) for i in _permutation(len(items))]  # list position -> row
+            attempt = secrets.token_bytes(ATTEMPT)  # this scalar's attempt (see Positions)
         else:
             r = Reader(secret, f"{name}'s PSI state")
             raw, order = r.bytes_(32), r.bytes_(4 * len(items))
+            attempt = r.bytes_(ATTEMPT)
             self._keyed = {r.str_(256) for _ in range(r.count(len(config.parties), "keyed"))}
             r.end()
             perm = np.frombuffer(order, dtype=">u4").astype(np.int64)
-            if len(raw) != 32 or not np.array_equal(np.sort(perm), np.arange(len(items))):
+            sizes_ok = len(raw) == 32 and len(attempt) == ATTEMPT
+            if not sizes_ok or not np.array_equal(np.sort(perm), np.arange(len(items))):
                 raise MalformedMessageError(f"{name}'s PSI state does not fit its {len(items)} ids")
             self._key = X25519PrivateKey.from_private_bytes(raw)
             self._order = [int(i) for i in perm]
         self._hashed = [hashed[row] for row in self._order]
-        self._size = SizeAnnouncement.sign(identity, config, name, len(items))
+        self._size = SizeAnnouncement.sign(identity, config, name, len(items), attempt)
         self.rows: np.ndarray | None = None  # the output: own rows of the intersection
 
     def secret_state(self) -> bytes:
         """The scalar, the secret order and the lists keyed so far (keep them private: they
         unmask the lists)."""
         order = np.asarray(self._order, dtype=">u4").tobytes()
-        w = Writer().bytes_(self._key.private_bytes_raw()).bytes_(order).u32(len(self._keyed))
+        w = Writer().bytes_(self._key.private_bytes_raw()).bytes_(order)
+        w.bytes_(self._size.attempt).u32(len(self._keyed))
         for origin in sorted(self._keyed):
             w.str_(origin)
         return w.getvalue()
@@ -175,7 +180,9 @@ class PsiParty:
 
     def finish(self, data: bytes) -> np.ndarray:
         """Step 4: its rows of the intersection, in the agreed order."""
-        got = Positions.from_bytes(data, self.config, self.name, len(self._order))
+        got = Positions.from_bytes(
+            data, self.config, self.name, len(self._order), self._size.attempt
+        )
         self.rows = np.asarray([self._order[p] for p in got.positions], dtype=np.int64)
         return self.rows
 
@@ -200,11 +207,13 @@ class PsiComparer:
     def compare(self, finals: dict[str, bytes]) -> dict[str, bytes]:
         """Step 3: ``psi-final`` per origin (keyed by the sender) -> ``psi-result`` per party."""
         lists: dict[str, tuple[bytes, ...]] = {}
+        attempts: dict[str, bytes] = {}
         for sender, data in finals.items():
             final = SealedFinal.from_bytes(data, self.config, sender)
             if final.origin in lists:
                 raise ProtocolError(f"two final lists of {final.origin!r}")
             lists[final.origin] = final.open(self.config, self._key)
+            attempts[final.origin] = final.size.attempt
         missing = [p for p in self.config.parties if p not in lists]
         if missing:
             raise ProtocolError(f"no final PSI list of {missing}")
@@ -215,7 +224,7 @@ class PsiComparer:
                 raise ProtocolError(f"{origin}'s final PSI list repeats a value")
         common = sorted(set.intersection(*(set(d) for d in index.values())))
         return {
-            p: Positions(p, tuple(index[p][t] for t in common)).to_bytes(
+            p: Positions(p, attempts[p], tuple(index[p][t] for t in common)).to_bytes(
                 self.config, self._identity
             )
             for p in self.config.parties

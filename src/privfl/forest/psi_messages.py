@@ -18,12 +18,14 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from privfl.errors import InputError, MalformedMessageError, ProtocolError, UnknownPartyError
+from privfl.forest.messages import StaleMessageError
 from privfl.messages import Codec, Header, Reader, Writer, decode_message
 
 CODEC = Codec("psi", 1)
 TAG = 32
 MAX_PARTIES = 64
 SIGNATURE = 64
+ATTEMPT = 16
 
 
 @dataclass(frozen=True)
@@ -97,34 +99,41 @@ def _decode(data: bytes, config: PsiConfig, step: str | None) -> tuple[Header, R
 
 @dataclass(frozen=True)
 class SizeAnnouncement:
-    """The origin's signed size of its list (at the start: nobody may lengthen it later)."""
+    """The origin's signed size of its list (at the start: nobody may lengthen it later) and
+    its fresh ``attempt`` nonce (16 bytes, drawn with its scalar): the comparer's
+    :class:`Positions` for that origin repeat it, so a result of an earlier attempt (another
+    scalar, another order) is refused."""
 
     origin: str
     count: int
+    attempt: bytes
     signature: bytes
 
     @staticmethod
-    def tbs(config: PsiConfig, origin: str, count: int) -> bytes:
-        w = Writer().str_("privfl-psi-size-v1").bytes_(config.session).str_(origin)
-        return w.u32(count).getvalue()
+    def tbs(config: PsiConfig, origin: str, count: int, attempt: bytes) -> bytes:
+        w = Writer().str_("privfl-psi-size-v2").bytes_(config.session).str_(origin)
+        return w.u32(count).bytes_(attempt).getvalue()
 
     @classmethod
     def sign(
-        cls, key: Ed25519PrivateKey, config: PsiConfig, origin: str, count: int
+        cls, key: Ed25519PrivateKey, config: PsiConfig, origin: str, count: int, attempt: bytes
     ) -> SizeAnnouncement:
-        return cls(origin, count, key.sign(cls.tbs(config, origin, count)))
+        return cls(origin, count, attempt, key.sign(cls.tbs(config, origin, count, attempt)))
 
     def write(self, w: Writer) -> Writer:
-        return w.u32(self.count).bytes_(self.signature)
+        return w.u32(self.count).bytes_(self.attempt).bytes_(self.signature)
 
     @classmethod
     def read(cls, r: Reader, config: PsiConfig, origin: str) -> SizeAnnouncement:
-        count, signature = r.count(config.max_ids, "announced ids"), r.bytes_(SIGNATURE)
+        count, attempt = r.count(config.max_ids, "announced ids"), r.bytes_(ATTEMPT)
+        signature = r.bytes_(SIGNATURE)
+        if len(attempt) != ATTEMPT:
+            raise MalformedMessageError(f"a PSI attempt nonce is {ATTEMPT} bytes")
         try:
-            config.keys[origin].verify(signature, cls.tbs(config, origin, count))
+            config.keys[origin].verify(signature, cls.tbs(config, origin, count, attempt))
         except InvalidSignature:
             raise UnknownPartyError(f"a list size {origin!r} did not announce") from None
-        return cls(origin, count, signature)
+        return cls(origin, count, attempt, signature)
 
 
 @dataclass(frozen=True)
@@ -239,20 +248,26 @@ class Positions:
     party's list of the common tags, in the agreed (tag-sorted) order."""
 
     party: str
+    attempt: bytes
     positions: tuple[int, ...]
 
     def to_bytes(self, config: PsiConfig, key: Ed25519PrivateKey) -> bytes:
-        w = Writer().str_(self.party).u32(len(self.positions))
+        w = Writer().str_(self.party).bytes_(self.attempt).u32(len(self.positions))
         w.bytes_(np.asarray(self.positions, dtype=">u4").tobytes())
         return _encode(config, "psi-result", config.comparer, key, w)
 
     @classmethod
-    def from_bytes(cls, data: bytes, config: PsiConfig, party: str, n_own: int) -> Positions:
+    def from_bytes(
+        cls, data: bytes, config: PsiConfig, party: str, n_own: int, attempt: bytes
+    ) -> Positions:
+        """The comparer's result for ``party``'s list of attempt ``attempt`` (its own)."""
         header, r = _decode(data, config, "psi-result")
         if header.sender != config.comparer:
             raise UnknownPartyError(f"a psi-result from {header.sender!r}")
         if r.str_(256) != party:
             raise UnknownPartyError(f"a psi-result for another party than {party!r}")
+        if r.bytes_(ATTEMPT) != attempt:
+            raise StaleMessageError(f"a psi-result of another attempt than {party!r}'s current")
         count = r.count(n_own, "common ids")
         raw = r.bytes_(4 * count)
         r.end()
@@ -261,4 +276,4 @@ class Positions:
         pos = np.frombuffer(raw, dtype=">u4").astype(np.int64)
         if pos.size and (pos.max() >= n_own or np.unique(pos).size != pos.size):
             raise MalformedMessageError("psi-result positions repeat or exceed the list")
-        return cls(party, tuple(int(p) for p in pos))
+        return cls(party, attempt, tuple(int(p) for p in pos))

@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from privfl._typing import FloatArray
 from privfl.crypto import dtpkc
 from privfl.errors import InputError
-from privfl.forest import schedule
+from privfl.forest import provenance, schedule
 from privfl.forest.center_server import CenterServer, RevocationReport
 from privfl.forest.computation_provider import ComputationProvider
 from privfl.forest.kgc import KeyGenerationCenter
@@ -164,7 +164,7 @@ class RevFRF:
         config = SessionConfig(
             session, next(iter(mats.values())).shape[0], self.n_trees, self.max_depth,
             self.rho, self.candidates, allow_insecure_key_bits=self.allow_insecure_key_bits,
-            min_node_size=self.min_samples,
+            min_node_size=max(provenance.MIN_NODE_SIZE, self.min_samples),
         )  # fmt: skip
         cs = CenterServer(config, labels, self.task, min_samples=self.min_samples,
                           reuse_features=self.reuse_features, seed=self.seed)  # fmt: skip

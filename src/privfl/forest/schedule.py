@@ -4,6 +4,7 @@ which times each role's own steps (keys ``cs``, ``cc``, ``participant``; setup s
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -12,14 +13,15 @@ import numpy as np
 
 from privfl.crypto import dtpkc
 from privfl.errors import ProtocolError
+from privfl.forest import secure_ops
 from privfl.forest.center_server import CenterServer
 from privfl.forest.computation_provider import ComputationProvider
 from privfl.forest.jobs import Batch, Par
 from privfl.forest.kgc import KeyGenerationCenter
 from privfl.forest.messages import CS, Job, Outgoing, SessionConfig
-from privfl.forest.participant import Participant
+from privfl.forest.participant import MAX_QUERIES, Participant
 from privfl.forest.psi import PsiComparer, PsiParty
-from privfl.messages import new_session_id
+from privfl.messages import Writer, new_session_id
 from privfl.runner import InProcessRunner
 
 T = TypeVar("T")
@@ -85,7 +87,7 @@ def provision(
 @dataclass
 class SecureOpsWorld:
     """A CS, a CC and key holders (participants) provisioned by a KGC, without a forest:
-    to run HoAdd and HoLT on their own (``world.run(world.cs.secure_less_than(x, y, "u"))``).
+    to run HoAdd and HoLT on their own (``world.less_than(x, y, "u")``).
     ``public_key(name)`` is a holder's public key (``public_key("CS")`` the CS's)."""
 
     runner: InProcessRunner
@@ -100,6 +102,12 @@ class SecureOpsWorld:
     def public_key(self, name: str) -> dtpkc.PublicKey:
         return self.kgc.issued[name]
 
+    def less_than(self, x: dtpkc.Ciphertext, y: dtpkc.Ciphertext, holder: str) -> bool:
+        """HoLT of x and y with ``holder``'s ParHDec1, charged to a fresh requester query id
+        at node (0, 0), the split every holder of this world provides."""
+        ticket = secure_ops.Ticket(secrets.token_bytes(32), 0, 0)
+        return self.run(self.cs.secure_less_than(x, y, holder, ticket))
+
 
 def secure_ops_world(
     key_bits: int = dtpkc.MIN_KEY_BITS, holders: tuple[str, ...] = ("u",), *,
@@ -112,6 +120,13 @@ def secure_ops_world(
     parties = {name: Participant(name, [[0.0]], config) for name in holders}
     cs, kgc = CenterServer(config, [0]), KeyGenerationCenter(config, key_bits)
     provision(runner, kgc, cs, cc, parties)
+    # every holder provides the split of node (0, 0) (threshold 0 on its one column): the
+    # state a node saves, so HoLT can be run on its own against a real ParHDec1 budget
+    budget = secure_ops.DecryptionBudget(MAX_QUERIES).to_bytes()
+    state = Writer().u32(0).u32(1).u32(0).u32(0).u32(0).f64(0.0).u32(0).u32(0).u32(0).u32(0)
+    state.bytes_(budget)
+    for p in parties.values():
+        p.restore_state(state.getvalue())
     return SecureOpsWorld(runner, kgc, cs, cc, parties)
 
 

@@ -19,9 +19,10 @@ CC's half (:func:`cc_hoadd`, :func:`cc_holt`, :func:`cc_refresh`) and the holder
    ciphertext of the difference at all, and saves two strong partial decryptions per
    comparison (issue 30).
 3. CC returns a HoLT result as ``Enc(u')`` of a *bit* it computed itself, Ed25519-signed over
-   the session, the operation, the holder and the ciphertext. A holder runs ParHDec1 only on
-   such a signed result addressed to it, so the CS can obtain ``θ_u``'s help only for one
-   bit, which the blinding coin ``c`` (kept by the CS) maps to ``[x < y]``. The other
+   the session, the operation, the holder, the ticket and the ciphertext. A holder runs
+   ParHDec1 only on such a signed result addressed to it whose ticket its budget pays (see
+   below), so the CS can obtain ``θ_u``'s help only for one bit, which the blinding coin
+   ``c`` (kept by the CS) maps to ``[x < y]``. The other
    deviation from the issue's HoLT: CS applies the coin *after* ParHDec1
    (``u = [u' == c]``) instead of homomorphically before it, so what the holder strips is
    exactly what CC signed.
@@ -44,19 +45,34 @@ refuse ``|m| >= 2^ell``), so the random branch never changes an honest result; a
 residue with a small rational structure (x ≈ N/2 or k·N/3) may still land in range and
 give a wrong bit, which only a participant encrypting its own input by hand can cause.
 
-Residual, inherent to RevFRF: the CS learns the outcome of each comparison it runs, and it
-can encrypt any value under a public key; a malicious CS could therefore binary-search a
-split with about ``ell`` comparisons, each needing the provider's ParHDec1. Bounding that
-(per-session comparison budgets, requester-signed queries) is out of scope. CS and CC are
-assumed not to collude (together they hold the strong key).
+**The holder's ParHDec1 is a budget, not a service.** CC signs each result together with
+a :class:`Ticket` (query id, tree, node) the CS names; the holder strips θ_u only if it
+provides the split of that node and has never paid that (query, tree, node) before
+(:class:`DecryptionBudget`, kept by the holder). An FRF-Test query id is the hash of a
+test value the holder itself uploaded for that node (one per (tree, node, row) per
+evaluation round it opens with ``load_rows``); any other id counts as a requester query,
+at most ``max_queries`` distinct ids per session (public, default
+:data:`~.participant.MAX_QUERIES`). All refusal conditions are public.
+
+What a deviating CS can still get: the CS chooses what it compares (the holder cannot see
+inside the blinded HoLT), so each payable ticket is one comparison bit *of the CS's
+choice* between ciphertexts under keys the CC strong-decrypts: at most one bit per
+(query, tree, node) at the holder's nodes. Requester query ids are not authenticated yet
+(no requester signature is checked), so a CS can mint up to ``max_queries`` ids and get
+``max_queries`` chosen bits per node of that holder, e.g. ~40 bits open one 40-bit value
+(a participant's value or a requester's query). Honest prediction uses exactly one bit
+per (query, tree, node) on the query's own path. Closing this needs requester-signed
+query ids verified by the CC before it signs a ticket. CS and CC are assumed not to
+collude (together they hold the strong key).
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -85,6 +101,90 @@ def _op(r: Reader, want: int, what: str) -> None:
 
 
 @dataclass(frozen=True)
+class Ticket:
+    """What one comparison is for: a query id (32 bytes: SHA-256 of the requester's query
+    message, or of the test value the provider uploaded, see :func:`query_id`) and the
+    (tree, node) whose split it compares with. The CC signs it into the result, and the
+    holder spends it at most once (:class:`DecryptionBudget`)."""
+
+    query: bytes
+    tree: int
+    node: int
+
+    def write(self, w: Writer) -> Writer:
+        return w.bytes_(self.query).u32(self.tree).u32(self.node)
+
+    @classmethod
+    def read(cls, r: Reader) -> Ticket:
+        query = r.bytes_(32)
+        if len(query) != 32:
+            raise MalformedMessageError("a query id is 32 bytes")
+        return cls(query, r.u32(), r.u32())
+
+
+def query_id(data: bytes) -> bytes:
+    """The id of a query: SHA-256 of the requester's ``query`` message (FRF-Predict) or of
+    the provider's uploaded test-value ciphertext (FRF-Test, fresh per upload)."""
+    return hashlib.sha256(b"privfl revfrf query id\x00" + data).digest()
+
+
+class DecryptionBudget:
+    """A holder's ParHDec1 budget (pure bookkeeping, run by the holder on its own state).
+
+    A ticket is *payable* iff its (tree, node) is one where this holder provides the split
+    and (query, tree, node) was never paid before, and either the holder issued its query id
+    with a test value for that node (FRF-Test, :meth:`issue`) or the id is one of at most
+    ``max_queries`` distinct requester query ids of the session (FRF-Predict; the holder
+    cannot authenticate those). Every condition is public to the CS (it knows who provides
+    which split, which tickets it used and which test values it received): a refusal
+    reveals no secret."""
+
+    def __init__(self, max_queries: int) -> None:
+        self.max_queries = max_queries
+        self.spent: set[tuple[bytes, int, int]] = set()
+        self.issued: set[tuple[bytes, int, int]] = set()
+        self.queries: set[bytes] = set()
+
+    def issue(self, ticket: Ticket) -> None:
+        """FRF-Test: the holder uploaded a fresh test value whose id is ``ticket.query``."""
+        self.issued.add((ticket.query, ticket.tree, ticket.node))
+
+    def spend(self, ticket: Ticket, provides: bool) -> None:
+        """Pay one ParHDec1 for ``ticket``, or raise :class:`ProtocolError` (public reason)."""
+        key, where = (ticket.query, ticket.tree, ticket.node), (ticket.tree, ticket.node)
+        if not provides:
+            raise ProtocolError(f"no split provided here at node {where}")
+        if key in self.spent:
+            raise ProtocolError(f"this query was already compared at node {where}")
+        if key not in self.issued and ticket.query not in self.queries:
+            if len(self.queries) >= self.max_queries:
+                raise ProtocolError(f"the session's {self.max_queries} requester queries are used")
+            self.queries.add(ticket.query)
+        self.issued.discard(key)
+        self.spent.add(key)
+
+    def to_bytes(self) -> bytes:
+        w = Writer().u32(self.max_queries)
+        for entries in (self.spent, self.issued):
+            w.u32(len(entries))
+            for q, tree, node in sorted(entries):
+                Ticket(q, tree, node).write(w)
+        return w.list_(sorted(self.queries)).getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes, limit: int) -> DecryptionBudget:
+        r = Reader(data, "a decryption budget")
+        budget = cls(r.u32())
+        for entries in (budget.spent, budget.issued):
+            for _ in range(r.count(limit, "tickets")):
+                t = Ticket.read(r)
+                entries.add((t.query, t.tree, t.node))
+        budget.queries = set(r.list_(budget.max_queries))
+        r.end()
+        return budget
+
+
+@dataclass(frozen=True)
 class BlindedRequest:
     """CS -> CC: blinded ciphertexts, their PSDec1 shares and the holder whose joint key the
     answer goes under: ``hoadd-request`` (X, Y) or ``holt-request`` (A, B: l = A - B)."""
@@ -95,9 +195,10 @@ class BlindedRequest:
     holder: str
     values: tuple[dtpkc.Ciphertext, ...]
     shares: tuple[dtpkc.Mpz, ...]
+    ticket: Ticket = Ticket(bytes(32), 0, 0)
 
     def to_bytes(self, config: SessionConfig) -> bytes:
-        w = Writer().u64(self.op).str_(self.holder)
+        w = self.ticket.write(Writer().u64(self.op).str_(self.holder))
         for value, share in zip(self.values, self.shares, strict=True):
             value.write(w).uint(int(share))
         return seal(self.step, config, CS, w)
@@ -107,13 +208,13 @@ class BlindedRequest:
         cls, data: bytes, step: str, config: SessionConfig, params: dtpkc.PublicParams
     ) -> BlindedRequest:
         r = unseal(data, step, config, CS)
-        op, holder = r.u64(), r.str_(256)
+        op, holder, ticket = r.u64(), r.str_(256), Ticket.read(r)
         values, shares = [], []
         for _ in range(cls.COUNTS[step]):
             values.append(dtpkc.Ciphertext.read(r, params))
             shares.append(params.read_unit(r, "a PSDec1 share"))
         r.end()
-        return cls(step, op, holder, tuple(values), tuple(shares))
+        return cls(step, op, holder, tuple(values), tuple(shares), ticket)
 
 
 @dataclass(frozen=True)
@@ -146,16 +247,19 @@ class HoLTResult:
 
     op: int
     holder: str
+    ticket: Ticket
     bit: dtpkc.Ciphertext
     signature: bytes
 
     @staticmethod
-    def signed_bytes(config: SessionConfig, op: int, holder: str, bit: dtpkc.Ciphertext) -> bytes:
+    def signed_bytes(
+        config: SessionConfig, op: int, holder: str, ticket: Ticket, bit: dtpkc.Ciphertext
+    ) -> bytes:
         w = Writer().str_("privfl revfrf holt-result").bytes_(config.session).u64(op)
-        return bit.write(w.str_(holder)).getvalue()
+        return bit.write(ticket.write(w.str_(holder))).getvalue()
 
     def to_bytes(self, step: str, config: SessionConfig, sender: str) -> bytes:
-        w = self.bit.write(Writer().u64(self.op).str_(self.holder))
+        w = self.bit.write(self.ticket.write(Writer().u64(self.op).str_(self.holder)))
         return seal(step, config, sender, w.bytes_(self.signature))
 
     @classmethod
@@ -164,15 +268,16 @@ class HoLTResult:
         params: dtpkc.PublicParams,
     ) -> HoLTResult:  # fmt: skip
         r = unseal(data, step, config, sender)
-        op, holder = r.u64(), r.str_(256)
+        op, holder, ticket = r.u64(), r.str_(256), Ticket.read(r)
         bit = dtpkc.Ciphertext.read(r, params)
         signature = r.bytes_(64)
         r.end()
-        return cls(op, holder, bit, signature)
+        return cls(op, holder, ticket, bit, signature)
 
     def verify(self, key: Ed25519PublicKey, config: SessionConfig) -> None:
+        signed = self.signed_bytes(config, self.op, self.holder, self.ticket, self.bit)
         try:
-            key.verify(self.signature, self.signed_bytes(config, self.op, self.holder, self.bit))
+            key.verify(self.signature, signed)
         except InvalidSignature:
             raise UnknownPartyError("not a comparison result signed by the CC") from None
 
@@ -279,7 +384,7 @@ def secure_add(
 
 def secure_less_than(
     cs: CSMaterial, op: int, x: dtpkc.Ciphertext, y: dtpkc.Ciphertext, holder: str,
-    holder_key: dtpkc.PublicKey,
+    holder_key: dtpkc.PublicKey, ticket: Ticket,
 ) -> Job[bool]:  # fmt: skip
     """HoLT then ParHDec1/ParHDec2 (CS, with CC and the holder): is x < y? (ties: False).
     CS draws r of sigma bits (odd), β uniform in Z_N and a secret coin c, and blinds each
@@ -298,11 +403,11 @@ def secure_less_than(
     b = dtpkc.add(dtpkc.scale(y, 2 * r), dtpkc.encrypt_residue(y.public_key, beta))
     first, second = (a, b) if coin else (b, a)
     shares = tuple(dtpkc.partial_decrypt_strong1(cs.lam1, c) for c in (first, second))
-    request = BlindedRequest("holt-request", op, holder, (first, second), shares)
+    request = BlindedRequest("holt-request", op, holder, (first, second), shares, ticket)
     reply = yield Outgoing(CC, request.to_bytes(cs.config))
     result = HoLTResult.from_bytes(reply, "holt-result", cs.config, CC, prm)
     expect_ids((result.op,), (op,), "holt-result")
-    if result.holder != holder:
+    if result.holder != holder or result.ticket != ticket:
         raise UnknownPartyError(f"a comparison result for {result.holder!r}, not {holder!r}")
     reply = yield Outgoing(holder, result.to_bytes("partial-decrypt", cs.config, CS))
     partial = Reply.from_bytes(reply, "partial-decrypted", cs.config, holder, op, cs.sk.public)
@@ -355,8 +460,9 @@ def cc_holt(
     in_range = blinded != 0 and abs(blinded) < 1 << (prm.sigma + prm.ell + 2)
     coin = secrets.randbits(1)  # drawn either way: the same work on both branches
     bit = dtpkc.encrypt(target, int(blinded < 0) if in_range else coin)
-    signature = signing_key.sign(HoLTResult.signed_bytes(config, request.op, request.holder, bit))
-    result = HoLTResult(request.op, request.holder, bit, signature)
+    ticket = request.ticket
+    signed = HoLTResult.signed_bytes(config, request.op, request.holder, ticket, bit)
+    result = HoLTResult(request.op, request.holder, ticket, bit, signing_key.sign(signed))
     ms = int(time.time() * 1000)  # the alarm is signed on both branches (the same work)
     alarm = HoLTAlarm.sign(signing_key, config, request.op, request.holder, ms)
     return result, None if in_range else alarm
@@ -374,14 +480,17 @@ def cc_refresh(batch: RefreshBatch) -> RefreshBatch:
 # ------------------------------------------------------------------------ the holder's half
 def holder_partial_decrypt(
     sk: dtpkc.SecretKey, name: str, cc_key: Ed25519PublicKey, config: SessionConfig,
-    data: bytes,
+    data: bytes, pay: Callable[[Ticket], None],
 ) -> bytes:  # fmt: skip
     """ParHDec1 (a holder u): strip θ_u from a comparison result, leaving Enc(u') under h_CS,
-    but only for a result CC signed for u in this session (so: a bit). Anything else, e.g. a
-    HoAdd output or a split the CS holds, is refused with a typed error."""
+    but only for a result CC signed for u in this session (so: a bit) whose ticket ``pay``
+    accepts (the holder's :class:`DecryptionBudget`: a node where u provides the split, once
+    per query). Anything else, e.g. a HoAdd output or a split the CS holds, is refused with
+    a typed error."""
     result = HoLTResult.from_bytes(data, "partial-decrypt", config, CS, sk.public.params)
     if result.holder != name:
         raise UnknownPartyError(f"{name} refuses a comparison result meant for {result.holder!r}")
     result.verify(cc_key, config)
+    pay(result.ticket)
     partial = dtpkc.joint_partial_decrypt(sk, result.bit)
     return Reply(result.op, partial).to_bytes("partial-decrypted", config, name)
