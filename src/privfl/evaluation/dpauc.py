@@ -17,7 +17,7 @@ reordering, so small sizes can give AUCs outside [0, 1], flagged by
 *summed* count clipped at zero, a point with TP+FN or FP+TN then zero becomes (0, 0), points
 sorted by FPR before the trapezoid, so the AUC lies in [0, 1]; a no-op on RR's exact counts).
 
-``calibration`` of DPAUC_Lap (Laplace scale ``b`` on every count; derived below):
+``calibration`` of DPAUC_Lap (Laplace scale ``b`` on every count; docs/guide/dpauc.md):
 ``"total-budget"`` (default; ε for the whole release, sensitivity 1 per count, ε/(4N) per
 count: ``b = 4N/ε``; docs/architecture.md §5, the DPAUC authors' accounting, FHAUC's Table 2);
 ``"per-count"`` (ε of each count, the authors' script's ``--dp_noise_epsilon``: ``b = 1/ε``,
