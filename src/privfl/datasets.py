@@ -1,4 +1,7 @@
-"""Dataset loaders: scikit-learn's bundled data and the verified copies in ../shared/data.
+"""Dataset loaders: scikit-learn's bundled data and verified offline copies
+of public datasets (UCI Adult, Bank Marketing, Wine Quality, Drug Consumption, Appliances Energy,
+COIL 2000, Bike Sharing; Location; AT&T/Olivetti faces), read from ``$PRIVFL_DATA_DIR``, one
+sub-folder per dataset with the original files as published.
 
 Nothing is downloaded at run time. A missing file raises :class:`DatasetNotFoundError`
 naming the path and the environment variable that overrides the data directory.
@@ -42,7 +45,7 @@ def data_file(*parts: str) -> Path:
     if not path.is_file():
         raise DatasetNotFoundError(
             f"dataset file {path} not found; set {DATA_ENV} to the folder holding the "
-            "privfl datasets (see shared/data/README.md)"
+            "privfl datasets (one sub-folder per dataset, the original files as published)"
         )
     return path
 

@@ -1,4 +1,4 @@
-"""The ``curve``/``metrics`` parts of ``privfl auc`` (issue 18): running the reveal, the
+"""The ``curve``/``metrics`` parts of ``privfl auc``: running the reveal, the
 table rows, the JSON fields and the ROC/PR figure."""
 
 from __future__ import annotations

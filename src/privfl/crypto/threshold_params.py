@@ -88,7 +88,7 @@ _MAX_LOG2_DECODED_ERROR = 54.0  # refused by the CKKS decoder above this (scale 
 DECRYPTION_TOWERS = 2  # towers kept by Compress before joint decryption: |x| < 2^57
 _INSTALL_HINT = (
     "threshold CKKS needs OpenFHE: pip install 'privfl[threshold]' "
-    "(Python 3.11: add --find-links ../shared/wheels)"
+    "(Python 3.11: build the OpenFHE wheel first, see docs/getting-started.md)"
 )
 
 

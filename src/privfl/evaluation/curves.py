@@ -1,4 +1,4 @@
-"""Plaintext curve maths with scikit-learn's conventions (issue 18), as pure functions.
+"""Plaintext curve maths with scikit-learn's conventions, as pure functions.
 
 Everything here works on cumulative (possibly weighted, possibly normalised) counts at the
 N decision points ``t_0 = +inf > t_1 > ... > t_{N-1} = -inf`` (a sample is predicted
@@ -81,7 +81,7 @@ def roc_points(tp: FloatArray, fp: FloatArray) -> tuple[FloatArray, FloatArray]:
 
 
 def binned_auc(tp: FloatArray, fp: FloatArray) -> float:
-    """Trapezoidal area under the ROC points (ARCHITECTURE §4's binned AUC)."""
+    """Trapezoidal area under the ROC points (docs/architecture.md §4's binned AUC)."""
     num = float(np.sum((tp[1:] + tp[:-1]) * (fp[1:] - fp[:-1])))
     return num / (2.0 * float(tp[-1]) * float(fp[-1]))
 

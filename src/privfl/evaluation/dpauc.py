@@ -1,6 +1,6 @@
 """DPAUC (Sun et al.): differentially private federated AUC, the baseline FHAUC beats.
 
-Two mechanisms (ARCHITECTURE §5):
+Two mechanisms (docs/architecture.md §5):
 
 * ``"laplace"`` (DPAUC_Lap): every party adds independent Laplace noise to TP, FP, TN and FN
   at each of the N decision points; the server sums them and takes the trapezoid area under
@@ -17,9 +17,9 @@ reordering, so small sizes can give AUCs outside [0, 1], flagged by
 *summed* count clipped at zero, a point with TP+FN or FP+TN then zero becomes (0, 0), points
 sorted by FPR before the trapezoid, so the AUC lies in [0, 1]; a no-op on RR's exact counts).
 
-``calibration`` of DPAUC_Lap (Laplace scale ``b`` on every count; README derives them):
+``calibration`` of DPAUC_Lap (Laplace scale ``b`` on every count; docs/guide/dpauc.md):
 ``"total-budget"`` (default; ε for the whole release, sensitivity 1 per count, ε/(4N) per
-count: ``b = 4N/ε``; ARCHITECTURE §5, the DPAUC authors' accounting, FHAUC's Table 2);
+count: ``b = 4N/ε``; docs/architecture.md §5, the DPAUC authors' accounting, FHAUC's Table 2);
 ``"per-count"`` (ε of each count, the authors' script's ``--dp_noise_epsilon``: ``b = 1/ε``,
 total 4Nε); ``"sensitivity-2"`` (ε/(4N) per count but each charged the L1 sensitivity 2 of a
 flip on one point's quadruple, TP<->FP or FN<->TN: ``b = 8N/ε``, a double count that

@@ -1,4 +1,4 @@
-"""Run a FHAUC session with a ``curve``/``metrics`` reveal in one process (issue 18).
+"""Run a FHAUC session with a ``curve``/``metrics`` reveal in one process.
 
 The same roles and step sequence as :func:`privfl.federated_auc` (key holder, one
 :class:`~privfl.evaluation.fhauc.Party` per data holder, the aggregator, real bytes through

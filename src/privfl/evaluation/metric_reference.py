@@ -1,4 +1,4 @@
-"""Plaintext references for :mod:`privfl.evaluation.metrics` (issue 18): input preparation
+"""Plaintext references for :mod:`privfl.evaluation.metrics`: input preparation
 with scikit-learn's label and weight conventions, the binned curve the protocol reveals and
 scikit-learn's exact values on the pooled data (non-private, for comparison)."""
 

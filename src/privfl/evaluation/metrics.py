@@ -1,4 +1,4 @@
-"""Private federated evaluation with scikit-learn's function shapes (issue 18).
+"""Private federated evaluation with scikit-learn's function shapes.
 
 ``parties`` is a list of ``(scores, labels)`` pairs, one per data holder, as for
 :func:`privfl.federated_auc`. Every function also takes ``thresholds=`` (N decision points,

@@ -1,4 +1,4 @@
-"""Per-party counts at decision points (ARCHITECTURE §4).
+"""Per-party counts at decision points (docs/architecture.md §4).
 
 Decision points are ``t_0 = +inf > t_1 > ... > t_{N-2} > t_{N-1} = -inf``; a sample is
 predicted positive at ``n`` when ``score >= t_n``. So ``TP^0 = FP^0 = 0`` and

@@ -1,6 +1,6 @@
 """Freshness, single use and session binding of signed revocation requests: one check that
-the CS and the CC both run (issue 26, finding 4: the CC accepted a request dated 1970 and
-any number of replays).
+the CS and the CC both run (without it, a CC would accept a request dated 1970 and any
+number of replays).
 
 A request binds the session (its signature covers the session id, and its header must carry
 it), is dated within :data:`~.messages.REVOCATION_WINDOW_S` of now (and at most

@@ -1,4 +1,4 @@
-"""Which node requests a participant answers: the provenance of a node's samples (issue 26).
+"""Which node requests a participant answers: the provenance of a node's samples.
 
 A node request tells a participant which samples reach a node (μ). Answering one for a node
 the CS made up is an exfiltration channel: a 2-sample μ puts the two samples' raw values

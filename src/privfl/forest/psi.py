@@ -31,7 +31,7 @@ scalar it does not know. The comparer: the set sizes and the sizes of the inters
 any subset of the parties (it sees every fully keyed list, labelled by owner), never an id:
 it holds no scalar. The CS as a relay: the sizes, and position lists into shuffled lists.
 
-**Against a deviating relay (issue 26, finding 3).** Every message is signed by its sender
+**Against a deviating relay.** Every message is signed by its sender
 (Ed25519, keys pinned in :class:`PsiConfig`, bound to the session and the step,
 :mod:`.psi_messages`), so the CS, which relays everything, cannot pass off a list as another
 party's. Each origin signs its list's size at the start and every holder refuses a list of

@@ -17,7 +17,7 @@ CC's half (:func:`cc_hoadd`, :func:`cc_holt`, :func:`cc_refresh`) and the holder
    weak-decrypt ``2x+1-2y``): the CS blinds each input under its own key with a common
    mask β and factor r, and the CC strong-decrypts both and subtracts. The CS holds no
    ciphertext of the difference at all, and saves two strong partial decryptions per
-   comparison (issue 30).
+   comparison.
 3. CC returns a HoLT result as ``Enc(u')`` of a *bit* it computed itself, Ed25519-signed over
    the session, the operation, the holder, the ticket and the ciphertext. A holder runs
    ParHDec1 only on such a signed result addressed to it whose ticket its budget pays (see

@@ -1,4 +1,4 @@
-"""FHAUC: federated ROC-AUC under CKKS (ARCHITECTURE §4), against a semi-honest or a
+"""FHAUC: federated ROC-AUC under CKKS (docs/architecture.md §4), against a semi-honest or a
 malicious aggregator.
 
 One file per piece: :mod:`~.layout` (slots), :mod:`~.messages` (wire format),

@@ -1,4 +1,4 @@
-"""Arithmetic of FHAUC against a malicious aggregator (ARCHITECTURE §4), as pure functions.
+"""Arithmetic of FHAUC against a malicious aggregator (docs/architecture.md §4), as pure functions.
 
 Per execution ``e`` (``K`` executions per run, ``K = 2`` by default as in the paper) all parties
 derive from the *session key* (:mod:`privfl.evaluation.fhauc.session`: fresh per session,
@@ -64,7 +64,7 @@ Noise, tolerance and the guarantee
   in practice. The output is their mean; its honest error is below ``7.5 σ / sqrt K`` (the
   reported *precision*; a party refuses, ``InsufficientPrecisionError``, when it exceeds the
   provisioned required accuracy).
-* Checked before upload (issue 27): the tolerance, precision and guarantee above depend on
+* Checked before upload: the tolerance, precision and guarantee above depend on
   the drawn multipliers only through ``r0, r1, r2`` in ``[1, 4)``, and their worst case
   (:func:`worst_case_sigma`) is known to every party before it uploads, with its own counts
   and ``min_pairs``. Each party refuses at join a session whose worst case misses the
@@ -76,8 +76,8 @@ Noise, tolerance and the guarantee
   guarantee argument below is unchanged and each reported guarantee is at least as strong.
 * Guarantee against a deviating aggregator: a deviation that does not know the session key
   moves execution ``k``'s recovered AUC by ``α·u_k + β`` where ``u_k`` depends on that
-  execution's secret multipliers (``u = r1/r0`` when it rescales the numerator, the attack of
-  issue 14's finding 3; ``u = 1/(c r0)`` with ``c`` chosen by the aggregator when it adds to
+  execution's secret multipliers (``u = r1/r0`` when it rescales the numerator, the
+  tolerance-abuse attack; ``u = 1/(c r0)`` with ``c`` chosen by the aggregator when it adds to
   it). Acceptance needs all ``u_k`` within ``τ/|α|`` of each other; the densities of these
   ratios are at most 1.08 and 3.0 (measured over 2·10^7 draws), and an output error above
   ``X`` needs ``|α| ≥ X/6``. Hence

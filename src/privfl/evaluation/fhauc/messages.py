@@ -1,6 +1,6 @@
 """FHAUC's wire messages: typed frozen dataclasses with explicit ``to_bytes``/``from_bytes``.
 
-Steps of one session (ARCHITECTURE §4, with the session hardening of issue 14); the
+Steps of one session (docs/architecture.md §4, with the session hardening); the
 ciphertext-carrying messages (``PartyUpload``, ``Result``) are in :mod:`.uploads`::
 
     aggregator -> party   config   SessionConfig   the announced session

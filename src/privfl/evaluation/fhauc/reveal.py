@@ -1,11 +1,11 @@
-"""What a FHAUC session discloses to the parties: the ``reveal`` modes (issue 18).
+"""What a FHAUC session discloses to the parties: the ``reveal`` modes.
 
 Notation: ``TP_j``, ``FP_j`` are the global (summed over the ``M`` parties, possibly
 sample-weighted) true/false-positive counts at decision point ``j = 0..N-1``
 (``TP_0 = FP_0 = 0``, ``P = TP_{N-1}``, ``Q = FP_{N-1}``), ``c`` is the aggregator's secret
 multiplier, drawn afresh per session (and per execution in the malicious variant).
 
-``reveal="auc"`` (the protocol of ARCHITECTURE §4)
+``reveal="auc"`` (the protocol of docs/architecture.md §4)
     Parties decrypt ``X = c·num`` and ``Y = c·P·Q``; they learn ``AUC = X / 2Y`` and nothing
     else but the magnitude ``c·P·Q`` (``c`` log-uniform: semi-honest, over the CKKS headroom;
     malicious, in ``[2^20, 2^21)``, so ``P·Q`` within a factor 2).
@@ -106,7 +106,7 @@ class RevealedCurve:
         return float(self.tp[-1] / (self.tp[-1] + self.fp[-1]))
 
     def auc(self) -> float:
-        """The binned AUC of ARCHITECTURE §4 (scale-free, so it is the same on the counts)."""
+        """The binned AUC of docs/architecture.md §4 (scale-free: the same on the counts)."""
         t, f = self.tp, self.fp
         num = float(np.sum((t[1:] + t[:-1]) * (f[1:] - f[:-1])))
         return num / (2.0 * float(t[-1]) * float(f[-1]))

@@ -1,6 +1,6 @@
 """Fresh, config-bound session randomness that the aggregator can neither choose nor repeat.
 
-Why (issue 14, findings 1 and 2): with long-lived keys, randomness derived from the shared
+Why: with long-lived keys, randomness derived from the shared
 seed and an aggregator-chosen session id lets the aggregator replay an old session (every
 party re-derives the same masks, so old replies verify), and a config that is not bound into
 the randomness lets it give parties different thresholds. Here:

@@ -130,7 +130,7 @@ PRECISION_BITS = 24
 
 class ScaleNumeratorEverywhere(PerExecution):
     """Multiplies the numerator by ``1 + epsilon`` in every execution (the tolerance-abuse
-    attack of issue 14, finding 3): the AUC moves by about ``epsilon (AUC + r1/(2 r0))``.
+    attack): the AUC moves by about ``epsilon (AUC + r1/(2 r0))``.
     The factor is encoded at scale ``2^24`` (what the ciphertexts' headroom allows), so
     ``epsilon`` is effectively rounded to a multiple of ``2^-24 = 6e-8``."""
 

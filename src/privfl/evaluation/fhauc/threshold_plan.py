@@ -213,7 +213,7 @@ def lead_index(transcript: bytes, parties: int, joint: bytes) -> int:
     (:func:`joint_digest`). Every party commits to its key share after the transcript is
     fixed and the aggregator cannot change the joint key (parties check it), so the
     aggregator learns the lead only after the key round and can influence it only by
-    abandoning the session then, which every party records (issue 27, item 5)."""
+    abandoning the session then, which every party records."""
     return int.from_bytes(_hash(b"lead", transcript + joint), "big") % parties
 
 
