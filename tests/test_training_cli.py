@@ -85,7 +85,18 @@ def test_trained_model_is_audited_with_only_its_plaintext_layers(tmp_path):
     pytest.importorskip("openfhe")
     pytest.importorskip("torch")
     model = tmp_path / "model.npz"
-    args = ["train", *TINY, "--encrypt-last", "1", "--parameters", "test", "--learning-rate", "1"]
+    args = [
+        "train",
+        *TINY,
+        "--encrypt-last",
+        "1",
+        "--parameters",
+        "test",
+        "--learning-rate",
+        "1",
+        "--epochs",
+        "1",
+    ]
     out = runner.invoke(app, [*args, "--model-out", str(model), "--json"])
     assert out.exit_code == 0, out.output
     assert json.loads(out.stdout)["encrypted_layers"] == 1
