@@ -19,7 +19,8 @@ import numpy as np
 from privfl.errors import InputError, ProtocolError
 from privfl.federation.revfrf_keys import NodeKeys
 from privfl.federation.revfrf_node import CONTROL, control, psi_config, read_control
-from privfl.forest.center_server import CenterServer, RevocationReport
+from privfl.forest.center_server import CenterServer
+from privfl.forest.freshness import RevocationReport
 from privfl.forest.jobs import Batch, Par, gather
 from privfl.forest.messages import CC, CS, Outgoing
 from privfl.forest.psi import PsiConfig, PsiParty

@@ -4,7 +4,7 @@ Roles: :mod:`.center_server`, :mod:`.participant`, :mod:`.computation_provider`,
 their messages: :mod:`.messages`, :mod:`.secure_ops` (HoAdd/HoLT); the facade:
 :class:`RevFRF`."""
 
-from privfl.forest.center_server import RevocationReport
+from privfl.forest.freshness import RevocationReport
 from privfl.forest.revfrf import ForestReport, RevFRF
 
 __all__ = ["ForestReport", "RevFRF", "RevocationReport"]

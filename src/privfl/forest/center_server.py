@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
@@ -29,7 +29,7 @@ from privfl._typing import BoolArray, FloatArray
 from privfl.crypto import dtpkc
 from privfl.errors import InputError, ProtocolError, UnknownPartyError
 from privfl.forest import plain, provenance, secure_ops
-from privfl.forest.freshness import ReplayGuard
+from privfl.forest.freshness import ReplayGuard, RevocationReport
 from privfl.forest.jobs import Par, gather, lift
 from privfl.forest.kgc import KeyGrant, RosterEntry
 from privfl.forest.messages import (
@@ -60,18 +60,6 @@ from privfl.forest.tree import (
     vote,
 )
 from privfl.forest.tree import weighted_impurity as impurity
-
-
-@dataclass(frozen=True)
-class RevocationReport:
-    """What a revocation did: nodes destroyed and regrown, splits refreshed (level 2)."""
-
-    participant: str
-    level: int
-    destroyed_nodes: int
-    rebuilt_nodes: int
-    seconds: float = 0.0
-    refreshed_ciphertexts: int = 0
 
 
 class CenterServer:

@@ -13,6 +13,7 @@ bounded by the requests of the last few minutes. The refusal depends only on the
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from privfl.forest.messages import (
     CLOCK_SKEW_S,
@@ -63,3 +64,15 @@ class ReplayGuard:
             guard._seen[nonce] = r.u64()
         r.end()
         return guard
+
+
+@dataclass(frozen=True)
+class RevocationReport:
+    """What a revocation did: nodes destroyed and regrown, splits refreshed (level 2)."""
+
+    participant: str
+    level: int
+    destroyed_nodes: int
+    rebuilt_nodes: int
+    seconds: float = 0.0
+    refreshed_ciphertexts: int = 0

@@ -21,8 +21,9 @@ from privfl._typing import FloatArray
 from privfl.crypto import dtpkc
 from privfl.errors import InputError
 from privfl.forest import provenance, schedule
-from privfl.forest.center_server import CenterServer, RevocationReport
+from privfl.forest.center_server import CenterServer
 from privfl.forest.computation_provider import ComputationProvider
+from privfl.forest.freshness import RevocationReport
 from privfl.forest.kgc import KeyGenerationCenter
 from privfl.forest.messages import CC, CS, SessionConfig
 from privfl.forest.participant import Participant, Requester, check_matrix, check_name

@@ -68,7 +68,6 @@ collude (together they hold the strong key).
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import secrets
 import time
@@ -81,6 +80,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from privfl.crypto import dtpkc
 from privfl.errors import MalformedMessageError, ProtocolError, UnknownPartyError
+from privfl.forest.alarm import HoLTAlarm as HoLTAlarm
+from privfl.forest.budget import NO_TICKET
+from privfl.forest.budget import DecryptionBudget as DecryptionBudget
+from privfl.forest.budget import Ticket as Ticket
+from privfl.forest.budget import query_id as query_id
 from privfl.forest.messages import (
     CC,
     CS,
@@ -101,90 +105,6 @@ def _op(r: Reader, want: int, what: str) -> None:
 
 
 @dataclass(frozen=True)
-class Ticket:
-    """What one comparison is for: a query id (32 bytes: SHA-256 of the requester's query
-    message, or of the test value the provider uploaded, see :func:`query_id`) and the
-    (tree, node) whose split it compares with. The CC signs it into the result, and the
-    holder spends it at most once (:class:`DecryptionBudget`)."""
-
-    query: bytes
-    tree: int
-    node: int
-
-    def write(self, w: Writer) -> Writer:
-        return w.bytes_(self.query).u32(self.tree).u32(self.node)
-
-    @classmethod
-    def read(cls, r: Reader) -> Ticket:
-        query = r.bytes_(32)
-        if len(query) != 32:
-            raise MalformedMessageError("a query id is 32 bytes")
-        return cls(query, r.u32(), r.u32())
-
-
-def query_id(data: bytes) -> bytes:
-    """The id of a query: SHA-256 of the requester's ``query`` message (FRF-Predict) or of
-    the provider's uploaded test-value ciphertext (FRF-Test, fresh per upload)."""
-    return hashlib.sha256(b"privfl revfrf query id\x00" + data).digest()
-
-
-class DecryptionBudget:
-    """A holder's ParHDec1 budget (pure bookkeeping, run by the holder on its own state).
-
-    A ticket is *payable* iff its (tree, node) is one where this holder provides the split
-    and (query, tree, node) was never paid before, and either the holder issued its query id
-    with a test value for that node (FRF-Test, :meth:`issue`) or the id is one of at most
-    ``max_queries`` distinct requester query ids of the session (FRF-Predict; the holder
-    cannot authenticate those). Every condition is public to the CS (it knows who provides
-    which split, which tickets it used and which test values it received): a refusal
-    reveals no secret."""
-
-    def __init__(self, max_queries: int) -> None:
-        self.max_queries = max_queries
-        self.spent: set[tuple[bytes, int, int]] = set()
-        self.issued: set[tuple[bytes, int, int]] = set()
-        self.queries: set[bytes] = set()
-
-    def issue(self, ticket: Ticket) -> None:
-        """FRF-Test: the holder uploaded a fresh test value whose id is ``ticket.query``."""
-        self.issued.add((ticket.query, ticket.tree, ticket.node))
-
-    def spend(self, ticket: Ticket, provides: bool) -> None:
-        """Pay one ParHDec1 for ``ticket``, or raise :class:`ProtocolError` (public reason)."""
-        key, where = (ticket.query, ticket.tree, ticket.node), (ticket.tree, ticket.node)
-        if not provides:
-            raise ProtocolError(f"no split provided here at node {where}")
-        if key in self.spent:
-            raise ProtocolError(f"this query was already compared at node {where}")
-        if key not in self.issued and ticket.query not in self.queries:
-            if len(self.queries) >= self.max_queries:
-                raise ProtocolError(f"the session's {self.max_queries} requester queries are used")
-            self.queries.add(ticket.query)
-        self.issued.discard(key)
-        self.spent.add(key)
-
-    def to_bytes(self) -> bytes:
-        w = Writer().u32(self.max_queries)
-        for entries in (self.spent, self.issued):
-            w.u32(len(entries))
-            for q, tree, node in sorted(entries):
-                Ticket(q, tree, node).write(w)
-        return w.list_(sorted(self.queries)).getvalue()
-
-    @classmethod
-    def from_bytes(cls, data: bytes, limit: int) -> DecryptionBudget:
-        r = Reader(data, "a decryption budget")
-        budget = cls(r.u32())
-        for entries in (budget.spent, budget.issued):
-            for _ in range(r.count(limit, "tickets")):
-                t = Ticket.read(r)
-                entries.add((t.query, t.tree, t.node))
-        budget.queries = set(r.list_(budget.max_queries))
-        r.end()
-        return budget
-
-
-@dataclass(frozen=True)
 class BlindedRequest:
     """CS -> CC: blinded ciphertexts, their PSDec1 shares and the holder whose joint key the
     answer goes under: ``hoadd-request`` (X, Y) or ``holt-request`` (A, B: l = A - B)."""
@@ -195,7 +115,7 @@ class BlindedRequest:
     holder: str
     values: tuple[dtpkc.Ciphertext, ...]
     shares: tuple[dtpkc.Mpz, ...]
-    ticket: Ticket = Ticket(bytes(32), 0, 0)
+    ticket: Ticket = NO_TICKET
 
     def to_bytes(self, config: SessionConfig) -> bytes:
         w = self.ticket.write(Writer().u64(self.op).str_(self.holder))
@@ -280,46 +200,6 @@ class HoLTResult:
             key.verify(self.signature, signed)
         except InvalidSignature:
             raise UnknownPartyError("not a comparison result signed by the CC") from None
-
-
-@dataclass(frozen=True)
-class HoLTAlarm:
-    """CC -> KGC (``holt-alarm``, the audit channel, never through the CS): a HoLT request
-    of operation ``op`` for ``holder`` whose blinded difference was out of range, answered
-    with a random bit. Ed25519-signed by the CC, so an auditor holding the CC's key (pinned
-    by the KGC at setup) can attribute it."""
-
-    op: int
-    holder: str
-    timestamp_ms: int
-    signature: bytes = b""
-
-    @staticmethod
-    def signed_bytes(config: SessionConfig, op: int, holder: str, timestamp_ms: int) -> bytes:
-        w = Writer().str_("privfl revfrf holt-alarm").bytes_(config.session).u64(op)
-        return w.str_(holder).u64(timestamp_ms).getvalue()
-
-    @classmethod
-    def sign(
-        cls, key: Ed25519PrivateKey, config: SessionConfig, op: int, holder: str, ms: int
-    ) -> HoLTAlarm:
-        return cls(op, holder, ms, key.sign(cls.signed_bytes(config, op, holder, ms)))
-
-    def to_bytes(self, config: SessionConfig) -> bytes:
-        w = Writer().u64(self.op).str_(self.holder).u64(self.timestamp_ms)
-        return seal("holt-alarm", config, CC, w.bytes_(self.signature))
-
-    @classmethod
-    def from_bytes(cls, data: bytes, config: SessionConfig, key: Ed25519PublicKey) -> HoLTAlarm:
-        """A CC alarm, its signature checked against the CC's pinned key."""
-        r = unseal(data, "holt-alarm", config, CC)
-        op, holder, ms, signature = r.u64(), r.str_(256), r.u64(), r.bytes_(64)
-        r.end()
-        try:
-            key.verify(signature, cls.signed_bytes(config, op, holder, ms))
-        except InvalidSignature:
-            raise UnknownPartyError("a HoLT alarm not signed by the CC") from None
-        return cls(op, holder, ms, signature)
 
 
 @dataclass(frozen=True)
