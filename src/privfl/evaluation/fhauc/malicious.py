@@ -1,6 +1,7 @@
 """Arithmetic of FHAUC against a malicious aggregator (docs/architecture.md §4), as pure functions.
 
-Per execution ``e`` (``K`` executions per run: at least 3, sized from the data by default; the paper uses 2) all parties
+Per execution ``e`` (``K`` executions per run: at least 3, sized from the data by default;
+the paper uses 2) all parties
 derive from the *session key* (:mod:`privfl.evaluation.fhauc.session`: fresh per session,
 bound to the whole config and policy) and ``e`` (AES-CTR, :mod:`privfl.crypto.prng`):
 
