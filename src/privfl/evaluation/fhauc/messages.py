@@ -20,6 +20,7 @@ size read from the wire is bounded before anything is allocated.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -102,6 +103,12 @@ class SessionConfig:
 
     STEP = "config"
 
+    def __post_init__(self) -> None:
+        # a read-only copy: the digest below is computed once, so the config must not change
+        frozen = np.array(self.thresholds, dtype=np.float64)
+        frozen.flags.writeable = False
+        object.__setattr__(self, "thresholds", frozen)
+
     @property
     def num_points(self) -> int:
         """N, the number of decision points including the ±inf ends."""
@@ -125,9 +132,10 @@ class SessionConfig:
         w.str_(self.security.value).u32(self.splits)
         return w.str_(self.reveal.value).getvalue()
 
-    @property
+    @functools.cached_property
     def digest(self) -> bytes:
-        """SHA-256 of the canonical encoding (session id included)."""
+        """SHA-256 of the canonical encoding (session id included); computed once per
+        config object (it encodes the whole party list)."""
         return hashlib.sha256(self.session + self.body()).digest()
 
     def to_bytes(self) -> bytes:

@@ -43,7 +43,7 @@ from privfl.evaluation.fhauc.messages import (
 )
 from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.evaluation.fhauc.reveal import Reveal
-from privfl.evaluation.fhauc.session import check_start, new_nonce, session_key
+from privfl.evaluation.fhauc.session import check_start, new_nonce, parse_config, session_key
 from privfl.evaluation.fhauc.uploads import PartyUpload, Result, Upload
 from privfl.evaluation.fhauc.variant import Malicious, Outcome, PartyView, variant_for
 from privfl.evaluation.statistics import (
@@ -209,7 +209,7 @@ class Party:
         """Check every party's join, derive the session key and upload the encrypted
         statistics of every execution, signed. Reveals only ciphertext sizes."""
         state = self._expect(Stage.JOINED, "upload")
-        config = SessionConfig.from_bytes(state.config)
+        config = parse_config(state.config)
         start = Start.from_bytes(data, config.session)
         if start.config != state.config:
             raise ProtocolError(
@@ -254,7 +254,7 @@ class Party:
         """Decrypt every execution's reply, verify (malicious) and output the global AUC.
         A session finishes once: a second result for it is refused."""
         state = self._expect(Stage.UPLOADED, "finish")
-        config = SessionConfig.from_bytes(state.config)
+        config = parse_config(state.config)
         ctx, layout = self._ctx(), self._layout(config)
         variant = variant_for(config.security)
         executions = variant.executions(self.policy)
@@ -305,12 +305,12 @@ class Party:
     def done(self, status: str = "ok") -> bytes:
         """The signed end-of-session status for the aggregator (never the AUC)."""
         state = self._expect(Stage.FINISHED, "report its status")
-        session = SessionConfig.from_bytes(state.config).session
+        session = parse_config(state.config).session
         return Done(session, self.name, status).seal(self._identity)
 
     # ------------------------------------------------------------------ internals
     def _check_config(self, data: bytes) -> SessionConfig:
-        config = SessionConfig.from_bytes(data)
+        config = parse_config(data)
         if self.name not in config.parties:
             raise UnknownPartyError(f"party {self.name!r} is not part of this session")
         unknown = [p for p in config.parties if p not in self.roster]
@@ -397,4 +397,4 @@ class Party:
     def _session_hex(self) -> str:
         if self.state is None:
             return "-"
-        return SessionConfig.from_bytes(self.state.config).session.hex()[:8]
+        return parse_config(self.state.config).session.hex()[:8]

@@ -31,8 +31,11 @@ in :class:`~privfl.evaluation.fhauc.party.Party`).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import secrets
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -46,11 +49,20 @@ from privfl.evaluation.fhauc.policy import Policy
 from privfl.messages import Writer
 
 TRANSCRIPT_LABEL = f"privfl/fhauc/v{VERSION}/transcript"
+JOINS_MEMO_LABEL = f"privfl/fhauc/v{VERSION}/checked-joins".encode()
 
 
 def new_nonce() -> bytes:
     """A party's fresh contribution to one session."""
     return secrets.token_bytes(NONCE_BYTES)
+
+
+@functools.lru_cache(maxsize=16)
+def parse_config(data: bytes) -> SessionConfig:
+    """:meth:`SessionConfig.from_bytes`, remembered per process for the exact bytes (a party
+    re-reads its session's config at every step; ``M`` in-process parties read the same one).
+    A config is immutable (its thresholds array is read-only), so sharing it is safe."""
+    return SessionConfig.from_bytes(data)
 
 
 def transcript_hash(config: SessionConfig, policy: Policy, joins: Sequence[Join]) -> bytes:
@@ -83,19 +95,67 @@ class CheckedStart:
     transcript: bytes
 
 
+JOINS_MEMO_SIZE = 8  # join lists whose check is remembered per process (a few MB at most)
+_joins_memo: OrderedDict[bytes, tuple[Join, ...]] = OrderedDict()
+_joins_lock = threading.Lock()
+
+
 def check_joins(
     config: SessionConfig, joins: Sequence[bytes], roster: Mapping[str, bytes]
 ) -> tuple[Join, ...]:
     """Verify every join (signature, session, config digest) and that each party of the
-    config joined exactly once; returns them in the config's party order."""
+    config joined exactly once; returns them in the config's party order.
+
+    O(M) with a small constant: the config digest is computed once and each signature
+    verified once. The check is a pure function of public bytes (the config, the relayed
+    joins and the roster's keys for the config's parties), so a successful one is
+    remembered per process under the SHA-256 of exactly those inputs: when the ``M``
+    parties of an in-process simulation check the same relayed list, the signatures are
+    verified once in all, and each further party only hashes the list. Any differing byte
+    (another join, nonce, config or pinned key) is a different entry and is checked in
+    full; a failed check is never remembered."""
+    digest = config.digest  # once: it re-encodes the whole party list
+    key = _joins_key(digest, config.parties, joins, roster)
+    with _joins_lock:
+        known = _joins_memo.get(key)
+    if known is not None:
+        return known
+    checked = _check_joins(config, digest, joins, roster)
+    with _joins_lock:
+        _joins_memo[key] = checked
+        while len(_joins_memo) > JOINS_MEMO_SIZE:
+            _joins_memo.popitem(last=False)
+    return checked
+
+
+def _joins_key(
+    digest: bytes, parties: Sequence[str], joins: Sequence[bytes], roster: Mapping[str, bytes]
+) -> bytes:
+    """SHA-256 of everything :func:`_check_joins` reads (length-prefixed, unambiguous)."""
+    h = hashlib.sha256(JOINS_MEMO_LABEL)
+    h.update(digest)
+    for p in parties:
+        pinned = roster.get(p)
+        h.update(b"\x00" if pinned is None else b"\x01" + len(pinned).to_bytes(4, "big") + pinned)
+    h.update(len(joins).to_bytes(4, "big"))
+    for data in joins:
+        h.update(len(data).to_bytes(8, "big"))
+        h.update(data)
+    return h.digest()
+
+
+def _check_joins(
+    config: SessionConfig, digest: bytes, joins: Sequence[bytes], roster: Mapping[str, bytes]
+) -> tuple[Join, ...]:
     parsed: dict[str, Join] = {}
+    members = frozenset(config.parties)
     for data in joins:
         join = Join.from_bytes(data, config.session, roster)
-        if join.sender not in config.parties:
+        if join.sender not in members:
             raise UnknownPartyError(f"{join.sender!r} joined but is not a party of this session")
         if join.sender in parsed:
             raise ProtocolError(f"{join.sender!r} joined twice")
-        if join.config_digest != config.digest:
+        if join.config_digest != digest:
             raise ProtocolError(
                 f"{join.sender!r} joined a different configuration than this one: the "
                 "aggregator announced different configs to different parties"
@@ -116,8 +176,10 @@ def check_start(
     my_nonce: bytes,
 ) -> CheckedStart:
     """A party's checks of the relayed joins before it uploads anything."""
+    if me not in config.parties:
+        raise UnknownPartyError(f"party {me!r} is not part of this session")
     checked = check_joins(config, joins, roster)
-    mine = next(j for j in checked if j.sender == me)
+    mine = checked[config.parties.index(me)]
     if mine.nonce != my_nonce:
         raise ProtocolError(
             "the relayed join for this party is not the one it sent in this session "
