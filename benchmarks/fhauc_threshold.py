@@ -9,8 +9,14 @@ party's traffic beyond setup (up + down: join, upload, decryption and result mes
 lead party's separately), and setup traffic per party (threshold: the key-generation rounds,
 the key checks and the relinearisation share; single key: the wrapped key bundle).
 
-    OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python benchmarks/fhauc_threshold.py \
-        [--parties 15,100,1000] [--security semi-honest]
+    nice -n 10 .venv/bin/python benchmarks/fhauc_threshold.py \
+        [--parties 15,100,1000] [--security semi-honest] [--busy 1] [--sessions 1]
+
+No OpenMP variable needs to be set: privfl chooses OpenFHE's threading itself
+(:mod:`privfl.crypto.threshold_threads`; the line ``OpenMP:`` says what it chose). ``--busy K``
+runs K competing CPU-bound processes during the measurement (what a user's busy machine looks
+like); ``--sessions S`` runs S threshold sessions per row (the first one in a process pays
+the one-off costs), each reported against the single-key aggregator.
 
 All parties run in this one process, one after the other (the aggregator adds each key share
 as it arrives, so it never holds ``M`` of them); ``peak GB`` is the process's peak resident
@@ -19,11 +25,9 @@ memory so far (all roles of every row up to this one).
 
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("OMP_NUM_THREADS", "1")  # before OpenFHE loads
-
 import argparse
+import multiprocessing
+import os
 import resource
 import time
 
@@ -31,6 +35,11 @@ import numpy as np
 
 import privfl
 from privfl.crypto.threshold import ThresholdContext, parameter_set
+
+
+def spin() -> None:
+    while True:  # a competing CPU-bound process
+        pass
 
 
 def synthetic(parties: int, size: int, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -54,12 +63,32 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--parties", default="15,100,1000")
     ap.add_argument("--security", default="semi-honest")
+    ap.add_argument("--busy", type=int, default=0, help="competing CPU-bound processes")
+    ap.add_argument("--sessions", type=int, default=1, help="threshold sessions per row")
     args = ap.parse_args()
+    busy = [multiprocessing.Process(target=spin, daemon=True) for _ in range(args.busy)]
+    for b in busy:
+        b.start()
+    try:
+        rows(args)
+    finally:
+        for b in busy:
+            b.terminate()
+
+
+def load() -> str:
+    return "/".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def rows(args: argparse.Namespace) -> None:
     counts = [int(p) for p in args.parties.split(",")]
     n_points = 100
     print(
         f"FHAUC, N = {n_points}, 100 samples per party, security = {args.security}; "
-        "threshold: OpenFHE 'fhauc' set (ring 2^14, 128-bit), single key: SEAL ring 8192"
+        "threshold: OpenFHE 'fhauc' set (ring 2^14, 128-bit), single key: SEAL ring 8192; "
+        f"{args.busy} competing CPU-bound process(es); OMP_NUM_THREADS="
+        f"{os.environ.get('OMP_NUM_THREADS', 'unset')}, OMP_WAIT_POLICY="
+        f"{os.environ.get('OMP_WAIT_POLICY', 'unset')} in the environment"
     )
     print(
         f"{'parties':>7} {'keys':>9} {'agg s':>7} {'agg keygen s':>12} {'party s':>8} "
@@ -84,25 +113,39 @@ def main() -> None:
         t0 = time.perf_counter()
         ThresholdContext.for_parameters(parameter_set("fhauc"), m)
         context_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        res = privfl.federated_auc(data, n_points, keys="threshold", security=args.security)
-        wall = time.perf_counter() - t0
-        b, t = res.bytes, res.timings
-        session_s = t["aggregator"]
-        print(
-            f"{m:>7} {'threshold':>9} {session_s:>7.2f} {t['aggregator_keygen']:>12.2f} "
-            f"{t['party_total'] + t['party_decrypt']:>8.2f} {mb(b['party_upload']):>9} "
-            f"{mb(b['party_session_traffic']):>8} {mb(b['lead_session_traffic']):>7} "
-            f"{mb(b['party_setup_traffic']):>14} {abs(res.auc - ref):>12.1e} {wall:>7.1f} "
-            f"{peak_gb():>7.1f}",
-            flush=True,
-        )
-        ratio = session_s / max(single.timings["aggregator"], 1e-9)
-        print(
-            f"{'':>7} {'':>9} aggregator threshold / single key: {ratio:.1f}x; OpenFHE "
-            f"context for {m} parties (once per process, not in the row): {context_s:.1f} s",
-            flush=True,
-        )
+        for session in range(args.sessions):
+            t0 = time.perf_counter()
+            res = privfl.federated_auc(data, n_points, keys="threshold", security=args.security)
+            wall = time.perf_counter() - t0
+            b, t = res.bytes, res.timings
+            session_s = t["aggregator"]
+            print(
+                f"{m:>7} {'threshold':>9} {session_s:>7.2f} {t['aggregator_keygen']:>12.2f} "
+                f"{t['party_total'] + t['party_decrypt']:>8.2f} {mb(b['party_upload']):>9} "
+                f"{mb(b['party_session_traffic']):>8} {mb(b['lead_session_traffic']):>7} "
+                f"{mb(b['party_setup_traffic']):>14} {abs(res.auc - ref):>12.1e} {wall:>7.1f} "
+                f"{peak_gb():>7.1f}",
+                flush=True,
+            )
+            ratio = session_s / max(single.timings["aggregator"], 1e-9)
+            print(
+                f"{'':>7} {'':>9} session {session + 1}: aggregator threshold / single key: "
+                f"{ratio:.1f}x; OpenFHE context for {m} parties (once per process, not in the "
+                f"row): {context_s:.1f} s; load {load()}",
+                flush=True,
+            )
+    print(f"OpenMP: {threading_choice()}")
+
+
+def threading_choice() -> str:
+    try:
+        from privfl.crypto import threshold_threads
+    except ImportError:  # a checkout before issue 30 (a "before" run): OpenMP's defaults
+        return "OpenMP's own defaults (privfl before issue 30 chose nothing)"
+    c = threshold_threads.choice()
+    if c is None:
+        return "openfhe not loaded"
+    return f"{c.threads} thread(s), wait policy {c.wait_policy}, chosen by {c.chosen_by}"
 
 
 if __name__ == "__main__":

@@ -61,11 +61,11 @@ set) on top of the ciphertext's own error, plus ``log2(sqrt(M))`` for ``M`` shar
 
 from __future__ import annotations
 
-import importlib
 import math
 from dataclasses import dataclass, field
 from types import ModuleType
 
+from privfl.crypto.threshold_threads import import_openfhe
 from privfl.errors import InputError
 
 __all__ = [
@@ -93,9 +93,10 @@ _INSTALL_HINT = (
 
 
 def require_openfhe() -> ModuleType:
-    """The ``openfhe`` module, or :class:`InputError` naming the ``[threshold]`` extra."""
+    """The ``openfhe`` module, or :class:`InputError` naming the ``[threshold]`` extra. The
+    first import runs with privfl's OpenMP choice (:mod:`~privfl.crypto.threshold_threads`)."""
     try:
-        return importlib.import_module("openfhe")
+        return import_openfhe()
     except ImportError as exc:
         raise InputError(_INSTALL_HINT) from exc
 
