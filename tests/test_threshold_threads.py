@@ -69,7 +69,13 @@ def test_privfl_openfhe_threads_sets_openfhes_count_only():
     assert got["env"] == [None, None]
 
 
-@pytest.mark.parametrize("bad", ["0", "-1", "two", ""])
+def test_privfl_openfhe_threads_wins_over_omp_num_threads_for_openfhe_only():
+    got = _probe(PRIVFL_OPENFHE_THREADS="2", OMP_NUM_THREADS="1")
+    assert got["max_threads"] == 2
+    assert got["env"] == ["1", None]  # the process's own OMP_NUM_THREADS is back
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "two", "", "\u00b2", "99999"])
 def test_a_bad_thread_count_is_refused_with_its_name(bad):
     with pytest.raises(InputError, match=threshold_threads.THREADS_VARIABLE):
         threshold_threads.planned({threshold_threads.THREADS_VARIABLE: bad})

@@ -17,8 +17,8 @@ privfl sets, for OpenFHE's runtime only:
   OpenFHE calls are many short loops over a few towers, where a second thread gains little on
   a quiet machine and loses much on a busy one (see docs/guide/performance.md).
 
-Each is set only if the user has not set it (their value wins), and ``PRIVFL_OPENFHE_THREADS``
-chooses the thread count for OpenFHE alone without touching other OpenMP libraries. Both
+Each is set only if the user has not set it (their value wins); ``PRIVFL_OPENFHE_THREADS``, if
+set, chooses the thread count for OpenFHE alone (over ``OMP_NUM_THREADS``). Both
 variables are restored right after the import, so neither subprocesses nor OpenMP libraries
 loaded later see privfl's choice. If ``openfhe`` was imported before privfl could choose
 (by the user's own code), nothing can be changed any more: :func:`configure` logs it.
@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_THREADS = 1
 DEFAULT_WAIT_POLICY = "passive"
+MAX_THREADS = 1024
 THREADS_VARIABLE = "PRIVFL_OPENFHE_THREADS"
 _LOCK = threading.Lock()
 
@@ -66,16 +67,20 @@ def choice() -> OpenMPChoice | None:
 
 
 def planned(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """The OpenMP variables privfl would set for an import now (the user's own win)."""
+    """The OpenMP variables privfl would set for an import now (the user's own win;
+    ``PRIVFL_OPENFHE_THREADS`` over ``OMP_NUM_THREADS``)."""
     env = dict(os.environ if environ is None else environ)
     out = {}
-    if "OMP_NUM_THREADS" not in env:
-        threads = env.get(THREADS_VARIABLE, str(DEFAULT_THREADS)).strip()
-        if not threads.isdigit() or int(threads) < 1:
+    if THREADS_VARIABLE in env:  # the most specific setting wins
+        threads = env[THREADS_VARIABLE].strip()
+        if not (threads.isascii() and threads.isdigit() and 1 <= int(threads) <= MAX_THREADS):
             raise InputError(
-                f"{THREADS_VARIABLE}={threads!r}: give a positive number of OpenFHE threads"
+                f"{THREADS_VARIABLE}={threads!r}: give a number of OpenFHE threads between 1 "
+                f"and {MAX_THREADS}"
             )
         out["OMP_NUM_THREADS"] = threads
+    elif "OMP_NUM_THREADS" not in env:
+        out["OMP_NUM_THREADS"] = str(DEFAULT_THREADS)
     if "OMP_WAIT_POLICY" not in env:
         out["OMP_WAIT_POLICY"] = DEFAULT_WAIT_POLICY
     return out
