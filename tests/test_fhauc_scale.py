@@ -9,7 +9,7 @@ import pytest
 import privfl
 from conftest import make_parties
 from privfl.crypto.identity import IdentityKey
-from privfl.errors import ProtocolError, UnknownPartyError
+from privfl.errors import MalformedMessageError, ProtocolError, UnknownPartyError
 from privfl.evaluation.fhauc import messages, session
 from privfl.evaluation.fhauc.messages import Join, SessionConfig
 from privfl.messages import new_session_id
@@ -42,6 +42,10 @@ def test_a_remembered_join_list_never_vouches_for_a_changed_one():
     other = SessionConfig(config.session, config.parties, np.linspace(0.8, 0.2, 9))
     with pytest.raises(ProtocolError, match="different configuration"):
         session.check_joins(other, joins, roster)
+    with pytest.raises(MalformedMessageError):
+        session.check_joins(config, [joins[0], bytearray(b"junk"), joins[2]], roster)
+    with pytest.raises(MalformedMessageError):
+        session.check_joins(config, [joins[0], 7, joins[2]], roster)
     assert len(session.check_joins(config, joins, roster)) == 3  # the honest list still passes
 
 

@@ -21,7 +21,7 @@ Each is set only if the user has not set it (their value wins); ``PRIVFL_OPENFHE
 set, chooses the thread count for OpenFHE alone (over ``OMP_NUM_THREADS``). Both
 variables are restored right after the import, so neither subprocesses nor OpenMP libraries
 loaded later see privfl's choice. If ``openfhe`` was imported before privfl could choose
-(by the user's own code), nothing can be changed any more: :func:`configure` logs it.
+(by the user's own code), nothing can be changed any more: :func:`import_openfhe` logs it.
 """
 
 from __future__ import annotations

@@ -57,11 +57,18 @@ def new_nonce() -> bytes:
     return secrets.token_bytes(NONCE_BYTES)
 
 
-@functools.lru_cache(maxsize=16)
 def parse_config(data: bytes) -> SessionConfig:
     """:meth:`SessionConfig.from_bytes`, remembered per process for the exact bytes (a party
     re-reads its session's config at every step; ``M`` in-process parties read the same one).
-    A config is immutable (its thresholds array is read-only), so sharing it is safe."""
+    A config is immutable (its thresholds array is read-only), so sharing it is safe; a
+    failed parse raises every time and is never remembered."""
+    if type(data) is bytes:
+        return _parse_config(data)
+    return SessionConfig.from_bytes(data)  # other buffers (or hostile types): not remembered
+
+
+@functools.lru_cache(maxsize=16)
+def _parse_config(data: bytes) -> SessionConfig:
     return SessionConfig.from_bytes(data)
 
 
@@ -115,6 +122,8 @@ def check_joins(
     (another join, nonce, config or pinned key) is a different entry and is checked in
     full; a failed check is never remembered."""
     digest = config.digest  # once: it re-encodes the whole party list
+    if not all(type(data) is bytes for data in joins):
+        return _check_joins(config, digest, joins, roster)  # typed errors, never remembered
     key = _joins_key(digest, config.parties, joins, roster)
     with _joins_lock:
         known = _joins_memo.get(key)
