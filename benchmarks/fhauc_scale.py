@@ -5,7 +5,7 @@ default): the wall and CPU time of one ``privfl.federated_auc`` call (setup, eve
 join/upload/finish checks, the aggregator), the aggregator's own time, and the AUC's distance
 to the plaintext binned AUC. The load average is printed with every row.
 
-    OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python benchmarks/fhauc_scale.py \
+    nice -n 5 .venv/bin/python benchmarks/fhauc_scale.py \
         [--parties 100,300,1000] [--security semi-honest]
 
 Run it once with ``PYTHONPATH`` pointing at another checkout's ``src`` for a before/after.

@@ -5,10 +5,6 @@ is revealed to the parties only. Runs on the insecure ring-2^12 ``fhauc-test`` s
 
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("OMP_NUM_THREADS", "1")  # before OpenFHE loads: no spin-waiting threads
-
 import numpy as np
 import pytest
 from hypothesis import given, settings

@@ -4,10 +4,6 @@ traceback."""
 
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
