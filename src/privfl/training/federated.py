@@ -197,6 +197,7 @@ def train_federated(
     )
     secret = nodes[0].revealed
     counted = {k: v for k, v in train.seconds.items() if k.split(":", 1)[1] in TRAINING_STEPS}
+    cpu = {k: v for k, v in train.cpu.items() if k.split(":", 1)[1] in TRAINING_STEPS}
     sizes = {k: v for k, v in train.sizes.items() if k.split(":", 1)[1] in TRAINING_STEPS}
     w, b = session.parties[0].plain_layers()
     return TrainingResult(
@@ -217,6 +218,7 @@ def train_federated(
         exchanges=report.exchanges,
         classes=prepared.classes,
         party_names=prepared.names,
+        role_cpu_seconds=role_totals(cpu),
         _session=session,
     )
 

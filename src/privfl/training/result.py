@@ -63,7 +63,8 @@ class TrainingResult:
     the end). ``secret_weights`` / ``secret_biases``: the encrypted layers, only when the caller
     asked to reveal them (else None: they exist only as ciphertexts). ``history``: one
     :class:`RoundMetrics` per round. ``role_seconds``: computation per role (training only,
-    keys and evaluation excluded); ``role_bytes``: per role ``{"sent", "received"}``.
+    keys and evaluation excluded; wall time; ``role_cpu_seconds`` in process CPU time);
+    ``role_bytes``: per role ``{"sent", "received"}``.
     ``setup_seconds`` / ``setup_bytes``: joint key generation (all roles). ``warnings``: range
     violations reported instead of raised (``on_range="warn"``). ``classes``: the original
     label of each output unit (:meth:`predict_labels`); ``party_names``: the parties in order.
@@ -86,6 +87,7 @@ class TrainingResult:
     exchanges: dict[str, int] = field(default_factory=dict)
     classes: tuple[int | str, ...] = ()
     party_names: tuple[str, ...] = ()
+    role_cpu_seconds: dict[str, float] = field(default_factory=dict)
     _session: Session | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -149,9 +151,11 @@ class TrainingResult:
         batch."""
         e = self.schedule.epochs
         secs, nbytes = np.mean(self.party_seconds()), np.mean(self.party_bytes())
+        cpu = np.mean([self.role_cpu_seconds.get(f"party-{k}", 0.0) for k in range(self.parties)])
         batches = float(np.mean(self.batches_per_party))
         return {
             "seconds_per_epoch": float(secs / e),
+            "cpu_seconds_per_epoch": float(cpu / e),
             "bytes_per_epoch": float(nbytes / e),
             "seconds_per_batch": float(secs / batches),
             "bytes_per_batch": float(nbytes / batches),
