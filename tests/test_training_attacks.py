@@ -23,9 +23,10 @@ from privfl.crypto.threshold import (
     DecryptionShare,
 )
 from privfl.crypto.threshold_ciphertext import JointDecryptionError, fuse_and_decode
-from privfl.crypto.threshold_roles import REQUEST_ID_SHIFT
+from privfl.crypto.threshold_roles import REQUEST_ID_SHIFT, ThresholdParty
 from privfl.errors import DecryptionNotPermittedError, ProtocolError, UnknownPartyError
 from privfl.runner import InProcessRunner
+from privfl.training.desk import ShareDesk
 from privfl.training.federated import _build
 from privfl.training.joint import REQUEST_DOMAIN, Consent, SealedShare, SignedRequest
 from privfl.training.party import Done
@@ -227,6 +228,30 @@ def test_a_repeated_bootstrapping_request_id_is_refused(session):
     message = p0.advance([share, p2.answer(first)])
     while not isinstance(message, Done):
         message = p0.advance([q.answer(message) for q in (p1, p2)])
+
+
+def test_a_restarted_node_refuses_what_its_desk_answered_before(session):
+    """The desk's once-only records travel with the key share in the node's local state: a
+    node restarted from it (a Flower ClientApp runs each step in a fresh process) refuses a
+    replay and a reused request id, and keeps counting the flooding budget."""
+    p0, p1, p2 = session.parties
+    honest = _boundary_request(session, p0, 2, 0)
+    share = p1.answer(honest)
+    state = p1.desk.export_local_state()
+    fresh = ThresholdParty(p1.name, p1.crypto.index, p1.crypto.context, p1.session)
+    fresh.public_key = p1.crypto.public_key  # public: the joint key
+    desk = ShareDesk(p1.desk._identity, p1.desk.plan, fresh)
+    desk.import_local_state(state)
+    assert fresh.decryption_shares_made == p1.crypto.decryption_shares_made
+    msg = SignedRequest.from_bytes(honest, p0.session)
+    moved = p0.desk.sign(Ticket(Purpose.BOUNDARY, 2, 2, 1, 2), "decrypt", msg.request)
+    for replay in (msg, moved):  # the same ticket; the same request id under a fresh ticket
+        with pytest.raises(DecryptionNotPermittedError):
+            desk.answer(replay)
+    assert fresh.decryption_shares_made == p1.crypto.decryption_shares_made
+    with pytest.raises(ProtocolError):  # a desk restores its state once
+        desk.import_local_state(state)
+    assert isinstance(p0.advance([share, p2.answer(honest)]), Done)
 
 
 def test_tickets_outside_the_schedule_are_refused(session):

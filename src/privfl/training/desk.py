@@ -49,6 +49,7 @@ from privfl.crypto.threshold_rerandomise import ZeroSource, add_zero, rerandomis
 from privfl.crypto.threshold_roles import REQUEST_ID_SHIFT
 from privfl.crypto.threshold_wire import Layout
 from privfl.errors import DecryptionNotPermittedError, ProtocolError, UnknownPartyError
+from privfl.messages import Reader, Writer
 from privfl.training.joint import (
     CONSENT_DOMAIN,
     REQUEST_DOMAIN,
@@ -84,6 +85,34 @@ class ShareDesk:
         self._ids: set[int] = set()
         self._zeros: ZeroSource | None = None
         self.refused = 0
+
+    # ------------------------------------------------------------------ node-local state
+    def export_local_state(self) -> bytes:
+        """This party's key share and budget (:meth:`ThresholdParty.export_local_state`) and
+        the desk's once-only records (tickets and request ids answered, refusals), for the
+        node's **own local storage** only: a node restarted from these bytes refuses what it
+        answered before. Never a message."""
+        w = Writer().bytes_(self.crypto.export_local_state()).u32(self.refused)
+        w.u32(len(self._tickets))
+        for who, label in sorted(self._tickets):
+            w.str_(who).str_(label)
+        w.u32(len(self._ids))
+        for rid in sorted(self._ids):
+            w.u64(rid)
+        return w.getvalue()
+
+    def import_local_state(self, data: bytes) -> None:
+        """Restore what :meth:`export_local_state` wrote (this node's own bytes)."""
+        if self._tickets or self._ids or self.crypto.has_share:
+            raise ProtocolError(f"{self.name}'s desk already has a state")
+        r = Reader(data, "share desk local state")
+        keys, refused = r.bytes_(1 << 27), r.u32()
+        count = r.count(1 << 24, "answered tickets")
+        tickets = {(r.str_(), r.str_()) for _ in range(count)}
+        ids = {r.u64() for _ in range(r.count(1 << 24, "answered request ids"))}
+        r.end()
+        self.crypto.import_local_state(keys)
+        self._tickets, self._ids, self.refused = tickets, ids, refused
 
     # ------------------------------------------------------------------ own requests
     def consent(self, recipient: str, purpose: Purpose, limit: int) -> Consent:
