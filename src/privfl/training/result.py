@@ -26,14 +26,16 @@ MODEL_FORMAT = "privfl-smartcryptnn-model-v1"
 class RoundMetrics:
     """After round ``round`` (``epoch`` epochs done): mean loss ``½||a - y||²`` and accuracy on
     the parties' own training samples, ``max |u|`` of the last layer's pre-activations on them
-    (None when not evaluated), the largest boundary error seen and the round's wall time."""
+    (None when not evaluated), the largest boundary error seen and the round's wall time. The
+    figures are the nodes' own (:attr:`~.node.PartyNode.evaluations`); the server's history
+    has None in their place."""
 
     round: int
     epoch: int
     loss: float | None
     accuracy: float | None
     max_abs_u: float | None
-    max_boundary_error: float
+    max_boundary_error: float | None
     seconds: float
 
     def to_dict(self) -> dict[str, Any]:
