@@ -19,6 +19,14 @@ all (nothing is computed, the flooding budget is not touched) and raises
 :class:`~privfl.errors.DecryptionNotPermittedError` (or
 :class:`~privfl.errors.UnknownPartyError` for a bad signature).
 
+An accepted request is answered on ``c1 + a p`` rather than ``c1``: ``(b p, a p)`` is an
+encryption of zero under the joint key with ``p`` derived from the hash of the signed request
+(:mod:`~privfl.crypto.threshold_rerandomise`; the requester adds the same to the ciphertext it
+keeps). A requester that signs a crafted ``c1`` (a large constant) therefore learns nothing of
+the answering party's key share: the polynomial multiplied by the share is pseudo-random and
+not of its choosing. The desk's once-only records are part of the node's local state
+(:meth:`ShareDesk.export_local_state`).
+
 What this does **not** decide: whether the ``c1`` a party signed for a boundary-error ticket
 really is ``e_T`` of that batch. The batch owner computes ``e_T`` from its own plaintext rows,
 so no other role can recompute it; a deviating owner can substitute another ciphertext (for
