@@ -83,8 +83,8 @@ class ZeroSource:
             raise MalformedMessageError(f"cannot re-randomise on {towers} towers")
         level = ctx.levels - towers
         eps = float(1 << RERANDOMISE_BITS) / ctx.scaling_factor(level, 1)
-        u = SharedRandomness(seed, "rerandomise-c1").uniform(ctx.slots) * 2.0 - 1.0
-        plain = ctx.cc.MakeCKKSPackedPlaintext([float(v) * eps for v in u], 1, level)
+        u = (SharedRandomness(seed, "rerandomise-c1").uniform(ctx.slots) * 2.0 - 1.0) * eps
+        plain = ctx.cc.MakeCKKSPackedPlaintext(u.tolist(), 1, level)
         product = ctx.cc.EvalMult(self._key(towers), plain)
         rows = np.frombuffer(ctx.dump(ctx.ciphertext_layout(level, 2), product), dtype=wire.U64)
         return rows.reshape(2, towers, ctx.ring)
