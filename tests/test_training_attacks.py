@@ -23,9 +23,10 @@ from privfl.crypto.threshold import (
     DecryptionShare,
 )
 from privfl.crypto.threshold_ciphertext import JointDecryptionError, fuse_and_decode
-from privfl.crypto.threshold_roles import REQUEST_ID_SHIFT
+from privfl.crypto.threshold_roles import REQUEST_ID_SHIFT, ThresholdParty
 from privfl.errors import DecryptionNotPermittedError, ProtocolError, UnknownPartyError
 from privfl.runner import InProcessRunner
+from privfl.training.desk import ShareDesk
 from privfl.training.federated import _build
 from privfl.training.joint import REQUEST_DOMAIN, Consent, SealedShare, SignedRequest
 from privfl.training.party import Done
@@ -120,6 +121,69 @@ def test_a_relaying_server_never_holds_a_share_it_could_fuse(session):
                 share_type.from_bytes(data, ctx, p.session)
 
 
+def _min_root(q: int, m: int) -> int:
+    """OpenFHE's NTT root: the smallest primitive ``m``-th root of unity modulo ``q``."""
+    for g in range(2, 1000):
+        r = pow(g, (q - 1) // m, q)
+        if pow(r, m // 2, q) == q - 1:
+            return min(pow(r, k, q) for k in range(1, m, 2))
+    raise AssertionError("no root")  # pragma: no cover
+
+
+def _coefficients(rows, moduli, count: int) -> list[int]:
+    """The first ``count`` coefficients (CRT-combined, centred) of the polynomial whose
+    OpenFHE NTT rows (bit-reversed order, odd powers of the minimal root) are ``rows``."""
+    n = rows.shape[1]
+    bits = n.bit_length() - 1
+    residues = []
+    for row, q in zip(rows, (int(q) for q in moduli), strict=True):
+        psi = _min_root(q, 2 * n)
+        inv = [pow(psi, (2 * int(f"{i:0{bits}b}"[::-1], 2) + 1) * (2 * n - 1), q)
+               for i in range(n)]  # fmt: skip
+        vals, ninv = [int(v) for v in row], pow(n, -1, q)
+        residues.append([sum(v * pow(w, j, q) for v, w in zip(vals, inv)) * ninv % q
+                         for j in range(count)])  # fmt: skip
+    big = int(np.prod([int(q) for q in moduli], dtype=object))
+    out = []
+    for j in range(count):
+        x = sum(r[j] * (big // int(q)) * pow(big // int(q), -1, int(q))
+                for r, q in zip(residues, moduli))  # fmt: skip
+        x %= big
+        out.append(x - big if x > big // 2 else x)
+    return out
+
+
+def test_a_crafted_c1_under_a_valid_ticket_yields_no_key_share(session):
+    """Party 0 signs its legitimate e_T ticket for ``c1 = C`` (a large constant) instead of
+    e_T. Before re-randomisation, party 1's answer ``s_1 C + e_1`` gave ``s_1`` by rounding
+    (the control below does exactly that on the bare threshold layer: every coefficient is
+    recovered). Now party 1 answers on ``c1 + a p`` with ``p`` from the hash of the signed
+    request: the rounded answer agrees with the key share at chance level."""
+    p0, p1, p2 = session.parties
+    ctx = p0.crypto.context
+    honest = _boundary_request(session, p0, 3, 1)
+    ticket, kind, pending = p0._pending
+    big = 1 << 100
+    layout = ctx.c1_layout(pending.level, pending.deg)
+    crafted = np.array([[big % int(q)] * ctx.ring for q in layout.moduli], dtype=np.uint64)
+    request = dataclasses.replace(pending, c1=crafted.tobytes())
+    signed = p0.desk.sign(ticket, kind, request.to_bytes()).to_bytes()
+    sealed = [SealedShare.from_bytes(q.answer(signed), p0.session) for q in (p1, p2)]
+    stolen = p0.desk.open(ticket, pending.request_id, kind, sealed)[0]
+    assert stolen.sender == p1.name and honest != signed
+    p0._flow = p0._pending = None  # party 0 abandons its batch
+    count = 24
+    # the control: the same c1 answered without re-randomisation reveals s_1 exactly
+    oracle = dataclasses.replace(request, request_id=(1 << REQUEST_ID_SHIFT) + 999)
+    truth_rows = np.frombuffer(p1.crypto.decryption_share(oracle).share, dtype=np.uint64)
+    truth = [round(c / big) for c in _coefficients(truth_rows.reshape(2, -1), layout.moduli, count)]
+    assert set(truth) <= {-1, 0, 1} and len(set(truth)) == 3  # a ternary key share
+    rows = np.frombuffer(stolen.share, dtype=np.uint64).reshape(2, -1)
+    guess = [round(c / big) for c in _coefficients(rows, layout.moduli, count)]
+    agree = sum(g == t for g, t in zip(guess, truth, strict=True))
+    assert agree <= count // 2, f"{agree} of {count} key-share coefficients recovered"
+
+
 def test_a_request_for_another_ciphertext_than_the_signed_e_t_is_refused(session):
     """The server swaps the c1 of party 0's signed e_T request for the encrypted layer's."""
     server, p0, p1 = session.server, session.parties[0], session.parties[1]
@@ -164,6 +228,30 @@ def test_a_repeated_bootstrapping_request_id_is_refused(session):
     message = p0.advance([share, p2.answer(first)])
     while not isinstance(message, Done):
         message = p0.advance([q.answer(message) for q in (p1, p2)])
+
+
+def test_a_restarted_node_refuses_what_its_desk_answered_before(session):
+    """The desk's once-only records travel with the key share in the node's local state: a
+    node restarted from it (a Flower ClientApp runs each step in a fresh process) refuses a
+    replay and a reused request id, and keeps counting the flooding budget."""
+    p0, p1, p2 = session.parties
+    honest = _boundary_request(session, p0, 2, 0)
+    share = p1.answer(honest)
+    state = p1.desk.export_local_state()
+    fresh = ThresholdParty(p1.name, p1.crypto.index, p1.crypto.context, p1.session)
+    fresh.public_key = p1.crypto.public_key  # public: the joint key
+    desk = ShareDesk(p1.desk._identity, p1.desk.plan, fresh)
+    desk.import_local_state(state)
+    assert fresh.decryption_shares_made == p1.crypto.decryption_shares_made
+    msg = SignedRequest.from_bytes(honest, p0.session)
+    moved = p0.desk.sign(Ticket(Purpose.BOUNDARY, 2, 2, 1, 2), "decrypt", msg.request)
+    for replay in (msg, moved):  # the same ticket; the same request id under a fresh ticket
+        with pytest.raises(DecryptionNotPermittedError):
+            desk.answer(replay)
+    assert fresh.decryption_shares_made == p1.crypto.decryption_shares_made
+    with pytest.raises(ProtocolError):  # a desk restores its state once
+        desk.import_local_state(state)
+    assert isinstance(p0.advance([share, p2.answer(honest)]), Done)
 
 
 def test_tickets_outside_the_schedule_are_refused(session):

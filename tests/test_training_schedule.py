@@ -22,8 +22,9 @@ from privfl.messages import Writer, new_session_id
 from privfl.runner import InProcessRunner
 from privfl.training.envelope import Envelope, Item, pack_parts
 from privfl.training.federated import _build
+from privfl.training.messages import GlobalPlainLayers
 from privfl.training.node import PartyNode
-from privfl.training.schedule import InProcessTransport, run_training
+from privfl.training.schedule import InProcessTransport, _Driver, run_training
 from privfl.training.twin import Schedule
 
 LAYERS = (6, 5, 4)
@@ -169,3 +170,44 @@ def test_a_node_that_has_not_finished_cannot_be_asked_to_upload(built):
     assert not out.done and {i.peer for i in out.items} == {"party-0", "party-2"}
     with pytest.raises(ProtocolError, match="middle of a step"):
         node.step(Envelope(sid, "server", "upload", 0).to_bytes())
+
+
+def _crafted_evaluation(session, plan, nodes, target: float, rnd: int) -> list[tuple]:
+    """What the server sees of an evaluation round in which it sent a crafted model: plaintext
+    layers that give every row the same input (zero weights) and an encrypted layer whose
+    output unit 0 is ``target`` on every row (in the attack: a slot of another party's
+    encrypted update or of the layer, times a one-hot mask, plus a known bias)."""
+    server = session.server
+    sid, layout = server.session, server.layout
+    plain = GlobalPlainLayers(sid, "server", rnd, (np.zeros((5, 6)),), (np.zeros(5),))
+    bias = np.array([target, 0.0, 0.0, 0.0])
+    layer = server.crypto.encrypt(layout.pack_weights(np.zeros((4, 5)), bias))
+    body = pack_parts([plain.to_bytes(), layer.to_message(sid, "server").to_bytes()])
+    seen: list[tuple] = []
+
+    class Tap(InProcessTransport):
+        def exchange(self, step, messages):
+            got = super().exchange(step, messages)
+            for data in got.values():
+                env = Envelope.from_bytes(data, sid)
+                kinds = tuple((i.peer, i.kind) for i in env.items)
+                seen.append((env.sender, env.step, env.round, env.done, kinds, env.body))
+            return got
+
+    d = _Driver(server, plan, Tap(nodes, InProcessRunner()), lambda k, fn, *a: fn(*a))
+    d.relay(rnd, d.all("evaluate", rnd, body), "evaluate")
+    return [view[:2] + view[3:] for view in seen]  # everything but the round number
+
+
+def test_a_crafted_layer_reads_nothing_through_evaluation():
+    """The server's view of an evaluation round is the same whatever the crafted layer
+    outputs: no loss, accuracy or ``max |u|`` leaves a node (before, each node's ``max |u|``
+    was the target slot). The nodes themselves keep their figures."""
+    session, _, plan = _build(_data(), Schedule(LAYERS, 1, 2, 2, 4, 1.0, 0), "test", 1)
+    nodes = [PartyNode(p, plan.names) for p in session.parties]
+    first = _crafted_evaluation(session, plan, nodes, 0.25, 1)
+    second = _crafted_evaluation(session, plan, nodes, 2.5, 2)
+    assert first == second
+    assert all(body == b"" for *_, body in first)
+    got = [[e.max_abs_u for e in n.evaluations] for n in nodes]
+    assert np.allclose(got, [[0.25, 2.5]] * 3, atol=1e-2)  # the nodes' own records

@@ -22,21 +22,24 @@ R = TypeVar("R")
 
 @dataclass
 class InProcessRunner:
-    """Records per-(role, step) seconds and per-channel bytes; ``progress`` (optional) is
-    told after every step (:mod:`privfl.progress`)."""
+    """Records per-(role, step) wall seconds, process CPU seconds (``cpu``: what the step
+    costs on a loaded machine) and per-channel bytes; ``progress`` (optional) is told after
+    every step (:mod:`privfl.progress`)."""
 
     seconds: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    cpu: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     sizes: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
     progress: Progress | None = None
     steps_done: int = 0
 
     def run(self, key: str, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         """Run ``fn`` and record its wall time under ``key`` (e.g. ``"party_encrypt"``)."""
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         try:
             out = fn(*args, **kwargs)
         finally:
             self.seconds[key].append(time.perf_counter() - start)
+            self.cpu[key].append(time.process_time() - cpu)
         self.steps_done += 1
         if self.progress is not None:
             self.progress(ProgressEvent(key, self.steps_done))

@@ -19,6 +19,14 @@ all (nothing is computed, the flooding budget is not touched) and raises
 :class:`~privfl.errors.DecryptionNotPermittedError` (or
 :class:`~privfl.errors.UnknownPartyError` for a bad signature).
 
+An accepted request is answered on ``c1 + a p`` rather than ``c1``: ``(b p, a p)`` is an
+encryption of zero under the joint key with ``p`` derived from the hash of the signed request
+(:mod:`~privfl.crypto.threshold_rerandomise`; the requester adds the same to the ciphertext it
+keeps). A requester that signs a crafted ``c1`` (a large constant) therefore learns nothing of
+the answering party's key share: the polynomial multiplied by the share is pseudo-random and
+not of its choosing. The desk's once-only records are part of the node's local state
+(:meth:`ShareDesk.export_local_state`).
+
 What this does **not** decide: whether the ``c1`` a party signed for a boundary-error ticket
 really is ``e_T`` of that batch. The batch owner computes ``e_T`` from its own plaintext rows,
 so no other role can recompute it; a deviating owner can substitute another ciphertext (for
@@ -31,6 +39,10 @@ share it relays is sealed for the requester.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+import numpy.typing as npt
 
 from privfl.crypto.identity import IdentityKey, verify_signed
 from privfl.crypto.keywrap import WrappedSecret, unwrap, wrap
@@ -41,8 +53,11 @@ from privfl.crypto.threshold import (
     DecryptionShare,
     ThresholdParty,
 )
+from privfl.crypto.threshold_rerandomise import ZeroSource, add_zero, rerandomise_seed
 from privfl.crypto.threshold_roles import REQUEST_ID_SHIFT
+from privfl.crypto.threshold_wire import Layout
 from privfl.errors import DecryptionNotPermittedError, ProtocolError, UnknownPartyError
+from privfl.messages import Reader, Writer
 from privfl.training.joint import (
     CONSENT_DOMAIN,
     REQUEST_DOMAIN,
@@ -56,6 +71,7 @@ from privfl.training.tickets import Purpose, Ticket, TrainingPlan, check_ticket
 __all__ = ["ShareDesk"]
 
 Share = BootstrapShare | DecryptionShare
+Request = BootstrapRequest | DecryptionRequest
 
 
 def _wrap_purpose(ticket: Ticket) -> str:
@@ -75,7 +91,36 @@ class ShareDesk:
             raise UnknownPartyError(f"{self.name}'s identity is not the one the plan pins")
         self._tickets: set[tuple[str, str]] = set()
         self._ids: set[int] = set()
+        self._zeros: ZeroSource | None = None
         self.refused = 0
+
+    # ------------------------------------------------------------------ node-local state
+    def export_local_state(self) -> bytes:
+        """This party's key share and budget (:meth:`ThresholdParty.export_local_state`) and
+        the desk's once-only records (tickets and request ids answered, refusals), for the
+        node's **own local storage** only: a node restarted from these bytes refuses what it
+        answered before. Never a message."""
+        w = Writer().bytes_(self.crypto.export_local_state()).u32(self.refused)
+        w.u32(len(self._tickets))
+        for who, label in sorted(self._tickets):
+            w.str_(who).str_(label)
+        w.u32(len(self._ids))
+        for rid in sorted(self._ids):
+            w.u64(rid)
+        return w.getvalue()
+
+    def import_local_state(self, data: bytes) -> None:
+        """Restore what :meth:`export_local_state` wrote (this node's own bytes)."""
+        if self._tickets or self._ids or self.crypto.has_share:
+            raise ProtocolError(f"{self.name}'s desk already has a state")
+        r = Reader(data, "share desk local state")
+        keys, refused = r.bytes_(1 << 27), r.u32()
+        count = r.count(1 << 24, "answered tickets")
+        tickets = {(r.str_(), r.str_()) for _ in range(count)}
+        ids = {r.u64() for _ in range(r.count(1 << 24, "answered request ids"))}
+        r.end()
+        self.crypto.import_local_state(keys)
+        self._tickets, self._ids, self.refused = tickets, ids, refused
 
     # ------------------------------------------------------------------ own requests
     def consent(self, recipient: str, purpose: Purpose, limit: int) -> Consent:
@@ -162,6 +207,7 @@ class ShareDesk:
             raise DecryptionNotPermittedError(f"request id {rid} was answered")
         self._tickets.add((requester, ticket.label()))
         self._ids.add(rid)
+        request = self.rerandomised(message, request)
         share: Share
         if isinstance(request, BootstrapRequest):
             share = self.crypto.bootstrap_share(request)
@@ -184,6 +230,31 @@ class ShareDesk:
             self.session, self.name, requester, ticket, request.request_id,
             unsigned.sealed, sig,
         )  # fmt: skip
+
+    # ------------------------------------------------------------------ re-randomising
+    def zero_for(self, message: SignedRequest, request: Request) -> npt.NDArray[np.uint64]:
+        """The encryption of zero every party derives from the signed request (see
+        :mod:`~privfl.crypto.threshold_rerandomise`): the requester adds it to its pending
+        ciphertext, the answering parties to ``c1``. Public data only."""
+        crypto = self.crypto
+        if self._zeros is None:
+            if crypto.public_key is None:
+                raise ProtocolError(f"{self.name} has no joint public key yet")
+            self._zeros = ZeroSource(crypto.context, crypto.public_key, crypto.tag)
+        seed = rerandomise_seed(b"smartcryptnn-training", b"".join(message.signed_part()))
+        return self._zeros.zero(seed, self._c1_layout(request).vectors)
+
+    def rerandomised(self, message: SignedRequest, request: Request) -> Request:
+        """``request`` with ``c1' = c1 + a p`` (``p`` from the hash of the signed request)."""
+        layout = self._c1_layout(request)
+        c1 = add_zero(layout, request.c1, self.zero_for(message, request), 1)
+        return replace(request, c1=c1)
+
+    def _c1_layout(self, request: Request) -> Layout:
+        ctx = self.crypto.context
+        if isinstance(request, BootstrapRequest):
+            return ctx.boot_c1_layout(request.level, request.deg)
+        return ctx.c1_layout(request.level, request.deg)
 
     def _check_consents(self, message: SignedRequest) -> None:
         """Every party of the plan (the requester and this one included) signed a consent

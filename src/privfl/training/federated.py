@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 
 from privfl._typing import FloatArray, IntArray
 from privfl.crypto.identity import IdentityKey
@@ -179,7 +180,11 @@ def train_federated(
     reveal_to = plan.names[0] if reveal else None
     nodes = [PartyNode(p, plan.names, reveal_to) for p in session.parties]
 
-    def round_done(row: RoundMetrics) -> None:
+    history: list[RoundMetrics] = []
+
+    def round_done(server_row: RoundMetrics) -> None:
+        row = _from_nodes(nodes, server_row)
+        history.append(row)
         if row.max_abs_u is not None and sched.secret_layers:
             _range_check(row, sched, on_range, warnings)
         if on_round is not None:
@@ -197,6 +202,7 @@ def train_federated(
     )
     secret = nodes[0].revealed
     counted = {k: v for k, v in train.seconds.items() if k.split(":", 1)[1] in TRAINING_STEPS}
+    cpu = {k: v for k, v in train.cpu.items() if k.split(":", 1)[1] in TRAINING_STEPS}
     sizes = {k: v for k, v in train.sizes.items() if k.split(":", 1)[1] in TRAINING_STEPS}
     w, b = session.parties[0].plain_layers()
     return TrainingResult(
@@ -206,7 +212,7 @@ def train_federated(
         plain_biases=tuple(b),
         secret_weights=None if secret is None else tuple(w for w, _ in secret),
         secret_biases=None if secret is None else tuple(b for _, b in secret),
-        history=report.history,
+        history=tuple(history),
         role_seconds=role_totals(counted),
         role_bytes=role_totals(sizes, split=True),
         setup_seconds=float(sum(sum(v) for v in setup.seconds.values())),
@@ -217,8 +223,24 @@ def train_federated(
         exchanges=report.exchanges,
         classes=prepared.classes,
         party_names=prepared.names,
+        role_cpu_seconds=role_totals(cpu),
         _session=session,
     )
+
+
+def _from_nodes(nodes: Sequence[PartyNode], row: RoundMetrics) -> RoundMetrics:
+    """The round's figures from the nodes' own records (in process, the caller operates every
+    node; the server's row has only the time): loss and accuracy over all parties' rows, the
+    largest ``max |u|`` and the largest boundary error so far."""
+    evals = [e for n in nodes for e in n.evaluations if e.round == row.round]
+    errors = [v for n in nodes for r, v in n.boundary_errors.items() if r <= row.round]
+    row = replace(row, max_boundary_error=max(errors, default=0.0))
+    rows = sum(e.rows for e in evals)
+    if not rows:
+        return row
+    loss = sum(e.loss_sum for e in evals) / rows
+    accuracy = sum(e.correct for e in evals) / rows
+    return replace(row, loss=loss, accuracy=accuracy, max_abs_u=max(e.max_abs_u for e in evals))
 
 
 def _build(

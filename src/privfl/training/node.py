@@ -5,7 +5,11 @@ ClientApp; it holds the :class:`~.party.Party` (data, plaintext layers, key shar
 and nothing of any other role. :meth:`PartyNode.step` takes the server's envelope and
 returns this party's. What the server sees of a party: its envelopes (routing fields,
 signed requests and sealed shares it cannot open, the plaintext-layer upload and the
-encrypted update, the evaluation counts of its own rows, its consent).
+encrypted update, its consent). Evaluation figures (loss, accuracy, ``max |u|``) and the
+largest boundary error are data-dependent values computed under the global model the server
+sent, which the party cannot check: a server that sent a crafted encrypted layer (a target
+ciphertext times a one-hot slot) would read the target through them. They stay on the node
+(:attr:`PartyNode.evaluations`, :attr:`PartyNode.boundary_errors`) for its operator.
 
 Steps (the server's :func:`~.schedule.run_training` sends them in this order):
 
@@ -16,7 +20,8 @@ Steps (the server's :func:`~.schedule.run_training` sends them in this order):
               next batch); ``done`` once every batch (or block) of the step has finished
 ``upload``    -> the plaintext layers and the encrypted update of the round
 ``evaluate``  (round r, the new global model) -> the last layer's outputs on this party's
-              own rows, then its loss sum, correct count, rows and ``max |u|``
+              own rows; its loss sum, correct count, rows and ``max |u|`` stay **on the node**
+              (:attr:`PartyNode.evaluations`): the server gets only ``done``
 ``consent``   (recipient, limit) -> this party's signed consent, if its operator agreed to
               reveal to that recipient
 ``reveal``    (consents) -> the final layers decrypted for this party (kept on the node)
@@ -26,6 +31,7 @@ Steps (the server's :func:`~.schedule.run_training` sends them in this order):
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -34,7 +40,7 @@ import numpy as np
 from privfl._typing import FloatArray
 from privfl.crypto.threshold import CiphertextMessage
 from privfl.errors import DecryptionNotPermittedError, ProtocolError
-from privfl.messages import Reader, Writer
+from privfl.messages import Reader
 from privfl.training.envelope import Envelope, Item, pack_parts, unpack_parts
 from privfl.training.joint import Consent
 from privfl.training.messages import GlobalPlainLayers
@@ -43,7 +49,7 @@ from privfl.training.party import Done, Party
 from privfl.training.tickets import Purpose
 from privfl.training.twin import plain_forward
 
-__all__ = ["PartyNode"]
+__all__ = ["LocalEvaluation", "PartyNode"]
 
 Job = Callable[[], bytes | None]
 
@@ -68,6 +74,9 @@ class PartyNode:
         self.largest_boundary_error = 0.0
         self.revealed: list[tuple[FloatArray, FloatArray]] | None = None
         self.model_round = -1
+        self._round = 0
+        self.evaluations: list[LocalEvaluation] = []
+        self.boundary_errors: dict[int, float] = {}
 
     # ------------------------------------------------------------------ dispatch
     def step(self, data: bytes) -> bytes:
@@ -110,7 +119,7 @@ class PartyNode:
         self._require_idle()
         self._model(env)
         p, s = self.party, self.party.schedule
-        rnd = env.round
+        rnd = self._round = env.round
         epochs = range(rnd * s.local_epochs, (rnd + 1) * s.local_epochs)
         self._body = b""
         self._finish = self._note_boundary_error
@@ -157,9 +166,10 @@ class PartyNode:
         p = self.party
         x, _ = p.rows
         self._outputs, self._body = [], b""
+        self._round = env.round
         if p.layout is None:
             self._outputs = [self._plain_outputs(x)]
-            self._body = self._counts()
+            self.evaluations.append(self._counts())
             return [], True
         k, rnd = p.layout.blocks, env.round - 1  # the model of round r + 1 evaluates round r
 
@@ -205,9 +215,8 @@ class PartyNode:
                 self._busy = True
                 return self._broadcast(request)
         if self._mode == "evaluate":
-            self._body = self._counts()
-        elif self._mode == "train":
-            self._body = Writer().f64(self.largest_boundary_error).getvalue()
+            self.evaluations.append(self._counts())
+        self._mode = "idle"
         return []
 
     def _broadcast(self, request: bytes) -> list[Item]:
@@ -222,6 +231,8 @@ class PartyNode:
 
     def _note_boundary_error(self, value: Any) -> None:
         self.largest_boundary_error = max(self.largest_boundary_error, float(value))
+        rnd = self._round + 1  # reported with the round's metrics (rounds count from 1)
+        self.boundary_errors[rnd] = max(self.boundary_errors.get(rnd, 0.0), float(value))
 
     def _collect_output(self, value: Any) -> None:
         self._outputs.append(np.asarray(value, dtype=np.float64))
@@ -234,7 +245,7 @@ class PartyNode:
         h = plain_forward(w[:-1], b[:-1], x)[-1]
         return np.asarray(h @ w[-1].T + b[-1], dtype=np.float64)
 
-    def _counts(self) -> bytes:
+    def _counts(self) -> LocalEvaluation:
         """Loss sum, correct predictions, rows and ``max |u|`` on this party's own rows."""
         p = self.party
         _, y = p.rows
@@ -247,5 +258,16 @@ class PartyNode:
         yo = np.eye(p.schedule.sizes[-1])[y]
         loss = float(0.5 * np.sum((a - yo) ** 2))
         correct = int(np.sum(np.argmax(u, axis=1) == y))
-        w = Writer().f64(loss).u64(correct).u64(int(y.size)).f64(float(np.max(np.abs(u))))
-        return w.getvalue()
+        return LocalEvaluation(self._round, loss, correct, int(y.size), float(np.max(np.abs(u))))
+
+
+@dataclass(frozen=True)
+class LocalEvaluation:
+    """One evaluation on a node's own rows, after round ``round`` (counted from 1): the loss
+    sum ``½||a - y||²``, correct predictions, rows and ``max |u|``. Kept on the node."""
+
+    round: int
+    loss_sum: float
+    correct: int
+    rows: int
+    max_abs_u: float

@@ -238,10 +238,14 @@ class Party:
         crypto = self._crypto()
         request = crypto.start_bootstrap(ct) if kind == "boot" else crypto.request_decryption(ct)
         ticket = self._ticket(kind)
-        self._pending = (ticket, kind, request)
         self._steps += 1
         consents = self._consents if ticket.purpose in (Purpose.REVEAL, Purpose.PREDICT) else ()
-        return self._desk().sign(ticket, kind, request.to_bytes(), consents).to_bytes()
+        desk = self._desk()
+        signed = desk.sign(ticket, kind, request.to_bytes(), consents)
+        # the others answer on c1 + a p (p from the hash of the signed request): keep the same
+        request = crypto.rerandomise_pending(request, desk.zero_for(signed, request))
+        self._pending = (ticket, kind, request)
+        return signed.to_bytes()
 
     def _ticket(self, kind: str) -> Ticket:
         """The schedule's ticket for the flow's next joint step."""

@@ -26,14 +26,16 @@ MODEL_FORMAT = "privfl-smartcryptnn-model-v1"
 class RoundMetrics:
     """After round ``round`` (``epoch`` epochs done): mean loss ``½||a - y||²`` and accuracy on
     the parties' own training samples, ``max |u|`` of the last layer's pre-activations on them
-    (None when not evaluated), the largest boundary error seen and the round's wall time."""
+    (None when not evaluated), the largest boundary error seen and the round's wall time. The
+    figures are the nodes' own (:attr:`~.node.PartyNode.evaluations`); the server's history
+    has None in their place."""
 
     round: int
     epoch: int
     loss: float | None
     accuracy: float | None
     max_abs_u: float | None
-    max_boundary_error: float
+    max_boundary_error: float | None
     seconds: float
 
     def to_dict(self) -> dict[str, Any]:
@@ -63,7 +65,8 @@ class TrainingResult:
     the end). ``secret_weights`` / ``secret_biases``: the encrypted layers, only when the caller
     asked to reveal them (else None: they exist only as ciphertexts). ``history``: one
     :class:`RoundMetrics` per round. ``role_seconds``: computation per role (training only,
-    keys and evaluation excluded); ``role_bytes``: per role ``{"sent", "received"}``.
+    keys and evaluation excluded; wall time; ``role_cpu_seconds`` in process CPU time);
+    ``role_bytes``: per role ``{"sent", "received"}``.
     ``setup_seconds`` / ``setup_bytes``: joint key generation (all roles). ``warnings``: range
     violations reported instead of raised (``on_range="warn"``). ``classes``: the original
     label of each output unit (:meth:`predict_labels`); ``party_names``: the parties in order.
@@ -86,6 +89,7 @@ class TrainingResult:
     exchanges: dict[str, int] = field(default_factory=dict)
     classes: tuple[int | str, ...] = ()
     party_names: tuple[str, ...] = ()
+    role_cpu_seconds: dict[str, float] = field(default_factory=dict)
     _session: Session | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -149,9 +153,11 @@ class TrainingResult:
         batch."""
         e = self.schedule.epochs
         secs, nbytes = np.mean(self.party_seconds()), np.mean(self.party_bytes())
+        cpu = np.mean([self.role_cpu_seconds.get(f"party-{k}", 0.0) for k in range(self.parties)])
         batches = float(np.mean(self.batches_per_party))
         return {
             "seconds_per_epoch": float(secs / e),
+            "cpu_seconds_per_epoch": float(cpu / e),
             "bytes_per_epoch": float(nbytes / e),
             "seconds_per_batch": float(secs / batches),
             "bytes_per_batch": float(nbytes / batches),

@@ -8,15 +8,18 @@ Per round ``r``::
                 its batches                      \\  then "relay" until every node is done:
     "relay"     requests and sealed shares, routed by the server (one exchange per joint step)
     "upload"    -> plaintext layers and encrypted update; the server averages
-    "evaluate"  (rounds the plan evaluates) new global model -> "relay"... -> each node's
-                loss sum, correct count, rows and max |u| on its own rows
+    "evaluate"  (rounds the plan evaluates) new global model -> "relay"... -> each node
+                evaluates its own rows and keeps the figures (the server gets only "done")
 
 then ``"finish"`` (the final global model) and, if asked, ``"consent"`` (every node's signed
 consent, refused by a node whose operator did not agree) and ``"reveal"`` to the recipient
 (relayed like training; the layers stay on the recipient's node).
 
-The server learns the routing fields, the plaintext layers, ciphertexts, sealed shares it
-cannot open and the parties' evaluation counts. A transport that loses a node's answer must
+The server learns the routing fields, the plaintext layers, ciphertexts and sealed shares it
+cannot open. It learns no evaluation figure and no boundary error: those are computed under a
+global model the parties cannot check (a crafted encrypted layer would turn each figure into a
+read-out of a slot of the server's choice), so they stay on the nodes; its history holds
+each round's time only. A transport that loses a node's answer must
 raise; :func:`run_training` refuses an answer for another step or round, an item addressed to
 an unknown party or to its sender, and a node that never finishes (bounded exchanges).
 """
@@ -30,7 +33,7 @@ from typing import ParamSpec, Protocol, TypeVar
 
 from privfl.crypto.threshold import CiphertextMessage
 from privfl.errors import ProtocolError
-from privfl.messages import Reader, Writer
+from privfl.messages import Writer
 from privfl.runner import InProcessRunner
 from privfl.training.envelope import Envelope, Item, pack_parts, unpack_parts
 from privfl.training.messages import PartyPlainLayers
@@ -172,27 +175,11 @@ class _Driver:
         self.run("server:aggregate", s.aggregate, plains, updates)
 
 
-def _largest(envs: Mapping[str, Envelope]) -> float:
-    out = 0.0
-    for env in envs.values():
-        r = Reader(env.body, "boundary error report")
-        out = max(out, r.f64_finite("max |e_T|"))
-        r.end()
-    return out
-
-
-def _metrics(envs: Mapping[str, Envelope]) -> tuple[float, float, float]:
-    loss, correct, rows, largest = 0.0, 0, 0, 0.0
-    for env in envs.values():
-        r = Reader(env.body, "evaluation counts")
-        loss += r.f64_finite("loss")
-        correct += r.u64()
-        rows += r.u64()
-        largest = max(largest, r.f64_finite("max |u|"))
-        r.end()
-    if not 0 <= correct <= rows or rows == 0:
-        raise ProtocolError("evaluation counts out of range")
-    return loss / rows, correct / rows, largest
+def _nothing_reported(envs: Mapping[str, Envelope]) -> None:
+    """A finished training or evaluation step carries no body: no figure leaves a node."""
+    for name, env in envs.items():
+        if env.body:
+            raise ProtocolError(f"{name} reported data at the end of {env.step!r}")
 
 
 def run_training(
@@ -209,15 +196,15 @@ def run_training(
     history = []
     for rnd in range(sched.rounds):
         t0 = time.perf_counter()
-        largest = _largest(d.relay(rnd, d.all("train", rnd, d.model(rnd)), "train"))
+        _nothing_reported(d.relay(rnd, d.all("train", rnd, d.model(rnd)), "train"))
         d.aggregate(rnd)
         seconds = time.perf_counter() - t0
-        loss = acc = max_u = None
         if plan.evaluates_after(rnd):
             envs = d.all("evaluate", rnd + 1, d.model(rnd + 1))
-            loss, acc, max_u = _metrics(d.relay(rnd + 1, envs, "evaluate"))
+            _nothing_reported(d.relay(rnd + 1, envs, "evaluate"))
         epochs = (rnd + 1) * sched.local_epochs
-        row = RoundMetrics(rnd + 1, epochs, loss, acc, max_u, largest, seconds)
+        # the figures stay on the nodes (see the module doc): the server knows the round's time
+        row = RoundMetrics(rnd + 1, epochs, None, None, None, None, seconds)
         history.append(row)
         if on_round is not None:
             on_round(row)
