@@ -56,7 +56,7 @@ import numpy as np
 import numpy.typing as npt
 
 from privfl._typing import FloatArray
-from privfl.crypto.ckks import FRESH_NOISE_BOUND, Ciphertext, CKKSParameters, add_all
+from privfl.crypto.ckks import FRESH_NOISE_BOUND, CKKSParameters
 from privfl.crypto.prng import SharedRandomness
 from privfl.errors import (
     InputError,
@@ -66,6 +66,7 @@ from privfl.errors import (
     WeakGuaranteeError,
 )
 from privfl.evaluation.fhauc import malicious
+from privfl.evaluation.fhauc.ciphertext import HECiphertext, add_all
 from privfl.evaluation.fhauc.layout import Layout
 from privfl.evaluation.fhauc.messages import SessionConfig
 from privfl.evaluation.fhauc.policy import MAX_EXECUTIONS, Policy, Security
@@ -375,7 +376,7 @@ def _auc(curve: RevealedCurve) -> float:
 # ---------------------------------------------------------------------------- aggregator
 def aggregate(
     uploads: Sequence[Upload], layout: Layout, c: int
-) -> tuple[Ciphertext, Ciphertext, tuple[Ciphertext, ...]]:
+) -> tuple[HECiphertext, HECiphertext, tuple[HECiphertext, ...]]:
     """Slot-wise sums over parties, every ciphertext times the same ``c`` (the aggregator
     learns nothing: it never decrypts)."""
     t = [add_all([u.t[k] for u in uploads]) * c for k in range(layout.chunks)]

@@ -271,22 +271,12 @@ class Party:
         if config.reveal is not Reveal.AUC:
             if not isinstance(layout, curve.CurveLayout):
                 raise ProtocolError("a curve session needs a curve layout")
-            vectors = [
-                curve.reply_vectors(
-                    [ctx.decrypt(c) for c in (r.numerator, r.denominator, *r.extra)], layout
-                )
-                for r in result.replies
-            ]
+            vectors = [curve.reply_vectors(r.decrypt(ctx), layout) for r in result.replies]
             tp, fp = self._curve_counts(config)
             outcome = curve.recover(vectors, float(tp[-1] + fp[-1]), view)
         else:
-            decoded = [
-                (
-                    float(ctx.decrypt(r.numerator)[0]),
-                    float(ctx.decrypt(r.denominator)[layout.denominator_slot]),
-                )
-                for r in result.replies
-            ]
+            plain = [r.decrypt(ctx) for r in result.replies]
+            decoded = [(float(v[0][0]), float(v[1][layout.denominator_slot])) for v in plain]
             counts = PartyCounts(
                 np.array([0, state.positives], dtype=np.int64),
                 np.array([0, state.negatives], dtype=np.int64),
