@@ -78,7 +78,10 @@ def deployment(rng, m=3, size=200, security="semi-honest", aggregator=None, n_po
     ids = {n: keywrap.IdentityKey() for n in names}
     roster = {n: k.public_bytes for n, k in ids.items()}
     mode = Security.parse(security)
-    policy = Policy(mode, 1 << (size - 1).bit_length(), max_splits=4)
+    positives = sum(int(y.sum()) for _, y in data)
+    pairs = positives * (m * size - positives)  # min_pairs: provisioned, as in a deployment
+    policy = Policy(mode, 1 << (size - 1).bit_length(), max_splits=4,
+                    min_pairs=1 << (pairs.bit_length() - 1))  # fmt: skip
     public, bundles = provision("p0", ids["p0"], roster, policy)
     parties = [ThresholdFhaucParty(n, ids[n], roster, "p0", s, y) for n, (s, y) in zip(names, data)]
     for p in parties:

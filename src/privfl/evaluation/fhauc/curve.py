@@ -319,12 +319,15 @@ def sigma_normalised(cfg: SessionConfig, policy: Policy, own_total: float) -> fl
     return float(NORMALISED_NOISE * sigma_w / _t_low(own_total, policy))
 
 
-def check_before_upload(cfg: SessionConfig, policy: Policy, own_total: float) -> None:
+def check_before_upload(cfg: SessionConfig, policy: Policy) -> None:
     """Run by each party at join, before any upload: refuse a malicious curve session whose
     verification would refuse an honest curve for lack of precision or of guarantee (the
     bound does not depend on the drawn randomness, so passing here means those two checks
-    never refuse an honest result), naming the setting to change."""
-    sigma = sigma_normalised(cfg, policy, own_total)
+    never refuse an honest result), naming the setting to change. It uses the provisioned
+    ``min_pairs`` (``2 sqrt(min_pairs)`` bounds the global total), never the party's own
+    total: a refusal that depended on it would let an aggregator bracket that total by
+    announcing join-only sessions of other sizes."""
+    sigma = sigma_normalised(cfg, policy, 1.0)
     b = malicious.Bounds.from_sigma(sigma, policy.required_accuracy, policy.executions)
     if b.precision <= policy.required_accuracy and b.guarantee_log2 <= -policy.min_guarantee_bits:
         return

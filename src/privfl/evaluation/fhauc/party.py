@@ -199,8 +199,8 @@ class Party:
         config = self._check_config(data)
         if self.state is not None and self.state.stage is not Stage.FINISHED:
             log.info("party %s abandons session %s", self.name, self._session_hex())
-        counts = self._count(config)  # refuse bad or oversized data before joining
-        self._check_verification(config, counts)  # and what verification could refuse later
+        self._count(config)  # refuse bad or oversized data before joining
+        self._check_verification(config)  # and what verification could refuse later
         nonce = new_nonce()
         self.state = SessionState(Stage.JOINED, data, nonce)
         return Join(config.session, self.name, config.digest, nonce).seal(self._identity)
@@ -322,14 +322,13 @@ class Party:
         self._layout(config)
         return config
 
-    def _check_verification(self, config: SessionConfig, counts: PartyCounts) -> None:
+    def _check_verification(self, config: SessionConfig) -> None:
         """Malicious: refuse at join what the verification could refuse after decryption."""
         variant = variant_for(config.security)
         if config.reveal is Reveal.AUC and isinstance(variant, Malicious):
-            variant.check_before_upload(config, self.policy, counts)
+            variant.check_before_upload(config, self.policy)  # public sizes and min_pairs
         elif config.reveal is not Reveal.AUC and config.security is Security.MALICIOUS:
-            tp, fp = self._curve_counts(config)
-            curve.check_before_upload(config, self.policy, float(tp[-1] + fp[-1]))
+            curve.check_before_upload(config, self.policy)
 
     def _count(self, config: SessionConfig) -> PartyCounts:
         """Validate the local data and count TP/FP at the session's decision points."""

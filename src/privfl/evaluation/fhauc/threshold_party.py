@@ -133,9 +133,9 @@ class ThresholdFhaucParty:
             self.abandoned.append(self._config.session.hex())
             log.info("party %s abandons session %s", self.name, self.abandoned[-1][:8])
         self._reset()
-        counts = self._count(config)
+        self._count(config)
         if isinstance(plan.variant, Malicious):  # refuse now what verification could refuse
-            plan.variant.check_before_upload(config, self.policy, counts)
+            plan.variant.check_before_upload(config, self.policy)
         self._config, self._plan, self._nonce = config, plan, new_nonce()
         self.stage = Stage.JOINED
         return Join(config.session, self.name, config.digest, self._nonce).seal(self._identity)
