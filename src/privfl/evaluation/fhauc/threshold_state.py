@@ -50,4 +50,6 @@ class ThresholdState:
         r.end()
         if any(len(a) > 64 or not a.isascii() for a in raw):
             raise MalformedMessageError("threshold party state: a malformed session id")
-        return cls(stage, *fields, abandoned=tuple(a.decode("ascii") for a in raw))
+        config, nonce, transcript, keys, own_rows, joint, lead_seed = fields
+        abandoned = tuple(a.decode("ascii") for a in raw)
+        return cls(stage, config, nonce, transcript, keys, own_rows, joint, lead_seed, abandoned)
