@@ -23,17 +23,15 @@ from privfl.evaluation.fhauc import malicious, roles
 from privfl.evaluation.fhauc.layout import DEFAULT_MEMORY_LIMIT, estimate_cost
 from privfl.evaluation.fhauc.measures import Timings, Traffic
 from privfl.evaluation.fhauc.policy import (
-    DEFAULT_EXECUTIONS,
     DEFAULT_GUARANTEE_BITS,
     DEFAULT_HIDING_BITS,
     DEFAULT_MULTIPLIER_BITS,
     REQUIRED_ACCURACY,
-    Policy,
     Security,
 )
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.schedule import SessionRequest, party_step, run_session
-from privfl.evaluation.fhauc.sizing import data_bounds, sized_policy
+from privfl.evaluation.fhauc.sizing import in_process_policy
 from privfl.evaluation.fhauc.steps import Step
 from privfl.evaluation.reference import Parties, validate_parties
 from privfl.evaluation.results import FloatLike
@@ -220,25 +218,15 @@ def federated_auc(
     n_points = interior.size + 2
     n_splits = _check_int(splits, "splits") if mode is Security.MALICIOUS else 1
     positives = sum(int(y.sum()) for _, y in data)
-    max_samples_per_party, min_pairs = data_bounds(
-        [s.size for s, _ in data], positives, sum(int(y.size) for _, y in data) - positives,
-        mode, keys, max_samples_per_party, min_pairs,
+    policy = in_process_policy(
+        mode, keys, Reveal.AUC, interior, n_splits, [s.size for s, _ in data], positives,
+        sum(int(y.size) for _, y in data) - positives,
+        max_samples=_optional_int(max_samples_per_party, "max_samples_per_party"),
+        min_pairs=_optional_int(min_pairs, "min_pairs"),
+        executions=_optional_int(executions, "executions"),
+        required_accuracy=required_accuracy, min_guarantee_bits=min_guarantee_bits,
+        hiding_bits=_check_int(hiding_bits, "hiding_bits"), multiplier_bits=multiplier_bits,
     )  # fmt: skip
-    policy = Policy(
-        mode,
-        _check_int(max_samples_per_party, "max_samples_per_party"),
-        _check_int(hiding_bits, "hiding_bits"),
-        float(multiplier_bits),
-        DEFAULT_EXECUTIONS if executions is None else _check_int(executions, "executions"),
-        n_points,
-        n_splits,
-        1,
-        float(required_accuracy),
-        _check_int(min_pairs, "min_pairs"),
-        float(min_guarantee_bits),
-    )
-    if executions is None:  # the bounds come from the data: as many executions as needed
-        policy = sized_policy(policy, len(data), interior, n_splits, keys)
     if keys == "threshold":
         from privfl.evaluation.threshold_federated import run_threshold
 
@@ -308,6 +296,11 @@ def federated_auc(
         guarantee_log2=max(r.outcome.guarantee_log2 or 0.0 for r in results),
         executions=policy.executions,
     )
+
+
+def _optional_int(value: Any, name: str) -> int | None:
+    """None, or :func:`_check_int` of ``value``."""
+    return None if value is None else _check_int(value, name)
 
 
 def _check_int(value: Any, name: str) -> int:

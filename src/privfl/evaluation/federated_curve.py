@@ -21,21 +21,19 @@ import numpy.typing as npt
 from privfl.crypto.ckks import DEFAULT_PARAMETERS, CKKSParameters
 from privfl.errors import ProtocolError
 from privfl.evaluation import fhauc
-from privfl.evaluation.federated import InProcessTransport, _check_int, party_names
+from privfl.evaluation.federated import InProcessTransport, _check_int, _optional_int, party_names
 from privfl.evaluation.fhauc import roles
 from privfl.evaluation.fhauc.layout import DEFAULT_MEMORY_LIMIT, Cost
 from privfl.evaluation.fhauc.layout import fresh_ciphertext_bytes as ct_bytes
 from privfl.evaluation.fhauc.layout import loaded_ciphertext_bytes as loaded_bytes
 from privfl.evaluation.fhauc.policy import (
-    DEFAULT_EXECUTIONS,
     DEFAULT_GUARANTEE_BITS,
     REQUIRED_ACCURACY,
-    Policy,
     Security,
 )
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.schedule import SessionRequest, run_session
-from privfl.evaluation.fhauc.sizing import data_bounds, sized_policy
+from privfl.evaluation.fhauc.sizing import in_process_policy
 from privfl.evaluation.statistics import ScoreRange
 from privfl.progress import Progress
 from privfl.runner import InProcessRunner
@@ -96,27 +94,16 @@ def run_reveal(
     n_points = interior.size + 2
     splits = _check_int(options.splits, "splits") if mode is Security.MALICIOUS else 1
     totals = [_totals(y, None if weights is None else weights[i]) for i, (_, y) in enumerate(data)]
-    max_samples, min_pairs = data_bounds(
+    policy = in_process_policy(
+        mode, check_keys(options.keys, reveal), reveal, interior, splits,
         [max(s.size, p + q) for (s, _), (p, q) in zip(data, totals, strict=True)],
-        sum(p for p, _ in totals), sum(q for _, q in totals), mode,
-        check_keys(options.keys, reveal), options.max_samples_per_party, options.min_pairs,
+        sum(p for p, _ in totals), sum(q for _, q in totals),
+        max_samples=_optional_int(options.max_samples_per_party, "max_samples_per_party"),
+        min_pairs=_optional_int(options.min_pairs, "min_pairs"),
+        executions=_optional_int(options.executions, "executions"),
+        required_accuracy=options.required_accuracy,
+        min_guarantee_bits=options.min_guarantee_bits,
     )  # fmt: skip
-    policy = Policy(
-        mode,
-        _check_int(max_samples, "max_samples_per_party"),
-        executions=DEFAULT_EXECUTIONS
-        if options.executions is None
-        else _check_int(options.executions, "executions"),
-        max_points=max(n_points, 3),
-        max_splits=splits,
-        required_accuracy=float(options.required_accuracy),
-        min_pairs=_check_int(min_pairs, "min_pairs"),
-        min_guarantee_bits=float(options.min_guarantee_bits),
-    )
-    if options.executions is None:  # the bounds come from the data (fhauc.sizing)
-        policy = sized_policy(
-            policy, len(data), interior, splits, check_keys(options.keys, reveal), reveal
-        )
     executions = policy.executions if mode is Security.MALICIOUS else 1
     _cost(options.params, n_points, len(data), splits, executions).check(
         options.memory_limit, options.force
