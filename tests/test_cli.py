@@ -276,7 +276,8 @@ def test_keys_init_writes_the_policy_the_parties_enforce(tmp_path):
     out = runner.invoke(
         app,
         ["keys", "init", "--parties", "a,b", "--out", str(tmp_path / "k"), "--security",
-         "malicious", "--max-samples-per-party", "512", "--executions", "3"],
+         "malicious", "--max-samples-per-party", "512", "--executions", "3",
+         "--min-pairs", "4096"],
     )  # fmt: skip
     assert out.exit_code == 0, out.output
     agg = fhauc.Aggregator()
@@ -286,4 +287,5 @@ def test_keys_init_writes_the_policy_the_parties_enforce(tmp_path):
     party = load_party_keys(tmp_path / "k" / "b")
     p = fhauc.Party(party.name, party.identity, party.roster, party.key_holder)
     p.receive_bundle(party.bundle)
-    assert p.policy == agg.policy
+    assert p.policy.min_pairs == 4096  # the parties' bound; the aggregator's copy has none
+    assert p.policy.public() == agg.policy

@@ -143,15 +143,19 @@ class Deployment:
         self.data = make_parties(rng, count, 200)
         mode = fhauc.Security(security)
         malicious = mode is fhauc.Security.MALICIOUS
+        positives = sum(int(y.sum()) for _, y in self.data)
+        pairs = positives * (sum(len(y) for _, y in self.data) - positives)
         defaults = {
             "security": mode,
             "max_points": n_points,
             "max_splits": splits if malicious else 1,
             "max_samples_per_party": 256 if malicious else 10**7,
-            # 3 x 200 rows, no min_pairs: the worst case over the multipliers needs a 4th
-            # execution for 2^-8 (as fhauc.sizing would provision); with 3 every party
-            # refuses at join, before any upload
+            # 3 x 200 rows: the worst case over the multipliers needs a 4th execution for
+            # 2^-8 (as fhauc.sizing would provision); with 3 every party refuses at join
             "executions": 4 if malicious else 3,
+            # the provisioned lower bound on the global pairs (each party's join check uses
+            # it, never its own counts): the true product rounded down to a power of two
+            "min_pairs": 1 << (pairs.bit_length() - 1) if malicious else 0,
         }
         self.policy = fhauc.Policy(**(defaults | policy))
         self.holder = fhauc.KeyHolder(self.names[0], self.ids[self.names[0]], self.roster)

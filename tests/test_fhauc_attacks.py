@@ -188,7 +188,8 @@ def test_parties_with_different_policies_never_agree(rng):
     d = Deployment(rng, security="malicious", n_points=20)
     # party 2 holds a bundle with another size bound (a key holder that equivocates)
     other = fhauc.Policy(fhauc.Security.MALICIOUS, max_points=20, max_splits=4,
-                         max_samples_per_party=512, executions=6)  # fmt: skip
+                         max_samples_per_party=512, executions=6,
+                         min_pairs=d.policy.min_pairs)  # fmt: skip
     _, bundles = d.holder.provision(other)
     d.parties[2].receive_bundle(bundles["p2"])
     d.new_session()
@@ -328,9 +329,10 @@ def test_the_aggregators_multiplier_cannot_loosen_the_parties_tolerance(epsilon)
     big = make_parties(rng, 2, 16000)
     small = make_parties(rng, 1, 400)
     parties = [*big, *small]
-    # provisioned bound, or each party's own counts (the small party's own counts alone
-    # cannot promise 1e-6: it would refuse at join, so it is asked for 1e-4 here)
-    for min_pairs, accuracy in ((None, 1e-6), (0, 1e-4)):
+    # the true bound, or a provisioned one far below it (which cannot promise 1e-6: the
+    # parties would refuse at join, so they are asked for 1e-4 here), where the parties'
+    # own counts set the bound the reply is checked against
+    for min_pairs, accuracy in ((None, 1e-6), (1 << 14, 1e-4)):
         with pytest.raises(VerificationError, match="fewer positive x negative pairs"):
             privfl.federated_auc(
                 parties, 50, security="malicious", min_pairs=min_pairs,

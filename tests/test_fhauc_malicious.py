@@ -14,7 +14,12 @@ from hypothesis import strategies as st
 
 import privfl
 from conftest import make_parties
-from privfl.errors import InputError, VerificationError, WeakGuaranteeError
+from privfl.errors import (
+    InputError,
+    InsufficientPrecisionError,
+    VerificationError,
+    WeakGuaranteeError,
+)
 from privfl.evaluation.fhauc import malicious
 
 TOL = 1e-6
@@ -155,8 +160,9 @@ def test_a_verified_auc_comes_with_the_provisioned_guarantee_or_not_at_all(rng):
     with pytest.raises(WeakGuaranteeError, match="executions"):  # two executions cannot
         privfl.federated_auc(parties, 50, security="malicious", executions=2,
                              min_guarantee_bits=40)  # fmt: skip
-    # without a provisioned bound on the global pairs each party uses its own counts:
-    # a weaker guarantee, never a looser one than the data allows
-    own = privfl.federated_auc(parties, 50, security="malicious", executions=6, min_pairs=0,
-                               min_guarantee_bits=0)  # fmt: skip
-    assert own.tolerance > res.tolerance
+    # without a provisioned bound on the global pairs no party can bound its verification
+    # from public values (its own counts would make the refusal a probe of them): every
+    # party refuses at join, before any upload, and names min_pairs
+    with pytest.raises(InsufficientPrecisionError, match="min_pairs"):
+        privfl.federated_auc(parties, 50, security="malicious", executions=6, min_pairs=0,
+                             min_guarantee_bits=0)  # fmt: skip

@@ -74,7 +74,10 @@ def deployment(rng, m=3, size=200, security="semi-honest", aggregator=None, n_po
     ids = {n: keywrap.IdentityKey() for n in names}
     roster = {n: k.public_bytes for n, k in ids.items()}
     mode = Security.parse(security)
-    policy = Policy(mode, 1 << (size - 1).bit_length(), max_splits=4)
+    positives = sum(int(y.sum()) for _, y in data)
+    pairs = positives * (m * size - positives)  # min_pairs: provisioned, as in a deployment
+    policy = Policy(mode, 1 << (size - 1).bit_length(), max_splits=4,
+                    min_pairs=1 << (pairs.bit_length() - 1))  # fmt: skip
     public, bundles = provision("p0", ids["p0"], roster, policy)
     parties = [ThresholdFhaucParty(n, ids[n], roster, "p0", s, y) for n, (s, y) in zip(names, data)]
     for p in parties:
@@ -390,3 +393,30 @@ def test_the_lead_is_fixed_by_the_joint_key_after_the_aggregator_committed_to_th
     for p in parties:
         p.join(again)
         assert p.abandoned == [SessionConfig.from_bytes(config).session.hex()]
+
+
+def test_the_record_of_abandoned_sessions_survives_the_node_state(rng):
+    """A Flower ClientApp runs each step in a fresh process: the record of sessions a party
+    joined and never finished travels in the node-local state, with its key share."""
+    names = ["p0", "p1"]
+    ids = {n: keywrap.IdentityKey() for n in names}
+    roster = {n: k.public_bytes for n, k in ids.items()}
+    public, bundles = provision("p0", ids["p0"], roster, Policy(max_samples_per_party=256))
+    agg = ThresholdAggregator()
+    agg.receive_setup(public)
+    s, y = make_parties(rng, 1, 200)[0]
+
+    def fresh_process(state):
+        p = ThresholdFhaucParty("p0", ids["p0"], roster, "p0", s, y)
+        p.receive_bundle(bundles["p0"])
+        p.restore(state)
+        return p
+
+    state, sessions = None, []
+    for _ in range(3):  # joined, then abandoned for the next announcement
+        config = agg.start_session(names, 10)
+        sessions.append(SessionConfig.from_bytes(config).session.hex())
+        p = fresh_process(state)
+        p.join(config)
+        state = p.export_state()
+    assert fresh_process(state).abandoned == sessions[:2]

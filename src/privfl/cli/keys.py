@@ -12,7 +12,6 @@ from privfl.cli._kit import (
     JsonOut,
     check_output_dir,
     check_output_path,
-    err_console,
     guard,
     report_provisioned,
 )
@@ -61,8 +60,9 @@ def keys_init(
         int,
         typer.Option(
             help="A lower bound on every session's global positives x negatives, known to the "
-            "parties only: it sets how tight the malicious verification can be (0 = each "
-            "party uses its own counts: safe but looser)."
+            "parties only: it sets how tight the malicious verification can be; required "
+            "with --security malicious (each party's join check uses it, never its own "
+            "counts, which a refusal would otherwise reveal)."
         ),
     ] = 0,
     min_guarantee_bits: Annotated[
@@ -105,6 +105,12 @@ def keys_init(
     names = parse_names(parties, "party")
     if max_thresholds is not None and max_thresholds < 3:
         raise InputError("--max-thresholds must be at least 3")
+    if Security.parse(security) is Security.MALICIOUS and min_pairs == 0:
+        raise InputError(
+            "--security malicious needs --min-pairs (a lower bound on every session's global "
+            "positives x negatives, kept from the aggregator): each party's join check uses "
+            "it, never its own counts, and without it every session is refused at join"
+        )
     policy = Policy(
         security=Security.parse(security),
         max_samples_per_party=max_samples_per_party,
@@ -125,11 +131,3 @@ def keys_init(
         as_json,
         json_out,
     )
-    if as_json:
-        return
-    if policy.security is Security.MALICIOUS and min_pairs == 0:
-        err_console.print(
-            "note: without --min-pairs every party bounds the verification with its own "
-            "counts; with many parties the guarantee may not reach --min-guarantee-bits "
-            "(then add --executions or provision --min-pairs)"
-        )

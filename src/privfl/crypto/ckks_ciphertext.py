@@ -165,11 +165,6 @@ def add_all(cts: Sequence[Ciphertext]) -> Ciphertext:
     if not cts:
         raise ValueError("nothing to add")
     first = cts[0]
-    if not isinstance(first, Ciphertext):  # another backend's ciphertexts (threshold FHAUC)
-        total = first
-        for other in cts[1:]:
-            total = total + other
-        return total
     for other in cts[1:]:
         first._check_same_scale(other)
     out = seal.Ciphertext()

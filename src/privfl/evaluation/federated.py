@@ -16,24 +16,22 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from privfl.crypto import keywrap
 from privfl.crypto.ckks import DEFAULT_PARAMETERS, CKKSParameters
 from privfl.errors import InputError, ProtocolError
 from privfl.evaluation import fhauc
-from privfl.evaluation.fhauc import malicious
+from privfl.evaluation.fhauc import malicious, roles
 from privfl.evaluation.fhauc.layout import DEFAULT_MEMORY_LIMIT, estimate_cost
 from privfl.evaluation.fhauc.measures import Timings, Traffic
 from privfl.evaluation.fhauc.policy import (
-    DEFAULT_EXECUTIONS,
     DEFAULT_GUARANTEE_BITS,
     DEFAULT_HIDING_BITS,
     DEFAULT_MULTIPLIER_BITS,
     REQUIRED_ACCURACY,
-    Policy,
     Security,
 )
+from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.schedule import SessionRequest, party_step, run_session
-from privfl.evaluation.fhauc.sizing import data_bounds, sized_policy
+from privfl.evaluation.fhauc.sizing import in_process_policy
 from privfl.evaluation.fhauc.steps import Step
 from privfl.evaluation.reference import Parties, validate_parties
 from privfl.evaluation.results import FloatLike
@@ -214,32 +212,21 @@ def federated_auc(
     :class:`privfl.errors.ProtocolError` if the run fails; never returns a partial result.
     """
     mode = Security.parse(security)
-    if keys not in ("single", "threshold"):
-        raise InputError(f"keys must be 'single' or 'threshold' (got {keys!r})")
+    keys = roles.check_combination(keys, Reveal.AUC)
     data = validate_parties(parties, score_range, pos_label)
     interior = interior_thresholds(thresholds, score_range)
     n_points = interior.size + 2
     n_splits = _check_int(splits, "splits") if mode is Security.MALICIOUS else 1
     positives = sum(int(y.sum()) for _, y in data)
-    max_samples_per_party, min_pairs = data_bounds(
-        [s.size for s, _ in data], positives, sum(int(y.size) for _, y in data) - positives,
-        mode, keys, max_samples_per_party, min_pairs,
+    policy = in_process_policy(
+        mode, keys, Reveal.AUC, interior, n_splits, [s.size for s, _ in data], positives,
+        sum(int(y.size) for _, y in data) - positives,
+        max_samples=_optional_int(max_samples_per_party, "max_samples_per_party"),
+        min_pairs=_optional_int(min_pairs, "min_pairs"),
+        executions=_optional_int(executions, "executions"),
+        required_accuracy=required_accuracy, min_guarantee_bits=min_guarantee_bits,
+        hiding_bits=_check_int(hiding_bits, "hiding_bits"), multiplier_bits=multiplier_bits,
     )  # fmt: skip
-    policy = Policy(
-        mode,
-        _check_int(max_samples_per_party, "max_samples_per_party"),
-        _check_int(hiding_bits, "hiding_bits"),
-        float(multiplier_bits),
-        DEFAULT_EXECUTIONS if executions is None else _check_int(executions, "executions"),
-        n_points,
-        n_splits,
-        1,
-        float(required_accuracy),
-        _check_int(min_pairs, "min_pairs"),
-        float(min_guarantee_bits),
-    )
-    if executions is None:  # the bounds come from the data: as many executions as needed
-        policy = sized_policy(policy, len(data), interior, n_splits, keys)
     if keys == "threshold":
         from privfl.evaluation.threshold_federated import run_threshold
 
@@ -250,32 +237,23 @@ def federated_auc(
     estimate_cost(params, n_points, len(data), n_splits, cfg_executions).check(memory_limit, force)
     names = party_names(len(data))
     runner = InProcessRunner(progress=progress)
-    identities = {n: keywrap.IdentityKey() for n in names}
-    roster = {n: k.public_bytes for n, k in identities.items()}
-    holder = fhauc.KeyHolder(names[0], identities[names[0]], roster)
-    roles = [
-        fhauc.Party(n, identities[n], roster, names[0], s, y)
+    fed = roles.in_process(names, "single", aggregator)
+    members = [
+        roles.make_party("single", n, *fed.member(n), s, y)
         for n, (s, y) in zip(names, data, strict=True)
     ]
-    agg = aggregator if aggregator is not None else fhauc.Aggregator()
-
     # setup: the key holder provisions; the aggregator relays bundles it cannot open
-    public, bundles = runner.run("setup", holder.provision, policy, params)
-    runner.run("aggregator_setup", agg.receive_setup, runner.send("setup_public_context", public))
-    for role in roles:
-        runner.run(
-            "party_setup", role.receive_bundle, runner.send("setup_key_bundle", bundles[role.name])
-        )
-    transport = InProcessTransport(roles, runner)
+    roles.provision(fed, members, policy, runner, params)
+    transport = InProcessTransport(members, runner)
     request = SessionRequest(tuple(names), interior, score_range, mode, n_splits)
-    run_session(agg, transport, request, runner.run)
+    run_session(fed.aggregator, transport, request, runner.run)
     results = [transport.results[n] for n in names]
     aucs = tuple(r.auc for r in results)
     if max(aucs) - min(aucs) > 1e-9:  # all parties decrypt the same ciphertexts
         raise ProtocolError("parties disagree on the decrypted AUC")
     base = AUCResult(
         auc=float(np.mean(aucs)),
-        num_parties=len(roles),
+        num_parties=len(members),
         thresholds=n_points,
         security=mode.value,
         timings=Timings(
@@ -303,7 +281,7 @@ def federated_auc(
     if mode is Security.SEMI_HONEST:
         return base
     sizes = malicious.Sizes.for_session(
-        len(roles), n_points, n_splits, policy.max_samples_per_party, policy.hiding_bits
+        len(members), n_points, n_splits, policy.max_samples_per_party, policy.hiding_bits
     )
     log2p = sizes.cheat_probability_log2()
     return replace(
@@ -318,6 +296,11 @@ def federated_auc(
         guarantee_log2=max(r.outcome.guarantee_log2 or 0.0 for r in results),
         executions=policy.executions,
     )
+
+
+def _optional_int(value: Any, name: str) -> int | None:
+    """None, or :func:`_check_int` of ``value``."""
+    return None if value is None else _check_int(value, name)
 
 
 def _check_int(value: Any, name: str) -> int:

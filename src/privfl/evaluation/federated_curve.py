@@ -18,29 +18,27 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from privfl.crypto import keywrap
 from privfl.crypto.ckks import DEFAULT_PARAMETERS, CKKSParameters
-from privfl.errors import InputError, ProtocolError
+from privfl.errors import ProtocolError
 from privfl.evaluation import fhauc
-from privfl.evaluation.federated import InProcessTransport, _check_int, party_names
+from privfl.evaluation.federated import InProcessTransport, _check_int, _optional_int, party_names
+from privfl.evaluation.fhauc import roles
 from privfl.evaluation.fhauc.layout import DEFAULT_MEMORY_LIMIT, Cost
 from privfl.evaluation.fhauc.layout import fresh_ciphertext_bytes as ct_bytes
 from privfl.evaluation.fhauc.layout import loaded_ciphertext_bytes as loaded_bytes
 from privfl.evaluation.fhauc.policy import (
-    DEFAULT_EXECUTIONS,
     DEFAULT_GUARANTEE_BITS,
     REQUIRED_ACCURACY,
-    Policy,
     Security,
 )
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.schedule import SessionRequest, run_session
-from privfl.evaluation.fhauc.sizing import data_bounds, sized_policy
+from privfl.evaluation.fhauc.sizing import in_process_policy
 from privfl.evaluation.statistics import ScoreRange
 from privfl.progress import Progress
 from privfl.runner import InProcessRunner
 
-KEYS = ("single", "threshold")
+KEYS = roles.KEYS
 
 
 @dataclass(frozen=True)
@@ -76,19 +74,10 @@ class Run:
 
 
 def check_keys(keys: str | None, reveal: Reveal = Reveal.CURVE) -> str:
-    """``keys=`` as :func:`privfl.federated_auc` takes it (``None`` = ``"single"``).
-    ``"threshold"`` (every party holds its own share of a joint OpenFHE key) reveals the AUC
-    only so far: a ``curve``/``metrics`` reveal with threshold keys is refused (InputError)."""
-    chosen = "single" if keys is None else keys
-    if chosen not in KEYS:
-        raise InputError(f"keys must be 'single' or 'threshold' (got {keys!r})")
-    if chosen == "threshold" and reveal is not Reveal.AUC:
-        raise InputError(
-            f"keys='threshold' with reveal={reveal.value!r} is not supported yet: the "
-            "threshold-key backend reveals the AUC only (use reveal='auc', or keys='single' "
-            "for the curve and the threshold metrics)"
-        )
-    return chosen
+    """``keys=`` as :func:`privfl.federated_auc` takes it (``None`` = ``"single"``), checked
+    with ``reveal`` by :func:`~privfl.evaluation.fhauc.roles.check_combination` (threshold
+    keys reveal the AUC only so far: InputError before any work)."""
+    return roles.check_combination(keys, reveal)
 
 
 def run_reveal(
@@ -105,59 +94,33 @@ def run_reveal(
     n_points = interior.size + 2
     splits = _check_int(options.splits, "splits") if mode is Security.MALICIOUS else 1
     totals = [_totals(y, None if weights is None else weights[i]) for i, (_, y) in enumerate(data)]
-    max_samples, min_pairs = data_bounds(
+    policy = in_process_policy(
+        mode, check_keys(options.keys, reveal), reveal, interior, splits,
         [max(s.size, p + q) for (s, _), (p, q) in zip(data, totals, strict=True)],
-        sum(p for p, _ in totals), sum(q for _, q in totals), mode,
-        check_keys(options.keys, reveal), options.max_samples_per_party, options.min_pairs,
+        sum(p for p, _ in totals), sum(q for _, q in totals),
+        max_samples=_optional_int(options.max_samples_per_party, "max_samples_per_party"),
+        min_pairs=_optional_int(options.min_pairs, "min_pairs"),
+        executions=_optional_int(options.executions, "executions"),
+        required_accuracy=options.required_accuracy,
+        min_guarantee_bits=options.min_guarantee_bits,
     )  # fmt: skip
-    policy = Policy(
-        mode,
-        _check_int(max_samples, "max_samples_per_party"),
-        executions=DEFAULT_EXECUTIONS
-        if options.executions is None
-        else _check_int(options.executions, "executions"),
-        max_points=max(n_points, 3),
-        max_splits=splits,
-        required_accuracy=float(options.required_accuracy),
-        min_pairs=_check_int(min_pairs, "min_pairs"),
-        min_guarantee_bits=float(options.min_guarantee_bits),
-    )
-    if options.executions is None:  # the bounds come from the data (fhauc.sizing)
-        policy = sized_policy(
-            policy, len(data), interior, splits, check_keys(options.keys, reveal), reveal
-        )
     executions = policy.executions if mode is Security.MALICIOUS else 1
     _cost(options.params, n_points, len(data), splits, executions).check(
         options.memory_limit, options.force
     )
     names = party_names(len(data))
     runner = InProcessRunner(progress=options.progress)
-    identities = {n: keywrap.IdentityKey() for n in names}
-    roster = {n: k.public_bytes for n, k in identities.items()}
-    holder = fhauc.KeyHolder(names[0], identities[names[0]], roster)
-    roles = [
-        fhauc.Party(
-            n,
-            identities[n],
-            roster,
-            names[0],
-            s,
-            y,
-            weights=None if weights is None else weights[i],
-            reveals=(reveal,),
+    fed = roles.in_process(names, "single", options.aggregator)
+    parties = [
+        roles.make_party(
+            "single", n, *fed.member(n), s, y, None if weights is None else weights[i], reveal
         )
         for i, (n, (s, y)) in enumerate(zip(names, data, strict=True))
     ]
-    agg = options.aggregator if options.aggregator is not None else fhauc.Aggregator()
-    public, bundles = runner.run("setup", holder.provision, policy, options.params)
-    runner.run("aggregator_setup", agg.receive_setup, runner.send("setup_public_context", public))
-    for role in roles:
-        runner.run(
-            "party_setup", role.receive_bundle, runner.send("setup_key_bundle", bundles[role.name])
-        )
-    transport = InProcessTransport(roles, runner)
+    roles.provision(fed, parties, policy, runner, options.params)
+    transport = InProcessTransport(parties, runner)
     request = SessionRequest(tuple(names), interior, score_range, mode, splits, reveal)
-    run_session(agg, transport, request, runner.run)
+    run_session(fed.aggregator, transport, request, runner.run)
     results = tuple(transport.results[n] for n in names)
     curves = [r.outcome.curve for r in results]
     if any(c is None for c in curves):

@@ -15,18 +15,16 @@ from typing import ClassVar
 
 import numpy as np
 
-from privfl.crypto import keywrap
 from privfl.crypto.threshold import require_openfhe
 from privfl.errors import ProtocolError
 from privfl.evaluation.federated import AUCResult, party_names
-from privfl.evaluation.fhauc import Aggregator, malicious
-from privfl.evaluation.fhauc import threshold_setup as setup
+from privfl.evaluation.fhauc import Aggregator, malicious, roles
 from privfl.evaluation.fhauc.measures import Timings, Traffic
 from privfl.evaluation.fhauc.party import PartyResult
 from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.evaluation.fhauc.schedule import SessionRequest
 from privfl.evaluation.fhauc.steps import KEY_STEPS, Step
-from privfl.evaluation.fhauc.threshold_aggregator import threshold_aggregator
+from privfl.evaluation.fhauc.threshold_aggregator import ThresholdMixin
 from privfl.evaluation.fhauc.threshold_messages import UploadStep
 from privfl.evaluation.fhauc.threshold_party import ThresholdFhaucParty
 from privfl.evaluation.fhauc.threshold_schedule import run_threshold_session, threshold_party_step
@@ -100,22 +98,16 @@ def run_threshold(
     require_openfhe()
     names = party_names(len(data))
     runner = InProcessRunner(progress=progress)
-    identities = {n: keywrap.IdentityKey() for n in names}
-    roster = {n: k.public_bytes for n, k in identities.items()}
-    roles = [
-        ThresholdFhaucParty(n, identities[n], roster, names[0], s, y)
+    fed = roles.in_process(names, "threshold", aggregator)
+    parties = [
+        roles.make_party("threshold", n, *fed.member(n), s, y)
         for n, (s, y) in zip(names, data, strict=True)
     ]
-    agg = threshold_aggregator(aggregator)
-    public, bundles = runner.run(
-        "setup", setup.provision, names[0], identities[names[0]], roster, policy
-    )
-    runner.run("aggregator_setup", agg.receive_setup, runner.send("setup_public", public))
-    for role in roles:
-        runner.run(
-            "party_setup", role.receive_bundle, runner.send("setup_bundle", bundles[role.name])
-        )
-    transport = ThresholdTransport(roles, runner)
+    roles.provision(fed, parties, policy, runner)
+    agg = fed.aggregator
+    if not isinstance(agg, ThresholdMixin):
+        raise ProtocolError("threshold keys need the threshold aggregator")
+    transport = ThresholdTransport(parties, runner)
     request = SessionRequest(tuple(names), interior, score_range, mode, splits)
     report = run_threshold_session(agg, transport, request, runner.run)
     results = [transport.results[n] for n in names]
@@ -127,7 +119,7 @@ def run_threshold(
     party_keys = ("keygen", "keycheck", "upload", "decrypt", "fuse", "result")
     base = AUCResult(
         auc=float(np.mean(aucs)),
-        num_parties=len(roles),
+        num_parties=len(parties),
         thresholds=int(interior.size) + 2,
         security=mode.value,
         timings=Timings(
@@ -139,7 +131,7 @@ def run_threshold(
             + runner.max_seconds("party_result"),
             party_total=max(
                 sum(runner.seconds[f"party_{k}"][i] for k in party_keys[:3])
-                for i in range(len(roles))
+                for i in range(len(parties))
             ),
             setup=runner.total_seconds("setup"),
         ),
@@ -158,7 +150,7 @@ def run_threshold(
     if mode is Security.SEMI_HONEST:
         return base
     sizes = malicious.Sizes.for_session(
-        len(roles), int(interior.size) + 2, splits, policy.max_samples_per_party,
+        len(parties), int(interior.size) + 2, splits, policy.max_samples_per_party,
         policy.hiding_bits,
     )  # fmt: skip
     log2p = sizes.cheat_probability_log2()

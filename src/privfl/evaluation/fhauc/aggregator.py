@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy.typing as npt
 
-from privfl.crypto.ckks import CKKSContext, add_all
+from privfl.crypto.ckks import CKKSContext
 from privfl.errors import InputError, MalformedMessageError, ProtocolError, UnknownPartyError
 from privfl.evaluation.fhauc import curve
+from privfl.evaluation.fhauc.ciphertext import HECiphertext, add_all
+from privfl.evaluation.fhauc.keys import KeyBackend, SingleKey
 from privfl.evaluation.fhauc.layout import Layout
 from privfl.evaluation.fhauc.messages import AGGREGATOR, Done, PublicSetup, SessionConfig, Start
 from privfl.evaluation.fhauc.policy import Policy, Security
@@ -43,14 +44,16 @@ def random_multiplier(low_bits: float, high_bits: float) -> int:
 class Aggregator:
     """The untrusted aggregator (see the module docstring).
 
-    Attributes a subclass may read in :meth:`aggregate`: ``context`` (public
-    :class:`CKKSContext`), ``config`` (:class:`SessionConfig`), ``layout`` (:class:`Layout`),
-    ``execution`` (the execution being aggregated) and ``multiplier_range``."""
+    Attributes a subclass may read in :meth:`aggregate`: ``keys`` (the
+    :class:`~privfl.evaluation.fhauc.keys.KeyBackend`: slots, public encryption),
+    ``config`` (:class:`SessionConfig`), ``layout`` (:class:`Layout`), ``execution`` (the
+    execution being aggregated) and ``multiplier_range``."""
 
     name = AGGREGATOR
 
     def __init__(self) -> None:
-        self.context: CKKSContext | None = None
+        self.context: CKKSContext | None = None  # single keys: the public context
+        self.keys: KeyBackend | None = None
         self.roster: dict[str, bytes] = {}
         self.policy: Policy | None = None
         self.config: SessionConfig | None = None
@@ -65,8 +68,7 @@ class Aggregator:
         """Load the public context, roster and policy the key holder provisioned."""
         setup = PublicSetup.from_bytes(data)
         context = CKKSContext.deserialize(setup.public_context)
-        if context.is_private:
-            raise ProtocolError("the aggregator must never receive a secret key")
+        self.keys = SingleKey(context)  # refuses a private context
         self.context, self.roster, self.policy = context, dict(setup.roster), setup.policy
 
     # ------------------------------------------------------------------ steps
@@ -85,7 +87,7 @@ class Aggregator:
         malicious variant only; ``reveal`` says what the parties will learn
         (:mod:`~privfl.evaluation.fhauc.reveal`; each party refuses a reveal it did not
         consent to)."""
-        ctx, policy = self._ctx(), self._policy()
+        keys, policy = self._keys(), self._policy()
         unknown = [p for p in parties if p not in self.roster]
         if unknown:
             raise UnknownPartyError(f"parties not in the provisioned roster: {unknown}")
@@ -105,19 +107,15 @@ class Aggregator:
             cfg.check_policy(policy)
         except ProtocolError as exc:
             raise InputError(f"the parties would refuse this session: {exc}") from None
-        layout = curve.layout_for(cfg, ctx.params.slots)
-        missing = set(layout.rotation_steps) - set(ctx.rotation_steps)
+        layout = curve.layout_for(cfg, keys.slots)
+        missing = keys.missing_rotations(layout.rotation_steps)
         if missing:
             raise InputError(
                 f"the provisioned keys do not support N={cfg.num_points} decision points "
-                f"with {cfg.splits} split(s) (missing rotations {sorted(missing)}); "
+                f"with {cfg.splits} split(s) (missing rotations {missing}); "
                 "re-provision with a larger --max-thresholds / --max-splits, or without them"
             )
-        variant = variant_for(mode)
-        if cfg.reveal is Reveal.AUC:
-            self.multiplier_range = variant.multiplier_range(ctx.params, cfg, policy)
-        else:
-            self.multiplier_range = curve.multiplier_range(ctx.params, cfg, policy)
+        self.multiplier_range, self.multiplier_scale_bits = keys.session_multiplier(cfg, policy)
         self.config, self.layout, self.execution, self.transcript = cfg, layout, 0, None
         return cfg.to_bytes()
 
@@ -210,7 +208,7 @@ class Aggregator:
             self.execution, self.name,
         )  # fmt: skip
 
-    def times_multiplier(self, ct: Any, c: int) -> Any:
+    def times_multiplier(self, ct: HECiphertext, c: int) -> HECiphertext:
         """``ct`` times the secret multiplier ``c``: an integer product at scale 1 (no
         level), or, when the key backend's plan says so (:attr:`multiplier_scale_bits`
         ``j > 0``: threshold keys, malicious variant), the real ``c / 2^j`` at one level,
@@ -231,8 +229,13 @@ class Aggregator:
 
     def _ctx(self) -> CKKSContext:
         if self.context is None:
-            raise ProtocolError("the aggregator has not received the public setup")
+            raise ProtocolError("the aggregator has not received a single-key public setup")
         return self.context
+
+    def _keys(self) -> KeyBackend:
+        if self.keys is None:
+            raise ProtocolError("the aggregator has not received the public setup")
+        return self.keys
 
     def _policy(self) -> Policy:
         if self.policy is None:

@@ -56,7 +56,7 @@ import numpy as np
 import numpy.typing as npt
 
 from privfl._typing import FloatArray
-from privfl.crypto.ckks import FRESH_NOISE_BOUND, Ciphertext, CKKSParameters, add_all
+from privfl.crypto.ckks import FRESH_NOISE_BOUND, CKKSParameters
 from privfl.crypto.prng import SharedRandomness
 from privfl.errors import (
     InputError,
@@ -66,6 +66,7 @@ from privfl.errors import (
     WeakGuaranteeError,
 )
 from privfl.evaluation.fhauc import malicious
+from privfl.evaluation.fhauc.ciphertext import HECiphertext, add_all
 from privfl.evaluation.fhauc.layout import Layout
 from privfl.evaluation.fhauc.messages import SessionConfig
 from privfl.evaluation.fhauc.policy import MAX_EXECUTIONS, Policy, Security
@@ -318,12 +319,15 @@ def sigma_normalised(cfg: SessionConfig, policy: Policy, own_total: float) -> fl
     return float(NORMALISED_NOISE * sigma_w / _t_low(own_total, policy))
 
 
-def check_before_upload(cfg: SessionConfig, policy: Policy, own_total: float) -> None:
+def check_before_upload(cfg: SessionConfig, policy: Policy) -> None:
     """Run by each party at join, before any upload: refuse a malicious curve session whose
     verification would refuse an honest curve for lack of precision or of guarantee (the
     bound does not depend on the drawn randomness, so passing here means those two checks
-    never refuse an honest result), naming the setting to change."""
-    sigma = sigma_normalised(cfg, policy, own_total)
+    never refuse an honest result), naming the setting to change. It uses the provisioned
+    ``min_pairs`` (``2 sqrt(min_pairs)`` bounds the global total), never the party's own
+    total: a refusal that depended on it would let an aggregator bracket that total by
+    announcing join-only sessions of other sizes."""
+    sigma = sigma_normalised(cfg, policy, 1.0)
     b = malicious.Bounds.from_sigma(sigma, policy.required_accuracy, policy.executions)
     if b.precision <= policy.required_accuracy and b.guarantee_log2 <= -policy.min_guarantee_bits:
         return
@@ -375,7 +379,7 @@ def _auc(curve: RevealedCurve) -> float:
 # ---------------------------------------------------------------------------- aggregator
 def aggregate(
     uploads: Sequence[Upload], layout: Layout, c: int
-) -> tuple[Ciphertext, Ciphertext, tuple[Ciphertext, ...]]:
+) -> tuple[HECiphertext, HECiphertext, tuple[HECiphertext, ...]]:
     """Slot-wise sums over parties, every ciphertext times the same ``c`` (the aggregator
     learns nothing: it never decrypts)."""
     t = [add_all([u.t[k] for u in uploads]) * c for k in range(layout.chunks)]

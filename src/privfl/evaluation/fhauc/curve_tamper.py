@@ -65,7 +65,7 @@ class AddToOneSlot(PerExecution):
 
     def tamper(self, uploads: list[Upload]) -> Reply:
         r = self.honest(uploads)
-        vec = np.zeros(self._ctx().params.slots)
+        vec = np.zeros(self._keys().slots)
         vec[0] = self.delta
         return Reply(r.session, r.numerator + vec, r.denominator, r.execution, r.sender, r.extra)
 
@@ -122,7 +122,7 @@ class AddToOneSlotEverywhere(ScaleFalsePositivesEverywhere):
     def tamper(self, uploads: list[Upload]) -> Reply:
         c = random_multiplier(*self.multiplier_range)
         t0, f0, extra = curve.aggregate(uploads, self._layout(), c)
-        vec = np.zeros(self._ctx().params.slots)
+        vec = np.zeros(self._keys().slots)
         vec[0] = self.epsilon * c * self.total
         cfg = self._config()
         return Reply(cfg.session, t0 + vec, f0, self.execution, self.name, extra)

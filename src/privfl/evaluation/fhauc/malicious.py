@@ -67,12 +67,13 @@ Noise, tolerance and the guarantee
   provisioned required accuracy).
 * Checked before upload: the tolerance, precision and guarantee above depend on
   the drawn multipliers only through ``r0, r1, r2`` in ``[1, 4)``, and their worst case
-  (:func:`worst_case_sigma`) is known to every party before it uploads, with its own counts
-  and ``min_pairs``. Each party refuses at join a session whose worst case misses the
+  (:func:`worst_case_sigma`) is known to every party before it uploads, with the provisioned
+  ``min_pairs``. Each party refuses at join a session whose worst case misses the
   required precision or guarantee (naming the setting to change), and the in-process entry
   points choose the number of executions from the data (:mod:`.sizing`), so an honest
   session is no longer refused after decryption (about 2 % were, from unlucky multipliers).
-  The refusal condition is public sizes, the policy and the party's own ``TP·FP``, never a
+  The refusal condition is public sizes and the policy (``min_pairs``), never the party's
+  own counts (an aggregator probing with join-only sessions would bracket them) nor a
   secret of the session; the multipliers keep their distribution (no redraw), so the
   guarantee argument below is unchanged and each reported guarantee is at least as strong.
 * Guarantee against a deviating aggregator: a deviation that does not know the session key
@@ -89,7 +90,8 @@ Noise, tolerance and the guarantee
   100 parties, N 50 and 100, S 4: ``2^-5``..``2^-12`` for the paper's ``K = 2``,
   ``2^-9.5``..``2^-23`` for ``K = 3`` (the default), ``2^-14``..``2^-34`` for ``K = 4``. With
   each party's own counts only (``min_pairs = 0``) the tolerance grows by up to the square of
-  the number of parties, and more executions are needed for the same guarantee.
+  the number of parties, and more executions are needed for the same guarantee; since the
+  join check uses ``min_pairs`` only, a malicious deployment must provision it.
 """
 
 from __future__ import annotations
@@ -282,8 +284,8 @@ def sigma_from_products(
 def worst_case_sigma(products: tuple[float, float], d: float) -> float:
     """The largest :func:`sigma_from_products` over every possible draw of the multipliers
     (``r3..r8`` in ``[1, 2)``, so ``r0, r1, r2`` in ``[1, 4)``): ``ρ / r0 = (2 + r1/r0) / r2
-    <= 6`` and ``1/r0 <= 1``. A party knows this bound, its own counts and its provisioned
-    ``min_pairs`` before it uploads anything, so a session the verification could refuse is
+    <= 6`` and ``1/r0 <= 1``. A party knows this bound and its provisioned ``min_pairs``
+    before it uploads anything, so a session the verification could refuse is
     refused there, before any upload and independently of the secret multipliers."""
     sigma_x, sigma_y = products
     return math.hypot(math.hypot(sigma_x, 6.0 * sigma_y) / (2.0 * max(d, 1.0)), DECODE_FLOOR)

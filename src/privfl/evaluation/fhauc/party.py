@@ -199,8 +199,8 @@ class Party:
         config = self._check_config(data)
         if self.state is not None and self.state.stage is not Stage.FINISHED:
             log.info("party %s abandons session %s", self.name, self._session_hex())
-        counts = self._count(config)  # refuse bad or oversized data before joining
-        self._check_verification(config, counts)  # and what verification could refuse later
+        self._count(config)  # refuse bad or oversized data before joining
+        self._check_verification(config)  # and what verification could refuse later
         nonce = new_nonce()
         self.state = SessionState(Stage.JOINED, data, nonce)
         return Join(config.session, self.name, config.digest, nonce).seal(self._identity)
@@ -271,22 +271,12 @@ class Party:
         if config.reveal is not Reveal.AUC:
             if not isinstance(layout, curve.CurveLayout):
                 raise ProtocolError("a curve session needs a curve layout")
-            vectors = [
-                curve.reply_vectors(
-                    [ctx.decrypt(c) for c in (r.numerator, r.denominator, *r.extra)], layout
-                )
-                for r in result.replies
-            ]
+            vectors = [curve.reply_vectors(r.decrypt(ctx), layout) for r in result.replies]
             tp, fp = self._curve_counts(config)
             outcome = curve.recover(vectors, float(tp[-1] + fp[-1]), view)
         else:
-            decoded = [
-                (
-                    float(ctx.decrypt(r.numerator)[0]),
-                    float(ctx.decrypt(r.denominator)[layout.denominator_slot]),
-                )
-                for r in result.replies
-            ]
+            plain = [r.decrypt(ctx) for r in result.replies]
+            decoded = [(float(v[0][0]), float(v[1][layout.denominator_slot])) for v in plain]
             counts = PartyCounts(
                 np.array([0, state.positives], dtype=np.int64),
                 np.array([0, state.negatives], dtype=np.int64),
@@ -332,14 +322,13 @@ class Party:
         self._layout(config)
         return config
 
-    def _check_verification(self, config: SessionConfig, counts: PartyCounts) -> None:
+    def _check_verification(self, config: SessionConfig) -> None:
         """Malicious: refuse at join what the verification could refuse after decryption."""
         variant = variant_for(config.security)
         if config.reveal is Reveal.AUC and isinstance(variant, Malicious):
-            variant.check_before_upload(config, self.policy, counts)
+            variant.check_before_upload(config, self.policy)  # public sizes and min_pairs
         elif config.reveal is not Reveal.AUC and config.security is Security.MALICIOUS:
-            tp, fp = self._curve_counts(config)
-            curve.check_before_upload(config, self.policy, float(tp[-1] + fp[-1]))
+            curve.check_before_upload(config, self.policy)
 
     def _count(self, config: SessionConfig) -> PartyCounts:
         """Validate the local data and count TP/FP at the session's decision points."""

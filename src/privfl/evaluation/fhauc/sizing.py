@@ -22,7 +22,10 @@ import numpy as np
 from privfl.evaluation.fhauc import curve, malicious
 from privfl.evaluation.fhauc.messages import SessionConfig
 from privfl.evaluation.fhauc.policy import (
+    DEFAULT_EXECUTIONS,
+    DEFAULT_HIDING_BITS,
     DEFAULT_MAX_SAMPLES_PER_PARTY,
+    DEFAULT_MULTIPLIER_BITS,
     MAX_EXECUTIONS,
     Policy,
     Security,
@@ -120,3 +123,47 @@ def data_bounds(
         pairs = math.floor(positives * negatives)
         min_pairs = 1 << (pairs.bit_length() - 1) if pairs >= 1 else 0
     return max_samples, min_pairs
+
+
+def in_process_policy(
+    mode: Security,
+    keys: str,
+    reveal: Reveal,
+    interior: np.ndarray,
+    splits: int,
+    sizes: Sequence[float],
+    positives: float,
+    negatives: float,
+    *,
+    max_samples: int | None,
+    min_pairs: int | None,
+    executions: int | None,
+    required_accuracy: float,
+    min_guarantee_bits: float,
+    hiding_bits: int = DEFAULT_HIDING_BITS,
+    multiplier_bits: float = DEFAULT_MULTIPLIER_BITS,
+) -> Policy:
+    """The policy an in-process run provisions (one rule for :func:`privfl.federated_auc`,
+    the :mod:`privfl.metrics` functions and ``privfl auc``): size bounds from the data unless
+    given (:func:`data_bounds`), exactly the session's N and S as the largest accepted, and,
+    when ``executions`` is None, the fewest executions every party's join check accepts
+    (:func:`sized_policy`). Integers are the caller's to validate."""
+    max_samples, min_pairs = data_bounds(
+        sizes, positives, negatives, mode, keys, max_samples, min_pairs
+    )
+    policy = Policy(
+        mode,
+        max_samples,
+        hiding_bits,
+        float(multiplier_bits),
+        DEFAULT_EXECUTIONS if executions is None else executions,
+        max(interior.size + 2, 3),
+        splits,
+        1,
+        float(required_accuracy),
+        min_pairs,
+        float(min_guarantee_bits),
+    )
+    if executions is None:  # the bounds come from the data: as many executions as needed
+        policy = sized_policy(policy, len(sizes), interior, splits, keys, reveal)
+    return policy

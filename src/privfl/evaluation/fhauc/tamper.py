@@ -14,8 +14,8 @@ import math
 
 import numpy as np
 
-from privfl.crypto.ckks import add_all
 from privfl.evaluation.fhauc.aggregator import Aggregator
+from privfl.evaluation.fhauc.ciphertext import add_all
 from privfl.evaluation.fhauc.uploads import Reply, Upload
 
 __all__ = [
@@ -109,19 +109,17 @@ class AddEncryptedConstant(PerExecution):
 
     def tamper(self, uploads: list[Upload]) -> Reply:
         reply = self.honest(uploads)
-        ctx = self._ctx()
-        const = ctx.encrypt(
-            np.full(ctx.params.slots, self.constant), math.log2(reply.numerator.scale)
-        )
+        keys = self._keys()
+        const = keys.encrypt(np.full(keys.slots, self.constant), math.log2(reply.numerator.scale))
         return Reply(reply.session, reply.numerator + const, reply.denominator, reply.execution)
 
 
 class ForgeAUC099(PerExecution):
     def tamper(self, uploads: list[Upload]) -> Reply:
         # fresh encryptions chosen so that the semi-honest formula X / (2Y) gives 0.99
-        ctx = self._ctx()
-        x = ctx.encrypt(np.full(ctx.params.slots, 1.98))
-        y = ctx.encrypt(np.full(ctx.params.slots, 1.0))
+        keys = self._keys()
+        x = keys.encrypt(np.full(keys.slots, 1.98))
+        y = keys.encrypt(np.full(keys.slots, 1.0))
         return Reply(self.session_config.session, x, y, self.execution)
 
 

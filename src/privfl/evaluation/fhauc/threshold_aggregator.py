@@ -36,7 +36,6 @@ collusion of the aggregator with any party is outside the model, as in single-ke
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from privfl.crypto import threshold as th
@@ -47,11 +46,8 @@ from privfl.evaluation.fhauc.aggregator import Aggregator
 from privfl.evaluation.fhauc.messages import AGGREGATOR
 from privfl.evaluation.fhauc.policy import Security
 from privfl.evaluation.fhauc.reveal import Reveal
-from privfl.evaluation.fhauc.threshold_ops import (
-    EncryptingContext,
-    ThresholdCiphertext,
-    fhauc_parameters,
-)
+from privfl.evaluation.fhauc.threshold_keys import ThresholdKeys
+from privfl.evaluation.fhauc.threshold_ops import ThresholdCiphertext
 from privfl.evaluation.fhauc.threshold_setup import ThresholdPublicSetup
 from privfl.evaluation.fhauc.uploads import Upload
 from privfl.evaluation.statistics import ScoreRange
@@ -79,6 +75,7 @@ class ThresholdMixin(Aggregator):
         """Roster and public policy; there is no key material to receive."""
         setup = ThresholdPublicSetup.from_bytes(data)
         self.roster, self.policy = dict(setup.roster), setup.policy
+        self.keys, self.context = ThresholdKeys(), None
         self._threshold_init()
 
     def start_session(
@@ -94,15 +91,9 @@ class ThresholdMixin(Aggregator):
         only ``reveal="auc"``: the curve and metric layouts are single-key only)."""
         if Reveal.parse(reveal) is not Reveal.AUC:
             raise InputError("keys='threshold' reveals the AUC only; use reveal='auc'")
-        saved = self.context
-        self.context = _SlotsOnly(fhauc_parameters().batch_size)  # type: ignore[assignment]
-        try:
-            data = super().start_session(parties, thresholds, score_range, security, splits)
-        finally:
-            self.context = saved
+        data = super().start_session(parties, thresholds, score_range, security, splits)
         self.plan = tp.plan(self._config(), self._policy())
-        self.multiplier_range = self.plan.multiplier_bits
-        self.multiplier_scale_bits = self.plan.multiplier_scale_bits
+        self._threshold_keys().install(None)
         self.server, self._requests = None, []
         self._uploads, self._keys_installed = {}, False
         return data
@@ -117,7 +108,6 @@ class ThresholdMixin(Aggregator):
         ctx = th.ThresholdContext.for_parameters(plan.params, len(cfg.parties))
         self.server = th.ThresholdServer(AGGREGATOR, ctx, tp.threshold_session(transcript))
         self.lead = ""  # known after the key round (tp.lead_index)
-        self.context = None
         return start
 
     def add_keygen_share(self, party: str, data: bytes) -> None:
@@ -202,7 +192,7 @@ class ThresholdMixin(Aggregator):
             raise ProtocolError("the uploads and joint keys of every party are needed first")
         by_party = {p: self._open(self._uploads[p], plan) for p in cfg.parties}
         self._uploads = {}
-        self.context = EncryptingContext(server)  # type: ignore[assignment]
+        self._threshold_keys().install(server)
         comp = self._computation()
         self._requests = []
         for e in range(plan.executions):
@@ -282,7 +272,7 @@ class ThresholdMixin(Aggregator):
                 raise MalformedMessageError(f"upload from {msg.sender}: {shape} ciphertexts")
             loaded = [[self._fresh(raw, msg.sender) for raw in vec] for vec in vectors]
             t, f, d = loaded
-            out.append(Upload(msg.sender, msg.session, t, f, d, e))  # type: ignore[arg-type]
+            out.append(Upload(msg.sender, msg.session, list(t), list(f), list(d), e))
         return out
 
     def _fresh(self, raw: bytes, sender: str) -> ThresholdCiphertext:
@@ -303,10 +293,15 @@ class ThresholdMixin(Aggregator):
         comp = getattr(self, "computation", self)
         if comp is not self:
             comp.roster, comp.policy, comp.transcript = self.roster, self.policy, self.transcript
-            comp.config, comp.layout, comp.context = self.config, self.layout, self.context
+            comp.config, comp.layout, comp.keys = self.config, self.layout, self.keys
             comp.multiplier_range = self.multiplier_range
             comp.multiplier_scale_bits = self.multiplier_scale_bits
         return comp
+
+    def _threshold_keys(self) -> ThresholdKeys:
+        if not isinstance(self.keys, ThresholdKeys):
+            raise ProtocolError("the threshold aggregator has not received its public setup")
+        return self.keys
 
     def _server(self) -> th.ThresholdServer:
         server: th.ThresholdServer | None = getattr(self, "server", None)
@@ -326,20 +321,6 @@ def _native(ct: object) -> th.Ciphertext:
     if not isinstance(ct, ThresholdCiphertext):
         raise TypeError("a threshold reply must hold ciphertexts under the joint key")
     return ct.ct
-
-
-class _SlotsOnly:
-    """What the single-key ``start_session`` reads from ``context``: slots, rotations."""
-
-    def __init__(self, slots: int) -> None:
-        self.params = _SlotParams(slots)
-        self.rotation_steps = [1 << k for k in range(slots.bit_length() - 1)]
-
-
-@dataclass(frozen=True)
-class _SlotParams:
-    slots: int
-    product_capacity_bits: int = 1 << 10  # the multiplier range is the plan's, not SEAL's
 
 
 class ThresholdAggregator(ThresholdMixin, Aggregator):

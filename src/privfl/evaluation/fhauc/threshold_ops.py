@@ -58,7 +58,6 @@ import numpy.typing as npt
 
 from privfl.crypto.threshold import (
     Ciphertext,
-    CiphertextHolder,
     CiphertextMessage,
     ThresholdContext,
     ThresholdParameters,
@@ -204,27 +203,6 @@ class ThresholdCiphertext:
             acc = acc + acc.rotate(step)
             step *= 2
         return acc
-
-
-@dataclass(frozen=True)
-class SlotParameters:
-    """What :meth:`Aggregator.aggregate` reads from ``context.params``."""
-
-    slots: int
-
-
-class EncryptingContext:
-    """The aggregator's ``context`` in threshold mode: the joint public key only (it
-    encrypts, as a deviating aggregator may, and never decrypts)."""
-
-    def __init__(self, holder: CiphertextHolder) -> None:
-        self._holder = holder
-        self.params = SlotParameters(holder.context.slots)
-
-    def encrypt(
-        self, values: npt.ArrayLike, scale_bits: float | None = None
-    ) -> ThresholdCiphertext:
-        return ThresholdCiphertext(self._holder.encrypt(values))
 
 
 # ---------------------------------------------------------------------- session sizing

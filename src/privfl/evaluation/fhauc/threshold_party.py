@@ -1,7 +1,6 @@
 """An FHAUC party with threshold keys: it generates its own key share in every session.
 
 Steps (each takes the bytes it receives and returns the bytes it sends), in order:
-
 ``join(config)`` (as single-key) · ``keygen(start)`` · ``keycheck(joint)`` ·
 ``upload(checks)`` · ``decrypt(requests)`` (every party but the lead) · ``fuse(lead)`` (the
 lead only) · ``finish(reveal)`` -> :class:`~.party.PartyResult` · ``done()``.
@@ -15,11 +14,11 @@ sketches add up to the joint key's (a substituted key is caught except with prob
 ``decrypt``: ``s_i c1 + e_i`` (noise flooding) per reply, to the aggregator; ``fuse`` (the
 lead, :func:`~.threshold_plan.lead_index` of the transcript and the joint key) fuses and
 sends the values under the parties' session key; ``finish`` opens that reveal and recovers
-the AUC with the variant's checks. Abandoned sessions are recorded (:attr:`abandoned`).
+the AUC with the variant's checks. The share and the record of abandoned sessions
+(:attr:`abandoned`) go only into the node's own state (:meth:`ThresholdFhaucParty.export_state`).
 
 The party holds its data, the seed, its identity key and its key share (inside a
-:class:`~privfl.crypto.threshold.ThresholdParty`, one per session; never sent, exported only
-into the node's own local state by :meth:`ThresholdFhaucParty.export_state`).
+:class:`~privfl.crypto.threshold.ThresholdParty`, one per session; never sent).
 """
 
 from __future__ import annotations
@@ -133,9 +132,9 @@ class ThresholdFhaucParty:
             self.abandoned.append(self._config.session.hex())
             log.info("party %s abandons session %s", self.name, self.abandoned[-1][:8])
         self._reset()
-        counts = self._count(config)
+        self._count(config)
         if isinstance(plan.variant, Malicious):  # refuse now what verification could refuse
-            plan.variant.check_before_upload(config, self.policy, counts)
+            plan.variant.check_before_upload(config, self.policy)
         self._config, self._plan, self._nonce = config, plan, new_nonce()
         self.stage = Stage.JOINED
         return Join(config.session, self.name, config.digest, self._nonce).seal(self._identity)
@@ -301,8 +300,7 @@ class ThresholdFhaucParty:
         return cfg.parties[tp.lead_index(self._transcript, len(cfg.parties), self._lead_seed)]
 
     def export_state(self) -> bytes:
-        """This party's progress through its session, key share included, for its own
-        node-local storage only (a Flower ClientApp may run every step in a fresh process)."""
+        """Progress, key share and abandoned sessions, for the node's own storage only."""
         keys = self._keys
         return ThresholdState(
             self.stage.value if self.stage else "",
@@ -313,16 +311,18 @@ class ThresholdFhaucParty:
             self._own_rows.tobytes() if self._own_rows is not None else b"",
             self._joint_bytes,
             self._lead_seed,
+            tuple(self.abandoned),
         ).to_bytes()
 
     def restore(self, data: bytes | None) -> None:
-        """Resume from :meth:`export_state` (the config is checked again, the counts are
-        recomputed from the local data, the key share is reloaded)."""
+        """Resume from :meth:`export_state` (config checked again, counts recomputed, key share
+        and the record of abandoned sessions reloaded)."""
         self._reset()
         self.stage = None
         if not data:
             return
         state = ThresholdState.from_bytes(data)
+        self.abandoned = list(state.abandoned)  # the record outlives the session
         config = SessionConfig.from_bytes(state.config)
         config.check_policy(self.policy)
         self._config, self._plan = config, tp.plan(config, self.policy)

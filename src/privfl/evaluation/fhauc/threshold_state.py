@@ -4,16 +4,21 @@ A Flower ClientApp may run each step in a fresh process, so the party's progress
 config, nonce, transcript), its key share and what it needs for the next step (its own key
 contributions, the joint key it checked) are exported after every step into the node-local
 ``context.state`` and restored before the next. These bytes never leave the node; they hold
-the party's key share and are parsed with bounded reads.
+the party's key share and are parsed with bounded reads. They also carry the party's record
+of the sessions it joined and never finished (the last :data:`MAX_ABANDONED` session ids),
+so an aggregator that abandons sessions to change the threshold lead leaves a trace on every
+node that survives the ClientApp's processes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from privfl.errors import MalformedMessageError
 from privfl.messages import Reader, Writer
 
 MAX_STATE_FIELD = 1 << 27
+MAX_ABANDONED = 64
 
 
 @dataclass(frozen=True)
@@ -26,12 +31,14 @@ class ThresholdState:
     own_rows: bytes
     joint: bytes
     lead_seed: bytes = b""  # digest of the checked joint key (the lead's choice)
+    abandoned: tuple[str, ...] = ()  # sessions joined and never finished (hex ids, newest last)
 
     def to_bytes(self) -> bytes:
         w = Writer().str_(self.stage)
         for field in (self.config, self.nonce, self.transcript, self.keys, self.own_rows):
             w.bytes_(field)
-        return w.bytes_(self.joint).bytes_(self.lead_seed).getvalue()
+        w.bytes_(self.joint).bytes_(self.lead_seed)
+        return w.list_([a.encode("ascii") for a in self.abandoned[-MAX_ABANDONED:]]).getvalue()
 
     @classmethod
     def from_bytes(cls, data: bytes) -> ThresholdState:
@@ -39,5 +46,10 @@ class ThresholdState:
         stage = r.str_(32)
         fields = [r.bytes_(MAX_STATE_FIELD) for _ in range(6)]
         fields.append(r.bytes_(32))
+        raw = r.list_(MAX_ABANDONED)
         r.end()
-        return cls(stage, *fields)
+        if any(len(a) > 64 or not a.isascii() for a in raw):
+            raise MalformedMessageError("threshold party state: a malformed session id")
+        config, nonce, transcript, keys, own_rows, joint, lead_seed = fields
+        abandoned = tuple(a.decode("ascii") for a in raw)
+        return cls(stage, config, nonce, transcript, keys, own_rows, joint, lead_seed, abandoned)

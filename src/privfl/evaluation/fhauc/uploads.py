@@ -12,9 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from privfl.crypto.ckks import Ciphertext, CKKSContext
+from privfl._typing import FloatArray
+from privfl.crypto.ckks import CKKSContext
 from privfl.crypto.identity import IdentityKey
 from privfl.errors import MalformedMessageError, ProtocolError
+from privfl.evaluation.fhauc.ciphertext import HECiphertext, as_seal
 from privfl.evaluation.fhauc.messages import (
     AGGREGATOR,
     CODEC,
@@ -38,9 +40,9 @@ class Upload:
 
     sender: str
     session: bytes
-    t: list[Ciphertext]
-    f: list[Ciphertext]
-    d: list[Ciphertext] = field(default_factory=list)
+    t: list[HECiphertext]
+    f: list[HECiphertext]
+    d: list[HECiphertext] = field(default_factory=list)
     execution: int = 0
 
 
@@ -66,9 +68,9 @@ class PartyUpload:
             transcript,
             tuple(
                 (
-                    tuple(c.to_bytes() for c in u.t),
-                    tuple(c.to_bytes() for c in u.f),
-                    tuple(c.to_bytes() for c in u.d),
+                    tuple(as_seal(c).to_bytes() for c in u.t),
+                    tuple(as_seal(c).to_bytes() for c in u.f),
+                    tuple(as_seal(c).to_bytes() for c in u.d),
                 )
                 for u in uploads
             ),
@@ -108,7 +110,7 @@ class PartyUpload:
                     f"execution {e}, expected {chunks}/{chunks}/{d_count}"
                 )
             try:
-                loaded = [
+                loaded: list[list[HECiphertext]] = [
                     [context.fresh_ciphertext_from_bytes(b, scale_bits) for b in vec]
                     for vec in (t, f, d)
                 ]
@@ -130,11 +132,18 @@ class Reply:
     are the first chunk of each, ``extra`` the remaining T chunks then the remaining F ones."""
 
     session: bytes
-    numerator: Ciphertext
-    denominator: Ciphertext
+    numerator: HECiphertext
+    denominator: HECiphertext
     execution: int = 0
     sender: str = AGGREGATOR
-    extra: tuple[Ciphertext, ...] = ()
+    extra: tuple[HECiphertext, ...] = ()
+
+    def decrypt(self, context: CKKSContext) -> list[FloatArray]:
+        """``numerator``, ``denominator`` then ``extra``, decrypted (single keys: a party
+        holding the secret context; any other ciphertext is a ProtocolError)."""
+        return [
+            context.decrypt(as_seal(c)) for c in (self.numerator, self.denominator, *self.extra)
+        ]
 
 
 @dataclass(frozen=True)
@@ -150,9 +159,9 @@ class Result:
     def to_bytes(self) -> bytes:
         w = Writer().u32(len(self.replies))
         for rep in self.replies:
-            w.u32(rep.execution).bytes_(rep.numerator.to_bytes())
-            w.bytes_(rep.denominator.to_bytes())
-            w.list_([c.to_bytes() for c in rep.extra])
+            w.u32(rep.execution).bytes_(as_seal(rep.numerator).to_bytes())
+            w.bytes_(as_seal(rep.denominator).to_bytes())
+            w.list_([as_seal(c).to_bytes() for c in rep.extra])
         return CODEC.encode(self.STEP, self.session, self.sender, w.getvalue())
 
     @classmethod

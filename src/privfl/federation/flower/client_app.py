@@ -51,6 +51,7 @@ from privfl.errors import (
     VerificationError,
 )
 from privfl.evaluation import fhauc
+from privfl.evaluation.fhauc import roles
 from privfl.evaluation.fhauc.steps import Step
 from privfl.evaluation.fhauc.threshold_party import ThresholdFhaucParty
 from privfl.evaluation.fhauc.threshold_schedule import threshold_party_step
@@ -152,7 +153,9 @@ def _party(context: Context) -> fhauc.Party | ThresholdFhaucParty:
     keys = load_party_keys(keys_dir)
     if keys.keys == "threshold":
         return _threshold_party(context, keys, scores, labels)
-    party = fhauc.Party(keys.name, keys.identity, keys.roster, keys.key_holder, scores, labels)
+    party = roles.make_party(
+        "single", keys.name, keys.identity, keys.roster, keys.key_holder, scores, labels
+    )
     party.receive_bundle(keys.bundle)
     record = context.state.get(STATE)
     state = record.get("state") if isinstance(record, ConfigRecord) else None
@@ -165,8 +168,8 @@ def _threshold_party(
 ) -> ThresholdFhaucParty:
     """A threshold party (keys provisioned with ``--keys threshold``), its session progress
     and key share restored from the node-local state."""
-    party = ThresholdFhaucParty(
-        keys.name, keys.identity, keys.roster, keys.key_holder, scores, labels
+    party = roles.make_party(
+        "threshold", keys.name, keys.identity, keys.roster, keys.key_holder, scores, labels
     )
     party.receive_bundle(keys.bundle)
     record = context.state.get(STATE)

@@ -33,7 +33,9 @@ from privfl.datasets import check_party_names, read_table, typed_pos_label
 from privfl.errors import InputError, ProtocolError
 from privfl.evaluation.curves import binarize_labels
 from privfl.evaluation.fhauc.policy import Policy, Security
+from privfl.evaluation.fhauc.sizing import data_bounds, sized_policy
 from privfl.evaluation.reference import validate_parties
+from privfl.evaluation.statistics import interior_thresholds
 from privfl.federation.flower.local import LocalFederation, RunOutcome
 from privfl.federation.provisioning import provision
 
@@ -197,10 +199,18 @@ def run_local(
     names = sorted(files)
     policy = Policy(security=mode)
     if mode is Security.MALICIOUS or keys == "threshold":
-        # a size bound near the real sizes: the malicious masks and the threshold flooding
-        # noise both scale with it (a loose bound costs precision and is refused)
-        largest = max(len(read_table(f)) for f in files.values())
-        policy = Policy(security=mode, max_samples_per_party=1 << (largest - 1).bit_length())
+        # the launcher holds every party's file, so it provisions as privfl.federated_auc
+        # sizes an in-process run: a size bound near the real sizes (the malicious masks and
+        # the threshold flooding noise scale with it) and min_pairs, the global positives x
+        # negatives rounded down (the malicious parties' join check uses it, never their
+        # own counts), then the executions that check needs
+        labels = [read_table(f)["label"].to_numpy() for f in files.values()]
+        positives = float(sum(int(y.sum()) for y in labels))
+        negatives = float(sum(len(y) for y in labels)) - positives
+        size, pairs = data_bounds([len(y) for y in labels], positives, negatives, mode, keys)
+        policy = Policy(security=mode, max_samples_per_party=size, min_pairs=pairs)
+        points = interior_thresholds(thresholds, (0.0, 1.0))
+        policy = sized_policy(policy, len(names), points, 4, keys)
     say(f"provisioning {keys} keys for {len(names)} parties in {root / 'keys'}")
     provision(names, root / "keys", policy, keys=keys)
     (root / "app").mkdir()

@@ -41,8 +41,9 @@ from flwr.serverapp import Grid, ServerApp
 
 from privfl.errors import InputError, MalformedMessageError, PrivflError
 from privfl.evaluation import fhauc
+from privfl.evaluation.fhauc import roles
 from privfl.evaluation.fhauc.policy import Security
-from privfl.evaluation.fhauc.threshold_aggregator import ThresholdAggregator
+from privfl.evaluation.fhauc.threshold_aggregator import ThresholdMixin
 from privfl.evaluation.fhauc.threshold_schedule import run_threshold_session
 from privfl.federation.flower.payload import pack
 from privfl.federation.flower.rounds import NodeFailure, check_reply, exchange, node_label
@@ -204,7 +205,7 @@ def _run(grid: Grid, context: Context) -> None:
             f"run config keys={mode_keys!r} but the aggregator keys were provisioned for "
             f"{keys.keys!r} keys"
         )
-    agg = ThresholdAggregator() if keys.keys == "threshold" else fhauc.Aggregator()
+    agg = roles.make_aggregator(keys.keys)
     agg.receive_setup(keys.public_setup)
 
     nodes = _wait_for_nodes(grid, len(expected), timeout)
@@ -219,7 +220,7 @@ def _run(grid: Grid, context: Context) -> None:
         int(_cfg(context, "splits", 4)),
     )
     try:
-        if isinstance(agg, ThresholdAggregator):
+        if isinstance(agg, ThresholdMixin):
             report = run_threshold_session(agg, transport, request).report
         else:
             report = fhauc.run_session(agg, transport, request)
