@@ -14,9 +14,11 @@ here and written to their own folders only), issues every key and then forgets p
     out/CC/cc-keys.bin               λ2 and the joint keys of the participants             0600
     out/CC/signing.key               Ed25519 key signing comparison results                0600
     out/CC/psi.key                   X25519 key opening the PSI's sealed final lists       0600
+    out/CC/requesters/<r>.bin        the KGC's ``requester-registered`` (pins its query key)
     out/<participant>/participant-keys.bin   θ_u, h_CS, the CC's verification key         0600
     out/<participant>/signing.key    Ed25519 key signing its revocation request            0600
     out/<requester>/requester-keys.bin       θ_r, h_CS                                     0600
+    out/<requester>/signing.key      Ed25519 key signing its queries                       0600
 
 and ``session.json`` in every folder. Every ``.bin`` is the KGC's typed protocol message
 (:mod:`privfl.forest.kgc`), decoded by the role that loads it; keys are raw 32-byte files.
@@ -42,7 +44,7 @@ from privfl.errors import InputError
 from privfl.forest.computation_provider import ComputationProvider
 from privfl.forest.kgc import KeyGenerationCenter
 from privfl.forest.messages import CC, CS, KGC, RESERVED_NAMES, SessionConfig
-from privfl.forest.participant import Participant, check_name
+from privfl.forest.participant import Participant, Requester, check_name
 from privfl.messages import SESSION_ID_BYTES, new_session_id
 
 SESSION_FILE = "session.json"
@@ -129,7 +131,7 @@ class RevfrfSession:
 
 @dataclass(frozen=True)
 class NodeKeys:
-    """What one node loads: the session, its KGC message, its raw keys, and (CS) the
+    """What one node loads: the session, its KGC message, its raw keys, and (CS, CC) the
     requesters' registrations."""
 
     name: str
@@ -209,7 +211,11 @@ def provision_revfrf(
     }
     kgc = KeyGenerationCenter(config, bits)
     grants = kgc.setup(cc.hello(), [p.hello() for p in roles.values()])
-    issued = {r: kgc.issue_requester(r) for r in asking}
+    asker_keys = {r: Ed25519PrivateKey.generate() for r in asking}
+    issued = {
+        r: kgc.issue_requester(Requester(r, config, signing_key=k).hello())
+        for r, k in asker_keys.items()
+    }
     del kgc  # p, q and λ are never written
     public = session.to_json().encode()
     _write(out / SESSION_FILE, public)
@@ -219,6 +225,7 @@ def provision_revfrf(
     _write(out / CS / "signing.key", cs_key.private_bytes_raw(), private=True)
     for r, (_, registration) in issued.items():
         _write(out / CS / "requesters" / f"{r}.bin", registration)
+        _write(out / CC / "requesters" / f"{r}.bin", registration)
     _write(out / CC / "cc-keys.bin", grants.cc, private=True)
     _write(out / CC / "signing.key", cc_key.private_bytes_raw(), private=True)
     _write(out / CC / "psi.key", psi_key.private_bytes_raw(), private=True)
@@ -227,6 +234,7 @@ def provision_revfrf(
         _write(out / n / "signing.key", keys[n].private_bytes_raw(), private=True)
     for r, (grant, _) in issued.items():
         _write(out / r / "requester-keys.bin", grant, private=True)
+        _write(out / r / "signing.key", asker_keys[r].private_bytes_raw(), private=True)
     return out
 
 
@@ -256,13 +264,13 @@ def load_node(directory: str | Path, role: str, name: str | None = None) -> Node
     if not grant_path.is_file():
         raise InputError(f"{grant_path} not found: is {d} the {role}'s folder?")
     keys = NodeKeys(node, session, grant_path.read_bytes())
-    if role in ("cs", "cc", "participant"):
+    if role in ("cs", "cc", "participant", "requester"):
         keys = replace(
             keys, signing_key=Ed25519PrivateKey.from_private_bytes(_raw_key(d / "signing.key"))
         )
     if role == "cc":
         keys = replace(keys, psi_key=X25519PrivateKey.from_private_bytes(_raw_key(d / "psi.key")))
-    if role == "cs":
+    if role in ("cs", "cc"):
         folder = d / "requesters"
         regs = (
             {p.stem: p.read_bytes() for p in sorted(folder.glob("*.bin"))}

@@ -182,7 +182,10 @@ class Node:
                 self.state["participant"] = participant.export_state()
         if self.role == "cc":
             cc = self._cc()
-            reply = cc.handle(data)
+            try:
+                reply = cc.handle(data)
+            finally:  # the queries it opened and the comparisons it signed for them
+                self.state["cc-revocations"] = cc.export_revocations()
             if cc.alarms:  # the CC's audit log of out-of-range comparisons, kept on its node
                 log = Reader(self.state.get("cc-alarms", Writer().u32(0).getvalue()), "CC log")
                 alarms = [*log.list_(), *cc.alarms]
@@ -222,6 +225,8 @@ class Node:
     def _cc(self) -> ComputationProvider:
         cc = ComputationProvider(self.session.config(), signing_key=self.keys.signing_key)
         cc.install_keys(self.keys.grant)
+        for registration in self.keys.registrations.values():
+            cc.register_requester(registration)
         if "cc-revocations" in self.state:
             cc.restore_revocations(self.state["cc-revocations"])
         return cc
@@ -306,7 +311,7 @@ class Node:
     def _queries(self, r: Reader) -> bytes:
         layout = [(r.str_(256), r.count(1 << 16, "columns")) for _ in range(r.count(4096, "ps"))]
         r.end()
-        requester = Requester(self.name, self.session.config())
+        requester = Requester(self.name, self.session.config(), signing_key=self.keys.signing_key)
         requester.install_keys(self.keys.grant)
         _, x = _table(self.files.data_file, None, "data-file")
         sizes = [n for _, n in layout]

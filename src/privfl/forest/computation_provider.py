@@ -1,7 +1,9 @@
 """The computation provider CC: holds λ2 (one share of the strong key), its Ed25519 key for
-signing comparison results, and the holders the KGC registered (their joint keys with the
-CS). It answers the CS's HoAdd, HoLT and level-2 refresh requests (see :mod:`.secure_ops`
-for what it learns and why it cannot be used to decrypt for the CS)."""
+signing comparison results, the holders the KGC registered (their joint keys with the
+CS) and the requesters' pinned query-signing keys. It answers the CS's HoAdd, HoLT and
+level-2 refresh requests (see :mod:`.secure_ops` for what it learns and why it cannot be
+used to decrypt for the CS), and opens a requester's signed query before it signs any
+comparison for it (:mod:`.query_auth`)."""
 
 from __future__ import annotations
 
@@ -9,9 +11,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from privfl.crypto import dtpkc
 from privfl.errors import ProtocolError, UnknownPartyError
-from privfl.forest import secure_ops
+from privfl.forest import query_auth, secure_ops
+from privfl.forest.budget import MAX_QUERIES
 from privfl.forest.freshness import ReplayGuard
-from privfl.forest.kgc import Hello, KeyGrant
+from privfl.forest.kgc import Hello, KeyGrant, RequesterRegistration
 from privfl.forest.messages import (
     CC,
     CS,
@@ -19,6 +22,7 @@ from privfl.forest.messages import (
     RevocationRequest,
     SessionConfig,
     dispatch,
+    seal,
     unseal,
 )
 from privfl.forest.secure_ops import BlindedRequest, RefreshBatch
@@ -32,9 +36,11 @@ class ComputationProvider:
     name = CC
 
     def __init__(
-        self, config: SessionConfig, *, signing_key: Ed25519PrivateKey | None = None
-    ) -> None:
-        """``signing_key``: a provisioned key for signing comparison results (default: new)."""
+        self, config: SessionConfig, *, signing_key: Ed25519PrivateKey | None = None,
+        max_queries: int = MAX_QUERIES,
+    ) -> None:  # fmt: skip
+        """``signing_key``: a provisioned key for signing comparison results (default: new);
+        ``max_queries``: signed queries it opens per requester per session (public)."""
         self._config = config
         self._signing_key = signing_key or Ed25519PrivateKey.generate()
         self._lam2: dtpkc.StrongKeyShare | None = None
@@ -43,6 +49,7 @@ class ComputationProvider:
         self._alarms: list[bytes] = []
         self._replays = ReplayGuard()
         self._revoked: list[str] = []
+        self._queries = query_auth.QueryLedger(config, max_queries)
 
     def hello(self) -> bytes:
         """To the KGC: the key participants check comparison results against."""
@@ -57,6 +64,11 @@ class ComputationProvider:
         self._holders = {e.name: e.public for e in grant.roster}
         self._revocation_keys = {e.name: e.revocation_key for e in grant.roster}
         self._lam2 = grant.strong_share()
+
+    def register_requester(self, data: bytes) -> None:
+        """The KGC's ``requester-registered``: pin the requester's query-signing key."""
+        reg = RequesterRegistration.from_bytes(data, self._config, self._share().params)
+        self._queries.keys[reg.name] = reg.signing_key
 
     def revoke_key(self, data: bytes) -> None:
         """The KGC's ``key-revoked``: never re-encrypt to that holder again."""
@@ -81,15 +93,18 @@ class ComputationProvider:
         return request.participant
 
     def export_revocations(self) -> bytes:
-        """Who left and the nonces seen, for a node that rebuilds the CC per message."""
+        """Who left, the nonces seen and the requester queries opened and spent, for a node
+        that rebuilds the CC per message."""
         names = [n.encode() for n in self._revoked]
-        return Writer().list_(names).bytes_(self._replays.to_bytes()).getvalue()
+        w = Writer().list_(names).bytes_(self._replays.to_bytes())
+        return w.bytes_(self._queries.to_bytes()).getvalue()
 
     def restore_revocations(self, data: bytes) -> None:
         """Read back :meth:`export_revocations` (the node's own saved state)."""
         r = Reader(data, "CC revocations")
         names = [n.decode() for n in r.list_(len(self._revocation_keys))]
         self._replays = ReplayGuard.from_bytes(r.bytes_())
+        self._queries.restore(r.bytes_())
         r.end()
         for name in names:
             self._holders.pop(name, None)
@@ -112,6 +127,7 @@ class ComputationProvider:
             "hoadd-request": self._hoadd,
             "holt-request": self._holt,
             "refresh-request": self._refresh,
+            "query-open": self._open_query,
         }
         return dispatch(data, self._config, handlers, CC)
 
@@ -126,9 +142,20 @@ class ComputationProvider:
         reply = secure_ops.cc_hoadd(lam2, self._holders, request)
         return reply.to_bytes("hoadd-response", self._config, CC)
 
+    def _open_query(self, data: bytes) -> bytes:
+        """``query-open``: a requester's signed query, relayed by the CS (see
+        :class:`.query_auth.QueryLedger`); answered with its query id."""
+        self._share()
+        r = unseal(data, "query-open", self._config, CS)
+        query = query_auth.SignedQuery.read(r)
+        r.end()
+        qid = self._queries.open(query)
+        return seal("query-opened", self._config, CC, Writer().bytes_(qid))
+
     def _holt(self, data: bytes) -> bytes:
         lam2 = self._share()
         request = BlindedRequest.from_bytes(data, "holt-request", self._config, lam2.params)
+        self._queries.charge(request.ticket)  # before any work: public conditions only
         result, alarm = secure_ops.cc_holt(
             lam2, self._holders, self._signing_key, self._config, request
         )

@@ -371,29 +371,3 @@ class RevocationRequest:
         if header.sender != participant:
             raise UnknownPartyError(f"{header.sender!r} sent a revocation for {participant!r}")
         return cls(participant, nonce, ts, sig)
-
-
-@dataclass(frozen=True)
-class Query:
-    """Requester -> CS (FRF-Predict): every feature of one sample, in the roster's feature
-    order, encrypted under the requester's own key."""
-
-    STEP: ClassVar[str] = "query"
-    values: tuple[dtpkc.Ciphertext, ...]
-
-    def to_bytes(self, config: SessionConfig, sender: str) -> bytes:
-        w = Writer().u32(len(self.values))
-        for v in self.values:
-            v.write(w)
-        return seal(self.STEP, config, sender, w)
-
-    @classmethod
-    def from_bytes(
-        cls, data: bytes, config: SessionConfig, sender: str, key: dtpkc.PublicKey, n_features: int
-    ) -> Query:
-        r = unseal(data, cls.STEP, config, sender)
-        if r.count(n_features, "features") != n_features:
-            raise MalformedMessageError(f"a query must carry all {n_features} features")
-        values = tuple(dtpkc.Ciphertext.read(r, key.params, key) for _ in range(n_features))
-        r.end()
-        return cls(values)

@@ -236,9 +236,11 @@ class RevFRF:
             if requester in self._participants:
                 raise InputError(f"{requester!r} is a participant's name")
             role = Requester(requester, cs.config)
-            keys, registration = self.runner.run("kgc_setup", self._kgc.issue_requester, requester)
+            hello = self.runner.send("requester->kgc", role.hello())
+            keys, registration = self.runner.run("kgc_setup", self._kgc.issue_requester, hello)
             role.install_keys(self.runner.send("kgc->requester", keys))
             cs.register_requester(self.runner.send("kgc->cs", registration))
+            self._cc.register_requester(self.runner.send("kgc->cc", registration))
             self._requesters[requester] = role
         if not isinstance(x, Mapping):
             raise InputError("x must map participant name -> that participant's values")

@@ -50,20 +50,19 @@ a :class:`Ticket` (query id, tree, node) the CS names; the holder strips θ_u on
 provides the split of that node and has never paid that (query, tree, node) before
 (:class:`DecryptionBudget`, kept by the holder). An FRF-Test query id is the hash of a
 test value the holder itself uploaded for that node (one per (tree, node, row) per
-evaluation round it opens with ``load_rows``); any other id counts as a requester query,
-at most ``max_queries`` distinct ids per session (public, default
-:data:`~.participant.MAX_QUERIES`). All refusal conditions are public.
+evaluation round it opens with ``load_rows``); a requester-query ticket is signed by the CC
+only for a query its requester signed, opened once, at most once per (query, tree, node)
+and ``max_depth`` times per (query, tree) (:mod:`.query_auth`), and the holder still pays
+it once per (query, tree, node), at most ``max_queries`` distinct ids per session (public,
+default :data:`~.budget.MAX_QUERIES`). All refusal conditions are public.
 
 What a deviating CS can still get: the CS chooses what it compares (the holder cannot see
 inside the blinded HoLT), so each payable ticket is one comparison bit *of the CS's
-choice* between ciphertexts under keys the CC strong-decrypts: at most one bit per
-(query, tree, node) at the holder's nodes. Requester query ids are not authenticated yet
-(no requester signature is checked), so a CS can mint up to ``max_queries`` ids and get
-``max_queries`` chosen bits per node of that holder, e.g. ~40 bits open one 40-bit value
-(a participant's value or a requester's query). Honest prediction uses exactly one bit
-per (query, tree, node) on the query's own path. Closing this needs requester-signed
-query ids verified by the CC before it signs a ticket. CS and CC are assumed not to
-collude (together they hold the strong key).
+choice* between ciphertexts under keys the CC strong-decrypts: per signed query at most
+``n_trees * max_depth`` bits, as many as honest prediction of that query uses; a CS cannot
+mint a query id (an id no requester signed gets no answer). With a colluding requester,
+``max_queries * n_trees * max_depth`` chosen bits per requester per session (~40 open a
+40-bit value). CS and CC are assumed not to collude (together they hold the strong key).
 """
 
 from __future__ import annotations
