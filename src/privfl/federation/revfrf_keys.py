@@ -5,7 +5,7 @@ the DT-PKC system, runs the CC's and every participant's hello (their Ed25519 ke
 here and written to their own folders only), issues every key and then forgets p, q and λ
 (the KGC goes offline; nothing of it is written). It writes::
 
-    out/session.json                 public: session id, forest settings, roles, key size,
+    out/session.json                 public: provisioning id, forest settings, roles, key size,
                                      the CC's PSI sealing key (X25519 public), every
                                      role's Ed25519 identity key (public)
     out/CS/cs-keys.bin               θ_CS, λ1, the roster (the KGC's ``cs-keys`` message)   0600
@@ -22,8 +22,9 @@ here and written to their own folders only), issues every key and then forgets p
 
 and ``session.json`` in every folder. Every ``.bin`` is the KGC's typed protocol message
 (:mod:`privfl.forest.kgc`), decoded by the role that loads it; keys are raw 32-byte files.
-No pickle, nothing a node may not hold. The session id binds every message of every run
-made with these keys; the number of aligned samples is agreed at run time (after the PSI).
+No pickle, nothing a node may not hold. The provisioning id binds the KGC's messages; each
+run draws a fresh session id that binds every message of that run (:mod:`.revfrf_run`); the
+number of aligned samples is agreed at run time (after the PSI).
 """
 
 from __future__ import annotations
@@ -73,11 +74,14 @@ class RevfrfSession:
         messages; a participant's also signs its split receipts and its revocation)."""
         return {n: Ed25519PublicKey.from_public_bytes(k) for n, k in self.identity_keys}
 
-    def config(self, n_samples: int = 1) -> SessionConfig:
-        """The session's config for ``n_samples`` aligned samples (known after the PSI)."""
+    def config(self, n_samples: int = 1, run: bytes | None = None) -> SessionConfig:
+        """The config for ``n_samples`` aligned samples (known after the PSI) of the run
+        ``run`` (its fresh session id, :mod:`.revfrf_run`; the KGC's messages stay sealed
+        under the provisioning id)."""
         return SessionConfig(
-            self.session, n_samples, self.n_trees, self.max_depth, self.rho, self.candidates,
-            allow_insecure_key_bits=self.allow_insecure_key_bits, min_node_size=self.min_node_size,
+            run or self.session, n_samples, self.n_trees, self.max_depth, self.rho,
+            self.candidates, allow_insecure_key_bits=self.allow_insecure_key_bits,
+            min_node_size=self.min_node_size, provisioning=self.session if run else b"",
         )  # fmt: skip
 
     def to_json(self) -> str:

@@ -72,7 +72,7 @@ class ComputationProvider:
 
     def revoke_key(self, data: bytes) -> None:
         """The KGC's ``key-revoked``: never re-encrypt to that holder again."""
-        r = unseal(data, "key-revoked", self._config, KGC)
+        r = unseal(data, "key-revoked", self._config.setup(), KGC)
         name = r.str_(256)
         r.end()
         self._holders.pop(name, None)

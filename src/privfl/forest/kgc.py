@@ -53,11 +53,11 @@ class Hello:
     def to_bytes(self, config: SessionConfig, step: str | None = None) -> bytes:
         step = step or ("cc-hello" if self.name == CC else "participant-hello")
         w = Writer().str_(self.name).bytes_(self.verify_key).u32(self.n_columns)
-        return seal(step, config, self.name, w)
+        return seal(step, config.setup(), self.name, w)
 
     @classmethod
     def from_bytes(cls, data: bytes, step: str, config: SessionConfig) -> Hello:
-        r = unseal(data, step, config, None)
+        r = unseal(data, step, config.setup(), None)
         name = r.str_(256) if step == "cc-hello" else _name(r)
         key = read_ed25519(r, "hello key")
         n_columns = r.count(1 << 16, "columns")
@@ -81,7 +81,7 @@ class RequesterRegistration:
     def from_bytes(
         cls, data: bytes, config: SessionConfig, params: dtpkc.PublicParams
     ) -> RequesterRegistration:
-        r = unseal(data, "requester-registered", config, KGC)
+        r = unseal(data, "requester-registered", config.setup(), KGC)
         name, h = _name(r), params.read_unit(r, "requester key")
         key = read_ed25519(r, "requester signing key")
         r.end()
@@ -121,11 +121,11 @@ class KeyGrant:
         for e in self.roster:
             w.str_(e.name).uint(int(e.public.h)).u32(e.n_columns)
             w.bytes_(e.revocation_key.public_bytes_raw())
-        return seal(self.step, config, KGC, w)
+        return seal(self.step, config.setup(), KGC, w)
 
     @classmethod
     def from_bytes(cls, data: bytes, step: str, config: SessionConfig) -> KeyGrant:
-        r = unseal(data, step, config, KGC)
+        r = unseal(data, step, config.setup(), KGC)
         params = dtpkc.PublicParams.read(r, config.allow_insecure_key_bits)
         theta, share = r.uint(params.bits, "θ"), r.uint(3 * params.bits, "strong-key share")
         cs_public = params.read_unit(r, "h_CS")
@@ -217,12 +217,14 @@ class KeyGenerationCenter:
         self.issued[name] = sk.public
         grant = KeyGrant("requester-keys", self.params, sk.theta, 0, self._cs_public.h)
         w = Writer().str_(name).uint(int(sk.public.h)).bytes_(h.verify_key)
-        return grant.to_bytes(self.config), seal("requester-registered", self.config, KGC, w)
+        return grant.to_bytes(self.config), seal(
+            "requester-registered", self.config.setup(), KGC, w
+        )
 
     def revoke(self, name: str) -> bytes:
         """``key-revoked`` (to CC): CC stops re-encrypting to ``name``'s joint key."""
         self.issued.pop(name, None)
-        return seal("key-revoked", self.config, KGC, Writer().str_(name))
+        return seal("key-revoked", self.config.setup(), KGC, Writer().str_(name))
 
     def strong_decrypt(self, c: dtpkc.Ciphertext) -> int:
         """Decrypt with λ (the KGC's own power; used to test the identities)."""

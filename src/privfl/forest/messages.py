@@ -15,7 +15,7 @@ messages that receive each reply (:data:`Job`); :mod:`privfl.forest.schedule` mo
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar, TypeVar
 
 import numpy as np
@@ -61,7 +61,8 @@ class SessionConfig:
     """What every role agreed before the run; every size read from the wire is checked
     against it. ``probe_size`` is ϱ (samples a participant probes for a feature's range),
     ``candidates`` is ς (candidate splits per feature), ``min_node_size`` the fewest samples
-    a node request may name (:mod:`.provenance`)."""
+    a node request may name (:mod:`.provenance`); ``provisioning`` the id the KGC's
+    messages were sealed under when it differs from the run's ``session``."""
 
     session: bytes
     n_samples: int
@@ -72,6 +73,12 @@ class SessionConfig:
     fraction_bits: int = dtpkc.DEFAULT_FRACTION_BITS
     allow_insecure_key_bits: bool = False
     min_node_size: int = 10  # provenance.MIN_NODE_SIZE
+    provisioning: bytes = b""  # a deployment's provisioning id ("": the session's own)
+
+    def setup(self) -> SessionConfig:
+        """The config the KGC's messages are sealed under: a deployment provisions once
+        (its grants name the provisioning id) and draws a fresh ``session`` per run."""
+        return replace(self, session=self.provisioning) if self.provisioning else self
 
     @property
     def max_internal_nodes(self) -> int:
