@@ -282,3 +282,31 @@ def test_node_decoders_survive_fuzzing(deployed, data):
         node = nodes.node(name)
         node.state = dict(nodes.states[name])  # fuzz a copy of the node's state
         decode_safely(node.handle, data)
+
+
+def test_the_cc_node_writes_its_audit_log_whether_or_not_a_comparison_was_out_of_range(deployed):
+    """Issue 26: the CC node wrote its alarm file only when a comparison was out of range,
+    so the time of its answer told the CS which branch ran. It now writes its audit log
+    after every batch, on both branches alike."""
+    from privfl.crypto import dtpkc
+    from privfl.forest import secure_ops
+    from privfl.forest.budget import NO_TICKET
+
+    root, _, dep, nodes = deployed
+    cs, out = dep.cs, root / "out" / CC
+    material, holder = cs._material(), next(iter(nodes.node(CC)._cc().holders))
+    key = cs._holder_key(holder)
+
+    def holt_request(x: int, y: int) -> bytes:
+        cx, cy = (dtpkc.encrypt_residue(material.sk.public, v) for v in (x, y))
+        job = secure_ops.secure_less_than(material, 9_999, cx, cy, holder, key, NO_TICKET)
+        return next(job).data
+
+    written = []
+    for x, y in ((5, 9), (1 << (material.sk.public.params.ell + 70), 0)):  # in range, not
+        for path in out.glob("*-alarms.json"):
+            path.unlink()
+        nodes.node(CC).handle(holt_request(x, y))
+        (path,) = out.glob("*-alarms.json")
+        written.append(len(json.loads(path.read_text())["holt-alarms"]))
+    assert written[1] == written[0] + 1  # the same file written on both branches

@@ -155,6 +155,7 @@ class Node:
         self.role, self.keys, self.files, self.state = role, keys, files, state
         self.session = keys.session
         self._participant: Participant | None = None
+        self._alarms: list[bytes] = []  # the CC's alarms of this batch, flushed after it
         self._data: dict[str, tuple[list[str], np.ndarray]] = {}
         self.load_s = 0.0  # seconds spent loading tables and rebuilding the role
 
@@ -172,12 +173,33 @@ class Node:
 
     # ---------------------------------------------------------------- dispatch
     def handle_all(self, blobs: Sequence[bytes]) -> list[bytes]:
-        """Answer every message, in order; the role's state is saved after each one."""
+        """Answer every message, in order; the role's state is saved after each one, and
+        the CC's audit log once per batch (:meth:`_flush_audit`)."""
         if len(blobs) > MAX_BLOBS:
             raise MalformedMessageError(f"a batch of {len(blobs)} messages")
-        return [self.handle(b) for b in blobs]
+        try:
+            return [self._handle(b) for b in blobs]
+        finally:
+            self._flush_audit()
 
     def handle(self, data: bytes) -> bytes:
+        """Answer one message (a batch of one)."""
+        return self.handle_all([data])[0]
+
+    def _flush_audit(self) -> None:
+        """The CC's audit log (signed alarms of out-of-range comparisons) to its state and its
+        audit file, after every batch whether or not the batch raised an alarm: the I/O
+        never depends on which branch an answer took (:mod:`.secure_ops`)."""
+        if self.role != "cc":
+            return
+        log = Reader(self.state.get("cc-alarms", Writer().u32(0).getvalue()), "CC log")
+        alarms = [*log.list_(), *self._alarms]
+        log.end()
+        self._alarms = []
+        self.state["cc-alarms"] = Writer().list_(alarms).getvalue()
+        self._write("alarms", {"holt-alarms": [a.hex() for a in alarms]})
+
+    def _handle(self, data: bytes) -> bytes:
         header = peek(data)
         if header.protocol == PSI_CODEC.protocol:
             return self._psi(data, header.session)
@@ -192,15 +214,10 @@ class Node:
         if self.role == "cc":
             cc = self._cc()
             try:
-                reply = cc.handle(data)
+                return cc.handle(data)
             finally:  # the queries it opened and the comparisons it signed for them
                 self.state["cc-revocations"] = cc.export_revocations()
-            if cc.alarms:  # the CC's audit log of out-of-range comparisons, kept on its node
-                log = Reader(self.state.get("cc-alarms", Writer().u32(0).getvalue()), "CC log")
-                alarms = [*log.list_(), *cc.alarms]
-                self.state["cc-alarms"] = Writer().list_(alarms).getvalue()
-                self._write("alarms", {"holt-alarms": [a.hex() for a in alarms]})
-            return reply
+                self._alarms += cc.alarms  # in memory; to the audit file after the batch
         raise ProtocolError(f"a requester answers no '{header.step}' message")
 
     # ---------------------------------------------------------------- roles

@@ -12,6 +12,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from privfl.crypto import dtpkc
 from privfl.errors import ProtocolError, UnknownPartyError
 from privfl.forest import query_auth, secure_ops
+from privfl.forest.alarm import HoLTAlarm
 from privfl.forest.budget import MAX_QUERIES
 from privfl.forest.freshness import ReplayGuard
 from privfl.forest.kgc import Hello, KeyGrant, RequesterRegistration
@@ -47,6 +48,7 @@ class ComputationProvider:
         self._holders: dict[str, dtpkc.PublicKey] = {}
         self._revocation_keys: dict[str, Ed25519PublicKey] = {}
         self._alarms: list[bytes] = []
+        self._logged = 0  # alarms already written to the log (:meth:`audit`)
         self._replays = ReplayGuard()
         self._revoked: list[str] = []
         self._queries = query_auth.QueryLedger(config, max_queries)
@@ -156,16 +158,26 @@ class ComputationProvider:
         lam2 = self._share()
         request = BlindedRequest.from_bytes(data, "holt-request", self._config, lam2.params)
         self._queries.charge(request.ticket)  # before any work: public conditions only
-        result, alarm = secure_ops.cc_holt(
+        result, alarm, in_range = secure_ops.cc_holt(
             lam2, self._holders, self._signing_key, self._config, request
         )
-        if alarm is not None:
+        logged = alarm.to_bytes(self._config)  # serialised on both branches (the same work)
+        self._alarms += [] if in_range else [logged]  # kept in memory: no I/O on either branch
+        return result.to_bytes("holt-result", self._config, CC)
+
+    def audit(self) -> tuple[bytes, ...]:
+        """Log (``logging`` warning) the alarms of out-of-range comparisons not logged yet
+        and return the whole audit log. Called *between* answers (by the node after each
+        batch, by the facade after each conversation), never on the path of one answer, so
+        the time of an answer does not tell the CS which branch it took."""
+        for data in self._alarms[self._logged :]:
+            alarm = HoLTAlarm.from_bytes(data, self._config, self._signing_key.public_key())
             secure_ops.LOG.warning(
                 "CC: HoLT operation %d for %r was out of range (answered with a random bit); "
                 "alarm signed for the KGC", alarm.op, alarm.holder,
             )  # fmt: skip
-            self._alarms.append(alarm.to_bytes(self._config))
-        return result.to_bytes("holt-result", self._config, CC)
+        self._logged = len(self._alarms)
+        return tuple(self._alarms)
 
     def _refresh(self, data: bytes) -> bytes:
         params = self._share().params
