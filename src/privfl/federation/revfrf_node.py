@@ -155,7 +155,7 @@ class Node:
         self.role, self.keys, self.files, self.state = role, keys, files, state
         self.session = keys.session
         self._participant: Participant | None = None
-        self._alarms: list[bytes] = []  # the CC's alarms of this batch, flushed after it
+        self._cc_role: ComputationProvider | None = None  # the CC of this batch (:meth:`_flush`)
         self._data: dict[str, tuple[list[str], np.ndarray]] = {}
         self.load_s = 0.0  # seconds spent loading tables and rebuilding the role
 
@@ -174,28 +174,31 @@ class Node:
     # ---------------------------------------------------------------- dispatch
     def handle_all(self, blobs: Sequence[bytes]) -> list[bytes]:
         """Answer every message, in order; the role's state is saved after each one, and
-        the CC's audit log once per batch (:meth:`_flush_audit`)."""
+        the CC's state and audit log once per batch (:meth:`_flush`)."""
         if len(blobs) > MAX_BLOBS:
             raise MalformedMessageError(f"a batch of {len(blobs)} messages")
         try:
             return [self._handle(b) for b in blobs]
         finally:
-            self._flush_audit()
+            self._flush()
 
     def handle(self, data: bytes) -> bytes:
         """Answer one message (a batch of one)."""
         return self.handle_all([data])[0]
 
-    def _flush_audit(self) -> None:
-        """The CC's audit log (signed alarms of out-of-range comparisons) to its state and its
-        audit file, after every batch whether or not the batch raised an alarm: the I/O
-        never depends on which branch an answer took (:mod:`.secure_ops`)."""
-        if self.role != "cc":
+    def _flush(self) -> None:
+        """After every batch (even one that raised), the CC's state (revocations, the queries
+        it opened and the comparisons it signed for them) and its audit log (signed alarms
+        of out-of-range comparisons) to its state and audit file, whether or not the batch
+        raised an alarm: the I/O never depends on which branch an answer took
+        (:mod:`.secure_ops`)."""
+        if self.role != "cc" or self._cc_role is None:
             return
+        cc, self._cc_role = self._cc_role, None
+        self.state["cc-revocations"] = cc.export_revocations()
         log = Reader(self.state.get("cc-alarms", Writer().u32(0).getvalue()), "CC log")
-        alarms = [*log.list_(), *self._alarms]
+        alarms = [*log.list_(), *cc.alarms]
         log.end()
-        self._alarms = []
         self.state["cc-alarms"] = Writer().list_(alarms).getvalue()
         self._write("alarms", {"holt-alarms": [a.hex() for a in alarms]})
 
@@ -212,12 +215,7 @@ class Node:
             finally:
                 self.state["participant"] = participant.export_state()
         if self.role == "cc":
-            cc = self._cc()
-            try:
-                return cc.handle(data)
-            finally:  # the queries it opened and the comparisons it signed for them
-                self.state["cc-revocations"] = cc.export_revocations()
-                self._alarms += cc.alarms  # in memory; to the audit file after the batch
+            return self._cc().handle(data)  # its state and alarms are saved after the batch
         raise ProtocolError(f"a requester answers no '{header.step}' message")
 
     # ---------------------------------------------------------------- roles
@@ -249,6 +247,9 @@ class Node:
         return self._participant
 
     def _cc(self) -> ComputationProvider:
+        """The CC, rebuilt from its keys and saved state once per batch."""
+        if self._cc_role is not None:
+            return self._cc_role
         config = self.session.config(run=self.run)
         cc = ComputationProvider(config, signing_key=self.keys.signing_key)
         cc.install_keys(self.keys.grant)
@@ -256,6 +257,7 @@ class Node:
             cc.register_requester(registration)
         if "cc-revocations" in self.state:
             cc.restore_revocations(self.state["cc-revocations"])
+        self._cc_role = cc
         return cc
 
     # ---------------------------------------------------------------- PSI
@@ -311,9 +313,7 @@ class Node:
         if self.role == "cc" and step == "cc-revoke":
             request = r.bytes_(1 << 12)
             r.end()
-            cc = self._cc()
-            name = cc.revoke_by_request(request)
-            self.state["cc-revocations"] = cc.export_revocations()
+            name = self._cc().revoke_by_request(request)  # saved after the batch
             return control("cc-revoked", sid, CC, Writer().str_(name))
         if self.role == "requester" and step == "query-request":
             return self._queries(r)
