@@ -8,6 +8,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from privfl.datasets import load_tabular
 from privfl.errors import ProtocolError, UnknownPartyError, WrongSessionError
@@ -450,3 +452,38 @@ def test_a2_a_seen_node_id_keeps_its_samples():
     p._gate.seen[(0, 0)] = b"\x00" * 32  # as if node (0, 0) had been asked with other μ
     req = NodeRequest(0, 0, root, (0,), cfg.probe_size, cfg.candidates, Provenance(seed=seed))
     refuses(p, req.to_bytes(cfg), match="other samples")
+
+
+# ---------------------------------------------------------------- decoders of the new steps
+_FUZZ_WORLD = {}
+
+
+def _fuzz_world():
+    if not _FUZZ_WORLD:
+        from privfl.forest.messages import CS, seal
+        from privfl.forest.query_auth import SignedQuery
+        from privfl.messages import Writer
+
+        world = schedule.secure_ops_world(512, ("u",), allow_insecure_key_bits=True)
+        signed = SignedQuery.sign(world.requester, world.cs.config, "r", bytes(32))
+        _FUZZ_WORLD["world"] = world
+        _FUZZ_WORLD["open"] = seal("query-open", world.cs.config, CS, signed.write(Writer()))
+    return _FUZZ_WORLD
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_the_cc_query_open_and_a_run_start_decode_hostile_bytes_safely(data):
+    from _forest_fuzz import decode_safely, payloads
+    from privfl.federation.revfrf_run import RunStart
+    from privfl.messages import Reader, Writer
+
+    fuzz = _fuzz_world()
+    world = fuzz["world"]
+    world.cc._queries.opened.clear()  # every valid draw may be opened again
+    decode_safely(world.cc.handle, data.draw(payloads(fuzz["open"])))
+    start = RunStart.sign(
+        Ed25519PrivateKey.generate(), bytes(16), {"a": bytes(32), "CC": bytes(32)}
+    )
+    valid = start.write(Writer()).getvalue()
+    decode_safely(lambda b: RunStart.read(Reader(b, "run-start")), data.draw(payloads(valid)))
