@@ -19,6 +19,7 @@ from privfl.errors import MalformedMessageError, UnknownPartyError, WrongSession
 from privfl.forest import RevFRF, schedule
 from privfl.forest import messages as fm
 from privfl.forest.kgc import Hello, KeyGrant
+from privfl.forest.query_auth import Query
 from privfl.forest.secure_ops import BlindedRequest, HoLTResult, RefreshBatch, Reply
 from privfl.messages import Writer
 
@@ -125,8 +126,8 @@ def cases(model, log):
             b, "holt-result", cfg, "CC", params), lambda m: len(m.signature) <= 64),
         "refreshed": (first(log, "refreshed"), lambda b: RefreshBatch.from_bytes(
             b, "refreshed", cfg, "CC", params), lambda m: len(m.values) <= cfg.max_internal_nodes),
-        "query": (first(log, "query"), lambda b: fm.Query.from_bytes(
-            b, cfg, "r", cs._requesters["r"], 3), lambda m: len(m.values) == 3),
+        "query": (first(log, "query"), lambda b: Query.from_bytes(
+            b, cfg, "r", cs._requesters["r"][0], 3), lambda m: len(m.values) == 3),
         "revocation": (first(log, "revocation"),
                        lambda b: fm.RevocationRequest.from_bytes(b, cfg), lambda m: True),
         "cs-keys": (first(log, "cs-keys"), lambda b: KeyGrant.from_bytes(b, "cs-keys", cfg),

@@ -19,6 +19,7 @@ from privfl.errors import (
     WrongSessionError,
 )
 from privfl.forest import schedule
+from privfl.forest.budget import NO_TICKET, REQUESTER_QUERY
 from privfl.forest.messages import CC, CODEC, CS, SessionConfig, StaleMessageError
 from privfl.forest.secure_ops import BlindedRequest, HoLTAlarm, HoLTResult, Reply, Ticket
 
@@ -32,12 +33,12 @@ def hoadd(*fields):
     return BlindedRequest("hoadd-request", *fields)
 
 
-def holt(cs, op, holder, values, shares):
+def holt(cs, op, holder, values, shares, ticket=NO_TICKET):
     """A HoLT request for l = values[0] - 0 (the second value an encryption of 0)."""
     (value,), (share,) = values, shares
     zero = dtpkc.encrypt(value.public_key, 0)
     pair = (share, dtpkc.partial_decrypt_strong1(cs.lam1, zero))
-    return BlindedRequest("holt-request", op, holder, (value, zero), pair)
+    return BlindedRequest("holt-request", op, holder, (value, zero), pair, ticket)
 
 
 def secrets_of(world):
@@ -122,7 +123,8 @@ def test_a_participant_refuses_to_partially_decrypt_what_is_not_a_signed_compari
     # a genuine CC-signed result with its ciphertext swapped for the secret
     blinded = dtpkc.encrypt(cs.sk.public, -5)
     t = dtpkc.partial_decrypt_strong1(cs.lam1, blinded)
-    data = world.cc.handle(holt(cs, 4, "u", (blinded,), (t,)).to_bytes(cs.config))
+    ticket = Ticket(world.open_query(), 0, 0, REQUESTER_QUERY)  # a requester's signed query
+    data = world.cc.handle(holt(cs, 4, "u", (blinded,), (t,), ticket).to_bytes(cs.config))
     genuine = HoLTResult.from_bytes(data, "holt-result", cs.config, CC, cs.sk.public.params)
     swapped = HoLTResult(genuine.op, "u", genuine.ticket, under_joint, genuine.signature)
     with pytest.raises(UnknownPartyError, match="signed by the CC"):

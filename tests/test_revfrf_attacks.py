@@ -8,6 +8,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from privfl.datasets import load_tabular
 from privfl.errors import ProtocolError, UnknownPartyError, WrongSessionError
@@ -247,34 +249,83 @@ def test_a1_a_holder_opens_no_comparison_at_a_node_where_it_provides_no_split():
 
 def test_a1_one_query_opens_at_most_one_comparison_per_node():
     from privfl.crypto import dtpkc
+    from privfl.forest.budget import REQUESTER_QUERY
     from privfl.forest.secure_ops import Ticket
 
     world = schedule.secure_ops_world(1024, ("u", "a"), allow_insecure_key_bits=True)
     secret = dtpkc.encrypt(world.public_key("a"), secrets.randbits(39))
-    query = secrets.token_bytes(32)
-    answered, found = _binary_search(world, secret, "u", lambda _: Ticket(query, 0, 0))
+    query = world.open_query()  # a requester's genuine signed query
+    ticket = Ticket(query, 0, 0, REQUESTER_QUERY)
+    answered, found = _binary_search(world, secret, "u", lambda _: ticket)
     assert (answered, found) == (1, None)  # the second comparison of that query is refused
 
 
-def test_a1_fresh_requester_query_ids_are_capped_by_the_public_budget():
+def test_a1_the_cs_cannot_mint_query_ids_a_binary_search_gets_no_bit():
+    """Issue 26 (remaining): the CS made up a fresh query id per comparison and got one
+    chosen bit per id, ~40 of which opened a 40-bit value. Ids no requester signed are now
+    refused: by the holder (a test-value id it never issued) or by the CC (a requester-query
+    id no requester signed), before any bit comes back."""
     from privfl.crypto import dtpkc
-    from privfl.forest.participant import Participant
-    from privfl.forest.secure_ops import DecryptionBudget, Ticket
+    from privfl.forest.secure_ops import Ticket
 
     world = schedule.secure_ops_world(1024, ("u", "a"), allow_insecure_key_bits=True)
-    u: Participant = world.holders["u"]
-    u._budget = DecryptionBudget(5)  # a session provisioned with max_queries=5
-    secret = dtpkc.encrypt(world.public_key("a"), secrets.randbits(39))
-    answered, found = _binary_search(
-        world, secret, "u", lambda _: Ticket(secrets.token_bytes(32), 0, 0)
-    )
-    assert (answered, found) == (5, None)  # 5 bits of a 40-bit value, then refused
+    value = secrets.randbits(39)
+    secret = dtpkc.encrypt(world.public_key("a"), value)
+    minted = lambda _: Ticket(secrets.token_bytes(32), 0, 0)  # noqa: E731
+    assert _binary_search(world, secret, "u", minted) == (0, None)
+    assert world.cc.alarms == ()
 
 
-def test_a5_a_requesters_query_cannot_be_compared_again_after_its_prediction():
+def test_a1_a_minted_requester_query_id_is_refused_by_the_cc():
     from privfl.crypto import dtpkc
+    from privfl.forest.budget import REQUESTER_QUERY
+    from privfl.forest.secure_ops import Ticket
+
+    world = schedule.secure_ops_world(1024, ("u", "a"), allow_insecure_key_bits=True)
+    secret = dtpkc.encrypt(world.public_key("a"), secrets.randbits(39))
+    minted = lambda _: Ticket(secrets.token_bytes(32), 0, 0, REQUESTER_QUERY)  # noqa: E731
+    with pytest.raises(ProtocolError, match="no requester signed"):
+        world.cc._queries.charge(minted(0))
+    assert _binary_search(world, secret, "u", minted) == (0, None)
+
+
+def test_a1_a_signed_query_is_opened_once_counted_per_requester_and_per_tree():
+    from privfl.forest.budget import REQUESTER_QUERY
+    from privfl.forest.query_auth import SignedQuery
+    from privfl.forest.secure_ops import Ticket
+
+    world = schedule.secure_ops_world(512, ("u",), allow_insecure_key_bits=True)
+    cfg, ledger = world.cs.config, world.cc._queries
+    signed = SignedQuery.sign(world.requester, cfg, "r", secrets.token_bytes(32))
+    qid = ledger.open(signed)
+    with pytest.raises(StaleMessageError, match="replayed"):
+        ledger.open(signed)  # a replayed signed query
+    forged = SignedQuery("r", secrets.token_bytes(32), signed.signature)
+    with pytest.raises(UnknownPartyError, match="not signed by requester"):
+        ledger.open(forged)
+    foreign = SignedQuery.sign(Ed25519PrivateKey.generate(), cfg, "r", bytes(32))
+    with pytest.raises(UnknownPartyError):
+        ledger.open(foreign)  # signed by a key the KGC did not pin for "r"
+    # an honest walk compares once per level: max_depth (1 here) comparisons per tree
+    ledger.charge(Ticket(qid, 0, 0, REQUESTER_QUERY))
+    with pytest.raises(ProtocolError, match="already compared"):
+        ledger.charge(Ticket(qid, 0, 0, REQUESTER_QUERY))
+    with pytest.raises(ProtocolError, match="comparisons in tree 0"):
+        ledger.charge(Ticket(qid, 0, 7, REQUESTER_QUERY))
+    # a colluding requester signs at most max_queries queries per session that the CC opens
+    ledger.max_queries = len(ledger.opened) + 2
+    for _ in range(2):
+        ledger.open(SignedQuery.sign(world.requester, cfg, "r", secrets.token_bytes(32)))
+    with pytest.raises(ProtocolError, match="used the session's"):
+        ledger.open(SignedQuery.sign(world.requester, cfg, "r", secrets.token_bytes(32)))
+
+
+def test_a5_a_requesters_query_cannot_be_replayed_or_compared_again_after_its_prediction():
+    from privfl.crypto import dtpkc
+    from privfl.forest.budget import REQUESTER_QUERY
     from privfl.forest.participant import Requester
-    from privfl.forest.secure_ops import Ticket, query_id
+    from privfl.forest.query_auth import Query
+    from privfl.forest.secure_ops import Ticket
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(40, 2))
@@ -282,20 +333,28 @@ def test_a5_a_requesters_query_cannot_be_compared_again_after_its_prediction():
     model = RevFRF(n_trees=1, max_depth=1, seed=1, **KEYS)
     model.fit({"bank": x[:, :1], "hospital": x[:, 1:]}, y)
     cs, cc, ps = model._cs, model._cc, model._participants
-    keys, reg = model._kgc.issue_requester("alice")
     req = Requester("alice", cs.config)
+    keys, reg = model._kgc.issue_requester(req.hello())
     req.install_keys(keys)
     cs.register_requester(reg)
+    cc.register_requester(reg)
     data = req.query(cs.layout(), {"bank": [[0.123456789]], "hospital": [[-1.5]]})
-    schedule.drive(model.runner, cs.predict_query("alice", data), {**ps, cc.name: cc})
+    peers = {**ps, cc.name: cc}
+    got = schedule.drive(model.runner, cs.predict_query("alice", data), peers)
+    row = {"bank": [[0.123456789]], "hospital": [[-1.5]]}
+    assert np.array_equal(got, model.predict_plain(row))
+    with pytest.raises(StaleMessageError, match="replayed"):
+        schedule.drive(model.runner, cs.predict_query("alice", data), peers)
+    params = cs._material().sk.public.params
+    signed = Query.from_bytes(data, cs.config, "alice", req._sk.public, 2).statement("alice")
     root = model.trees[0].root
-    ticket = Ticket(query_id(data), 0, root.node_id)
-    ct = dtpkc.encrypt(req._sk.public, 12345)  # the query's value, re-encrypted for brevity
+    ticket = Ticket(signed.query_id(cs.config), 0, root.node_id, REQUESTER_QUERY)
+    ct = dtpkc.encrypt(req._sk.public, 12345)  # any value under the requester's key
     probe = dtpkc.encrypt(cs._material().sk.public, 0)
+    assert params.bits == 512
     with pytest.raises(ProtocolError, match="already compared"):
         schedule.drive(
-            model.runner, cs.secure_less_than(ct, probe, root.provider, ticket),
-            {**ps, cc.name: cc},
+            model.runner, cs.secure_less_than(ct, probe, root.provider, ticket), peers
         )  # fmt: skip
 
 
@@ -393,3 +452,38 @@ def test_a2_a_seen_node_id_keeps_its_samples():
     p._gate.seen[(0, 0)] = b"\x00" * 32  # as if node (0, 0) had been asked with other μ
     req = NodeRequest(0, 0, root, (0,), cfg.probe_size, cfg.candidates, Provenance(seed=seed))
     refuses(p, req.to_bytes(cfg), match="other samples")
+
+
+# ---------------------------------------------------------------- decoders of the new steps
+_FUZZ_WORLD = {}
+
+
+def _fuzz_world():
+    if not _FUZZ_WORLD:
+        from privfl.forest.messages import CS, seal
+        from privfl.forest.query_auth import SignedQuery
+        from privfl.messages import Writer
+
+        world = schedule.secure_ops_world(512, ("u",), allow_insecure_key_bits=True)
+        signed = SignedQuery.sign(world.requester, world.cs.config, "r", bytes(32))
+        _FUZZ_WORLD["world"] = world
+        _FUZZ_WORLD["open"] = seal("query-open", world.cs.config, CS, signed.write(Writer()))
+    return _FUZZ_WORLD
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_the_cc_query_open_and_a_run_start_decode_hostile_bytes_safely(data):
+    from _forest_fuzz import decode_safely, payloads
+    from privfl.federation.revfrf_run import RunStart
+    from privfl.messages import Reader, Writer
+
+    fuzz = _fuzz_world()
+    world = fuzz["world"]
+    world.cc._queries.opened.clear()  # every valid draw may be opened again
+    decode_safely(world.cc.handle, data.draw(payloads(fuzz["open"])))
+    start = RunStart.sign(
+        Ed25519PrivateKey.generate(), bytes(16), {"a": bytes(32), "CC": bytes(32)}
+    )
+    valid = start.write(Writer()).getvalue()
+    decode_safely(lambda b: RunStart.read(Reader(b, "run-start")), data.draw(payloads(valid)))

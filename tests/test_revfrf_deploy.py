@@ -21,10 +21,11 @@ from _revfrf_deployment import (
     in_process_forest,
     make,
 )
-from privfl.errors import InputError, ProtocolError
+from privfl.errors import InputError, ProtocolError, WrongSessionError
 from privfl.federation.revfrf_deploy import CenterDeployment, drive
 from privfl.federation.revfrf_keys import load_node
-from privfl.federation.revfrf_node import Node, NodeFiles, control
+from privfl.federation.revfrf_node import Node, NodeFiles, control, peek, read_control
+from privfl.federation.revfrf_run import RunStart
 from privfl.forest.jobs import Batch
 from privfl.forest.messages import CC, CS
 from privfl.messages import Writer
@@ -193,7 +194,13 @@ def test_the_client_app_keeps_node_state_across_fresh_invocations_and_fails_with
         return replies, meta
 
     assert revfrf_client._node(ctx, {}).name == "site-b"
-    sid = dep.session.session
+    provisioning = dep.session.session
+    (reply,), meta = ask([control("run-nonce", provisioning, "CS")])
+    r = read_control(reply, "run-nonce", provisioning, "site-b")
+    start = RunStart.sign(dep.keys.signing_key, provisioning, {"site-b": r.bytes_(32)})
+    _, meta = ask([control("run-start", provisioning, "CS", start.write(Writer()))])
+    assert meta["status"] == "ok"
+    sid = start.run_id(provisioning)  # this run's fresh session id
     begin = control("psi-begin", sid, "CS", Writer().str_("train"))
     blobs, meta = ask([begin])
     assert meta["status"] == "ok" and len(blobs) == 1
@@ -204,6 +211,69 @@ def test_the_client_app_keeps_node_state_across_fresh_invocations_and_fails_with
     assert meta == {"status": "error", "reason": "refused"}  # a participant compares nothing
 
 
+class Recording(LocalNodes):
+    """LocalNodes that keep a copy of every message the CS sends (what a deviating CS
+    could replay later)."""
+
+    def __init__(self, root, truth):
+        super().__init__(root, truth)
+        self.sent: list[tuple[str, bytes]] = []
+
+    def __call__(self, batch: Batch) -> tuple[bytes, ...]:
+        self.sent += [(out.to, out.data) for out in batch]
+        return super().__call__(batch)
+
+
+def _ask(node_name: str, data: bytes):
+    from privfl.forest.messages import Outgoing
+
+    reply = yield (Outgoing(node_name, data),)
+    return reply[0]
+
+
+def test_each_run_draws_a_fresh_session_and_refuses_messages_of_an_earlier_run(deployed):
+    """Issue 26: the session id was fixed at provisioning, so a CS could replay a signed
+    revocation request (or a PSI message) of one run in the next, to nodes whose
+    single-use state a new run starts afresh. Two runs on the same key folders, each with
+    fresh node states (as Flower gives every run), through the deployment's node code."""
+    root, truth, _, _ = deployed
+    labels = pd.read_csv(root / "labels.csv")
+    keys = load_node(root / "keys" / CS, "cs")
+
+    def run(nodes):
+        dep = CenterDeployment(keys, labels["id"].tolist(), labels["label"].to_numpy(), seed=SEED)
+        drive(dep.align(test=False), nodes)
+        return dep
+
+    first = Recording(root, truth)
+    dep1 = run(first)
+    first.leaving.add("site-c")
+    ask = control("revocation-please", dep1.run, CS)
+    request = drive(_ask("site-c", ask), first)  # signed by site-c in run 1
+    psi = [(to, m) for to, m in first.sent if peek(m).protocol == "psi" and to != CC]
+    announcement = next(m for _, m in first.sent if peek(m).step == "run-start")
+
+    second = LocalNodes(root, truth)  # run 2: every node starts with a fresh state
+    dep2 = run(second)
+    assert dep2.run != dep1.run and set(dep2.aligned_ids) == set(dep1.aligned_ids)
+    replay = control("cc-revoke", dep2.run, CS, Writer().bytes_(request))
+    with pytest.raises(WrongSessionError):
+        second.node(CC).handle(replay)  # the revocation of run 1 is refused in run 2
+    assert "site-c" in second.node(CC)._cc().holders
+    assert psi
+    for to, message in psi:  # every PSI message of run 1
+        with pytest.raises(ProtocolError, match="another session"):
+            second.node(to).handle(message)
+    # the CS cannot take run 1's id again: a fresh node checks its own nonce is in it
+    third = LocalNodes(root, truth)
+    node = third.node("site-a")
+    node.handle(control("run-nonce", keys.session.session, CS))
+    with pytest.raises(ProtocolError, match="own fresh nonce"):
+        node.handle(announcement)
+    with pytest.raises(ProtocolError, match="already started"):
+        second.node("site-a").handle(control("run-nonce", keys.session.session, CS))
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.one_of(st.binary(max_size=300), mutated(FUZZ_VALID)))
 def test_node_decoders_survive_fuzzing(deployed, data):
@@ -212,3 +282,31 @@ def test_node_decoders_survive_fuzzing(deployed, data):
         node = nodes.node(name)
         node.state = dict(nodes.states[name])  # fuzz a copy of the node's state
         decode_safely(node.handle, data)
+
+
+def test_the_cc_node_writes_its_audit_log_whether_or_not_a_comparison_was_out_of_range(deployed):
+    """Issue 26: the CC node wrote its alarm file only when a comparison was out of range,
+    so the time of its answer told the CS which branch ran. It now writes its audit log
+    after every batch, on both branches alike."""
+    from privfl.crypto import dtpkc
+    from privfl.forest import secure_ops
+    from privfl.forest.budget import NO_TICKET
+
+    root, _, dep, nodes = deployed
+    cs, out = dep.cs, root / "out" / CC
+    material, holder = cs._material(), next(iter(nodes.node(CC)._cc().holders))
+    key = cs._holder_key(holder)
+
+    def holt_request(x: int, y: int) -> bytes:
+        cx, cy = (dtpkc.encrypt_residue(material.sk.public, v) for v in (x, y))
+        job = secure_ops.secure_less_than(material, 9_999, cx, cy, holder, key, NO_TICKET)
+        return next(job).data
+
+    written = []
+    for x, y in ((5, 9), (1 << (material.sk.public.params.ell + 70), 0)):  # in range, not
+        for path in out.glob("*-alarms.json"):
+            path.unlink()
+        nodes.node(CC).handle(holt_request(x, y))
+        (path,) = out.glob("*-alarms.json")
+        written.append(len(json.loads(path.read_text())["holt-alarms"]))
+    assert written[1] == written[0] + 1  # the same file written on both branches

@@ -3,9 +3,11 @@
 :class:`CenterDeployment` holds the CS's key folder and its labels; it aligns the ids with
 the participants (:mod:`privfl.forest.psi`), then builds the same
 :class:`~privfl.forest.center_server.CenterServer` the in-process facade builds, and returns
-its conversations as batched jobs (:mod:`privfl.forest.jobs`). :func:`drive` runs a job over
-any ``deliver`` function that sends a batch of messages to the nodes named in it and returns
-their replies in order: the Flower ServerApp's rounds, or nodes in this process (tests).
+its conversations as batched jobs (:mod:`privfl.forest.jobs`); each run first draws a
+fresh session id with the nodes (:meth:`CenterDeployment.start`, :mod:`.revfrf_run`).
+:func:`drive` runs a job over any ``deliver`` function that sends a batch of messages to the
+nodes named in it and returns their replies in order: the Flower ServerApp's rounds, or
+nodes in this process (tests).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import numpy as np
 from privfl.errors import InputError, ProtocolError
 from privfl.federation.revfrf_keys import NodeKeys
 from privfl.federation.revfrf_node import CONTROL, control, psi_config, read_control
+from privfl.federation.revfrf_run import NONCE_BYTES, RunStart
 from privfl.forest.center_server import CenterServer
 from privfl.forest.freshness import RevocationReport
 from privfl.forest.jobs import Batch, Par, gather
@@ -65,6 +68,8 @@ class CenterDeployment:
         self._ids, self._labels = [str(i) for i in label_ids], np.asarray(labels)
         self._task, self._seed, self._min = task, seed, min_samples
         self._cs: CenterServer | None = None
+        self.run: bytes | None = None  # this run's fresh session id (start)
+        self._announcement = b""  # the signed run-start, for the requesters
         self.aligned_ids: list[str] = []
         self.n_test = 0
 
@@ -78,17 +83,51 @@ class CenterDeployment:
             raise ProtocolError("align the ids first")
         return self._cs
 
+    # ---------------------------------------------------------------- the run
+    def start(self) -> Par[bytes]:
+        """Draw this run's fresh session id with the CC and the participants (each adds a
+        fresh nonce; the CS signs the announcement, :mod:`.revfrf_run`); returns it."""
+        if self.keys.signing_key is None:
+            raise ProtocolError("the CS has no signing key (CS/signing.key)")
+        if self.run is not None:
+            raise ProtocolError("this run has started already")
+        provisioning, names = self.session.session, [*self.participants, CC]
+        ask = control("run-nonce", provisioning, CS)
+        replies = yield tuple(Outgoing(n, ask) for n in names)
+        nonces = {}
+        for name, reply in zip(names, replies, strict=True):
+            r = read_control(reply, "run-nonce", provisioning, name)
+            nonces[name] = r.bytes_(NONCE_BYTES)
+            r.end()
+        start = RunStart.sign(self.keys.signing_key, provisioning, nonces)
+        run = start.run_id(provisioning)
+        announcement = control("run-start", provisioning, CS, start.write(Writer()))
+        replies = yield tuple(Outgoing(n, announcement) for n in names)
+        for name, reply in zip(names, replies, strict=True):
+            read_control(reply, "run-started", run, name).end()
+        self.run, self._announcement = run, announcement
+        return run
+
+    def _run(self) -> bytes:
+        if self.run is None:
+            raise ProtocolError("start the run first")
+        return self.run
+
     # ---------------------------------------------------------------- alignment
     def align(self, test: bool = True) -> Par[None]:
-        """PSI of the training ids (CS and participants) and, with ``test``, of the
-        participants' test ids, side by side; then the CS is built on the aligned labels."""
-        train = psi_config(self.session, "train")
+        """Start the run (a fresh session id) if needed, then the PSI of the training ids
+        (CS and participants) and, with ``test``, of the participants' test ids, side by
+        side; then the CS is built on the aligned labels."""
+        if self.run is None:
+            yield from self.start()
+        run = self._run()
+        train = psi_config(self.session, "train", run)
         if self.keys.signing_key is None:
             raise ProtocolError("the CS has no signing key (CS/signing.key)")
         local = PsiParty(CS, self._ids, train, self.keys.signing_key)
         jobs = [self._psi(train, local)]
         if test:
-            jobs.append(self._psi(psi_config(self.session, "test"), None))
+            jobs.append(self._psi(psi_config(self.session, "test", run), None))
         counts = yield from gather(jobs)
         if local.rows is None:
             raise ProtocolError("the private set intersection gave this node no rows")
@@ -97,7 +136,7 @@ class CenterDeployment:
         self.n_test = counts[1] if test else 0
         self.aligned_ids = [self._ids[i] for i in local.rows]
         cs = CenterServer(
-            self.session.config(len(local.rows)), self._labels[local.rows], self._task,
+            self.session.config(len(local.rows), run), self._labels[local.rows], self._task,
             min_samples=self._min, seed=self._seed,
         )  # fmt: skip
         cs.install_keys(self.keys.grant)
@@ -109,7 +148,7 @@ class CenterDeployment:
         """One PSI over the nodes: the CS starts the parties, relays every list to its next
         holder (keying its own turns itself), sends the sealed lists to CC and each result to
         its party. Returns the size of the intersection."""
-        sid = self.session.session
+        sid = self._run()
         remote = [p for p in config.parties if local is None or p != local.name]
         begin = control("psi-begin", sid, CS, Writer().str_("train" if local else "test"))
         held = dict(zip(remote, (yield tuple(Outgoing(p, begin) for p in remote)), strict=True))
@@ -161,7 +200,9 @@ class CenterDeployment:
         the CS walks the forest with HoLT and sends the requester its predictions."""
         if requester not in self.session.requesters:
             raise InputError(f"{requester!r} is not a provisioned requester")
-        sid, w = self.session.session, Writer()
+        sid, w = self._run(), Writer()
+        (ack,) = yield (Outgoing(requester, self._announcement),)  # the run it signs for
+        read_control(ack, "run-started", sid, requester).end()
         layout = self.cs.layout()
         w.u32(len(layout))
         for name, n_columns in layout:
@@ -187,7 +228,7 @@ class CenterDeployment:
             raise InputError(f"{participant!r} is not an active participant")
         if level not in (1, 2):
             raise InputError("revocation level must be 1 or 2")
-        sid = self.session.session
+        sid = self._run()
         (request,) = yield (Outgoing(participant, control("revocation-please", sid, CS)),)
         report = yield from self.cs.revoke(request, level, participant)
         ask = control("cc-revoke", sid, CS, Writer().bytes_(request))
@@ -202,7 +243,8 @@ class CenterDeployment:
         cs = self.cs
         per = cs.nodes_per_participant()
         return {
-            "session": self.session.session.hex(), "aligned_samples": len(self.aligned_ids),
+            "session": self.session.session.hex(), "run": self._run().hex(),
+            "aligned_samples": len(self.aligned_ids),
             "test_rows": self.n_test, "trees": len(cs.trees),
             "nodes_per_participant": per, "internal_nodes": sum(per.values()),
             "revoked": list(cs.revoked),

@@ -5,7 +5,7 @@ the DT-PKC system, runs the CC's and every participant's hello (their Ed25519 ke
 here and written to their own folders only), issues every key and then forgets p, q and λ
 (the KGC goes offline; nothing of it is written). It writes::
 
-    out/session.json                 public: session id, forest settings, roles, key size,
+    out/session.json                 public: provisioning id, forest settings, roles, key size,
                                      the CC's PSI sealing key (X25519 public), every
                                      role's Ed25519 identity key (public)
     out/CS/cs-keys.bin               θ_CS, λ1, the roster (the KGC's ``cs-keys`` message)   0600
@@ -14,14 +14,17 @@ here and written to their own folders only), issues every key and then forgets p
     out/CC/cc-keys.bin               λ2 and the joint keys of the participants             0600
     out/CC/signing.key               Ed25519 key signing comparison results                0600
     out/CC/psi.key                   X25519 key opening the PSI's sealed final lists       0600
+    out/CC/requesters/<r>.bin        the KGC's ``requester-registered`` (pins its query key)
     out/<participant>/participant-keys.bin   θ_u, h_CS, the CC's verification key         0600
     out/<participant>/signing.key    Ed25519 key signing its revocation request            0600
     out/<requester>/requester-keys.bin       θ_r, h_CS                                     0600
+    out/<requester>/signing.key      Ed25519 key signing its queries                       0600
 
 and ``session.json`` in every folder. Every ``.bin`` is the KGC's typed protocol message
 (:mod:`privfl.forest.kgc`), decoded by the role that loads it; keys are raw 32-byte files.
-No pickle, nothing a node may not hold. The session id binds every message of every run
-made with these keys; the number of aligned samples is agreed at run time (after the PSI).
+No pickle, nothing a node may not hold. The provisioning id binds the KGC's messages; each
+run draws a fresh session id that binds every message of that run (:mod:`.revfrf_run`); the
+number of aligned samples is agreed at run time (after the PSI).
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from privfl.errors import InputError
 from privfl.forest.computation_provider import ComputationProvider
 from privfl.forest.kgc import KeyGenerationCenter
 from privfl.forest.messages import CC, CS, KGC, RESERVED_NAMES, SessionConfig
-from privfl.forest.participant import Participant, check_name
+from privfl.forest.participant import Participant, Requester, check_name
 from privfl.messages import SESSION_ID_BYTES, new_session_id
 
 SESSION_FILE = "session.json"
@@ -71,11 +74,14 @@ class RevfrfSession:
         messages; a participant's also signs its split receipts and its revocation)."""
         return {n: Ed25519PublicKey.from_public_bytes(k) for n, k in self.identity_keys}
 
-    def config(self, n_samples: int = 1) -> SessionConfig:
-        """The session's config for ``n_samples`` aligned samples (known after the PSI)."""
+    def config(self, n_samples: int = 1, run: bytes | None = None) -> SessionConfig:
+        """The config for ``n_samples`` aligned samples (known after the PSI) of the run
+        ``run`` (its fresh session id, :mod:`.revfrf_run`; the KGC's messages stay sealed
+        under the provisioning id)."""
         return SessionConfig(
-            self.session, n_samples, self.n_trees, self.max_depth, self.rho, self.candidates,
-            allow_insecure_key_bits=self.allow_insecure_key_bits, min_node_size=self.min_node_size,
+            run or self.session, n_samples, self.n_trees, self.max_depth, self.rho,
+            self.candidates, allow_insecure_key_bits=self.allow_insecure_key_bits,
+            min_node_size=self.min_node_size, provisioning=self.session if run else b"",
         )  # fmt: skip
 
     def to_json(self) -> str:
@@ -129,7 +135,7 @@ class RevfrfSession:
 
 @dataclass(frozen=True)
 class NodeKeys:
-    """What one node loads: the session, its KGC message, its raw keys, and (CS) the
+    """What one node loads: the session, its KGC message, its raw keys, and (CS, CC) the
     requesters' registrations."""
 
     name: str
@@ -209,7 +215,11 @@ def provision_revfrf(
     }
     kgc = KeyGenerationCenter(config, bits)
     grants = kgc.setup(cc.hello(), [p.hello() for p in roles.values()])
-    issued = {r: kgc.issue_requester(r) for r in asking}
+    asker_keys = {r: Ed25519PrivateKey.generate() for r in asking}
+    issued = {
+        r: kgc.issue_requester(Requester(r, config, signing_key=k).hello())
+        for r, k in asker_keys.items()
+    }
     del kgc  # p, q and λ are never written
     public = session.to_json().encode()
     _write(out / SESSION_FILE, public)
@@ -219,6 +229,7 @@ def provision_revfrf(
     _write(out / CS / "signing.key", cs_key.private_bytes_raw(), private=True)
     for r, (_, registration) in issued.items():
         _write(out / CS / "requesters" / f"{r}.bin", registration)
+        _write(out / CC / "requesters" / f"{r}.bin", registration)
     _write(out / CC / "cc-keys.bin", grants.cc, private=True)
     _write(out / CC / "signing.key", cc_key.private_bytes_raw(), private=True)
     _write(out / CC / "psi.key", psi_key.private_bytes_raw(), private=True)
@@ -227,6 +238,7 @@ def provision_revfrf(
         _write(out / n / "signing.key", keys[n].private_bytes_raw(), private=True)
     for r, (grant, _) in issued.items():
         _write(out / r / "requester-keys.bin", grant, private=True)
+        _write(out / r / "signing.key", asker_keys[r].private_bytes_raw(), private=True)
     return out
 
 
@@ -256,13 +268,13 @@ def load_node(directory: str | Path, role: str, name: str | None = None) -> Node
     if not grant_path.is_file():
         raise InputError(f"{grant_path} not found: is {d} the {role}'s folder?")
     keys = NodeKeys(node, session, grant_path.read_bytes())
-    if role in ("cs", "cc", "participant"):
+    if role in ("cs", "cc", "participant", "requester"):
         keys = replace(
             keys, signing_key=Ed25519PrivateKey.from_private_bytes(_raw_key(d / "signing.key"))
         )
     if role == "cc":
         keys = replace(keys, psi_key=X25519PrivateKey.from_private_bytes(_raw_key(d / "psi.key")))
-    if role == "cs":
+    if role in ("cs", "cc"):
         folder = d / "requesters"
         regs = (
             {p.stem: p.read_bytes() for p in sorted(folder.glob("*.bin"))}

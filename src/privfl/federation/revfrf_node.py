@@ -32,6 +32,7 @@ import numpy as np
 from privfl.datasets import read_table
 from privfl.errors import InputError, MalformedMessageError, ProtocolError, WrongProtocolError
 from privfl.federation.revfrf_keys import NodeKeys, RevfrfSession
+from privfl.federation.revfrf_run import RUN, RunStart, accept, draw_nonce
 from privfl.forest.computation_provider import ComputationProvider
 from privfl.forest.messages import CC, CS
 from privfl.forest.messages import CODEC as FOREST_CODEC
@@ -45,12 +46,12 @@ SETS = ("train", "test")
 MAX_BLOBS = 1 << 16
 
 
-def psi_config(session: RevfrfSession, which: str) -> PsiConfig:
+def psi_config(session: RevfrfSession, which: str, run: bytes) -> PsiConfig:
     """The PSI of the training ids (CS and participants) or of the test ids (participants):
-    its own session id, derived from the deployment's."""
+    its own session id, derived from the run's."""
     if which not in SETS:
         raise InputError(f"unknown id set {which!r}")
-    sid = hashlib.sha256(b"privfl-revfrf-psi" + session.session + which.encode()).digest()
+    sid = hashlib.sha256(b"privfl-revfrf-psi" + run + which.encode()).digest()
     parties = (CS, *session.participants) if which == "train" else session.participants
     return PsiConfig(sid[:SESSION_ID_BYTES], parties, CC, session.identities())
 
@@ -76,9 +77,9 @@ def peek(data: bytes) -> Header:
     raise WrongProtocolError("not a RevFRF, PSI or node-control message")
 
 
-def which_set(session: RevfrfSession, psi_session: bytes) -> str:
+def which_set(session: RevfrfSession, psi_session: bytes, run: bytes) -> str:
     for which in SETS:
-        if psi_config(session, which).session == psi_session:
+        if psi_config(session, which, run).session == psi_session:
             return which
     raise ProtocolError("a PSI message of another session")
 
@@ -154,6 +155,7 @@ class Node:
         self.role, self.keys, self.files, self.state = role, keys, files, state
         self.session = keys.session
         self._participant: Participant | None = None
+        self._cc_role: ComputationProvider | None = None  # the CC of this batch (:meth:`_flush`)
         self._data: dict[str, tuple[list[str], np.ndarray]] = {}
         self.load_s = 0.0  # seconds spent loading tables and rebuilding the role
 
@@ -161,14 +163,46 @@ class Node:
     def name(self) -> str:
         return self.keys.name
 
+    @property
+    def run(self) -> bytes:
+        """This run's session id (:mod:`.revfrf_run`); nothing else is answered before it."""
+        run = self.state.get(RUN)
+        if run is None:
+            raise ProtocolError(f"{self.name} has not started a run (run-nonce, run-start)")
+        return run
+
     # ---------------------------------------------------------------- dispatch
     def handle_all(self, blobs: Sequence[bytes]) -> list[bytes]:
-        """Answer every message, in order; the role's state is saved after each one."""
+        """Answer every message, in order; the role's state is saved after each one, and
+        the CC's state and audit log once per batch (:meth:`_flush`)."""
         if len(blobs) > MAX_BLOBS:
             raise MalformedMessageError(f"a batch of {len(blobs)} messages")
-        return [self.handle(b) for b in blobs]
+        try:
+            return [self._handle(b) for b in blobs]
+        finally:
+            self._flush()
 
     def handle(self, data: bytes) -> bytes:
+        """Answer one message (a batch of one)."""
+        return self.handle_all([data])[0]
+
+    def _flush(self) -> None:
+        """After every batch (even one that raised), the CC's state (revocations, the queries
+        it opened and the comparisons it signed for them) and its audit log (signed alarms
+        of out-of-range comparisons) to its state and audit file, whether or not the batch
+        raised an alarm: the I/O never depends on which branch an answer took
+        (:mod:`.secure_ops`)."""
+        if self.role != "cc" or self._cc_role is None:
+            return
+        cc, self._cc_role = self._cc_role, None
+        self.state["cc-revocations"] = cc.export_revocations()
+        log = Reader(self.state.get("cc-alarms", Writer().u32(0).getvalue()), "CC log")
+        alarms = [*log.list_(), *cc.alarms]
+        log.end()
+        self.state["cc-alarms"] = Writer().list_(alarms).getvalue()
+        self._write("alarms", {"holt-alarms": [a.hex() for a in alarms]})
+
+    def _handle(self, data: bytes) -> bytes:
         header = peek(data)
         if header.protocol == PSI_CODEC.protocol:
             return self._psi(data, header.session)
@@ -181,14 +215,7 @@ class Node:
             finally:
                 self.state["participant"] = participant.export_state()
         if self.role == "cc":
-            cc = self._cc()
-            reply = cc.handle(data)
-            if cc.alarms:  # the CC's audit log of out-of-range comparisons, kept on its node
-                log = Reader(self.state.get("cc-alarms", Writer().u32(0).getvalue()), "CC log")
-                alarms = [*log.list_(), *cc.alarms]
-                self.state["cc-alarms"] = Writer().list_(alarms).getvalue()
-                self._write("alarms", {"holt-alarms": [a.hex() for a in alarms]})
-            return reply
+            return self._cc().handle(data)  # its state and alarms are saved after the batch
         raise ProtocolError(f"a requester answers no '{header.step}' message")
 
     # ---------------------------------------------------------------- roles
@@ -207,7 +234,7 @@ class Node:
             if rows is None:
                 raise ProtocolError(f"{self.name} has not aligned its training ids yet")
             _, x = self._table("train")
-            config = self.session.config(len(rows))
+            config = self.session.config(len(rows), self.run)
             p = Participant(self.name, x[rows], config, signing_key=self.keys.signing_key)
             p.install_keys(self.keys.grant)
             if "participant" in self.state:
@@ -220,16 +247,23 @@ class Node:
         return self._participant
 
     def _cc(self) -> ComputationProvider:
-        cc = ComputationProvider(self.session.config(), signing_key=self.keys.signing_key)
+        """The CC, rebuilt from its keys and saved state once per batch."""
+        if self._cc_role is not None:
+            return self._cc_role
+        config = self.session.config(run=self.run)
+        cc = ComputationProvider(config, signing_key=self.keys.signing_key)
         cc.install_keys(self.keys.grant)
+        for registration in self.keys.registrations.values():
+            cc.register_requester(registration)
         if "cc-revocations" in self.state:
             cc.restore_revocations(self.state["cc-revocations"])
+        self._cc_role = cc
         return cc
 
     # ---------------------------------------------------------------- PSI
     def _psi(self, data: bytes, psi_session: bytes) -> bytes:
-        which = which_set(self.session, psi_session)
-        config = psi_config(self.session, which)
+        which = which_set(self.session, psi_session, self.run)
+        config = psi_config(self.session, which, self.run)
         header, _ = PSI_CODEC.decode(data, None, psi_session)
         if self.role != "participant" or header.step not in ("psi-start", "psi-pass", "psi-result"):
             raise ProtocolError(f"{self.name} ({self.role}) answers no '{header.step}'")
@@ -240,7 +274,7 @@ class Node:
             ids = self._table(which)[0]
             self._write(f"{which}-ids", {"ids": [ids[i] for i in rows]})
             self._participant, self._data = None, {}
-            return control("psi-done", self.session.session, self.name, Writer().u32(len(rows)))
+            return control("psi-done", self.run, self.name, Writer().u32(len(rows)))
         reply = party.pass_on(data, self.session.psi_comparer_key)
         self.state[f"psi-{which}"] = party.secret_state()  # the lists it keyed: once each
         return reply
@@ -259,12 +293,14 @@ class Node:
 
     # ---------------------------------------------------------------- control
     def _control(self, data: bytes, step: str) -> bytes:
-        sid = self.session.session
+        if step in ("run-nonce", "run-start"):
+            return self._start(data, step)
+        sid = self.run
         r = read_control(data, step, sid, CS)
         if self.role == "participant" and step == "psi-begin":
             which = r.str_(16)
             r.end()
-            return self._psi_party(which, psi_config(self.session, which), fresh=True).start()
+            return self._psi_party(which, psi_config(self.session, which, sid), fresh=True).start()
         if self.role == "participant" and step == "revocation-please":
             r.end()
             if not self.files.leave:
@@ -277,9 +313,7 @@ class Node:
         if self.role == "cc" and step == "cc-revoke":
             request = r.bytes_(1 << 12)
             r.end()
-            cc = self._cc()
-            name = cc.revoke_by_request(request)
-            self.state["cc-revocations"] = cc.export_revocations()
+            name = self._cc().revoke_by_request(request)  # saved after the batch
             return control("cc-revoked", sid, CC, Writer().str_(name))
         if self.role == "requester" and step == "query-request":
             return self._queries(r)
@@ -287,18 +321,39 @@ class Node:
             return self._prediction(r)
         raise ProtocolError(f"{self.name} ({self.role}) answers no '{step}' message")
 
+    def _start(self, data: bytes, step: str) -> bytes:
+        """``run-nonce`` / ``run-start`` (under the provisioning id): this node's part of
+        drawing the run's fresh session id (:mod:`.revfrf_run`)."""
+        provisioning = self.session.session
+        r = read_control(data, step, provisioning, CS)
+        if step == "run-nonce":
+            r.end()
+            if self.role == "requester":
+                raise ProtocolError("a requester contributes no run nonce")
+            nonce = draw_nonce(self.state)
+            return control("run-nonce", provisioning, self.name, Writer().bytes_(nonce))
+        start = RunStart.read(r)
+        r.end()
+        cs_key = self.session.identities().get(CS)
+        if cs_key is None:
+            raise ProtocolError("session.json pins no key of the CS")
+        contributes = self.role != "requester"
+        run = accept(self.state, start, self.name, cs_key, provisioning, contributes)
+        self._participant = None
+        return control("run-started", run, self.name)
+
     def _compare(self, finals: list[bytes]) -> bytes:
         if not finals:
             raise MalformedMessageError("no PSI list to compare")
         psi_session = peek(finals[0]).session
-        config = psi_config(self.session, which_set(self.session, psi_session))
+        config = psi_config(self.session, which_set(self.session, psi_session, self.run), self.run)
         senders = {PSI_CODEC.decode(f, "psi-final", config.session)[0].sender: f for f in finals}
         if len(senders) != len(finals):
             raise ProtocolError("two PSI lists from one sender")
         if self.keys.signing_key is None:
             raise ProtocolError("the CC has no signing key")
         results = PsiComparer(config, self.keys.signing_key, self.keys.psi_key).compare(senders)
-        out = control("psi-results", self.session.session, CC, Writer().list_(
+        out = control("psi-results", self.run, CC, Writer().list_(
             [results[p] for p in config.parties]
         ))  # fmt: skip
         return out
@@ -306,7 +361,8 @@ class Node:
     def _queries(self, r: Reader) -> bytes:
         layout = [(r.str_(256), r.count(1 << 16, "columns")) for _ in range(r.count(4096, "ps"))]
         r.end()
-        requester = Requester(self.name, self.session.config())
+        config = self.session.config(run=self.run)
+        requester = Requester(self.name, config, signing_key=self.keys.signing_key)
         requester.install_keys(self.keys.grant)
         _, x = _table(self.files.data_file, None, "data-file")
         sizes = [n for _, n in layout]
@@ -319,13 +375,13 @@ class Node:
             })
             for row in x
         ]  # fmt: skip
-        return control("queries", self.session.session, self.name, Writer().list_(queries))
+        return control("queries", self.run, self.name, Writer().list_(queries))
 
     def _prediction(self, r: Reader) -> bytes:
         values = [r.str_(256) for _ in range(r.count(1 << 20, "predictions"))]
         r.end()
         self._write("predictions", {"requester": self.name, "predictions": values})
-        return control("ack", self.session.session, self.name)
+        return control("ack", self.run, self.name)
 
     def _write(self, what: str, content: dict[str, object]) -> Path:
         """A result this node owns, in its own output folder."""

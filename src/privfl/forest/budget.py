@@ -12,32 +12,42 @@ from dataclasses import dataclass
 from privfl.errors import MalformedMessageError, ProtocolError
 from privfl.messages import Reader, Writer
 
+TEST_VALUE, REQUESTER_QUERY = 0, 1
+"""A ticket's kind: a test value the holder uploaded itself (FRF-Test, the holder checks it
+issued the id), or a requester's signed query (FRF-Predict, the CC checks the requester's
+signature and its per-query counts before it signs the ticket, :mod:`.query_auth`)."""
+
 
 @dataclass(frozen=True)
 class Ticket:
-    """What one comparison is for: a query id (32 bytes: SHA-256 of the requester's query
-    message, or of the test value the provider uploaded, see :func:`query_id`) and the
-    (tree, node) whose split it compares with. The CC signs it into the result, and the
-    holder spends it at most once (:class:`DecryptionBudget`)."""
+    """What one comparison is for: a query id (32 bytes: the id of a requester's signed
+    query, :meth:`.query_auth.SignedQuery.query_id`, or the hash of the test value the
+    provider uploaded, :func:`query_id`), the (tree, node) whose split it compares with, and
+    its ``kind``. The CC signs it into the result, and the holder spends it at most once
+    (:class:`DecryptionBudget`)."""
 
     query: bytes
     tree: int
     node: int
+    kind: int = TEST_VALUE
 
     def write(self, w: Writer) -> Writer:
-        return w.bytes_(self.query).u32(self.tree).u32(self.node)
+        return w.bytes_(self.query).u32(self.tree).u32(self.node).u32(self.kind)
 
     @classmethod
     def read(cls, r: Reader) -> Ticket:
         query = r.bytes_(32)
         if len(query) != 32:
             raise MalformedMessageError("a query id is 32 bytes")
-        return cls(query, r.u32(), r.u32())
+        tree, node, kind = r.u32(), r.u32(), r.u32()
+        if kind not in (TEST_VALUE, REQUESTER_QUERY):
+            raise MalformedMessageError(f"a ticket of unknown kind {kind}")
+        return cls(query, tree, node, kind)
 
 
 def query_id(data: bytes) -> bytes:
-    """The id of a query: SHA-256 of the requester's ``query`` message (FRF-Predict) or of
-    the provider's uploaded test-value ciphertext (FRF-Test, fresh per upload)."""
+    """The id of a test query: SHA-256 of the provider's uploaded test-value ciphertext
+    (FRF-Test, fresh per upload)."""
     return hashlib.sha256(b"privfl revfrf query id\x00" + data).digest()
 
 
@@ -45,12 +55,13 @@ class DecryptionBudget:
     """A holder's ParHDec1 budget (pure bookkeeping, run by the holder on its own state).
 
     A ticket is *payable* iff its (tree, node) is one where this holder provides the split
-    and (query, tree, node) was never paid before, and either the holder issued its query id
-    with a test value for that node (FRF-Test, :meth:`issue`) or the id is one of at most
-    ``max_queries`` distinct requester query ids of the session (FRF-Predict; the holder
-    cannot authenticate those). Every condition is public to the CS (it knows who provides
-    which split, which tickets it used and which test values it received): a refusal
-    reveals no secret."""
+    and (query, tree, node) was never paid before, and either it is a test-value ticket the
+    holder issued with a test value for that node (FRF-Test, :meth:`issue`) or a requester
+    query ticket (FRF-Predict: the CC signed it only after checking the requester's own
+    signature, :mod:`.query_auth`), one of at most ``max_queries`` distinct requester query
+    ids of the session (defence in depth). Every condition is public to the CS (it knows who
+    provides which split, which tickets it used and which test values it received): a
+    refusal reveals no secret."""
 
     def __init__(self, max_queries: int) -> None:
         self.max_queries = max_queries
@@ -69,7 +80,9 @@ class DecryptionBudget:
             raise ProtocolError(f"no split provided here at node {where}")
         if key in self.spent:
             raise ProtocolError(f"this query was already compared at node {where}")
-        if key not in self.issued and ticket.query not in self.queries:
+        if ticket.kind == TEST_VALUE and key not in self.issued:
+            raise ProtocolError(f"no test value of this holder has that id at node {where}")
+        if ticket.kind == REQUESTER_QUERY and ticket.query not in self.queries:
             if len(self.queries) >= self.max_queries:
                 raise ProtocolError(f"the session's {self.max_queries} requester queries are used")
             self.queries.add(ticket.query)
@@ -81,7 +94,7 @@ class DecryptionBudget:
         for entries in (self.spent, self.issued):
             w.u32(len(entries))
             for q, tree, node in sorted(entries):
-                Ticket(q, tree, node).write(w)
+                w.bytes_(q).u32(tree).u32(node)
         return w.list_(sorted(self.queries)).getvalue()
 
     @classmethod
@@ -90,11 +103,15 @@ class DecryptionBudget:
         budget = cls(r.u32())
         for entries in (budget.spent, budget.issued):
             for _ in range(r.count(limit, "tickets")):
-                t = Ticket.read(r)
-                entries.add((t.query, t.tree, t.node))
+                q, tree, node = r.bytes_(32), r.u32(), r.u32()
+                entries.add((q, tree, node))
         budget.queries = set(r.list_(budget.max_queries))
         r.end()
         return budget
 
+
+MAX_QUERIES = 1024
+"""Default number of distinct requester queries served per session (public): per requester
+at the CC (:mod:`.query_auth`), and in all at each holder."""
 
 NO_TICKET = Ticket(bytes(32), 0, 0)  # a request that decrypts nothing for a holder (HoAdd)

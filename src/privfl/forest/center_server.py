@@ -24,18 +24,18 @@ from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from privfl._typing import BoolArray, FloatArray
 from privfl.crypto import dtpkc
 from privfl.errors import InputError, ProtocolError, UnknownPartyError
-from privfl.forest import plain, provenance, secure_ops
+from privfl.forest import budget, plain, provenance, query_auth, secure_ops
 from privfl.forest.freshness import ReplayGuard, RevocationReport
 from privfl.forest.jobs import Par, gather, lift
-from privfl.forest.kgc import KeyGrant, RosterEntry
+from privfl.forest.kgc import KeyGrant, RequesterRegistration, RosterEntry
 from privfl.forest.messages import (
     CC,
     CS,
-    KGC,
     CiphertextReply,
     Job,
     NodeBatch,
@@ -43,11 +43,10 @@ from privfl.forest.messages import (
     NodeRequest,
     Outgoing,
     Proposals,
-    Query,
     RevocationRequest,
     SessionConfig,
-    unseal,
 )
+from privfl.forest.query_auth import Query
 from privfl.forest.tree import (
     Leaf,
     Node,
@@ -80,7 +79,7 @@ class CenterServer:
         self._cs: secure_ops.CSMaterial | None = None
         self._roster: dict[str, RosterEntry] = {}
         self._features: list[tuple[str, int]] = []  # global feature id -> (owner, column)
-        self._requesters: dict[str, dtpkc.PublicKey] = {}
+        self._requesters: dict[str, tuple[dtpkc.PublicKey, Ed25519PublicKey]] = {}
         self._op = 0
         self._replays = ReplayGuard()
         self.trees: list[Tree] = []
@@ -99,11 +98,10 @@ class CenterServer:
         self._cs = secure_ops.CSMaterial(self.config, grant.weak_key(), grant.strong_share())
 
     def register_requester(self, data: bytes) -> None:
-        """The KGC's ``requester-registered``: a requester's public key."""
-        r = unseal(data, "requester-registered", self.config, KGC)
-        name, h = r.str_(256), self._material().sk.public.params.read_unit(r, "requester key")
-        r.end()
-        self._requesters[name] = dtpkc.PublicKey(self._material().sk.public.params, h)
+        """The KGC's ``requester-registered``: a requester's public key and the Ed25519 key
+        its queries are signed with."""
+        reg = RequesterRegistration.from_bytes(data, self.config, self._material().sk.public.params)
+        self._requesters[reg.name] = (reg.public, reg.signing_key)
 
     def _material(self) -> secure_ops.CSMaterial:
         if self._cs is None:
@@ -241,9 +239,11 @@ class CenterServer:
             raise UnknownPartyError(f"{holder!r} is not a participant")
         return self._roster[holder].public
 
-    def _compare(self, x: dtpkc.Ciphertext, query: bytes, tree: int, node: Split) -> Job[bool]:
+    def _compare(
+        self, x: dtpkc.Ciphertext, query: bytes, kind: int, tree: int, node: Split
+    ) -> Job[bool]:
         """HoLT(x, split) with CC, ParHDec1 by the provider, ParHDec2 here: x < s?"""
-        ticket = secure_ops.Ticket(query, tree, node.node_id)
+        ticket = secure_ops.Ticket(query, tree, node.node_id, kind)
         return (yield from self.secure_less_than(x, node.encrypted_split, node.provider, ticket))
 
     def _decoded(self, values: FloatArray) -> np.ndarray:
@@ -252,14 +252,16 @@ class CenterServer:
         return values
 
     def _walk(
-        self, tree: Tree, row: int, value: Callable[[Split], Par[tuple[dtpkc.Ciphertext, bytes]]]
-    ) -> Par[float]:
+        self, tree: Tree, row: int, value: Callable[[Split], Par[tuple[dtpkc.Ciphertext, bytes]]],
+        kind: int = budget.TEST_VALUE,
+    ) -> Par[float]:  # fmt: skip
         """Root to leaf: at every node HoLT(value, split) decides the branch (``value``
-        gives the ciphertext and the query id the provider's ParHDec1 is charged to)."""
+        gives the ciphertext and the query id the provider's ParHDec1 is charged to, a
+        ticket of ``kind``)."""
         node = tree.root
         while isinstance(node, Split):
             x, query = yield from value(node)
-            go_left = yield from lift(self._compare(x, query, tree.tree_id, node))
+            go_left = yield from lift(self._compare(x, query, kind, tree.tree_id, node))
             node = tree.nodes[node.left if go_left else node.right]
         return float(node.value)
 
@@ -292,20 +294,25 @@ class CenterServer:
         return self._decoded(vote(leaves, self.task, self._n_classes))
 
     def predict_query(self, requester: str, data: bytes) -> Par[np.ndarray]:
-        """FRF-Predict: compare the requester's encrypted features at every node."""
-        key = self._requesters.get(requester)
-        if key is None:
+        """FRF-Predict: check the requester's signature, open its signed query at the CC
+        (``query-open``, :mod:`.query_auth`) and compare its encrypted features at every
+        node, each comparison under that query's id."""
+        keys = self._requesters.get(requester)
+        if keys is None:
             raise UnknownPartyError(f"{requester!r} is not a registered requester")
         active = [f for f, (owner, _) in enumerate(self._features) if owner not in self.revoked]
-        query = Query.from_bytes(data, self.config, requester, key, len(active))
+        query = Query.from_bytes(data, self.config, requester, keys[0], len(active))
         value_of = dict(zip(active, query.values, strict=True))
-        qid = secure_ops.query_id(data)
+        signed = query.statement(requester)
+        signed.verify(keys[1], self.config)
+        qid = yield from lift(query_auth.open_query(self.config, signed))
 
         def value(node: Split) -> Par[tuple[dtpkc.Ciphertext, bytes]]:
             return value_of[node.feature], qid
             yield ()  # a generator that sends nothing
 
-        values = yield from gather(self._walk(tree, 0, value) for tree in self.trees)
+        walks = (self._walk(tree, 0, value, budget.REQUESTER_QUERY) for tree in self.trees)
+        values = yield from gather(walks)
         leaves = np.asarray(values, dtype=np.float64).reshape(len(self.trees), 1)
         return self._decoded(vote(leaves, self.task, self._n_classes))
 

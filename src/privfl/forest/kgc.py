@@ -43,27 +43,49 @@ def _name(r: Reader) -> str:
 @dataclass(frozen=True)
 class Hello:
     """A role introduces itself to the KGC: ``cc-hello`` (its Ed25519 key for signing
-    comparison results) or ``participant-hello`` (its revocation key, its column count)."""
+    comparison results), ``participant-hello`` (its revocation key, its column count) or
+    ``requester-hello`` (the key that signs its queries, :mod:`.query_auth`)."""
 
     name: str
     verify_key: bytes
     n_columns: int = 0
 
-    def to_bytes(self, config: SessionConfig) -> bytes:
-        step = "cc-hello" if self.name == CC else "participant-hello"
+    def to_bytes(self, config: SessionConfig, step: str | None = None) -> bytes:
+        step = step or ("cc-hello" if self.name == CC else "participant-hello")
         w = Writer().str_(self.name).bytes_(self.verify_key).u32(self.n_columns)
-        return seal(step, config, self.name, w)
+        return seal(step, config.setup(), self.name, w)
 
     @classmethod
     def from_bytes(cls, data: bytes, step: str, config: SessionConfig) -> Hello:
-        r = unseal(data, step, config, None)
+        r = unseal(data, step, config.setup(), None)
         name = r.str_(256) if step == "cc-hello" else _name(r)
         key = read_ed25519(r, "hello key")
         n_columns = r.count(1 << 16, "columns")
         r.end()
-        if (step == "cc-hello") != (name == CC) or (step != "cc-hello" and n_columns == 0):
+        columns_ok = (n_columns == 0) == (step != "participant-hello")
+        if (step == "cc-hello") != (name == CC) or not columns_ok:
             raise MalformedMessageError(f"a {step} from {name!r} with {n_columns} columns")
         return cls(name, key.public_bytes_raw(), n_columns)
+
+
+@dataclass(frozen=True)
+class RequesterRegistration:
+    """KGC -> CS and CC (``requester-registered``, the provisioning channel): a requester's
+    name, its DT-PKC public key and its pinned Ed25519 query-signing key."""
+
+    name: str
+    public: dtpkc.PublicKey
+    signing_key: Ed25519PublicKey
+
+    @classmethod
+    def from_bytes(
+        cls, data: bytes, config: SessionConfig, params: dtpkc.PublicParams
+    ) -> RequesterRegistration:
+        r = unseal(data, "requester-registered", config.setup(), KGC)
+        name, h = _name(r), params.read_unit(r, "requester key")
+        key = read_ed25519(r, "requester signing key")
+        r.end()
+        return cls(name, dtpkc.PublicKey(params, h), key)
 
 
 @dataclass(frozen=True)
@@ -99,11 +121,11 @@ class KeyGrant:
         for e in self.roster:
             w.str_(e.name).uint(int(e.public.h)).u32(e.n_columns)
             w.bytes_(e.revocation_key.public_bytes_raw())
-        return seal(self.step, config, KGC, w)
+        return seal(self.step, config.setup(), KGC, w)
 
     @classmethod
     def from_bytes(cls, data: bytes, step: str, config: SessionConfig) -> KeyGrant:
-        r = unseal(data, step, config, KGC)
+        r = unseal(data, step, config.setup(), KGC)
         params = dtpkc.PublicParams.read(r, config.allow_insecure_key_bits)
         theta, share = r.uint(params.bits, "θ"), r.uint(3 * params.bits, "strong-key share")
         cs_public = params.read_unit(r, "h_CS")
@@ -181,8 +203,12 @@ class KeyGenerationCenter:
             },
         )
 
-    def issue_requester(self, name: str) -> tuple[bytes, bytes]:
-        """A requester's key pair: (``requester-keys`` to it, ``requester-registered`` to CS)."""
+    def issue_requester(self, hello: bytes) -> tuple[bytes, bytes]:
+        """A requester's key pair, from its ``requester-hello``: (``requester-keys`` to it,
+        ``requester-registered`` to the CS and the CC: its name, DT-PKC public key and the
+        Ed25519 key that signs its queries, pinned)."""
+        h = Hello.from_bytes(hello, "requester-hello", self.config)
+        name = h.name
         if name in RESERVED_NAMES or name in self.issued or not name:
             raise InputError(f"{name!r} cannot be a requester name")
         if self._cs_public is None:
@@ -190,13 +216,15 @@ class KeyGenerationCenter:
         sk = dtpkc.new_key_pair(self.params)
         self.issued[name] = sk.public
         grant = KeyGrant("requester-keys", self.params, sk.theta, 0, self._cs_public.h)
-        w = Writer().str_(name).uint(int(sk.public.h))
-        return grant.to_bytes(self.config), seal("requester-registered", self.config, KGC, w)
+        w = Writer().str_(name).uint(int(sk.public.h)).bytes_(h.verify_key)
+        return grant.to_bytes(self.config), seal(
+            "requester-registered", self.config.setup(), KGC, w
+        )
 
     def revoke(self, name: str) -> bytes:
         """``key-revoked`` (to CC): CC stops re-encrypting to ``name``'s joint key."""
         self.issued.pop(name, None)
-        return seal("key-revoked", self.config, KGC, Writer().str_(name))
+        return seal("key-revoked", self.config.setup(), KGC, Writer().str_(name))
 
     def strong_decrypt(self, c: dtpkc.Ciphertext) -> int:
         """Decrypt with λ (the KGC's own power; used to test the identities)."""

@@ -15,7 +15,7 @@ messages that receive each reply (:data:`Job`); :mod:`privfl.forest.schedule` mo
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar, TypeVar
 
 import numpy as np
@@ -61,7 +61,8 @@ class SessionConfig:
     """What every role agreed before the run; every size read from the wire is checked
     against it. ``probe_size`` is ϱ (samples a participant probes for a feature's range),
     ``candidates`` is ς (candidate splits per feature), ``min_node_size`` the fewest samples
-    a node request may name (:mod:`.provenance`)."""
+    a node request may name (:mod:`.provenance`); ``provisioning`` the id the KGC's
+    messages were sealed under when it differs from the run's ``session``."""
 
     session: bytes
     n_samples: int
@@ -72,6 +73,12 @@ class SessionConfig:
     fraction_bits: int = dtpkc.DEFAULT_FRACTION_BITS
     allow_insecure_key_bits: bool = False
     min_node_size: int = 10  # provenance.MIN_NODE_SIZE
+    provisioning: bytes = b""  # a deployment's provisioning id ("": the session's own)
+
+    def setup(self) -> SessionConfig:
+        """The config the KGC's messages are sealed under: a deployment provisions once
+        (its grants name the provisioning id) and draws a fresh ``session`` per run."""
+        return replace(self, session=self.provisioning) if self.provisioning else self
 
     @property
     def max_internal_nodes(self) -> int:
@@ -371,29 +378,3 @@ class RevocationRequest:
         if header.sender != participant:
             raise UnknownPartyError(f"{header.sender!r} sent a revocation for {participant!r}")
         return cls(participant, nonce, ts, sig)
-
-
-@dataclass(frozen=True)
-class Query:
-    """Requester -> CS (FRF-Predict): every feature of one sample, in the roster's feature
-    order, encrypted under the requester's own key."""
-
-    STEP: ClassVar[str] = "query"
-    values: tuple[dtpkc.Ciphertext, ...]
-
-    def to_bytes(self, config: SessionConfig, sender: str) -> bytes:
-        w = Writer().u32(len(self.values))
-        for v in self.values:
-            v.write(w)
-        return seal(self.STEP, config, sender, w)
-
-    @classmethod
-    def from_bytes(
-        cls, data: bytes, config: SessionConfig, sender: str, key: dtpkc.PublicKey, n_features: int
-    ) -> Query:
-        r = unseal(data, cls.STEP, config, sender)
-        if r.count(n_features, "features") != n_features:
-            raise MalformedMessageError(f"a query must carry all {n_features} features")
-        values = tuple(dtpkc.Ciphertext.read(r, key.params, key) for _ in range(n_features))
-        r.end()
-        return cls(values)

@@ -21,6 +21,7 @@ from privfl._typing import BoolArray, FloatArray
 from privfl.crypto import dtpkc
 from privfl.errors import InputError, MalformedMessageError, ProtocolError
 from privfl.forest import secure_ops
+from privfl.forest.budget import MAX_QUERIES as MAX_QUERIES
 from privfl.forest.kgc import Hello, KeyGrant
 from privfl.forest.messages import (
     CS,
@@ -30,7 +31,6 @@ from privfl.forest.messages import (
     NodeQuery,
     NodeRequest,
     Proposals,
-    Query,
     RevocationRequest,
     SessionConfig,
     StaleMessageError,
@@ -39,11 +39,8 @@ from privfl.forest.messages import (
     read_mask,
 )
 from privfl.forest.provenance import NodeGate, SplitReceipt
+from privfl.forest.query_auth import Query, SignedQuery, digest_of
 from privfl.messages import Reader, Writer
-
-MAX_QUERIES = 1024
-"""Default number of distinct requester query ids a participant's ParHDec1 serves per session
-(public): a deviating CS can spend them on comparisons of its choice (see :mod:`.secure_ops`)."""
 
 
 def check_name(name: object, what: str) -> str:
@@ -320,8 +317,8 @@ class Participant:
         """ParHDec1 of a CC-signed comparison result addressed to this participant, paid
         from its :class:`~.secure_ops.DecryptionBudget`: only at a node where it provides
         the split, once per (query, tree, node); an FRF-Test ticket must be one it issued
-        with a test value. A ticket it did not issue is taken as a requester's query id
-        (which it cannot authenticate: see the module doc of :mod:`.secure_ops`)."""
+        with a test value, a requester-query ticket one the CC signed after checking the
+        requester's signature (:mod:`.query_auth`)."""
         if self._cc_key is None:
             raise ProtocolError(f"{self.name} has no keys yet")
 
@@ -334,14 +331,25 @@ class Participant:
 
 
 class Requester:
-    """Someone with a KGC key who asks the CS to classify one sample (FRF-Predict)."""
+    """Someone with a KGC key who asks the CS to classify one sample (FRF-Predict); its
+    Ed25519 key (pinned by the KGC) signs each query, so no one else can spend comparisons
+    in its name (:mod:`.query_auth`)."""
 
     role = "requester"
 
-    def __init__(self, name: str, config: SessionConfig) -> None:
+    def __init__(
+        self, name: str, config: SessionConfig, *, signing_key: Ed25519PrivateKey | None = None
+    ) -> None:
+        """``signing_key``: a provisioned query-signing key (default: a fresh one)."""
         self.name = check_name(name, "requester")
         self._config = config
+        self._signing_key = signing_key or Ed25519PrivateKey.generate()
         self._sk: dtpkc.SecretKey | None = None
+
+    def hello(self) -> bytes:
+        """To the KGC: the key the CS and the CC will pin for this requester's queries."""
+        key = self._signing_key.public_key().public_bytes_raw()
+        return Hello(self.name, key).to_bytes(self._config, "requester-hello")
 
     def install_keys(self, data: bytes) -> None:
         if self._sk is not None:
@@ -369,4 +377,6 @@ class Requester:
                 dtpkc.encrypt(self._sk.public, dtpkc.to_fixed_point(float(x), f, prm))
                 for x in row[0]
             ]
-        return Query(tuple(values)).to_bytes(self._config, self.name)
+        digest = digest_of(values)
+        signed = SignedQuery.sign(self._signing_key, self._config, self.name, digest)
+        return Query(tuple(values), signed.signature).to_bytes(self._config, self.name)

@@ -221,7 +221,9 @@ class RevFRF:
     def predict(self, rows: Mapping[str, object]) -> np.ndarray:
         """FRF-Test: secure prediction of vertically partitioned rows (HoLT at every node)."""
         n = self._load(rows)
-        return schedule.drive(self.runner, self.center_server.predict_secure(n), self._peers())
+        out = schedule.drive(self.runner, self.center_server.predict_secure(n), self._peers())
+        self._cc.audit()  # the CC logs its alarms between conversations, never within one
+        return out
 
     def predict_plain(self, rows: Mapping[str, object]) -> np.ndarray:
         """The same forest with the providers' plaintext comparisons (evaluation speed)."""
@@ -236,9 +238,11 @@ class RevFRF:
             if requester in self._participants:
                 raise InputError(f"{requester!r} is a participant's name")
             role = Requester(requester, cs.config)
-            keys, registration = self.runner.run("kgc_setup", self._kgc.issue_requester, requester)
+            hello = self.runner.send("requester->kgc", role.hello())
+            keys, registration = self.runner.run("kgc_setup", self._kgc.issue_requester, hello)
             role.install_keys(self.runner.send("kgc->requester", keys))
             cs.register_requester(self.runner.send("kgc->cs", registration))
+            self._cc.register_requester(self.runner.send("kgc->cc", registration))
             self._requesters[requester] = role
         if not isinstance(x, Mapping):
             raise InputError("x must map participant name -> that participant's values")

@@ -10,16 +10,17 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from privfl.crypto import dtpkc
 from privfl.errors import ProtocolError
-from privfl.forest import secure_ops
+from privfl.forest import budget, query_auth, secure_ops
 from privfl.forest.center_server import CenterServer
 from privfl.forest.computation_provider import ComputationProvider
 from privfl.forest.jobs import Batch, Par
 from privfl.forest.kgc import KeyGenerationCenter
 from privfl.forest.messages import CS, Job, Outgoing, SessionConfig
-from privfl.forest.participant import MAX_QUERIES, Participant
+from privfl.forest.participant import MAX_QUERIES, Participant, Requester
 from privfl.forest.psi import PsiComparer, PsiParty
 from privfl.messages import Writer, new_session_id
 from privfl.runner import InProcessRunner
@@ -95,6 +96,7 @@ class SecureOpsWorld:
     cs: CenterServer
     cc: ComputationProvider
     holders: dict[str, Participant]
+    requester: Ed25519PrivateKey  # the query-signing key of the world's requester "r"
 
     def run(self, job: Job[T]) -> T:
         return drive(self.runner, job, {**self.holders, self.cc.name: self.cc})
@@ -102,10 +104,18 @@ class SecureOpsWorld:
     def public_key(self, name: str) -> dtpkc.PublicKey:
         return self.kgc.issued[name]
 
+    def open_query(self) -> bytes:
+        """A fresh query of the world's requester, signed by it and opened at the CC (as
+        FRF-Predict does before its comparisons): its query id."""
+        digest = secrets.token_bytes(32)  # stands for the digest of a query's ciphertexts
+        signed = query_auth.SignedQuery.sign(self.requester, self.cs.config, "r", digest)
+        return self.run(query_auth.open_query(self.cs.config, signed))
+
     def less_than(self, x: dtpkc.Ciphertext, y: dtpkc.Ciphertext, holder: str) -> bool:
-        """HoLT of x and y with ``holder``'s ParHDec1, charged to a fresh requester query id
-        at node (0, 0), the split every holder of this world provides."""
-        ticket = secure_ops.Ticket(secrets.token_bytes(32), 0, 0)
+        """HoLT of x and y with ``holder``'s ParHDec1, charged to a fresh signed requester
+        query (:meth:`open_query`) at node (0, 0), the split every holder of this world
+        provides."""
+        ticket = secure_ops.Ticket(self.open_query(), 0, 0, budget.REQUESTER_QUERY)
         return self.run(self.cs.secure_less_than(x, y, holder, ticket))
 
 
@@ -120,6 +130,11 @@ def secure_ops_world(
     parties = {name: Participant(name, [[0.0]], config) for name in holders}
     cs, kgc = CenterServer(config, [0]), KeyGenerationCenter(config, key_bits)
     provision(runner, kgc, cs, cc, parties)
+    signing = Ed25519PrivateKey.generate()
+    requester = Requester("r", config, signing_key=signing)
+    _, registration = kgc.issue_requester(requester.hello())
+    cs.register_requester(registration)
+    cc.register_requester(registration)
     # every holder provides the split of node (0, 0) (threshold 0 on its one column): the
     # state a node saves, so HoLT can be run on its own against a real ParHDec1 budget
     budget = secure_ops.DecryptionBudget(MAX_QUERIES).to_bytes()
@@ -127,7 +142,7 @@ def secure_ops_world(
     state.bytes_(budget)
     for p in parties.values():
         p.restore_state(state.getvalue())
-    return SecureOpsWorld(runner, kgc, cs, cc, parties)
+    return SecureOpsWorld(runner, kgc, cs, cc, parties, signing)
 
 
 def align(

@@ -31,9 +31,12 @@ CC's half (:func:`cc_hoadd`, :func:`cc_holt`, :func:`cc_refresh`) and the holder
    a CS that sent ``[[k·x]]`` and ``[[0]]`` for a value it wants to probe) gets ``Enc(u')``
    of a *fresh random bit*, built and signed exactly like an in-range answer (same work,
    same length), plus a signed :class:`HoLTAlarm` in the CC's audit log for the KGC
-   (:attr:`alarms` of the provider; a ``logging`` warning too). The alarm is signed on both
-   branches; only storing it differs (microseconds, inside a batch of replies the CS times
-   as a whole). A refusal here was a decryption oracle: from "refused / not refused" on
+   (:attr:`alarms` of the provider). The alarm is signed and serialised on both branches;
+   the out-of-range branch only appends it to a list in memory (nanoseconds). Writing the
+   log (a ``logging`` warning, the deployment node's state and audit file) happens between
+   answers, after each batch, whether or not it holds an alarm (the provider's
+   :meth:`audit`, the node's flush), so neither the work nor the I/O of one answer depends
+   on the branch. A refusal here was a decryption oracle: from "refused / not refused" on
    ``[[k·x]]`` a CS binary-searched ``|x|`` of any ciphertext the CC strong-decrypts, with
    no participant involved.
 
@@ -50,20 +53,19 @@ a :class:`Ticket` (query id, tree, node) the CS names; the holder strips θ_u on
 provides the split of that node and has never paid that (query, tree, node) before
 (:class:`DecryptionBudget`, kept by the holder). An FRF-Test query id is the hash of a
 test value the holder itself uploaded for that node (one per (tree, node, row) per
-evaluation round it opens with ``load_rows``); any other id counts as a requester query,
-at most ``max_queries`` distinct ids per session (public, default
-:data:`~.participant.MAX_QUERIES`). All refusal conditions are public.
+evaluation round it opens with ``load_rows``); a requester-query ticket is signed by the CC
+only for a query its requester signed, opened once, at most once per (query, tree, node)
+and ``max_depth`` times per (query, tree) (:mod:`.query_auth`), and the holder still pays
+it once per (query, tree, node), at most ``max_queries`` distinct ids per session (public,
+default :data:`~.budget.MAX_QUERIES`). All refusal conditions are public.
 
 What a deviating CS can still get: the CS chooses what it compares (the holder cannot see
 inside the blinded HoLT), so each payable ticket is one comparison bit *of the CS's
-choice* between ciphertexts under keys the CC strong-decrypts: at most one bit per
-(query, tree, node) at the holder's nodes. Requester query ids are not authenticated yet
-(no requester signature is checked), so a CS can mint up to ``max_queries`` ids and get
-``max_queries`` chosen bits per node of that holder, e.g. ~40 bits open one 40-bit value
-(a participant's value or a requester's query). Honest prediction uses exactly one bit
-per (query, tree, node) on the query's own path. Closing this needs requester-signed
-query ids verified by the CC before it signs a ticket. CS and CC are assumed not to
-collude (together they hold the strong key).
+choice* between ciphertexts under keys the CC strong-decrypts: per signed query at most
+``n_trees * max_depth`` bits, as many as honest prediction of that query uses; a CS cannot
+mint a query id (an id no requester signed gets no answer). With a colluding requester,
+``max_queries * n_trees * max_depth`` chosen bits per requester per session (~40 open a
+40-bit value). CS and CC are assumed not to collude (together they hold the strong key).
 """
 
 from __future__ import annotations
@@ -322,14 +324,16 @@ def cc_hoadd(
 def cc_holt(
     lam2: dtpkc.StrongKeyShare, registry: Mapping[str, dtpkc.PublicKey],
     signing_key: Ed25519PrivateKey, config: SessionConfig, request: BlindedRequest,
-) -> tuple[HoLTResult, HoLTAlarm | None]:  # fmt: skip
+) -> tuple[HoLTResult, HoLTAlarm, bool]:  # fmt: skip
     """HoLT step 2 (CC): l = PSDec2(A) - PSDec2(B) mod N; u' = 1 iff l is negative (l > N/2
     as an element of Z_N, never a bit-length test); returns the signed Enc(u') under the
     holder's joint key.
     An out-of-range l (l = 0 or |l| >= 2^(sigma+ell+2)) is *answered* too, with a fresh
-    random u' (no refusal: its condition would depend on the plaintext), and a signed alarm
-    for the KGC is returned beside it. CC learns u', which the CS's secret coin makes
-    independent of [x < y]; the CS learns nothing from the answer (see the module doc)."""
+    random u' (no refusal: its condition would depend on the plaintext). A signed alarm for
+    the KGC and whether l was in range are returned beside the result (the alarm is made on
+    both branches; the caller keeps it only when out of range). CC learns u', which the
+    CS's secret coin makes independent of [x < y]; the CS learns nothing from the answer
+    (see the module doc)."""
     target = _holder_key(registry, request.holder)
     prm = lam2.params
     first, second = (
@@ -345,7 +349,7 @@ def cc_holt(
     result = HoLTResult(request.op, request.holder, ticket, bit, signing_key.sign(signed))
     ms = int(time.time() * 1000)  # the alarm is signed on both branches (the same work)
     alarm = HoLTAlarm.sign(signing_key, config, request.op, request.holder, ms)
-    return result, None if in_range else alarm
+    return result, alarm, in_range
 
 
 def cc_refresh(batch: RefreshBatch) -> RefreshBatch:
