@@ -68,6 +68,8 @@ class PartyNode:
         self.largest_boundary_error = 0.0
         self.revealed: list[tuple[FloatArray, FloatArray]] | None = None
         self.model_round = -1
+        self.evaluations: list[dict[str, float | int]] = []
+        self._eval_round = 0
 
     # ------------------------------------------------------------------ dispatch
     def step(self, data: bytes) -> bytes:
@@ -156,6 +158,7 @@ class PartyNode:
         self._model(env)
         p = self.party
         x, _ = p.rows
+        self._eval_round = env.round
         self._outputs, self._body = [], b""
         if p.layout is None:
             self._outputs = [self._plain_outputs(x)]
@@ -247,5 +250,7 @@ class PartyNode:
         yo = np.eye(p.schedule.sizes[-1])[y]
         loss = float(0.5 * np.sum((a - yo) ** 2))
         correct = int(np.sum(np.argmax(u, axis=1) == y))
+        row = {"round": self._eval_round, "loss_sum": loss, "correct": correct, "rows": int(y.size)}
+        self.evaluations.append(row)
         w = Writer().f64(loss).u64(correct).u64(int(y.size)).f64(float(np.max(np.abs(u))))
         return w.getvalue()
