@@ -21,15 +21,17 @@ writes its model and history files and exits).
 
 from __future__ import annotations
 
+from logging import ERROR
+
 from flwr.app import Context, Message
 from flwr.clientapp import ClientApp
+from flwr.common.logger import log
 
 from privfl.errors import InputError
 from privfl.federation.flower import timing
-from privfl.federation.flower.client_app import _fail
 from privfl.federation.flower.payload import pack, unpack
 from privfl.federation.flower.timing import Phases
-from privfl.federation.flower.train_party import ask
+from privfl.federation.flower.train_wire import ask
 
 app = ClientApp()
 
@@ -51,8 +53,10 @@ def _relay(kind: str, message: Message, context: Context) -> Message:
         if phases is not None:
             phases.loaded()
         status, payload, party = ask(path, kind, data, wait)
-    except Exception as exc:  # reported to the ServerApp as a fixed code
-        return _fail(message, exc, context)
+    except Exception as exc:  # reported to the ServerApp as a fixed code, the text stays here
+        log(ERROR, "privfl training relay failed: %s: %s", type(exc).__name__, exc)
+        code = "bad-local-input" if isinstance(exc, InputError) else "relay-failed"
+        return Message(pack(status="error", reason=code), reply_to=message)
     if status != "ok":
         reason = payload.decode(errors="replace")[:64]
         return Message(pack(status="error", reason=reason, party=party), reply_to=message)

@@ -23,10 +23,9 @@ The node folder (``NODE_DIR``), all node-local; nothing secret comes from anyone
 ``history.json``  written at the end: this party's own evaluations per round and the global
                   history the server reported
 
-Wire format on the socket (the peer is the node's own ClientApp, still read as hostile):
-``u64 length || frame([kind, data])`` with kind ``step`` (an envelope for the node) or
-``close`` (data: the server's history, JSON); the answer is ``u64 length || frame([status,
-payload, party])``, status ``ok`` or ``error`` (payload: the fixed failure code).
+Wire format on the socket: :mod:`~privfl.federation.flower.train_wire` (the peer is the node's
+own ClientApp, its bytes still read as hostile); kind ``step`` (an envelope for the node) or
+``close`` (data: the server's history, JSON).
 """
 
 from __future__ import annotations
@@ -36,7 +35,6 @@ import json
 import logging
 import os
 import socket
-import struct
 import time
 from pathlib import Path
 from typing import Any
@@ -45,15 +43,14 @@ import numpy as np
 
 from privfl.crypto.identity import IdentityKey
 from privfl.errors import InputError, MalformedMessageError
-from privfl.federation.flower.payload import frame, unframe
+from privfl.federation.flower.train_wire import read_frame, write_frame
 from privfl.training.result import write_model
 from privfl.training.setup import NodeHost
 
-__all__ = ["PartyProcess", "ask", "load_roster", "node_identity"]
+__all__ = ["PartyProcess", "load_roster", "node_identity"]
 
 log = logging.getLogger(__name__)
 SOCKET = "party.sock"
-MAX_MESSAGE = 1 << 32
 MAX_SOCKET_PATH = 100
 FAILURE = "error"
 
@@ -80,49 +77,6 @@ def load_roster(path: Path) -> dict[str, bytes]:
     except (OSError, ValueError, AttributeError) as exc:
         raise InputError(f"cannot read the pinned roster {path}: {exc}") from None
     return roster
-
-
-def _read_exact(conn: socket.socket, n: int) -> bytes:
-    chunks, got = [], 0
-    while got < n:
-        chunk = conn.recv(min(n - got, 1 << 20))
-        if not chunk:
-            raise MalformedMessageError("the peer closed the socket mid-message")
-        chunks.append(chunk)
-        got += len(chunk)
-    return b"".join(chunks)
-
-
-def read_frame(conn: socket.socket) -> list[bytes]:
-    """One length-prefixed frame from ``conn`` (bounded)."""
-    (size,) = struct.unpack(">Q", _read_exact(conn, 8))
-    if size > MAX_MESSAGE:
-        raise MalformedMessageError(f"a message of {size} bytes")
-    return unframe(_read_exact(conn, size), "the socket peer")
-
-
-def write_frame(conn: socket.socket, blobs: list[bytes]) -> None:
-    data = frame(blobs)
-    conn.sendall(struct.pack(">Q", len(data)) + data)
-
-
-def ask(path: str | Path, kind: str, data: bytes, timeout: float) -> tuple[str, bytes, str]:
-    """The ClientApp's side: send one request to the party process at ``path`` and return
-    (status, payload, party)."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-        conn.settimeout(timeout)
-        try:
-            conn.connect(str(path))
-        except OSError as exc:
-            raise InputError(
-                f"no party process listens on {path} (start privfl flower train-node): "
-                f"{exc.strerror}"
-            ) from None
-        write_frame(conn, [kind.encode(), data])
-        reply = read_frame(conn)
-    if len(reply) != 3:
-        raise MalformedMessageError("the party process answered with a malformed frame")
-    return reply[0].decode(errors="replace"), reply[1], reply[2].decode(errors="replace")
 
 
 class PartyProcess:
