@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -67,7 +68,7 @@ def start_parties(root: Path, data, reveal_to: str | None = None, roster_edit=No
         d = root / f"party-{k}"
         d.mkdir(parents=True)
         np.savez(d / "data.npz", x=x, y=y)
-        procs.append(PartyProcess(d, f"party-{k}", reveal_to))
+        procs.append(PartyProcess(d, f"party-{k}", reveal_to, parameters="test"))
     roster = {p.name: p.identity.public_bytes.hex() for p in procs}
     for p in procs:
         pinned = roster_edit(p.name, dict(roster)) if roster_edit else roster
@@ -75,6 +76,9 @@ def start_parties(root: Path, data, reveal_to: str | None = None, roster_edit=No
         t = threading.Thread(target=p.serve, args=(60.0,), daemon=True)
         t.start()
         threads.append(t)
+    for p in procs:  # listening before the first message, as privfl flower train waits too
+        while not p.socket_path.exists():
+            time.sleep(0.01)
     return procs, threads
 
 
@@ -132,6 +136,15 @@ def test_training_over_the_flower_apps_gives_the_in_process_model(root):
         assert history["server_history"]["history"][0]["accuracy"] == pytest.approx(
             ref.history[0].accuracy
         )
+
+
+def test_a_server_downgrading_to_the_insecure_ring_is_refused_by_the_nodes(root):
+    procs, _ = start_parties(root, _data())
+    for p in procs:
+        p.parameters = "secure"  # the operators accept the secure ring only
+    with pytest.raises(PartyFailure, match=r"party-0.*refused"):
+        train_server._run(grid_for(procs), server_context(root))  # asks for "test"
+    assert all(p.host is None or p.host.crypto is None for p in procs)  # no key share made
 
 
 def test_a_node_whose_operator_pinned_another_roster_refuses_the_plan(root):

@@ -79,7 +79,7 @@ def hosts():
     ids = [IdentityKey() for _ in range(3)]
     pinned = {n: i.public_bytes for n, i in zip(party_names(3), ids, strict=True)}
     out = [
-        NodeHost(n, rng.uniform(0, 1, (8, 6)), rng.integers(0, 4, 8), i, pinned)
+        NodeHost(n, rng.uniform(0, 1, (8, 6)), rng.integers(0, 4, 8), i, pinned, parameters="test")
         for n, i in zip(party_names(3), ids, strict=True)
     ]
     hellos = [
@@ -117,6 +117,7 @@ def _fields(plan: SessionPlan) -> dict:
         lambda f: {"samples": (f["samples"][0] + 1, *f["samples"][1:])},  # party-0's rows
         lambda f: {"nonces": (secrets.token_bytes(32), *f["nonces"][1:])},  # an old session
         lambda f: {"server_nonce": secrets.token_bytes(32)},  # a plan of another hello
+        lambda f: {"parameters": "secure"},  # not the parameter set this operator accepts
     ],
 )
 def test_a_plan_misstating_the_node_or_of_another_session_is_refused(hosts, change):

@@ -143,6 +143,13 @@ def train_node(
         str | None,
         typer.Option(help="Consent to giving the final encrypted layers to this party."),
     ] = None,
+    parameters: Annotated[
+        str,
+        typer.Option(
+            help="The parameter set this node accepts: 'secure', or 'test' (INSECURE small "
+            "ring) only for demos; a session asking for another is refused."
+        ),
+    ] = "secure",
     idle_timeout: Annotated[
         float, typer.Option(help="Exit after this many seconds without a message.")
     ] = 3600,
@@ -162,7 +169,9 @@ def train_node(
     check_output_path(json_out, "--json-out")
     if not node_dir.is_dir():
         raise InputError(f"{node_dir} is not a folder")
-    proc = PartyProcess(node_dir, name or node_dir.name, reveal_to)
+    if parameters not in ("secure", "test"):
+        raise InputError(f"--parameters must be 'secure' or 'test', not {parameters!r}")
+    proc = PartyProcess(node_dir, name or node_dir.name, reveal_to, parameters)
     err_console.print(f"{proc.name}: listening on {proc.socket_path}")
     proc.serve(idle_timeout)
     result = {"party": proc.name, "closed": proc.closed, "messages": proc.messages,

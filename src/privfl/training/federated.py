@@ -218,7 +218,7 @@ def _build(
 
         ctx = ThresholdContext.for_parameters(training_parameters(layout, parameters), len(data))
     hosts = [
-        NodeHost(n, x, y, i, pinned, context=ctx)
+        NodeHost(n, x, y, i, pinned, context=ctx, parameters=parameters)
         for n, (x, y), i in zip(names, data, identities, strict=True)
     ]
     transport = InProcessTransport(hosts, setup)

@@ -10,7 +10,8 @@ Steps (exchange names; one exchange = one Flower round in a deployment)::
     "setup-joint"  JointPublicKeys       -> MultKeyShare
     "setup-keys"   EvaluationKeys        -> ack; the node now holds its PartyNode
 
-What a node checks before it generates its key share (:meth:`NodeHost._plan`): the plan's
+What a node checks before it generates its key share (:meth:`NodeHost._plan`): the parameter
+set is the one its operator accepts (no downgrade to the insecure test ring), the plan's
 roster is the one its operator pinned (every name, every public identity: a server that put
 its own key in place of a party's could otherwise receive that party's sealed shares), its own
 entry (identity, row count, nonce), its data against the model's widths and the initial
@@ -94,8 +95,11 @@ class NodeHost:
         pinned: Mapping[str, bytes],
         reveal_to: str | None = None,
         context: Any = None,
+        parameters: str = "secure",
     ) -> None:
-        """``context``: a :class:`~privfl.crypto.threshold.ThresholdContext` to share with
+        """``parameters``: the parameter set this node's operator accepts (a plan naming
+        another, e.g. a server downgrading to the insecure ``"test"`` ring, is refused).
+        ``context``: a :class:`~privfl.crypto.threshold.ThresholdContext` to share with
         other roles in this process (public parameters only; default: the node's own)."""
         if x.ndim != 2 or y.shape != (x.shape[0],) or not x.shape[0]:
             raise InputError(f"{name}: give X with one row per label (at least one row)")
@@ -106,6 +110,7 @@ class NodeHost:
             raise UnknownPartyError(f"the pinned roster does not hold {name}'s identity")
         self.reveal_to = reveal_to
         self.context = context
+        self.parameters = parameters
         self.stage = 0
         self.nonce = secrets.token_bytes(NONCE_BYTES)
         self.server_nonce = b""
@@ -150,6 +155,11 @@ class NodeHost:
             raise UnknownPartyError("the plan's roster is not the one this node's operator pinned")
         if (plan.samples[k], plan.nonces[k]) != (self.x.shape[0], self.nonce):
             raise ProtocolError(f"the plan misstates {self.name}'s rows or nonce")
+        if plan.parameters != self.parameters:
+            raise ProtocolError(
+                f"the plan asks for the {plan.parameters!r} parameters; this node's operator "
+                f"accepts {self.parameters!r}"
+            )
         s = plan.schedule
         check_schedule(s, plan.parameters, len(plan.names))
         if s.sizes[0] != self.x.shape[1] or int(self.y.max()) >= s.sizes[-1] or self.y.min() < 0:

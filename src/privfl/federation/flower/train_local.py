@@ -140,7 +140,7 @@ def prepare_nodes(
 
 def _wait_for_identities(fed: LocalFederation, dirs: Sequence[Path], timeout: float) -> None:
     deadline = time.monotonic() + timeout
-    while not all((d / "identity.pub").is_file() for d in dirs):
+    while not all((d / "identity.pub").is_file() and (d / "party.sock").exists() for d in dirs):
         for name in list(fed.procs):
             fed._alive(name)
         if time.monotonic() > deadline:
@@ -183,6 +183,8 @@ def run_train_local(
     sched = Schedule(sizes, encrypted_layers, epochs, epochs, batch_size, learning_rate, seed,
                      (-10.0, 10.0), DEFAULT_SIGMOID_DEGREE)  # fmt: skip
     check_schedule(sched, parameters, len(dirs))
+    if evaluate_every < 0:
+        raise InputError("evaluate_every must be >= 0 (0 = never)")
     if sizes[0] != features or sizes[-1] != len(classes):
         raise InputError(f"layers {sizes} do not fit {features} features and {len(classes)} "
                          "classes")  # fmt: skip
@@ -197,8 +199,8 @@ def run_train_local(
         say(f"starting {len(dirs)} party processes")
         privfl = str(fed.bin / "privfl")
         for d in dirs:
-            reveal = ["--reveal-to", reveal_to] if reveal_to else []
-            fed._start(f"{d.name}-process", [privfl, "flower", "train-node", str(d), *reveal])
+            opts = ["--parameters", parameters, *(["--reveal-to", reveal_to] if reveal_to else [])]
+            fed._start(f"{d.name}-process", [privfl, "flower", "train-node", str(d), *opts])
         _wait_for_identities(fed, dirs, 120.0)
         roster = {d.name: (d / "identity.pub").read_text().strip() for d in dirs}
         for d in dirs:  # one operator runs every node here: each pins the same roster

@@ -83,8 +83,17 @@ class PartyProcess:
     """One party's process for one session (see the module doc). ``reveal_to``: the party
     this operator agrees may receive the final encrypted layers (None: no reveal)."""
 
-    def __init__(self, node_dir: str | Path, name: str, reveal_to: str | None = None) -> None:
+    def __init__(
+        self,
+        node_dir: str | Path,
+        name: str,
+        reveal_to: str | None = None,
+        parameters: str = "secure",
+    ) -> None:
+        """``parameters``: the parameter set this operator accepts (``"secure"``; the
+        insecure ``"test"`` ring only when asked for here)."""
         self.dir = Path(node_dir)
+        self.parameters = parameters
         self.name = name
         self.reveal_to = reveal_to
         self.identity = node_identity(self.dir)
@@ -110,7 +119,9 @@ class PartyProcess:
                     y = np.asarray(z["y"], dtype=np.int64)
             except (OSError, KeyError, ValueError) as exc:
                 raise InputError(f"cannot read {self.dir / 'data.npz'}: {exc}") from None
-            self.host = NodeHost(self.name, x, y, self.identity, pinned, self.reveal_to)
+            self.host = NodeHost(
+                self.name, x, y, self.identity, pinned, self.reveal_to, parameters=self.parameters
+            )
             self.load_seconds = time.perf_counter() - t0
         return self.host
 
