@@ -223,7 +223,7 @@ def _build(
     ]
     transport = InProcessTransport(hosts, setup)
     server, plan = run_setup(
-        transport, len(data), sched, parameters, evaluate_every, max_update_norm, ctx
+        transport, len(data), sched, parameters, evaluate_every, max_update_norm, ctx, setup.run
     )
     parties = [h.party for h in hosts if h.party is not None]
     return Session(server, parties, setup), setup, plan

@@ -226,11 +226,15 @@ def run_setup(
     evaluate_every: int = 1,
     max_update_norm: float | None = None,
     context: Any = None,
+    run: Any = None,
 ) -> tuple[Server, TrainingPlan]:
     """The server's side of the setup with ``count`` party nodes (``transport``: a
     :class:`~.schedule.Transport`); returns the server role and the public plan. The server
     holds no key share: it only combines the parties' public key material. ``context``: a
-    threshold context to share with the nodes in this process (default: its own)."""
+    threshold context to share with the nodes in this process (default: its own); ``run``:
+    a step runner timing the server's steps (``run(key, fn, *args)``, e.g.
+    :meth:`privfl.runner.InProcessRunner.run`)."""
+    timed = run or (lambda _key, fn, *args: fn(*args))
     check_schedule(schedule, parameters, count)
     names = party_names(count)
     nonce = secrets.token_bytes(NONCE_BYTES)
@@ -259,10 +263,10 @@ def run_setup(
     ctx = context or ThresholdContext.for_parameters(params, count)
     server = ThresholdServer("server", ctx, session)
     shares = [_from(KeyGenShare, got[n], ctx, session, n) for n in names]
-    joint = server.combine_keygen_shares(shares).to_bytes()
+    joint = timed("server:setup-joint", server.combine_keygen_shares, shares).to_bytes()
     got = _all(transport, "setup-joint", names, joint)
     mult = [_from(MultKeyShare, got[n], ctx, session, n) for n in names]
-    keys = server.combine_mult_shares(mult).to_bytes()
+    keys = timed("server:setup-keys", server.combine_mult_shares, mult).to_bytes()
     got = _all(transport, "setup-keys", names, keys)
     for n in names:
         _check_ack(got[n], session, n)
