@@ -156,3 +156,10 @@ def test_a_node_whose_operator_pinned_another_roster_refuses_the_plan(root):
     procs, _ = start_parties(root, _data(), roster_edit=swap)
     with pytest.raises(PartyFailure, match=r"party-2.*unknown-party"):
         train_server._run(grid_for(procs), server_context(root))
+
+
+def test_the_example_app_is_the_app_privfl_flower_train_runs():
+    from privfl.federation.flower.train_local import APP_PYPROJECT
+
+    example = Path(__file__).parents[1] / "examples" / "flower-train" / "pyproject.toml"
+    assert example.read_text() == APP_PYPROJECT

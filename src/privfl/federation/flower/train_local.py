@@ -22,6 +22,7 @@ Every process is stopped at the end, also on failure or Ctrl-C.
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -32,12 +33,13 @@ from typing import Any
 import numpy as np
 
 from privfl.errors import InputError, ProtocolError
-from privfl.federation.flower.local import LocalFederation
+from privfl.federation.flower.local import TASK_POLL_ENV, LocalFederation
 from privfl.federation.flower.quickstart import check_workdir
 from privfl.training.config import DEFAULT_SIGMOID_DEGREE, default_sizes
 from privfl.training.setup import party_names
 from privfl.training.twin import Schedule
 
+TRAIN_TASK_POLL_S = "0.25"
 APP_PYPROJECT = """\
 [build-system]
 requires = ["hatchling"]
@@ -196,6 +198,9 @@ def run_train_local(
     (root / "app").mkdir()
     (root / "app" / "pyproject.toml").write_text(APP_PYPROJECT)
     with LocalFederation(root) as fed:
+        # a round waits for the SuperNode's 3 s poll anyway: a 0.25 s task poll instead of
+        # 0.05 s costs little time and a tenth of the SuperExecs' CPU (an operator's own wins)
+        fed.env[TASK_POLL_ENV] = os.environ.get(TASK_POLL_ENV, TRAIN_TASK_POLL_S)
         say(f"starting {len(dirs)} party processes")
         privfl = str(fed.bin / "privfl")
         for d in dirs:
