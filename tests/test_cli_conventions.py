@@ -46,6 +46,8 @@ REQUIRED = {
     "audit recommend": ["missing.json"],
     "flower local": ["missing.csv", "--party-column", "p", "-s", "score", "-l", "label"],
     "flower run": ["missing-app"],
+    "flower train": ["missing.csv", "--party-column", "p", "-l", "label"],
+    "flower train-node": ["{tmp}"],
     "forest local": ["missing.csv", "-l", "label"],
 }
 

@@ -23,7 +23,8 @@ from privfl.cli.fhauc import load_named_parties
 from privfl.errors import InputError
 
 flower_app = typer.Typer(
-    help="FHAUC over Flower: a local deployment from one data file.", no_args_is_help=True
+    help="FHAUC and encrypted training over Flower: local deployments from one data file.",
+    no_args_is_help=True,
 )
 
 
@@ -170,3 +171,13 @@ def run(
         raise ProtocolError(f"run {outcome.run_id} ended {outcome.status}: {reason}")
     if not as_json:
         console.print(f"run {outcome.run_id}: {outcome.status}")
+
+
+def _register_training() -> None:
+    from privfl.cli.flower_train import train, train_node
+
+    flower_app.command("train")(train)
+    flower_app.command("train-node")(train_node)
+
+
+_register_training()

@@ -23,7 +23,6 @@ from dataclasses import replace
 from privfl._typing import FloatArray, IntArray
 from privfl.crypto.identity import IdentityKey
 from privfl.errors import InputError
-from privfl.messages import new_session_id
 from privfl.progress import Progress, ProgressEvent
 from privfl.runner import InProcessRunner
 from privfl.training.config import (
@@ -39,14 +38,13 @@ from privfl.training.config import (
 )
 from privfl.training.data import Label, PartyRows, PreparedData, prepare_parties, show_values
 from privfl.training.node import PartyNode
-from privfl.training.packing import chebyshev_sigmoid
-from privfl.training.party import Party, SigmoidRangeError
+from privfl.training.party import SigmoidRangeError
 from privfl.training.protocol import Session
 from privfl.training.result import RoundMetrics, TrainingResult, role_totals
 from privfl.training.schedule import InProcessTransport, run_training
-from privfl.training.server import Server
+from privfl.training.setup import NodeHost, check_initial_range, party_names, run_setup
 from privfl.training.tickets import TrainingPlan
-from privfl.training.twin import Schedule, initial_model, plain_forward
+from privfl.training.twin import Schedule
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +73,7 @@ def validate(
             f"classes {show_values(list(data.classes))}: give layers ending in {len(data.classes)}"
         )
     if schedule.secret_layers:
-        _check_initial_range(data.parties, schedule)
+        check_initial_range(data.parties, schedule)
     return data
 
 
@@ -89,30 +87,6 @@ def _sizes(
         return tuple(int(s) for s in layers)
     data = prepare_parties(parties, classes)
     return default_sizes(data.features, len(data.classes))
-
-
-def _check_initial_range(
-    parties: Sequence[tuple[FloatArray, IntArray]], schedule: Schedule
-) -> None:
-    """The data must keep the initial model's encrypted pre-activations inside the range."""
-    model = initial_model(schedule)
-    t = schedule.plain_layers
-    low, high = schedule.sigmoid_range
-    for k, (x, _) in enumerate(parties):
-        h = plain_forward(model.weights[:t], model.biases[:t], x)[-1]
-        for layer in range(t, model.layers):
-            u = h @ model.weights[layer].T + model.biases[layer]
-            h = chebyshev_sigmoid(u, low, high, schedule.sigmoid_degree)
-            if u.min() < low or u.max() > high:
-                _refuse_range(k, layer, u, low, high)
-
-
-def _refuse_range(k: int, layer: int, u: FloatArray, low: float, high: float) -> None:
-    raise InputError(
-        f"party {k}: the initial model's layer-{layer + 1} pre-activations reach "
-        f"[{u.min():.2f}, {u.max():.2f}], outside the sigmoid range [{low}, {high}]; "
-        "scale the inputs or declare a wider range (and a higher degree)"
-    )
 
 
 def train_federated(
@@ -250,35 +224,30 @@ def _build(
     evaluate_every: int = 1,
     max_update_norm: float | None = None,
 ) -> tuple[Session, InProcessRunner, TrainingPlan]:
-    """Roles, the public plan, and (with a secret layer) the joint key generation (no
-    dealer). Each party makes its own identity key; only the public halves go into the plan
-    (the roster)."""
+    """Roles and the public plan, through the setup steps (:mod:`~.setup`: the joint key
+    generation, no dealer) over the in-process transport, as in a deployment. Each party's
+    node makes its own identity key; only the public halves go into the plan (the roster,
+    which every node pins). The nodes share one threshold context (public parameters)."""
     setup = InProcessRunner()
-    sid = new_session_id()
+    names = party_names(len(data))
     identities = [IdentityKey() for _ in data]
-    names = tuple(f"party-{k}" for k in range(len(data)))
-    samples = tuple(int(y.size) for _, y in data)
-    roster = tuple(i.public_bytes for i in identities)
-    if not sched.secret_layers:
-        server = Server(sched, sid, None, None, max_update_norm)
-        parties = [Party(k, sid, x, y, sched, None, None) for k, (x, y) in enumerate(data)]
-        plan = TrainingPlan(names, roster, samples, sched, evaluate_every, sched.batch_size)
-        return Session(server, parties, setup), setup, plan
-    from privfl.crypto.threshold import make_roles, run_key_generation
-    from privfl.training.desk import ShareDesk
-    from privfl.training.params import check_levels, training_parameters
-
+    pinned = {n: i.public_bytes for n, i in zip(names, identities, strict=True)}
+    ctx = None
     layout = secret_layout(sched)
-    if layout is None:
-        raise InputError("no encrypted layer to lay out")
-    params = training_parameters(layout, parameters)
-    check_levels(params, sched.sigmoid_degree)
-    t_server, t_parties = make_roles(params, len(data), sid, names)
-    run_key_generation(t_server, t_parties, setup, evaluating_parties=True)
-    server = Server(sched, sid, t_server, layout, max_update_norm)
-    plan = TrainingPlan(names, roster, samples, sched, evaluate_every, layout.blocks)
-    desks = [ShareDesk(i, plan, t) for i, t in zip(identities, t_parties, strict=True)]
-    parties = [Party(k, sid, x, y, sched, desks[k], layout) for k, (x, y) in enumerate(data)]
+    if layout is not None:
+        from privfl.crypto.threshold import ThresholdContext
+        from privfl.training.params import training_parameters
+
+        ctx = ThresholdContext.for_parameters(training_parameters(layout, parameters), len(data))
+    hosts = [
+        NodeHost(n, x, y, i, pinned, context=ctx, parameters=parameters)
+        for n, (x, y), i in zip(names, data, identities, strict=True)
+    ]
+    transport = InProcessTransport(hosts, setup)
+    server, plan = run_setup(
+        transport, len(data), sched, parameters, evaluate_every, max_update_norm, ctx, setup.run
+    )
+    parties = [h.party for h in hosts if h.party is not None]
     return Session(server, parties, setup), setup, plan
 
 

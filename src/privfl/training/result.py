@@ -199,22 +199,38 @@ class TrainingResult:
         """Write the model (plaintext layers; the encrypted ones only if revealed) as ``.npz``
         for ``privfl audit membership --model``, with the dataset's name and the row indices
         of the training members and of held-out rows (non-members)."""
-        arrays: dict[str, Any] = {
-            "format": np.array(MODEL_FORMAT),
-            "sizes": np.array(self.schedule.sizes, dtype=np.int64),
-            "encrypted_layers": np.array(self.schedule.secret_layers),
-            "revealed": np.array(self.revealed),
-            "dataset": np.array(dataset),
-            "members": np.asarray(member_indices, dtype=np.int64),
-            "non_members": np.asarray(non_member_indices, dtype=np.int64),
-        }
         layers = list(zip(self.plain_weights, self.plain_biases, strict=True))
         if self.secret_weights is not None and self.secret_biases is not None:
             layers += list(zip(self.secret_weights, self.secret_biases, strict=True))
-        for i, (w, b) in enumerate(layers, 1):
-            arrays[f"w{i}"], arrays[f"b{i}"] = w, b
-        with open(path, "wb") as fh:
-            np.savez(fh, **arrays)
+        write_model(
+            path, self.schedule, layers, self.revealed, dataset, member_indices, non_member_indices
+        )
+
+
+def write_model(
+    path: str | Path,
+    schedule: Schedule,
+    layers: Sequence[tuple[FloatArray, FloatArray]],
+    revealed: bool,
+    dataset: str = "",
+    member_indices: npt.ArrayLike = (),
+    non_member_indices: npt.ArrayLike = (),
+) -> None:
+    """A model file (``.npz``, read by :func:`load_model`): the exposed ``layers`` (weights,
+    biases), all of them when ``revealed``."""
+    arrays: dict[str, Any] = {
+        "format": np.array(MODEL_FORMAT),
+        "sizes": np.array(schedule.sizes, dtype=np.int64),
+        "encrypted_layers": np.array(schedule.secret_layers),
+        "revealed": np.array(revealed),
+        "dataset": np.array(dataset),
+        "members": np.asarray(member_indices, dtype=np.int64),
+        "non_members": np.asarray(non_member_indices, dtype=np.int64),
+    }
+    for i, (w, b) in enumerate(layers, 1):
+        arrays[f"w{i}"], arrays[f"b{i}"] = w, b
+    with open(path, "wb") as fh:
+        np.savez(fh, **arrays)
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,6 @@ from privfl.messages import Writer
 from privfl.runner import InProcessRunner
 from privfl.training.envelope import Envelope, Item, pack_parts, unpack_parts
 from privfl.training.messages import PartyPlainLayers
-from privfl.training.node import PartyNode
 from privfl.training.result import RoundMetrics
 from privfl.training.server import Server
 from privfl.training.tickets import TrainingPlan
@@ -55,6 +54,15 @@ class Transport(Protocol):
     def exchange(self, step: str, messages: Mapping[str, bytes]) -> dict[str, bytes]: ...
 
 
+class Node(Protocol):
+    """A party's node as the in-process transport sees it: its name and one step."""
+
+    @property
+    def name(self) -> str: ...
+
+    def step(self, data: bytes) -> bytes: ...
+
+
 class StepRunner(Protocol):
     def __call__(self, key: str, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R: ...
 
@@ -67,7 +75,7 @@ class InProcessTransport:
     """The nodes in this process: each step of a node is timed under its name and every
     envelope passes as bytes on channels ``server>name:step`` / ``name>server:step``."""
 
-    def __init__(self, nodes: Sequence[PartyNode], runner: InProcessRunner) -> None:
+    def __init__(self, nodes: Sequence[Node], runner: InProcessRunner) -> None:
         self.nodes = {n.name: n for n in nodes}
         self.runner = runner
 
