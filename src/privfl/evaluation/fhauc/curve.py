@@ -257,7 +257,9 @@ def recover(
         curve = RevealedCurve(_snap(u_tp, precision), _snap(u_fp, precision))
         return Outcome(_auc(curve), verified=None, precision=precision, curve=curve)
     sz = sizes(cfg, policy)
-    t_low = _t_low(own_total, policy)
+    # public bound only (as at join): a refusal that depended on the party's own total let a
+    # deviating aggregator bracket it through the deflation check (fresh-eyes review)
+    t_low = _t_low(1.0, policy)
     c_min = 2.0 ** malicious.multiplier_bounds(policy.multiplier_bits)[0]
     runs = []
     n = cfg.num_points - 1
@@ -273,7 +275,7 @@ def recover(
             )
         runs.append(np.concatenate([u_tp, u_fp]))
     stacked = np.vstack(runs)
-    sigma = sigma_normalised(cfg, policy, own_total)
+    sigma = sigma_normalised(cfg, policy, 1.0)
     tol = malicious.TOLERANCE_SIGMAS * sigma
     spread = float(np.max(stacked.max(axis=0) - stacked.min(axis=0)))
     inside = bool(np.all(stacked >= -tol) and np.all(stacked <= 1 + tol))

@@ -209,9 +209,9 @@ class Malicious(Variant):
         counts: with its own ``TP·FP`` the refusal was a threshold test on that product that
         an aggregator could move by announcing join-only sessions of other sizes, and so
         bracket it (a review did within 2 % in 168 probes). The verification after decryption
-        uses ``max(own TP·FP, min_pairs)`` (:meth:`d_low`), at least this bound, so an honest
-        session that passes here is never refused by those two checks after decryption (the
-        worst case over the multipliers bounds the drawn ones)."""
+        uses the same public bound, so an honest session that passes here is never refused by
+        those two checks after decryption (the worst case over the multipliers bounds the
+        drawn ones), and no refusal depends on the party's own counts."""
         d = self.d_public(policy)
         b = self.bounds(config, policy, d)
         if (
@@ -286,7 +286,10 @@ class Malicious(Variant):
         otherwise raise :class:`VerificationError` and output nothing."""
         sizes, policy = self.sizes(view.config, view.policy), view.policy
         executions = self.executions(policy)
-        d_low = self.d_low(counts, policy)  # never from the reply: see malicious.py
+        # The public bound, not the party's own TP·FP: a refusal after decryption that
+        # depended on its own counts let an aggregator with a small multiplier bracket them
+        # (fresh-eyes review). The join check validated this bound, so honest replies pass.
+        d_low = self.d_public(policy)
         c_min = 2.0 ** malicious.multiplier_bounds(policy.multiplier_bits)[0]
         rnds = [malicious.derive(view.key, e, view.index, sizes) for e in range(len(decoded))]
         for (x, y), rnd in zip(decoded, rnds, strict=True):
