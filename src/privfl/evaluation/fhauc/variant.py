@@ -253,13 +253,6 @@ class Malicious(Variant):
         ``min_pairs`` (at least 1); nothing the party holds and the aggregator does not."""
         return float(max(1, policy.min_pairs))
 
-    @staticmethod
-    def d_low(counts: PartyCounts, policy: Policy) -> float:
-        """The lower bound on ``TP·FP`` a party verifies with: its own product or the
-        provisioned ``min_pairs`` (never anything from the reply, see malicious.py)."""
-        own = max(1, counts.positives) * max(1, counts.negatives)
-        return float(max(own, policy.min_pairs))
-
     def multiplier_range(
         self, params: CKKSParameters, config: SessionConfig, policy: Policy
     ) -> tuple[float, float]:
