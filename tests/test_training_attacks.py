@@ -158,7 +158,11 @@ def test_a_crafted_c1_under_a_valid_ticket_yields_no_key_share(session):
     e_T. Before re-randomisation, party 1's answer ``s_1 C + e_1`` gave ``s_1`` by rounding
     (the control below does exactly that on the bare threshold layer: every coefficient is
     recovered). Now party 1 answers on ``c1 + a p`` with ``p`` from the hash of the signed
-    request: the rounded answer agrees with the key share at chance level."""
+    request: the rounded answer alone agrees with the key share at chance level.
+
+    This is NOT a defence of the key: the requester can remove the encryption of zero with its
+    own share and round the SUM of the answers, which gives the other parties' shares summed,
+    i.e. the joint key (fresh-eyes review, open: docs/security/training.md)."""
     p0, p1, p2 = session.parties
     ctx = p0.crypto.context
     honest = _boundary_request(session, p0, 3, 1)

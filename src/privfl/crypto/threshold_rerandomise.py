@@ -24,9 +24,17 @@ pseudo-random polynomial fixed by the hash: to make ``c1'`` structured the reque
 need ``c1 = C - a p(H(c1, ...))``, a hash fixed point. Honest results are unchanged within the
 flooding noise (tests compare the encrypted training with its numpy twin).
 
-What this does not do: it does not stop the requester from decrypting a ciphertext of its
-choice under its ticket (an *honest* ciphertext it substitutes); it only stops it from using
-the answer to learn key shares. Cost per joint step and party: one CKKS encoding and one
+**What this does not do (a fresh-eyes review broke it).** ``Z`` encrypts zero under the
+joint key and the requester holds its own share ``s_0``: adding its own lead on ``Z`` to the
+other parties' answers on ``c1 + a p`` gives ``(s - s_0) C`` plus small noise, so a requester
+that signs ``c1 = C`` still recovers the sum of the other parties' key shares, that is the
+joint key, from one ticket (boundary or boot; the boot masks cancel for the requester). Any
+decryption of a ciphertext the requester chooses reveals ``s C``: re-randomising with a public
+encryption of zero cannot prevent that. Only a check that ``c1`` is well formed (recomputing it
+from public ciphertexts, or a proof of correct encryption and evaluation) would; that is open
+(``docs/security/training.md``). What remains of this step: the answering party never
+multiplies its share by a polynomial of the requester's exact choice, which stops recovering
+one party's share alone when three or more parties hold shares, not the joint key. Cost per joint step and party: one CKKS encoding and one
 ciphertext-plaintext product on the towers of the request.
 """
 

@@ -22,9 +22,10 @@ all (nothing is computed, the flooding budget is not touched) and raises
 An accepted request is answered on ``c1 + a p`` rather than ``c1``: ``(b p, a p)`` is an
 encryption of zero under the joint key with ``p`` derived from the hash of the signed request
 (:mod:`~privfl.crypto.threshold_rerandomise`; the requester adds the same to the ciphertext it
-keeps). A requester that signs a crafted ``c1`` (a large constant) therefore learns nothing of
-the answering party's key share: the polynomial multiplied by the share is pseudo-random and
-not of its choosing. The desk's once-only records are part of the node's local state
+keeps). **This does not protect the key** (fresh-eyes review): the requester can remove the
+encryption of zero with its own share and, from the answers to a crafted ``c1`` (a large
+constant) under one valid boundary or boot ticket, recover the joint secret key by rounding
+(:mod:`~privfl.crypto.threshold_rerandomise` says why; open in ``docs/security/training.md``). The desk's once-only records are part of the node's local state
 (:meth:`ShareDesk.export_local_state`).
 
 What this does **not** decide: whether the ``c1`` a party signed for a boundary-error ticket
