@@ -22,7 +22,7 @@ pytest.importorskip("flwr")
 from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.supercore.task_identity import TaskIdentity
 
-from privfl.errors import MalformedMessageError
+from privfl.errors import MalformedMessageError, ProtocolError
 from privfl.federation.flower import client_app, server_app
 from privfl.federation.flower import rounds as rounds_mod
 from privfl.federation.flower.payload import frame, pack, unframe, unpack
@@ -111,10 +111,9 @@ def test_the_fhauc_server_app_runs_a_session_through_push_and_pull(federation, c
 def test_a_node_that_never_answers_stops_the_round_naming_it_within_the_timeout(federation):
     grid, _, _ = federation
     grid.silent = {3}
-    names = {1: "site-a", 2: "site-b", 3: "site-c"}
-    contents = {n: pack(step="hello") for n in names}
-    with pytest.raises(NodeFailure, match=r"no reply from site-c \(node 3\) in round fhauc_hello"):
-        exchange(grid, "fhauc_hello", contents, names, timeout=0.3)
+    names = {3: "site-c"}
+    with pytest.raises(NodeFailure, match=r"no reply from site-c \(node 3\) in round fhauc_join"):
+        exchange(grid, "fhauc_join", {3: pack([b"config"])}, names, timeout=0.3)
     assert grid.pulls >= 3  # it polled, it did not wait once for the whole timeout
 
 
@@ -122,16 +121,23 @@ def test_a_refused_push_stops_the_round_before_waiting(federation):
     grid, _, _ = federation
     grid.refuse = True
     with pytest.raises(NodeFailure, match="did not accept"):
-        exchange(grid, "fhauc_hello", {1: pack(step="hello")}, {1: "site-a"}, timeout=60)
+        exchange(grid, "fhauc_join", {1: pack([b"config"])}, {1: "site-a"}, timeout=60)
     assert grid.pulls == 0
+
+
+def test_a_first_step_with_per_party_messages_is_refused_before_anything_is_sent(federation):
+    grid, _, _ = federation
+    transport = server_app.FlowerTransport(grid, None, 5.0, 0.0, [1, 2, 3])
+    with pytest.raises(ProtocolError, match="first of the session"):
+        transport.exchange("join", {"site-a": b"x", "site-b": b"y"})
+    assert grid.pulls == 0 and not grid.replies  # nothing was pushed
 
 
 def test_a_node_answering_with_an_error_is_named_with_its_fixed_code(federation):
     grid, root, _ = federation
     grid.nodes[2].node_config["data-file"] = str(root / "missing.csv")
-    names = {1: "site-a", 2: "site-b", 3: "site-c"}
     with pytest.raises(server_app.PartyFailure, match=r"site-b.*bad-local-input"):
-        server_app._round(grid, "fhauc_hello", names, {n: pack() for n in names}, 5.0)
+        server_app._round(grid, "fhauc_join", {2: "site-b"}, {2: pack([b"config"])}, 5.0)
 
 
 def test_the_node_reads_its_data_file_once_and_again_only_when_it_changes(federation, monkeypatch):
