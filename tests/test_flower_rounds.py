@@ -1,8 +1,9 @@
 """The ServerApps' one round function (:mod:`privfl.federation.flower.rounds`), without
 processes: the FHAUC ServerApp's logic against the real FHAUC ClientApp through an in-memory
 grid that hands each pushed message to the ClientApp of its destination node (real keys, real
-ciphertexts, the same message bytes as over the network). The process-level tests check the
-same apps across real SuperLink/SuperNode processes."""
+ciphertexts, the same message bytes as over the network), with single and threshold keys.
+The process-level tests check the same apps across real SuperLink/SuperNode processes
+(``tests/test_flower_integration.py``, ``tests/test_flower_netns.py``, the README quickstart)."""
 
 from __future__ import annotations
 
@@ -19,10 +20,11 @@ import privfl
 
 pytest.importorskip("flwr")
 
-from flwr.app import ConfigRecord, Context, Message, RecordDict
-from flwr.supercore.task_identity import TaskIdentity
+from flwr.app import ConfigRecord, Context, RecordDict
 
+from _memory_grid import MemoryGrid, node_context, task_identity
 from privfl.errors import MalformedMessageError, ProtocolError
+from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.federation.flower import client_app, server_app
 from privfl.federation.flower import rounds as rounds_mod
 from privfl.federation.flower.payload import frame, pack, unframe, unpack
@@ -33,56 +35,33 @@ from privfl.federation.provisioning import provision
 PARTIES = ("site-a", "site-b", "site-c")
 
 
-class MemoryGrid:
-    """``Grid`` stand-in: node id -> that node's Context; ``silent`` nodes never answer,
-    ``refuse`` makes the SuperLink refuse every push."""
-
-    def __init__(self, nodes: dict[int, Context]) -> None:
-        self.nodes = nodes
-        self.replies: dict[str, Message] = {}
-        self.silent: set[int] = set()
-        self.refuse = False
-        self.pulls = 0
-
-    def get_node_ids(self) -> list[int]:
-        return list(self.nodes)
-
-    def push_messages(self, messages):
-        if self.refuse:
-            return [None for _ in messages]
-        ids = []
-        for m in messages:
-            m.metadata.__dict__["_message_id"] = m.object_id
-            if m.metadata.dst_node_id not in self.silent:
-                self.replies[m.object_id] = client_app.app(m, self.nodes[m.metadata.dst_node_id])
-            ids.append(m.object_id)
-        return ids
-
-    def pull_messages(self, ids):
-        self.pulls += 1
-        return [self.replies.pop(i) for i in ids if i in self.replies]
-
-
-@pytest.fixture
-def federation(tmp_path):
-    saved = (TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id)
-    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 5, 0, 1
-    provision(list(PARTIES), tmp_path / "keys")
+def write_parties(root, keys: str = "single"):
+    """Provision the keys, write each party's scores file; the grid of the parties' nodes
+    and their data. (Threshold keys: sized for 150 rows, as ``privfl flower local`` does.)"""
+    if keys == "threshold":
+        policy = Policy(security=Security.SEMI_HONEST, max_samples_per_party=256)
+        provision(list(PARTIES), root / "keys", policy, keys="threshold")
+    else:
+        provision(list(PARTIES), root / "keys")
     rng = np.random.default_rng(8)
     nodes, parts = {}, []
     for k, name in enumerate(PARTIES):
         y = rng.integers(0, 2, 150)
         s = np.clip(0.3 * y + 0.7 * rng.random(150), 0, 1)
-        pd.DataFrame({"score": s, "label": y}).to_csv(tmp_path / f"{name}.csv", index=False)
+        pd.DataFrame({"score": s, "label": y}).to_csv(root / f"{name}.csv", index=False)
         parts.append((s, y))
-        nodes[k + 1] = Context(
-            run_id=5, node_id=k + 1, state=RecordDict(), run_config={},
-            node_config={"keys-dir": str(tmp_path / "keys" / name),
-                         "data-file": str(tmp_path / f"{name}.csv"),
-                         "output-dir": str(tmp_path / "out" / name), "report-timings": "true"},
-        )  # fmt: skip
-    yield MemoryGrid(nodes), tmp_path, privfl.federated_auc(parts, 100).auc
-    TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id = saved
+        nodes[k + 1] = node_context(5, k + 1, {
+            "keys-dir": str(root / "keys" / name), "data-file": str(root / f"{name}.csv"),
+            "output-dir": str(root / "out" / name), "report-timings": "true",
+        })  # fmt: skip
+    return MemoryGrid(client_app.app, nodes), parts
+
+
+@pytest.fixture
+def federation(tmp_path):
+    with task_identity(5):
+        grid, parts = write_parties(tmp_path)
+        yield grid, tmp_path, privfl.federated_auc(parts, 100).auc
 
 
 def server_context(root, **config) -> Context:
@@ -106,6 +85,26 @@ def test_the_fhauc_server_app_runs_a_session_through_push_and_pull(federation, c
     assert kinds == ["fhauc_join", "fhauc_upload", "fhauc_result"]  # the join maps the parties
     upload = json.loads(logged[1].split(" ", 3)[3])
     assert upload["in"] > 100_000 and {"start", "load", "work", "flower"} <= set(upload)
+
+
+def test_threshold_fhauc_through_the_apps_reveals_the_auc_to_the_parties_only(tmp_path, caplog):
+    """Threshold keys: every node generates its own key share in the run (nothing secret
+    provisioned, no aggregator bundle); the AUC reaches each party's result, equals the
+    plaintext reference, and never appears in the ServerApp's log."""
+    pytest.importorskip("openfhe")
+    with task_identity(5):
+        grid, parts = write_parties(tmp_path, keys="threshold")
+        context = server_context(tmp_path, keys="threshold", thresholds=20)
+        with caplog.at_level(logging.DEBUG, logger="flwr"):
+            server_app._run(grid, context)
+    expected = privfl.binned_auc(parts, 20)
+    assert not (tmp_path / "keys" / "aggregator" / "bundle.bin").exists()
+    for name in PARTIES:
+        (found,) = (tmp_path / "out" / name).glob("fhauc-*.json")
+        result = json.loads(found.read_text())
+        assert result["auc"] == pytest.approx(expected, abs=1e-6)
+        assert 0 < result["precision"] <= 1e-6
+    assert f"{expected:.6f}"[:8] not in caplog.text
 
 
 def test_a_node_that_never_answers_stops_the_round_naming_it_within_the_timeout(federation):
