@@ -74,7 +74,7 @@ def test_fedavg_with_private_auc_every_round_then_a_client_killed_during_evaluat
             APP,
             {"aggregator-keys": str(tmp_path / "keys" / "aggregator"), "num-server-rounds": ROUNDS,
              "thresholds": N, "max-rows": ROWS, "local-epochs": EPOCHS, "lr": LR,
-             "timeout": 30.0, "output-dir": str(tmp_path / "server")},
+             "timeout": 60.0, "output-dir": str(tmp_path / "server")},
         )  # fmt: skip
         assert proc.stdout is not None
         lines = []
