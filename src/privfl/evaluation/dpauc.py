@@ -363,8 +363,17 @@ def run_dpauc(
     else:
         releases = tuple(rr_release(s, y, interior, epsilon, noise) for s, y in data)
     auc, noisy = aggregate(releases, postprocess)
+    names = tuple(f"party-{i}" for i in range(len(releases)))  # dpauc() names them
     return DPAUCResult(
-        auc, mechanism, epsilon, interior.size + 2, releases, noisy, postprocess, calibration
+        auc,
+        mechanism,
+        epsilon,
+        interior.size + 2,
+        releases,
+        noisy,
+        postprocess,
+        calibration,
+        names,
     )
 
 
