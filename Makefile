@@ -46,7 +46,7 @@ lint: $(STAMP)
 docs: $(STAMP)
 	$(BIN)/mkdocs build --strict
 
-# FHAUC's cost table: 10 min or more on 2 cores (the 1000-party row most of it), one line per
+# FHAUC's cost table: over 23 min on 2 cores (the 1000-party row most of it), one line per
 # row as it goes; QUICK=1 (or bench-quick): 15 and 100 parties, one run each, about 20 s
 # (16.4 s wall, 9.4 s CPU at load average 6.6).
 bench: $(STAMP)
