@@ -29,8 +29,13 @@ demo: $(STAMP)
 # Four workers on two cores: the Flower tests spend most of their time waiting for processes
 # (a fresh ClientApp process per message, Flower's heartbeat), so they overlap with the rest.
 # Time bounds in tests use CPU time (time.process_time), which parallel workers do not inflate.
-# One OpenMP thread: OpenFHE's spinning barriers cost 5-8x CPU when the cores are shared.
+# One OpenMP thread for torch and BLAS in four parallel workers (their CPU-time bounds count
+# every thread). OpenFHE needs nothing: privfl chooses its threads itself, and
+# tests/test_threshold_threads.py checks that choice in a clean environment, as users get it.
 # tests/test_docs.py runs every code block of README.md and docs/ and builds the site (`make docs`).
+# tests/conftest.py starts the longest tests first, one at the head of each worker's share.
+# 711 s user + 100 s system CPU (35 min wall on 2 cores shared with other jobs, load 15-40):
+# docs/reproducing.md has the figures.
 test: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/pytest -q -n 4 --dist worksteal
 
@@ -43,8 +48,9 @@ lint: $(STAMP)
 docs: $(STAMP)
 	$(BIN)/mkdocs build --strict
 
-# FHAUC's cost table: 10 min or more on 2 cores (the 1000-party row most of it), one line per
-# row as it goes; QUICK=1 (or bench-quick): 15 and 100 parties, one run each, about 20 s.
+# FHAUC's cost table: over 23 min on 2 cores (the 1000-party row most of it), one line per
+# row as it goes; QUICK=1 (or bench-quick): 15 and 100 parties, one run each, about 20 s
+# (16.4 s wall, 9.4 s CPU at load average 6.6).
 bench: $(STAMP)
 	$(BIN)/python benchmarks/fhauc_semi_honest.py $(if $(QUICK),--quick)
 

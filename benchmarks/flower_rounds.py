@@ -41,15 +41,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from privfl.datasets import load_tabular
+from _revfrf_adult import APP as REVFRF_APP
+from _revfrf_adult import run_config, start_nodes, write_files
 from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.federation.flower.local import LocalFederation
 from privfl.federation.flower.quickstart import APP_PYPROJECT
 from privfl.federation.provisioning import provision
-from privfl.federation.revfrf_keys import provision_revfrf
 
 REPO = Path(__file__).resolve().parents[1]
-REVFRF_APP = REPO / "examples" / "flower-revfrf"
 TRAIN_APP = REPO / "examples" / "flower-train-private-auc"
 PARTIES = ("p1", "p2", "p3")
 ROUND_LINE = re.compile(r"privfl round (\S+) (\{.*\})")
@@ -132,54 +131,15 @@ def fhauc(root: Path, keys: str, rows: int) -> dict:
 
 
 def revfrf(root: Path, rows: int, bits: int, trees: int, depth: int) -> dict:
-    d = load_tabular("adult")
-    x, y = d.x_train[:rows], d.y_train[:rows]
-    cols = [list(c) for c in np.array_split(np.arange(x.shape[1]), len(PARTIES))]
-    ids = np.array([f"a{i:05d}" for i in range(len(x))])
-    provision_revfrf(
-        PARTIES, [len(c) for c in cols], root / "keys", requesters=["asker"], key_bits=bits,
-        allow_insecure_key_bits=bits < 2048, n_trees=trees, max_depth=depth,
-    )  # fmt: skip
-    rng = np.random.default_rng(0)
-    pd.DataFrame({"id": ids, "label": y}).to_csv(root / "labels.csv", index=False)
-    xt = d.x_test[:1]
-    for name, c in zip(PARTIES, cols, strict=True):
-        order = rng.permutation(len(x))
-        frame = pd.DataFrame(x[order][:, c], columns=[f"f{j}" for j in c])
-        frame.insert(0, "id", ids[order])
-        frame.to_csv(root / f"{name}.csv", index=False)
-        test = pd.DataFrame(xt[:, c], columns=[f"f{j}" for j in c])
-        test.insert(0, "id", ["t0"])
-        test.to_csv(root / f"{name}-test.csv", index=False)
-    pd.DataFrame(xt).to_csv(root / "asker.csv", index=False)
-    k, out = root / "keys", root / "out"
+    write_files(root, PARTIES, rows, bits, trees, depth, requester="asker")
     with LocalFederation(root) as fed:
-        fed.start_superlink()
-        for name in PARTIES:
-            fed.start_supernode(name, {
-                "role": "participant", "keys-dir": str(k / name),
-                "data-file": str(root / f"{name}.csv"), "test-file": str(root / f"{name}-test.csv"),
-                "output-dir": str(out / name), "report-timings": True,
-            })  # fmt: skip
-        fed.start_supernode("CC", {
-            "role": "cc", "keys-dir": str(k / "CC"), "output-dir": str(out / "CC"),
-            "report-timings": True,
-        })  # fmt: skip
-        fed.start_supernode("asker", {
-            "role": "requester", "keys-dir": str(k / "asker"), "data-file": str(root / "asker.csv"),
-            "output-dir": str(out / "asker"), "report-timings": True,
-        })  # fmt: skip
-        fed.wait_for_nodes(len(PARTIES) + 2)
+        start_nodes(fed, root, PARTIES, requester="asker")
         started = time.perf_counter()
-        outcome = fed.run(REVFRF_APP, {
-            "cs-keys": str(k / "CS"), "labels-file": str(root / "labels.csv"),
-            "output-dir": str(out / "CS"), "steps": "train,query", "requester": "asker",
-            "timeout": 3600.0,
-        }, timeout=6 * 3600)  # fmt: skip
+        outcome = fed.run(REVFRF_APP, run_config(root, "train,query", "asker"), timeout=6 * 3600)
         wall = time.perf_counter() - started
     if not outcome.ok:
         raise RuntimeError(f"RevFRF run failed: {outcome.status}\n{outcome.log[-3000:]}")
-    summary = json.loads(next((out / "CS").glob("*-summary.json")).read_text())
+    summary = json.loads(next((root / "out" / "CS").glob("*-summary.json")).read_text())
     return {"flwr_run_s": wall, "summary": summary, "rounds": rounds_of(outcome.log)}
 
 

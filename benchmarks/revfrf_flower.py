@@ -21,34 +21,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
-from privfl.datasets import load_tabular
-from privfl.federation.revfrf_keys import provision_revfrf
+from _revfrf_adult import APP, run_config, start_nodes, write_files
+from privfl.federation.flower.local import LocalFederation
 from privfl.forest import RevFRF, schedule
 from privfl.forest.psi import PsiComparer, PsiConfig, PsiParty
 from privfl.messages import new_session_id
 from privfl.runner import InProcessRunner
 
-BIN = Path(sys.executable).parent
-APP = Path(__file__).resolve().parents[1] / "examples" / "flower-revfrf"
 NAMES = ("p1", "p2", "p3")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def psi_figures(n: int) -> dict:
@@ -72,83 +58,19 @@ def psi_figures(n: int) -> dict:
     }  # fmt: skip
 
 
-def split(columns: int) -> list[list[int]]:
-    return [list(c) for c in np.array_split(np.arange(columns), len(NAMES))]
-
-
 def deployment(root: Path, bits: int, trees: int, depth: int) -> dict:
-    d = load_tabular("adult")
-    x, y = d.x_train[:5000], d.y_train[:5000]
-    cols = split(x.shape[1])
-    ids = np.array([f"a{i:05d}" for i in range(len(x))])
-    provision_revfrf(
-        NAMES, [len(c) for c in cols], root / "keys", key_bits=bits,
-        allow_insecure_key_bits=bits < 2048, n_trees=trees, max_depth=depth,
-    )  # fmt: skip
-    rng = np.random.default_rng(0)
-    pd.DataFrame({"id": ids, "label": y}).to_csv(root / "labels.csv", index=False)
-    xt = d.x_test[:1]
-    for name, c in zip(NAMES, cols, strict=True):
-        order = rng.permutation(len(x))
-        frame = pd.DataFrame(x[order][:, c], columns=[f"f{j}" for j in c])
-        frame.insert(0, "id", ids[order])
-        frame.to_csv(root / f"{name}.csv", index=False)
-        test = pd.DataFrame(xt[:, c], columns=[f"f{j}" for j in c])
-        test.insert(0, "id", ["t0"])
-        test.to_csv(root / f"{name}-test.csv", index=False)
-    home = root / "flwr-home"
-    home.mkdir()
-    port = free_port()
-    (home / "config.toml").write_text(
-        f'[superlink]\ndefault = "b"\n\n[superlink.b]\naddress = "127.0.0.1:{port}"\n'
-        "insecure = true\n"
-    )
-    env = dict(os.environ, FLWR_HOME=str(home), PATH=f"{BIN}:{os.environ['PATH']}")
-    env.pop("VIRTUAL_ENV", None)
-    procs: list[subprocess.Popen] = []
-
-    def start(args: list[str], log: str) -> None:
-        with open(root / log, "w") as fh:
-            procs.append(subprocess.Popen(args, env=env, stdout=fh, stderr=subprocess.STDOUT,
-                                          cwd=root, start_new_session=True))  # fmt: skip
-
-    try:
-        link = [str(BIN / "flower-superlink"), "--insecure", "--host", "127.0.0.1"]
-        start([*link, "--port", str(port), "--disable-runtime-dependency-installation"], "sl.log")
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.2)
-        k, out = root / "keys", root / "out"
-        nodes = {n: f"role='participant' keys-dir='{k / n}' data-file='{root / (n + '.csv')}' "
-                    f"test-file='{root / (n + '-test.csv')}' output-dir='{out / n}'"
-                 for n in NAMES}  # fmt: skip
-        nodes["CC"] = f"role='cc' keys-dir='{k / 'CC'}' output-dir='{out / 'CC'}'"
-        for name, cfg in nodes.items():
-            start([str(BIN / "flower-supernode"), "--insecure", "--superlink",
-                   f"127.0.0.1:{port}", "--port", str(free_port()), "--node-config", cfg],
-                  f"{name}.log")  # fmt: skip
-        cfg = (f"cs-keys='{k / 'CS'}' labels-file='{root / 'labels.csv'}' "
-               f"output-dir='{out / 'CS'}' steps='train,test' timeout=3600.0")  # fmt: skip
+    data = write_files(root, NAMES, 5000, bits, trees, depth)
+    with LocalFederation(root) as fed:
+        start_nodes(fed, root, NAMES)
         started = time.perf_counter()
-        run = subprocess.run(
-            [str(BIN / "flwr"), "run", str(APP), "b", "--run-config", cfg, "--stream"],
-            env=env, cwd=root, capture_output=True, text=True, timeout=6 * 3600,
-        )  # fmt: skip
+        outcome = fed.run(APP, run_config(root, "train,test"), timeout=6 * 3600)
         wall = time.perf_counter() - started
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait(timeout=10)
-    found = list((out / "CS").glob("*-summary.json"))
+    found = list((root / "out" / "CS").glob("*-summary.json"))
     if not found:
-        raise RuntimeError("the deployment wrote no result:\n" + run.stdout[-4000:])
+        raise RuntimeError("the deployment wrote no result:\n" + outcome.log[-4000:])
     summary = json.loads(found[0].read_text())
     summary["flwr_run_wall_s"] = wall
-    summary["cols"], summary["x"], summary["y"], summary["xt"] = cols, x, y, xt
+    summary.update(data)
     return summary
 
 

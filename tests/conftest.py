@@ -26,3 +26,51 @@ def make_parties(rng, count, size, positive_rate=0.5, separation=0.2):
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+# The longest tests (real Flower processes, docs pages that deploy or train), longest first,
+# as parts of their node ids. ``make test`` runs ``-n 4 --dist worksteal``: xdist hands each
+# worker one contiguous share of the collection and idle workers steal from the *end* of the
+# others' shares, so a long test started last would run alone at the end. The hook puts one
+# long test at the head of each worker's share, in turn, so they start at once and overlap
+# with the short ones (which are what the other workers steal).
+LONGEST = (
+    "test_flower_train_private_auc.py",
+    "runs_as_written[docs/guide/training.md]",
+    "test_flower_revfrf.py::",
+    "test_flower_forest_local.py",
+    "test_flower_integration.py::test_a_supernode_killed",
+    "test_flower_netns.py::test_fhauc_across_namespaces",
+    "runs_as_written[README.md]",
+    "runs_as_written[docs/deploy/",
+    "no_oracle_at_2048_bits",
+    "runs_as_written[docs/guide/training-deployment.md]",
+)
+
+
+def _rank(nodeid: str) -> int:
+    return next((k for k, part in enumerate(LONGEST) if part in nodeid), len(LONGEST))
+
+
+def pytest_collection_modifyitems(config, items):
+    """Long tests first, one at the head of each xdist worker's initial share."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    rank = {i.nodeid: _rank(i.nodeid) for i in items}
+    long = sorted((i for i in items if rank[i.nodeid] < len(LONGEST)), key=lambda i: rank[i.nodeid])
+    short = [i for i in items if rank[i.nodeid] == len(LONGEST)]
+    if workers <= 1 or not long:
+        items[:] = long + short
+        return
+    # the shares xdist's worksteal scheduler makes: len // workers, then of the rest, ...
+    sizes, left = [], len(items)
+    for k in range(workers):
+        sizes.append(left // (workers - k))
+        left -= sizes[-1]
+    heads: list[list] = [[] for _ in range(workers)]
+    for k, item in enumerate(long):
+        heads[k % workers].append(item)
+    ordered, rest = [], iter(short)
+    for head, size in zip(heads, sizes):
+        ordered += head + [next(rest) for _ in range(max(0, size - len(head)))]
+    ordered += list(rest)
+    items[:] = ordered

@@ -130,3 +130,13 @@ def test_flower_local_refuses_an_unknown_key_mode_before_any_work(tmp_path):
     assert out.exit_code == 2, out.output
     assert "--keys must be 'single' or 'threshold'" in out.output
     assert not (tmp_path / "w").exists()
+
+
+def test_privfl_train_reports_every_round_off_a_terminal_and_keeps_stdout_for_json():
+    tiny = ["--parties", "2", "--per-party", "20", "--batch-size", "10", "--layers", "64,5,10"]
+    out = runner.invoke(app, ["train", "--encrypt-last", "0", "--epochs", "2", *tiny, "--json"])
+    assert out.exit_code == 0, out.output
+    rounds = [line for line in out.stderr.splitlines() if line.startswith("round ")]
+    assert [line.split()[1] for line in rounds] == ["1/2", "2/2"], out.stderr
+    assert all("ETA" in line and "acc" in line for line in rounds)
+    assert len(json.loads(out.stdout)["history"]) == 2  # stdout holds only the JSON

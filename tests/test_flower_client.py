@@ -99,7 +99,7 @@ def test_a_result_round_with_no_upload_round_is_refused(nodes):
         client_app.run_step("result", result, fresh)
 
 
-def test_the_server_refuses_a_hello_without_a_party_or_a_doubly_claimed_party():
+def test_the_server_refuses_a_first_reply_without_a_party_or_a_doubly_claimed_party():
     with pytest.raises(PartyFailure, match="without naming"):
         _claims({1: ([], {"status": "ok"})})
     with pytest.raises(PartyFailure, match="both claim"):

@@ -2,8 +2,10 @@
 through :class:`privfl.federation.flower.local.LocalFederation` (the process management of
 ``privfl flower local``: free ports, readiness, the run's final status, teardown).
 
-A complete run is the README quickstart (``tests/test_docs.py``); here a
-SuperNode dies mid-session. Selected with ``-m flower`` and part of ``make test``. Every
+A complete run is the README quickstart (``tests/test_docs.py``) and, with TLS and node
+authentication, ``tests/test_flower_netns.py``; here a SuperNode dies mid-session. The apps'
+protocol logic (single and threshold keys, silent and failing nodes) runs without processes
+in ``tests/test_flower_rounds.py``. Selected with ``-m flower`` and part of ``make test``. Every
 process started here is killed when the federation closes, even when a test fails.
 """
 
@@ -19,7 +21,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import privfl
 from privfl.federation.provisioning import provision
 
 pytestmark = pytest.mark.flower
@@ -94,34 +95,6 @@ def test_a_supernode_killed_mid_session_stops_the_run_naming_it_and_flwr_reports
     assert not outcome.ok and outcome.status == "finished:failed", outcome.status
     assert any("site-c" in e for e in outcome.errors()), outcome.log
     assert results(root) == {}  # no AUC anywhere
-
-
-def test_threshold_fhauc_across_real_processes_reveals_the_auc_to_the_parties_only(tmp_path):
-    """``privfl flower local --keys threshold``: every SuperNode generates its own key share
-    in the run (no dealer, nothing secret provisioned); the AUC reaches each party's result
-    and equals the plaintext reference; the ServerApp's log never holds it."""
-    pytest.importorskip("openfhe")
-    from privfl.federation.flower.quickstart import run_local
-
-    rng = np.random.default_rng(42)  # not secret: test data
-    frames, parts = [], []
-    for p in PARTIES:
-        y = rng.integers(0, 2, 400)
-        s = np.clip(rng.normal(0.4 + 0.2 * y, 0.2), 0, 1)
-        frames.append(pd.DataFrame({"site": p, "score": s, "label": y}))
-        parts.append((s, y))
-    pd.concat(frames).to_csv(tmp_path / "scores.csv", index=False)
-    run = run_local(
-        tmp_path / "scores.csv", "site", "score", "label",
-        thresholds=20, keys="threshold", workdir=tmp_path / "w", timeout=400,
-    )  # fmt: skip
-    expected = privfl.binned_auc(parts, 20)
-    assert set(run.parties) == set(PARTIES)
-    for r in run.parties.values():
-        assert r["auc"] == pytest.approx(expected, abs=1e-6)
-        assert 0 < r["precision"] <= 1e-6
-    assert not (tmp_path / "w" / "keys" / "aggregator" / "bundle.bin").exists()
-    assert f"{expected:.6f}"[:8] not in (tmp_path / "w" / "run.log").read_text()
 
 
 def test_ctrl_c_stops_every_process_the_federation_started(tmp_path):

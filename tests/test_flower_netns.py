@@ -192,15 +192,16 @@ def run_authenticated_deployment(
                 "output-dir": str(root / "results" / name),
             }, auth_key=keys[name][0])  # fmt: skip
         fed.wait_for_nodes(len(PARTIES), timeout=180)
-        # the rogue: a valid-looking SuperNode whose key the operator never registered
+        # the rogue: a valid-looking SuperNode whose key the operator never registered; it
+        # tries while the registered parties run FHAUC (it gives up in its own time)
         fed.start_supernode("rogue", {"keys-dir": str(root / "keys" / "site-a"),
                                       "data-file": str(files["site-a"])},
                             auth_key=keys["rogue"][0])  # fmt: skip
-        assert fed.procs["rogue"].wait(timeout=120) != 0  # refused: it gives up
         assert all("--insecure" not in p.args for p in fed.procs.values())
         outcome = fed.run(root / "app", {"aggregator-keys": str(root / "keys" / "aggregator")},
                           timeout=300)  # fmt: skip
         assert outcome.ok, outcome.log[-3000:]
+        assert fed.procs["rogue"].wait(timeout=120) != 0  # refused: it gave up
         assert fed.online_nodes() == len(PARTIES)
     rogue_log = (root / "rogue.log").read_text(errors="replace")
     assert "SuperNode ID" not in rogue_log and "Failed to activate" in rogue_log, rogue_log

@@ -17,10 +17,10 @@ import privfl
 
 pytest.importorskip("flwr")
 
-from flwr.app import Array, ArrayRecord, Context, Message, RecordDict
+from flwr.app import Array, ArrayRecord, Message
 from flwr.serverapp.strategy import FedAvg
-from flwr.supercore.task_identity import TaskIdentity
 
+from _memory_grid import MemoryGrid, node_context, task_identity
 from privfl.federation.flower.payload import pack, unpack
 from privfl.federation.flower.private_eval import PrivateAUC
 from privfl.federation.flower.server_app import PartyFailure
@@ -36,35 +36,8 @@ ROWS, N = 300, 20
 RUN = {"max-rows": ROWS, "local-epochs": 5, "lr": 0.5}
 
 
-class MemoryGrid:
-    """``Grid`` stand-in: node id -> (ClientApp, that node's Context)."""
-
-    def __init__(self, nodes: dict[int, Context]) -> None:
-        self.nodes = nodes
-        self.replies: dict[str, Message] = {}
-
-    def get_node_ids(self) -> list[int]:
-        return list(self.nodes)
-
-    def send_and_receive(self, messages, timeout=None):
-        return list(self.pull_messages(self.push_messages(messages)))
-
-    def push_messages(self, messages):
-        ids = []
-        for m in messages:
-            m.metadata.__dict__["_message_id"] = m.object_id
-            self.replies[m.object_id] = client_app(m, self.nodes[m.metadata.dst_node_id])
-            ids.append(m.object_id)
-        return ids
-
-    def pull_messages(self, ids):
-        return [self.replies.pop(i) for i in ids if i in self.replies]
-
-
 @pytest.fixture
 def grid(tmp_path):
-    saved = (TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id)
-    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 7, 0, 1
     provision(PARTIES, tmp_path / "keys")
     nodes = {}
     for k, p in enumerate(PARTIES):
@@ -73,12 +46,9 @@ def grid(tmp_path):
             "num-partitions": len(PARTIES), "output-dir": str(tmp_path / p),
             "reveal-to-server": "true",
         }  # fmt: skip
-        nodes[k + 1] = Context(
-            run_id=7, node_id=k + 1, state=RecordDict(), run_config=dict(RUN),
-            node_config=node_config,
-        )  # fmt: skip
-    yield MemoryGrid(nodes), tmp_path
-    TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id = saved
+        nodes[k + 1] = node_context(7, k + 1, node_config, RUN)
+    with task_identity(7):
+        yield MemoryGrid(client_app, nodes), tmp_path
 
 
 def train_with_private_auc(grid, root, rounds=2, **kwargs):

@@ -1,8 +1,12 @@
 """RevFRF across real Flower processes on 127.0.0.1: a SuperLink, SuperNodes for three
-participants, the CC and a requester, and `flwr run` of examples/flower-revfrf.
+participants and the CC, and `flwr run` of examples/flower-revfrf; a participant killed
+mid-growth stops the run naming it.
 
-Selected with ``-m flower``. Every process started here is killed in the fixture's
-teardown, even when a test fails.
+The protocol logic through the same apps (the forest equals the in-process one, prediction,
+a requester's query, revocation) runs without processes in
+``tests/test_flower_revfrf_memory.py``; a complete run over real processes is
+``tests/test_flower_forest_local.py`` (``privfl forest local``). Selected with ``-m flower``.
+Every process started here is killed in the fixture's teardown, even when a test fails.
 """
 
 from __future__ import annotations
@@ -18,12 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from _revfrf_deployment import (
-    PARTICIPANTS,
-    aligned_test_rows,
-    in_process_forest,
-    make,
-)
+from _revfrf_deployment import PARTICIPANTS, make
 
 pytestmark = pytest.mark.flower
 
@@ -57,11 +56,7 @@ class Deployment:
         self.fed.start_supernode(
             "CC", {"role": "cc", "keys-dir": str(keys / "CC"), "output-dir": str(out / "CC")}
         )
-        self.fed.start_supernode("asker", {
-            "role": "requester", "keys-dir": str(keys / "asker"),
-            "data-file": str(self.root / "asker.csv"), "output-dir": str(out / "asker"),
-        })  # fmt: skip
-        self.fed.wait_for_nodes(len(PARTICIPANTS) + 2)
+        self.fed.wait_for_nodes(len(PARTICIPANTS) + 1)
 
     def flwr_run(self, extra: str, timeout: float = 180.0) -> subprocess.Popen:
         # ``timeout``: per round; under a load average of 40-60 on 2 cores one ClientApp
@@ -101,28 +96,6 @@ def _communicate(proc: subprocess.Popen, timeout: float) -> str:
         out, _ = proc.communicate()
         raise AssertionError("flwr run did not finish in time:\n" + out) from None
     return out
-
-
-def test_revfrf_over_real_superlink_and_supernodes_equals_in_process(deployment):
-    dep = deployment
-    out = _communicate(dep.flwr_run("steps='train,test,revoke' revoke='site-a'"), 600)
-    (summary,) = dep.results("CS", "summary")
-    assert "revfrf: done" in out, out
-    truth = dep.truth
-    reference = in_process_forest(truth, summary["aligned_ids"])
-    train, test, revoke = (s["result"] for s in summary["steps"])
-    assert train["nodes_per_participant"] == reference.report().nodes_per_participant
-    (ids,) = (r["ids"] for r in dep.results("site-a", "test-ids"))
-    assert all(r["ids"] == ids for p in PARTICIPANTS for r in dep.results(p, "test-ids"))
-    rows = aligned_test_rows(truth, ids)
-    want = [str(v) for v in reference.predict(rows)]
-    assert test["plain"] == want and test["secure"] == want
-    # revocation over the deployment: no node of site-a is left, as in process
-    reference.revoke("site-a", level=1)
-    assert revoke["after"]["nodes_per_participant"]["site-a"] == 0
-    assert revoke["after"]["nodes_per_participant"] == reference.report().nodes_per_participant
-    assert revoke["after"]["revoked"] == ["site-a"]
-    assert summary["bytes"]["cs->cc"] > 0 and summary["bytes"]["participant->cs"] > 0
 
 
 def test_a_participant_killed_mid_growth_stops_the_run_naming_it(deployment):

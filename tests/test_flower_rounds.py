@@ -1,8 +1,9 @@
 """The ServerApps' one round function (:mod:`privfl.federation.flower.rounds`), without
 processes: the FHAUC ServerApp's logic against the real FHAUC ClientApp through an in-memory
 grid that hands each pushed message to the ClientApp of its destination node (real keys, real
-ciphertexts, the same message bytes as over the network). The process-level tests check the
-same apps across real SuperLink/SuperNode processes."""
+ciphertexts, the same message bytes as over the network), with single and threshold keys.
+The process-level tests check the same apps across real SuperLink/SuperNode processes
+(``tests/test_flower_integration.py``, ``tests/test_flower_netns.py``, the README quickstart)."""
 
 from __future__ import annotations
 
@@ -19,10 +20,11 @@ import privfl
 
 pytest.importorskip("flwr")
 
-from flwr.app import ConfigRecord, Context, Message, RecordDict
-from flwr.supercore.task_identity import TaskIdentity
+from flwr.app import ConfigRecord, Context, RecordDict
 
-from privfl.errors import MalformedMessageError
+from _memory_grid import MemoryGrid, node_context, task_identity
+from privfl.errors import MalformedMessageError, ProtocolError
+from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.federation.flower import client_app, server_app
 from privfl.federation.flower import rounds as rounds_mod
 from privfl.federation.flower.payload import frame, pack, unframe, unpack
@@ -33,56 +35,33 @@ from privfl.federation.provisioning import provision
 PARTIES = ("site-a", "site-b", "site-c")
 
 
-class MemoryGrid:
-    """``Grid`` stand-in: node id -> that node's Context; ``silent`` nodes never answer,
-    ``refuse`` makes the SuperLink refuse every push."""
-
-    def __init__(self, nodes: dict[int, Context]) -> None:
-        self.nodes = nodes
-        self.replies: dict[str, Message] = {}
-        self.silent: set[int] = set()
-        self.refuse = False
-        self.pulls = 0
-
-    def get_node_ids(self) -> list[int]:
-        return list(self.nodes)
-
-    def push_messages(self, messages):
-        if self.refuse:
-            return [None for _ in messages]
-        ids = []
-        for m in messages:
-            m.metadata.__dict__["_message_id"] = m.object_id
-            if m.metadata.dst_node_id not in self.silent:
-                self.replies[m.object_id] = client_app.app(m, self.nodes[m.metadata.dst_node_id])
-            ids.append(m.object_id)
-        return ids
-
-    def pull_messages(self, ids):
-        self.pulls += 1
-        return [self.replies.pop(i) for i in ids if i in self.replies]
-
-
-@pytest.fixture
-def federation(tmp_path):
-    saved = (TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id)
-    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 5, 0, 1
-    provision(list(PARTIES), tmp_path / "keys")
+def write_parties(root, keys: str = "single"):
+    """Provision the keys, write each party's scores file; the grid of the parties' nodes
+    and their data. (Threshold keys: sized for 150 rows, as ``privfl flower local`` does.)"""
+    if keys == "threshold":
+        policy = Policy(security=Security.SEMI_HONEST, max_samples_per_party=256)
+        provision(list(PARTIES), root / "keys", policy, keys="threshold")
+    else:
+        provision(list(PARTIES), root / "keys")
     rng = np.random.default_rng(8)
     nodes, parts = {}, []
     for k, name in enumerate(PARTIES):
         y = rng.integers(0, 2, 150)
         s = np.clip(0.3 * y + 0.7 * rng.random(150), 0, 1)
-        pd.DataFrame({"score": s, "label": y}).to_csv(tmp_path / f"{name}.csv", index=False)
+        pd.DataFrame({"score": s, "label": y}).to_csv(root / f"{name}.csv", index=False)
         parts.append((s, y))
-        nodes[k + 1] = Context(
-            run_id=5, node_id=k + 1, state=RecordDict(), run_config={},
-            node_config={"keys-dir": str(tmp_path / "keys" / name),
-                         "data-file": str(tmp_path / f"{name}.csv"),
-                         "output-dir": str(tmp_path / "out" / name), "report-timings": "true"},
-        )  # fmt: skip
-    yield MemoryGrid(nodes), tmp_path, privfl.federated_auc(parts, 100).auc
-    TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id = saved
+        nodes[k + 1] = node_context(5, k + 1, {
+            "keys-dir": str(root / "keys" / name), "data-file": str(root / f"{name}.csv"),
+            "output-dir": str(root / "out" / name), "report-timings": "true",
+        })  # fmt: skip
+    return MemoryGrid(client_app.app, nodes), parts
+
+
+@pytest.fixture
+def federation(tmp_path):
+    with task_identity(5):
+        grid, parts = write_parties(tmp_path)
+        yield grid, tmp_path, privfl.federated_auc(parts, 100).auc
 
 
 def server_context(root, **config) -> Context:
@@ -108,13 +87,32 @@ def test_the_fhauc_server_app_runs_a_session_through_push_and_pull(federation, c
     assert upload["in"] > 100_000 and {"start", "load", "work", "flower"} <= set(upload)
 
 
+def test_threshold_fhauc_through_the_apps_reveals_the_auc_to_the_parties_only(tmp_path, caplog):
+    """Threshold keys: every node generates its own key share in the run (nothing secret
+    provisioned, no aggregator bundle); the AUC reaches each party's result, equals the
+    plaintext reference, and never appears in the ServerApp's log."""
+    pytest.importorskip("openfhe")
+    with task_identity(5):
+        grid, parts = write_parties(tmp_path, keys="threshold")
+        context = server_context(tmp_path, keys="threshold", thresholds=20)
+        with caplog.at_level(logging.DEBUG, logger="flwr"):
+            server_app._run(grid, context)
+    expected = privfl.binned_auc(parts, 20)
+    assert not (tmp_path / "keys" / "aggregator" / "bundle.bin").exists()
+    for name in PARTIES:
+        (found,) = (tmp_path / "out" / name).glob("fhauc-*.json")
+        result = json.loads(found.read_text())
+        assert result["auc"] == pytest.approx(expected, abs=1e-6)
+        assert 0 < result["precision"] <= 1e-6
+    assert f"{expected:.6f}"[:8] not in caplog.text
+
+
 def test_a_node_that_never_answers_stops_the_round_naming_it_within_the_timeout(federation):
     grid, _, _ = federation
     grid.silent = {3}
-    names = {1: "site-a", 2: "site-b", 3: "site-c"}
-    contents = {n: pack(step="hello") for n in names}
-    with pytest.raises(NodeFailure, match=r"no reply from site-c \(node 3\) in round fhauc_hello"):
-        exchange(grid, "fhauc_hello", contents, names, timeout=0.3)
+    names = {3: "site-c"}
+    with pytest.raises(NodeFailure, match=r"no reply from site-c \(node 3\) in round fhauc_join"):
+        exchange(grid, "fhauc_join", {3: pack([b"config"])}, names, timeout=0.3)
     assert grid.pulls >= 3  # it polled, it did not wait once for the whole timeout
 
 
@@ -122,16 +120,23 @@ def test_a_refused_push_stops_the_round_before_waiting(federation):
     grid, _, _ = federation
     grid.refuse = True
     with pytest.raises(NodeFailure, match="did not accept"):
-        exchange(grid, "fhauc_hello", {1: pack(step="hello")}, {1: "site-a"}, timeout=60)
+        exchange(grid, "fhauc_join", {1: pack([b"config"])}, {1: "site-a"}, timeout=60)
     assert grid.pulls == 0
+
+
+def test_a_first_step_with_per_party_messages_is_refused_before_anything_is_sent(federation):
+    grid, _, _ = federation
+    transport = server_app.FlowerTransport(grid, None, 5.0, 0.0, [1, 2, 3])
+    with pytest.raises(ProtocolError, match="first of the session"):
+        transport.exchange("join", {"site-a": b"x", "site-b": b"y"})
+    assert grid.pulls == 0 and not grid.replies  # nothing was pushed
 
 
 def test_a_node_answering_with_an_error_is_named_with_its_fixed_code(federation):
     grid, root, _ = federation
     grid.nodes[2].node_config["data-file"] = str(root / "missing.csv")
-    names = {1: "site-a", 2: "site-b", 3: "site-c"}
     with pytest.raises(server_app.PartyFailure, match=r"site-b.*bad-local-input"):
-        server_app._round(grid, "fhauc_hello", names, {n: pack() for n in names}, 5.0)
+        server_app._round(grid, "fhauc_join", {2: "site-b"}, {2: pack([b"config"])}, 5.0)
 
 
 def test_the_node_reads_its_data_file_once_and_again_only_when_it_changes(federation, monkeypatch):

@@ -97,7 +97,7 @@ def dpauc(
     )
     data = list(named.values())
     res = privfl.dpauc(
-        data,
+        named,
         parse_thresholds(thresholds),
         epsilon,
         mechanism,

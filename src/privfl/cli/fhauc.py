@@ -131,9 +131,10 @@ def auc(
     check_output_path(plot, "--plot")
     rng = parse_score_range(score_range)
     _metrics.check_options(reveal, plot, metrics_at, thresholds, rng)
-    data = load_parties(
+    named = load_named_parties(
         file, score_column, label_column, party_column, parties, seed, rng, pos_label
     )
+    data = list(named.values())
     options = {
         "score_range": rng, "security": security, "splits": splits, "executions": executions,
         "max_samples_per_party": max_samples_per_party,
@@ -148,7 +149,7 @@ def auc(
                        as_json, json_out)  # fmt: skip
             return
         res = privfl.federated_auc(
-            data,
+            named,
             thresholds,
             score_range=rng,
             max_samples_per_party=max_samples_per_party,
@@ -272,23 +273,6 @@ def curve_main(
     console.print(table)
     if plot is not None:
         console.print(f"ROC and precision-recall curves written to {plot}")
-
-
-def load_parties(
-    file: Path,
-    score_column: str,
-    label_column: str,
-    party_column: str | None,
-    parties: int | None,
-    seed: int,
-    score_range: tuple[float, float],
-    pos_label: str | None = None,
-) -> list[tuple[Any, Any]]:
-    """The parties of :func:`load_named_parties`, in name order, without their names."""
-    named = load_named_parties(
-        file, score_column, label_column, party_column, parties, seed, score_range, pos_label
-    )
-    return list(named.values())
 
 
 def load_named_parties(

@@ -34,7 +34,8 @@ encryption of zero cannot prevent that. Only a check that ``c1`` is well formed 
 from public ciphertexts, or a proof of correct encryption and evaluation) would; that is open
 (``docs/security/training.md``). What remains of this step: the answering party never
 multiplies its share by a polynomial of the requester's exact choice, which stops recovering
-one party's share alone when three or more parties hold shares, not the joint key. Cost per joint step and party: one CKKS encoding and one
+one party's share alone when three or more parties hold shares, not the joint key.
+Cost per joint step and party: one CKKS encoding and one
 ciphertext-plaintext product on the towers of the request.
 """
 

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -49,7 +49,7 @@ from privfl._typing import FloatArray, Int8Array
 from privfl.datasets import check_seed
 from privfl.errors import InputError
 from privfl.evaluation.laplace import NoiseSource as NoiseSource
-from privfl.evaluation.reference import Parties, validate_parties
+from privfl.evaluation.reference import Parties, party_items, validate_parties
 from privfl.evaluation.results import FloatLike
 from privfl.evaluation.statistics import (
     DEFAULT_THRESHOLDS,
@@ -188,7 +188,9 @@ class NoisyCounts:
 @dataclass(frozen=True, eq=False)
 class DPAUCResult(FloatLike):
     """DPAUC's AUC, the per-party released counts and the settings; behaves like ``auc``
-    where a number is expected (:class:`~privfl.evaluation.results.FloatLike`)."""
+    where a number is expected (:class:`~privfl.evaluation.results.FloatLike`).
+    ``party_names``: the parties of ``noisy_counts``, in order (a dict's keys, else
+    ``party-0``, ``party-1``, ...)."""
 
     auc: float
     mechanism: str
@@ -198,6 +200,7 @@ class DPAUCResult(FloatLike):
     noisy_auc: float | None = None  # RR: the AUC of the noisy labels before debiasing
     postprocess: str = "none"
     calibration: str = "total-budget"
+    party_names: tuple[str, ...] = ()
 
     def __float__(self) -> float:
         return self.auc
@@ -215,6 +218,7 @@ class DPAUCResult(FloatLike):
             "epsilon": self.epsilon,
             "thresholds": self.thresholds,
             "parties": len(self.noisy_counts),
+            "party_names": list(self.party_names),
             "postprocess": self.postprocess,
             "calibration": self.calibration,
             "noise_scale": self.noisy_counts[0].scale,  # Laplace's b (0 for RR)
@@ -337,7 +341,8 @@ def dpauc(
     noise = NoiseSource(None if seed is None else check_seed(seed, "seed"))
     data = validate_parties(parties, score_range, pos_label)
     interior = resolve_thresholds(thresholds, score_range)
-    return run_dpauc(data, interior, eps, mechanism, noise, None, postprocess, calibration)
+    res = run_dpauc(data, interior, eps, mechanism, noise, None, postprocess, calibration)
+    return replace(res, party_names=tuple(name for name, _ in party_items(parties)))
 
 
 def run_dpauc(
@@ -358,8 +363,17 @@ def run_dpauc(
     else:
         releases = tuple(rr_release(s, y, interior, epsilon, noise) for s, y in data)
     auc, noisy = aggregate(releases, postprocess)
+    names = tuple(f"party-{i}" for i in range(len(releases)))  # dpauc() names them
     return DPAUCResult(
-        auc, mechanism, epsilon, interior.size + 2, releases, noisy, postprocess, calibration
+        auc,
+        mechanism,
+        epsilon,
+        interior.size + 2,
+        releases,
+        noisy,
+        postprocess,
+        calibration,
+        names,
     )
 
 

@@ -22,6 +22,7 @@ from privfl.evaluation import fhauc
 from privfl.evaluation.fhauc import malicious, roles
 from privfl.evaluation.fhauc.layout import DEFAULT_MEMORY_LIMIT, estimate_cost
 from privfl.evaluation.fhauc.measures import Timings, Traffic
+from privfl.evaluation.fhauc.messages import MAX_NAME_BYTES
 from privfl.evaluation.fhauc.policy import (
     DEFAULT_GUARANTEE_BITS,
     DEFAULT_HIDING_BITS,
@@ -33,7 +34,7 @@ from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.schedule import SessionRequest, party_step, run_session
 from privfl.evaluation.fhauc.sizing import in_process_policy
 from privfl.evaluation.fhauc.steps import Step
-from privfl.evaluation.reference import Parties, validate_parties
+from privfl.evaluation.reference import Parties, party_items, validate_parties
 from privfl.evaluation.results import FloatLike
 from privfl.evaluation.statistics import DEFAULT_THRESHOLDS, ScoreRange, interior_thresholds
 from privfl.progress import Progress
@@ -57,7 +58,8 @@ class AUCResult(FloatLike):
     run), ``tolerance`` (largest accepted spread of the executions), ``guarantee_log2``
     (log2 of the probability that a deviating aggregator gets an AUC off by more than
     ``required_accuracy`` accepted), ``executions`` and the paper's permutation bound
-    ``cheat_probability_log2``.
+    ``cheat_probability_log2``. ``party_names``: the parties, in input order (a dict's keys,
+    else ``party-0``, ``party-1``, ...), as errors name them.
     """
 
     auc: float
@@ -76,6 +78,7 @@ class AUCResult(FloatLike):
     spread: float | None = None
     guarantee_log2: float | None = None
     executions: int = 1
+    party_names: tuple[str, ...] = ()
 
     def __float__(self) -> float:
         return self.auc
@@ -88,6 +91,7 @@ class AUCResult(FloatLike):
         return {
             "auc": self.auc,
             "parties": self.num_parties,
+            "party_names": list(self.party_names),
             "thresholds": self.thresholds,
             "security": self.security,
             "timings": dict(self.timings),
@@ -214,6 +218,10 @@ def federated_auc(
     mode = Security.parse(security)
     keys = roles.check_combination(keys, Reveal.AUC)
     data = validate_parties(parties, score_range, pos_label)
+    names = [name for name, _ in party_items(parties)]
+    too_long = [n for n in names if len(n.encode()) > MAX_NAME_BYTES]
+    if too_long:
+        raise InputError(f"party names may have at most {MAX_NAME_BYTES} bytes: {too_long[0]!r}")
     interior = interior_thresholds(thresholds, score_range)
     n_points = interior.size + 2
     n_splits = _check_int(splits, "splits") if mode is Security.MALICIOUS else 1
@@ -231,11 +239,10 @@ def federated_auc(
         from privfl.evaluation.threshold_federated import run_threshold
 
         return run_threshold(
-            data, interior, score_range, mode, n_splits, policy, aggregator, progress
+            data, interior, score_range, mode, n_splits, policy, aggregator, progress, names
         )
     cfg_executions = policy.executions if mode is Security.MALICIOUS else 1
     estimate_cost(params, n_points, len(data), n_splits, cfg_executions).check(memory_limit, force)
-    names = party_names(len(data))
     runner = InProcessRunner(progress=progress)
     fed = roles.in_process(names, "single", aggregator)
     members = [
@@ -277,6 +284,7 @@ def federated_auc(
             + runner.max_bytes("party_done"),
         ),
         party_aucs=aucs,
+        party_names=tuple(names),
     )
     if mode is Security.SEMI_HONEST:
         return base

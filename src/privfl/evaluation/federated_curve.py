@@ -172,6 +172,7 @@ def describe(run: Run) -> dict[str, Any]:
     return {
         "security": run.security,
         "parties": len(run.results),
+        "party_names": [r.party for r in run.results],
         "thresholds": run.num_points,
         "verified": first.verified,
         "precision": max(bounds) if bounds else None,

@@ -188,7 +188,13 @@ class MetricsResult:
         return getattr(self.metrics, name)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"reveal": Reveal.METRICS.value, **self.metrics.to_dict(), **self.run}
+        """The metrics and the session's facts; the session's bound on the error of its
+        counts is ``error_bound`` (``precision`` is the classifier's precision here)."""
+        run = {k: v for k, v in self.run.items() if k != "precision"}
+        return {
+            "reveal": Reveal.METRICS.value, **run, **self.metrics.to_dict(),
+            "error_bound": self.run.get("precision"),
+        }  # fmt: skip
 
 
 def _curve_run(

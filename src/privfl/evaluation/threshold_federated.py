@@ -93,10 +93,12 @@ def run_threshold(
     policy: Policy,
     aggregator: Aggregator | None,
     progress: Progress | None = None,
+    party_labels: Sequence[str] | None = None,
 ) -> AUCResult:
-    """Run one threshold session in-process (called by :func:`privfl.federated_auc`)."""
+    """Run one threshold session in-process (called by :func:`privfl.federated_auc`);
+    ``party_labels``: the parties' names (default ``party-0``, ``party-1``, ...)."""
     require_openfhe()
-    names = party_names(len(data))
+    names = list(party_labels) if party_labels is not None else party_names(len(data))
     runner = InProcessRunner(progress=progress)
     fed = roles.in_process(names, "threshold", aggregator)
     parties = [
@@ -145,6 +147,7 @@ def run_threshold(
             reveal=runner.max_bytes("to_party_result"),
         ),
         party_aucs=aucs,
+        party_names=tuple(names),
         precision=max(r.outcome.precision or 0.0 for r in results),
     )
     if mode is Security.SEMI_HONEST:

@@ -25,7 +25,8 @@ encryption of zero under the joint key with ``p`` derived from the hash of the s
 keeps). **This does not protect the key** (fresh-eyes review): the requester can remove the
 encryption of zero with its own share and, from the answers to a crafted ``c1`` (a large
 constant) under one valid boundary or boot ticket, recover the joint secret key by rounding
-(:mod:`~privfl.crypto.threshold_rerandomise` says why; open in ``docs/security/training.md``). The desk's once-only records are part of the node's local state
+(:mod:`~privfl.crypto.threshold_rerandomise` says why; open in ``docs/security/training.md``).
+The desk's once-only records are part of the node's local state
 (:meth:`ShareDesk.export_local_state`).
 
 What this does **not** decide: whether the ``c1`` a party signed for a boundary-error ticket

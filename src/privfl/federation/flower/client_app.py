@@ -262,19 +262,6 @@ def _step(step: str, message: Message, context: Context) -> Message:
     return Message(pack([answer], status="ok", party=name, timings=report), reply_to=message)
 
 
-@app.query("fhauc_hello")
-def hello(message: Message, context: Context) -> Message:
-    """Say which party this node is (checked cryptographically at the join)."""
-    phases = Phases() if timing.wanted(context.node_config) else None
-    try:
-        keys_dir, _ = _party_files(context)  # checks the data file (and caches its columns)
-        name = load_party_keys(keys_dir).name
-    except Exception as exc:
-        return _fail(message, exc, context)
-    report = phases.report() if phases is not None else None
-    return Message(pack(status="ok", party=name, timings=report), reply_to=message)
-
-
 @app.query("fhauc_join")
 def join(message: Message, context: Context) -> Message:
     """Check the session config against the provisioned policy; answer with a signed join."""

@@ -34,52 +34,23 @@ import pandas as pd
 
 from privfl.datasets import read_table
 from privfl.errors import InputError, ProtocolError
+from privfl.federation.flower.launch import app_pyproject
 from privfl.federation.flower.local import LocalFederation
 from privfl.federation.flower.quickstart import check_workdir, default_workdir
 from privfl.federation.revfrf_keys import provision_revfrf
 
 REQUESTER = "requester"
 TASKS = ("classification", "regression")
-APP_PYPROJECT = """\
-[build-system]
-requires = ["hatchling"]
-build-backend = "hatchling.build"
-
-[project]
-name = "flower-revfrf"
-version = "1.0.0"
-description = "Revocable vertical federated random forest (RevFRF, privfl) as a Flower App"
-license = "Apache-2.0"
-dependencies = ["privfl[flower]"]
-
-[tool.hatch.build.targets.wheel]
-packages = ["."]
-
-[tool.flwr.app]
-publisher = "privfl"
-
-[tool.flwr.app.components]
-serverapp = "privfl.federation.flower.revfrf_server:app"
-clientapp = "privfl.federation.flower.revfrf_client:app"
-
-[tool.flwr.app.config]
-cs-keys = "keys/CS"
-labels-file = "data/labels.csv"
-id-column = "id"
-label-column = "label"
-task = "classification"
-seed = 0
-min-samples = 2
-steps = "train,query"
-secure = true
-requester = "requester"
-revoke = ""
-revoke-level = 1
-output-dir = "results/CS"
-timeout = 600.0
-step-pause = 0.0
-grow-pause = 0.0
-"""
+APP_PYPROJECT = app_pyproject(
+    "flower-revfrf",
+    "Revocable vertical federated random forest (RevFRF, privfl) as a Flower App",
+    "revfrf_server:revfrf_client",
+    {"cs-keys": "keys/CS", "labels-file": "data/labels.csv", "id-column": "id",
+     "label-column": "label", "task": "classification", "seed": 0, "min-samples": 2,
+     "steps": "train,query", "secure": True, "requester": "requester", "revoke": "",
+     "revoke-level": 1, "output-dir": "results/CS", "timeout": 600.0, "step-pause": 0.0,
+     "grow-pause": 0.0},
+)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,39 @@ def config_string(values: Mapping[str, ConfigValue]) -> str:
     return " ".join(parts)
 
 
+def _toml_value(value: ConfigValue) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    text = str(value)
+    if any(c in text for c in '"\\\n'):
+        raise InputError(f"app config value may not contain quotes or newlines: {text!r}")
+    return f'"{text}"'
+
+
+def app_pyproject(
+    name: str, description: str, module: str, config: Mapping[str, ConfigValue]
+) -> str:
+    """The ``pyproject.toml`` of a Flower App whose components come from the installed
+    privfl: ``module`` is ``"SERVER:CLIENT"``, the modules of ``privfl.federation.flower``
+    holding the ServerApp and the ClientApp (each as ``app``); ``config``: the run config's
+    defaults (``[tool.flwr.app.config]``)."""
+    server, client = module.split(":")
+    base = "privfl.federation.flower"
+    lines = [
+        "[build-system]", 'requires = ["hatchling"]', 'build-backend = "hatchling.build"', "",
+        "[project]", f'name = "{name}"', 'version = "1.0.0"', f'description = "{description}"',
+        'license = "Apache-2.0"', 'dependencies = ["privfl[flower]"]', "",
+        "[tool.hatch.build.targets.wheel]", 'packages = ["."]', "",
+        "[tool.flwr.app]", 'publisher = "privfl"', "",
+        "[tool.flwr.app.components]", f'serverapp = "{base}.{server}:app"',
+        f'clientapp = "{base}.{client}:app"', "",
+        "[tool.flwr.app.config]", *(f"{k} = {_toml_value(v)}" for k, v in config.items()),
+    ]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
 @dataclass(frozen=True)
 class LinkSecurity:
     """TLS and SuperNode authentication for a deployment (``None`` fields: off).

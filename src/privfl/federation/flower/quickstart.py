@@ -36,43 +36,18 @@ from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.evaluation.fhauc.sizing import data_bounds, sized_policy
 from privfl.evaluation.reference import validate_parties
 from privfl.evaluation.statistics import interior_thresholds
+from privfl.federation.flower.launch import app_pyproject
 from privfl.federation.flower.local import LocalFederation, RunOutcome
 from privfl.federation.provisioning import provision
 
-APP_PYPROJECT = """\
-[build-system]
-requires = ["hatchling"]
-build-backend = "hatchling.build"
-
-[project]
-name = "flower-fhauc"
-version = "1.0.0"
-description = "Private federated ROC-AUC (FHAUC, privfl) as a Flower App"
-license = "Apache-2.0"
-dependencies = ["privfl[flower]"]
-
-[tool.hatch.build.targets.wheel]
-packages = ["."]
-
-[tool.flwr.app]
-publisher = "privfl"
-
-[tool.flwr.app.components]
-serverapp = "privfl.federation.flower.server_app:app"
-clientapp = "privfl.federation.flower.client_app:app"
-
-[tool.flwr.app.config]
-aggregator-keys = "keys/aggregator"
-thresholds = 100
-security = ""
-keys = ""
-splits = 4
-score-low = 0.0
-score-high = 1.0
-parties = ""
-timeout = 120.0
-step-pause = 0.0
-"""
+APP_PYPROJECT = app_pyproject(
+    "flower-fhauc",
+    "Private federated ROC-AUC (FHAUC, privfl) as a Flower App",
+    "server_app:client_app",
+    {"aggregator-keys": "keys/aggregator", "thresholds": 100, "security": "", "keys": "",
+     "splits": 4, "score-low": 0.0, "score-high": 1.0, "parties": "", "timeout": 120.0,
+     "step-pause": 0.0},
+)  # fmt: skip
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 

@@ -39,7 +39,7 @@ from flwr.app import ConfigRecord, Context
 from flwr.common.logger import log
 from flwr.serverapp import Grid, ServerApp
 
-from privfl.errors import InputError, MalformedMessageError, PrivflError
+from privfl.errors import InputError, MalformedMessageError, PrivflError, ProtocolError
 from privfl.evaluation import fhauc
 from privfl.evaluation.fhauc import roles
 from privfl.evaluation.fhauc.policy import Security
@@ -61,7 +61,7 @@ def _cfg(context: Context, key: str, default: Any) -> Any:
 
 
 def party_of(node: int, targets: Mapping[int, str]) -> str:
-    """How errors name a node: its party once the hello round mapped it, and its node id."""
+    """How errors name a node: its party once the first step mapped it, and its node id."""
     return node_label(node, targets)
 
 
@@ -76,14 +76,14 @@ def _round(
 class FlowerTransport:
     """Delivers each protocol step to the parties' SuperNodes over ``grid``.
 
-    Which node plays which party (``node_of``) is learnt, when not given, from the first step
-    if it sends every party the same bytes (the join: the session config, which every party
-    may see): it goes to every connected node in ``nodes`` and each reply names its party, a
-    claim the aggregator checks cryptographically at the join (the join is signed with the
-    party's pinned key). That saves a separate hello round, a whole Flower round. Replies of
-    nodes playing no expected party are dropped; two nodes claiming one party, or an expected
-    party no node claims, stop the run. A first step with per-party bytes is preceded by a
-    ``fhauc_hello`` round instead."""
+    Which node plays which party (``node_of``) is learnt, when not given, from the first step,
+    which must send every party the same bytes (the join: the session config, which every
+    party may see): it goes to every connected node in ``nodes`` and each reply names its
+    party, a claim the aggregator checks cryptographically at the join (the join is signed
+    with the party's pinned key), so no separate hello round is needed. Replies of nodes
+    playing no expected party are dropped; two nodes claiming one party, or an expected party
+    no node claims, stop the run. A first step with per-party bytes is refused before
+    anything is sent."""
 
     def __init__(
         self,
@@ -100,9 +100,13 @@ class FlowerTransport:
 
     def exchange(self, step: str, messages: Mapping[str, bytes]) -> dict[str, bytes]:
         if self.node_of is None:
-            if len(set(messages.values())) == 1:
-                return self._first(step, messages)
-            self.node_of = _hello(self.grid, self.nodes, list(messages), self.timeout)
+            if len(set(messages.values())) != 1:
+                raise ProtocolError(
+                    f"step {step} is the first of the session but sends the parties different "
+                    "messages: the first step must be one message for every party (it maps "
+                    "the parties to their nodes)"
+                )
+            return self._first(step, messages)
         targets = {self.node_of[p]: p for p in messages}
         contents = {self.node_of[p]: pack([m]) for p, m in messages.items()}
         got = _round(self.grid, f"fhauc_{step}", targets, contents, self.timeout)
@@ -140,22 +144,6 @@ class FlowerTransport:
         return out
 
 
-def _hello(
-    grid: Grid, nodes: Sequence[int], expected: Sequence[str], timeout: float
-) -> dict[str, int]:
-    """The ``fhauc_hello`` round: which connected node claims which expected party."""
-    hello = _round(
-        grid, "fhauc_hello", {n: f"node {n}" for n in nodes},
-        {n: pack(step="hello") for n in nodes}, timeout,
-    )  # fmt: skip
-    claims = _claims(hello)
-    absent = [p for p in expected if p not in claims]
-    if absent:
-        raise PartyFailure(f"parties {absent} are not connected (connected: {sorted(claims)})")
-    log(INFO, "fhauc: hello round complete: %s", ", ".join(expected))
-    return {p: claims[p] for p in expected}
-
-
 def _wait_for_nodes(grid: Grid, count: int, timeout: float) -> list[int]:
     deadline = time.monotonic() + timeout
     while True:
@@ -165,12 +153,12 @@ def _wait_for_nodes(grid: Grid, count: int, timeout: float) -> list[int]:
         time.sleep(0.5)
 
 
-def _claims(hello: Mapping[int, tuple[list[bytes], dict[str, Any]]]) -> dict[str, int]:
-    """party -> node from the replies of a first round (the hello, or the join); a node
+def _claims(first: Mapping[int, tuple[list[bytes], dict[str, Any]]]) -> dict[str, int]:
+    """party -> node from the replies of the first round (the join); a node
     without a claim or two nodes claiming the same party stop the run (the claim is checked
     cryptographically at the join)."""
     node_of: dict[str, int] = {}
-    for node, (_, meta) in hello.items():
+    for node, (_, meta) in first.items():
         party = meta.get("party")
         if not isinstance(party, str) or not party:
             raise PartyFailure(f"node {node} answered without naming its party")
