@@ -175,7 +175,7 @@ class SessionPlan:
         return max(math.ceil(n / self.schedule.batch_size) for n in self.samples)
 
 
-MAX_SKETCH_ROWS = 64
+MAX_SKETCH_ROWS = 1 << 12  # the secure training ring has 96 rows; 32 KB at most
 KEY_CHECK_DOMAIN = "privfl/training/key-check/v1"
 
 
