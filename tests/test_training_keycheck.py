@@ -130,6 +130,11 @@ def test_a_server_that_tampers_with_the_joint_key_is_refused_before_any_use(rewr
     # no node took the joint public key (keygen_mult_share loads it) nor built its role
     assert all(h.crypto.public_key is None and h.node is None for h in hosts)
     assert transport.steps[-1] == "setup-check"
+    # the refusing node stays refused: a server that carries on gets nothing more from it
+    refused = hosts[0]
+    with pytest.raises(ProtocolError, match="refused a setup step"):
+        refused.step(Writer().str_("setup-keys").bytes_(b"").getvalue())
+    assert refused.node is None
 
 
 def test_honest_setup_passes_the_key_check_and_every_node_holds_the_joint_key():

@@ -122,6 +122,7 @@ class NodeHost:
         self.context = context
         self.parameters = parameters
         self.stage = 0
+        self.failed = False
         self.nonce = secrets.token_bytes(NONCE_BYTES)
         self.server_nonce = b""
         self.plan: SessionPlan | None = None
@@ -139,11 +140,17 @@ class NodeHost:
         r = Reader(data, "setup request")
         step, payload = r.str_(32), r.bytes_(MAX_SETUP_BYTES)
         r.end()
+        if self.failed:
+            raise ProtocolError(f"{self.name} refused a setup step of this session; start anew")
         if self.stage >= len(SETUP_STEPS) or step != SETUP_STEPS[self.stage]:
             raise ProtocolError(f"{self.name} got {step!r} out of order")
         self.stage += 1
         handler = (self._hello, self._plan, self._joint, self._check, self._keys)[self.stage - 1]
-        return handler(payload)
+        try:
+            return handler(payload)
+        except Exception:
+            self.failed = True  # a refused step is final: no later step runs on unchecked keys
+            raise
 
     def _hello(self, payload: bytes) -> bytes:
         r = Reader(payload, "setup hello")
