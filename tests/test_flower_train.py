@@ -29,6 +29,7 @@ from privfl.federation.flower import train_client, train_server
 from privfl.federation.flower.server_app import PartyFailure
 from privfl.federation.flower.train_party import PartyProcess
 from privfl.training.result import load_model
+from privfl.training.setup import SETUP_STEPS
 
 LAYERS = (6, 5, 4)
 
@@ -122,9 +123,11 @@ def test_training_over_the_flower_apps_gives_the_in_process_model(root):
         seed=7, parameters="test", reveal=True,
     )  # fmt: skip
     summary = json.loads(next((root / "server").glob("history-*.json")).read_text())
-    # the same schedule: the same exchanges, each one Flower round, after 4 setup rounds
-    assert summary["exchanges"] == ref.exchanges and summary["setup_rounds"] == 4
-    assert summary["flower_rounds"] == 4 + sum(ref.exchanges.values())
+    # the same schedule: the same exchanges, each one Flower round, after the setup rounds
+    # (hello, plan, joint key, key check, evaluation keys)
+    setup = len(SETUP_STEPS)
+    assert summary["exchanges"] == ref.exchanges and summary["setup_rounds"] == setup == 5
+    assert summary["flower_rounds"] == setup + sum(ref.exchanges.values())
     expected = [*ref.plain_weights, *ref.secret_weights]
     correct = rows = 0
     for k, p in enumerate(procs):

@@ -17,7 +17,7 @@ from privfl.crypto.identity import IdentityKey
 from privfl.errors import InputError, ProtocolError, UnknownPartyError
 from privfl.messages import Writer
 from privfl.training.setup import NodeHost, party_names
-from privfl.training.setup_messages import NodeHello, SessionPlan
+from privfl.training.setup_messages import KeyCheck, KeyChecks, NodeHello, SessionPlan
 from privfl.training.twin import Schedule
 
 SCHEDULE = Schedule((6, 5, 4), 1, 2, 2, 4, 1.0, 3)
@@ -57,6 +57,35 @@ def test_setup_messages_round_trip_and_mutations_raise_typed_errors_only(k, flip
     for candidate in (*_mutations(hello.to_bytes(), flips, cut), junk):
         with contextlib.suppress(ProtocolError):
             NodeHello.from_bytes(candidate, NONCE, "party-0")
+
+
+SESSION = bytes(16)
+SIGNER = IdentityKey()
+ROSTER = {"party-0": SIGNER.public_bytes}
+
+
+@given(
+    sketch=st.lists(st.integers(0, 2**64 - 1), max_size=8), flips=FLIPS, cut=st.integers(0, 10**6),
+    junk=st.binary(max_size=200),
+)  # fmt: skip
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_key_checks_round_trip_and_mutations_raise_typed_errors_only(sketch, flips, cut, junk):
+    """The signed key check and the server's relay of them: every mutation is refused with a
+    typed error (a flipped sketch value fails the signature), never accepted altered."""
+    data = KeyCheck(SESSION, "party-0", tuple(sketch)).seal(SIGNER)
+    check = KeyCheck.from_bytes(data, SESSION, ROSTER)
+    assert (check.sender, check.sketch) == ("party-0", tuple(sketch))
+    relay = KeyChecks(SESSION, (data, junk)).to_bytes()
+    assert KeyChecks.from_bytes(relay, SESSION).items == (data, junk)
+    for candidate in (*_mutations(data, flips, cut), junk):
+        try:
+            got = KeyCheck.from_bytes(candidate, SESSION, ROSTER)
+        except ProtocolError:
+            continue
+        assert got.sketch == tuple(sketch)  # only a change the signature does not cover
+    for candidate in (*_mutations(relay, flips, cut), junk):
+        with contextlib.suppress(ProtocolError):
+            KeyChecks.from_bytes(candidate, SESSION)
 
 
 @given(data=st.binary(max_size=300))

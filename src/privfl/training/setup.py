@@ -7,7 +7,8 @@ Steps (exchange names; one exchange = one Flower round in a deployment)::
 
     "setup-hello"  server nonce          -> NodeHello (name, identity, rows, features, nonce)
     "setup-plan"   SessionPlan           -> KeyGenShare (or an ack without encrypted layers)
-    "setup-joint"  JointPublicKeys       -> MultKeyShare
+    "setup-joint"  JointPublicKeys       -> KeyCheck (signed sketch of the node's own share)
+    "setup-check"  KeyChecks (all nodes) -> MultKeyShare, once the joint key checked out
     "setup-keys"   EvaluationKeys        -> ack; the node now holds its PartyNode
 
 What a node checks before it generates its key share (:meth:`NodeHost._plan`): the parameter
@@ -16,7 +17,15 @@ roster is the one its operator pinned (every name, every public identity: a serv
 its own key in place of a party's could otherwise receive that party's sealed shares), its own
 entry (identity, row count, nonce), its data against the model's widths and the initial
 model's range, and the schedule (:func:`~.config.check_schedule`). The session id derives from
-every node's nonce (:func:`~.setup_messages.session_id`). What the server learns: each
+every node's nonce (:func:`~.setup_messages.session_id`).
+
+What a node checks before it uses the joint key (:meth:`NodeHost._check`, before its
+relinearisation share, computed from the joint switching key, and before anything is
+encrypted under the joint public key): every node's signed sketch of its own contribution,
+relayed by the server and verified against the pinned roster, adds up to the sketch of the
+joint public and switching keys (:mod:`privfl.crypto.threshold_keycheck`). A server that
+substitutes a key it knows, drops or alters a contribution, or gives nodes different joint
+keys is refused there, with the reason. What the server learns: each
 party's name, public identity, row count and feature count, and the public key material.
 """
 
@@ -28,6 +37,7 @@ from typing import Any
 
 from privfl._typing import FloatArray, IntArray
 from privfl.crypto.identity import IdentityKey
+from privfl.crypto.threshold_keycheck import joint_rows, own_sketch, verify_sketches
 from privfl.errors import InputError, MalformedMessageError, ProtocolError, UnknownPartyError
 from privfl.messages import Reader, Writer
 from privfl.training.config import check_schedule, secret_layout
@@ -36,13 +46,13 @@ from privfl.training.node import PartyNode
 from privfl.training.packing import chebyshev_sigmoid
 from privfl.training.party import Party
 from privfl.training.server import Server
-from privfl.training.setup_messages import NONCE_BYTES, NodeHello, SessionPlan
+from privfl.training.setup_messages import NONCE_BYTES, KeyCheck, KeyChecks, NodeHello, SessionPlan
 from privfl.training.tickets import TrainingPlan
 from privfl.training.twin import Schedule, initial_model, plain_forward
 
 __all__ = ["SETUP_STEPS", "NodeHost", "check_initial_range", "party_names", "run_setup"]
 
-SETUP_STEPS = ("setup-hello", "setup-plan", "setup-joint", "setup-keys")
+SETUP_STEPS = ("setup-hello", "setup-plan", "setup-joint", "setup-check", "setup-keys")
 ACK = "setup-ack"
 MAX_SETUP_BYTES = 1 << 31
 
@@ -112,10 +122,14 @@ class NodeHost:
         self.context = context
         self.parameters = parameters
         self.stage = 0
+        self.failed = False
         self.nonce = secrets.token_bytes(NONCE_BYTES)
         self.server_nonce = b""
         self.plan: SessionPlan | None = None
         self.crypto: Any = None
+        self._own: Any = None  # this node's rows of the joint key (its own contribution)
+        self._joint_key: Any = None
+        self._joint_bytes = b""
         self.party: Party | None = None
         self.node: PartyNode | None = None
 
@@ -126,11 +140,17 @@ class NodeHost:
         r = Reader(data, "setup request")
         step, payload = r.str_(32), r.bytes_(MAX_SETUP_BYTES)
         r.end()
+        if self.failed:
+            raise ProtocolError(f"{self.name} refused a setup step of this session; start anew")
         if self.stage >= len(SETUP_STEPS) or step != SETUP_STEPS[self.stage]:
             raise ProtocolError(f"{self.name} got {step!r} out of order")
         self.stage += 1
-        handler = (self._hello, self._plan, self._joint, self._keys)[self.stage - 1]
-        return handler(payload)
+        handler = (self._hello, self._plan, self._joint, self._check, self._keys)[self.stage - 1]
+        try:
+            return handler(payload)
+        except Exception:
+            self.failed = True  # a refused step is final: no later step runs on unchecked keys
+            raise
 
     def _hello(self, payload: bytes) -> bytes:
         r = Reader(payload, "setup hello")
@@ -181,14 +201,35 @@ class NodeHost:
         ctx = self.context or ThresholdContext.for_parameters(params, len(plan.names))
         self.crypto = ThresholdParty(self.name, k, ctx, plan.session)
         self._tplan = tplan
-        return bytes(self.crypto.keygen_share().to_bytes())
+        share = self.crypto.keygen_share()
+        self._own = joint_rows(ctx, share.public_key, share.switch_key)
+        return bytes(share.to_bytes())
 
     def _joint(self, payload: bytes) -> bytes:
+        """The joint key: answer with this node's signed sketch of its own contribution
+        (coefficients bound to the joint key's bytes); nothing is computed from it yet."""
         from privfl.crypto.threshold import JointPublicKeys
 
         ctx, session = self.crypto.context, self.crypto.session
-        joint = JointPublicKeys.from_bytes(payload, ctx, session)
-        return bytes(self.crypto.keygen_mult_share(joint).to_bytes())
+        self._joint_key = JointPublicKeys.from_bytes(payload, ctx, session)
+        self._joint_bytes = payload
+        own = own_sketch(ctx, session, self._own, payload)
+        return KeyCheck(session, self.name, own).seal(self.identity)
+
+    def _check(self, payload: bytes) -> bytes:
+        """Every node's signed sketch (relayed by the server): refuse unless they come from
+        exactly the plan's parties under their pinned identities and add up to the joint key;
+        only then the relinearisation share, computed from the joint switching key."""
+        if self.plan is None:
+            raise ProtocolError("no plan")
+        session, names = self.plan.session, self.plan.names
+        relay = KeyChecks.from_bytes(payload, session)
+        checks = [KeyCheck.from_bytes(item, session, self.pinned) for item in relay.items]
+        sketches = [(c.sender, c.sketch) for c in checks]
+        verify_sketches(
+            self.crypto.context, session, names, sketches, self._joint_key, self._joint_bytes
+        )
+        return bytes(self.crypto.keygen_mult_share(self._joint_key).to_bytes())
 
     def _keys(self, payload: bytes) -> bytes:
         from privfl.crypto.threshold import EvaluationKeys
@@ -265,6 +306,12 @@ def run_setup(
     shares = [_from(KeyGenShare, got[n], ctx, session, n) for n in names]
     joint = timed("server:setup-joint", server.combine_keygen_shares, shares).to_bytes()
     got = _all(transport, "setup-joint", names, joint)
+    roster = dict(zip(names, plan.roster, strict=True))
+    for n in names:  # relayed unchanged; every node checks them itself
+        if KeyCheck.from_bytes(got[n], session, roster).sender != n:
+            raise MalformedMessageError(f"{n} answered with another party's key check")
+    relay = KeyChecks(session, tuple(got[n] for n in names)).to_bytes()
+    got = _all(transport, "setup-check", names, relay)
     mult = [_from(MultKeyShare, got[n], ctx, session, n) for n in names]
     keys = timed("server:setup-keys", server.combine_mult_shares, mult).to_bytes()
     got = _all(transport, "setup-keys", names, keys)

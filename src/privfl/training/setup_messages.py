@@ -5,6 +5,10 @@ The session id is not the server's choice alone: it is ``SHA-256(server nonce ||
 hello nonce)`` (first 16 bytes, :func:`session_id`), so a node that contributed a fresh nonce
 knows the session is new (nothing signed in an earlier session can be replayed into it).
 
+After the joint key is generated, every node sends a signed :class:`KeyCheck` (a sketch of its
+own key contribution) and the server relays them all (:class:`KeyChecks`): every node checks
+the joint key before it uses it (:mod:`privfl.crypto.threshold_keycheck`).
+
 Decoders bound every count and length before reading, check every value's range and raise only
 :class:`~privfl.errors.ProtocolError` subclasses.
 """
@@ -13,15 +17,17 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Self
 
+from privfl.crypto.identity import SIGNATURE_BYTES, IdentityKey, verify_signed
 from privfl.errors import MalformedMessageError
 from privfl.messages import SESSION_ID_BYTES, Reader, Writer
 from privfl.training.config import MAX_PARTIES, PARAMETER_KINDS, Schedule
 from privfl.training.messages import CODEC
 
-__all__ = ["NONCE_BYTES", "NodeHello", "SessionPlan", "session_id"]
+__all__ = ["NONCE_BYTES", "KeyCheck", "KeyChecks", "NodeHello", "SessionPlan", "session_id"]
 
 NONCE_BYTES = 32
 IDENTITY_BYTES = 64
@@ -167,3 +173,72 @@ class SessionPlan:
     def batches_per_epoch(self) -> int:
         """The largest party's mini-batches per epoch."""
         return max(math.ceil(n / self.schedule.batch_size) for n in self.samples)
+
+
+MAX_SKETCH_ROWS = 1 << 12  # the secure training ring has 96 rows; 32 KB at most
+KEY_CHECK_DOMAIN = "privfl/training/key-check/v1"
+
+
+@dataclass(frozen=True)
+class KeyCheck:
+    """Node -> server, relayed by the server to every node: the node's sketch of its own
+    contribution to the joint public and switching keys
+    (:func:`privfl.crypto.threshold_keycheck.own_sketch`), signed with its pinned identity
+    over the session, its name and the sketch, so the server can relay it but not forge or
+    alter it."""
+
+    STEP: ClassVar[str] = "key-check"
+    session: bytes
+    sender: str
+    sketch: tuple[int, ...]
+    signature: bytes = b""
+
+    def _signed(self) -> bytes:
+        w = Writer().bytes_(self.session).str_(self.sender).u32(len(self.sketch))
+        for v in self.sketch:
+            w.u64(v)
+        return w.getvalue()
+
+    def seal(self, identity: IdentityKey) -> bytes:
+        """This check signed by ``identity`` (the sender's), as wire bytes."""
+        signature = identity.sign(KEY_CHECK_DOMAIN, self._signed())
+        w = Writer().u32(len(self.sketch))
+        for v in self.sketch:
+            w.u64(v)
+        w.bytes_(signature)
+        return CODEC.encode(self.STEP, self.session, self.sender, w.getvalue())
+
+    @classmethod
+    def from_bytes(cls, data: bytes, session: bytes, roster: Mapping[str, bytes]) -> Self:
+        """Decode and check the signature against the sender's pinned identity in
+        ``roster`` (``UnknownPartyError`` for a sender not in it or a bad signature)."""
+        header, r = CODEC.decode(data, step=cls.STEP, session=session)
+        sketch = tuple(r.u64() for _ in range(r.count(MAX_SKETCH_ROWS, "sketch rows")))
+        signature = _fixed(r, SIGNATURE_BYTES, "a signature")
+        r.end()
+        check = cls(header.session, header.sender, sketch, signature)
+        verify_signed(roster, header.sender, signature, KEY_CHECK_DOMAIN, check._signed())
+        return check
+
+
+@dataclass(frozen=True)
+class KeyChecks:
+    """Server -> every node: every node's signed :class:`KeyCheck` (wire bytes), relayed
+    unchanged; each node checks the signatures and the sums itself."""
+
+    STEP: ClassVar[str] = "key-checks"
+    session: bytes
+    items: tuple[bytes, ...]
+
+    def to_bytes(self) -> bytes:
+        body = Writer().list_(list(self.items)).getvalue()
+        return CODEC.encode(self.STEP, self.session, "server", body)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, session: bytes) -> Self:
+        header, r = CODEC.decode(data, step=cls.STEP, session=session)
+        if header.sender != "server":
+            raise MalformedMessageError("relayed key checks come from the server")
+        items = r.list_(MAX_PARTIES)
+        r.end()
+        return cls(header.session, tuple(items))

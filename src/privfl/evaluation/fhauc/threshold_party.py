@@ -34,6 +34,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from privfl.crypto import keywrap
 from privfl.crypto import threshold as th
+from privfl.crypto.threshold_keycheck import joint_rows, own_sketch
 from privfl.errors import MalformedMessageError, ProtocolError, UnknownPartyError
 from privfl.evaluation.fhauc import threshold_messages as tmsg
 from privfl.evaluation.fhauc import threshold_plan as tp
@@ -43,7 +44,7 @@ from privfl.evaluation.fhauc.policy import Policy
 from privfl.evaluation.fhauc.session import check_start, new_nonce, session_key
 from privfl.evaluation.fhauc.threshold_keycheck import verify_joint_key
 from privfl.evaluation.fhauc.threshold_ops import decode_pairs
-from privfl.evaluation.fhauc.threshold_plan import joint_rows, reveal_key, row_moduli
+from privfl.evaluation.fhauc.threshold_plan import reveal_key
 from privfl.evaluation.fhauc.threshold_setup import open_bundle
 from privfl.evaluation.fhauc.threshold_state import ThresholdState
 from privfl.evaluation.fhauc.variant import Malicious, PartyView
@@ -168,8 +169,7 @@ class ThresholdFhaucParty:
         self._joint_bytes = data
         self._lead_seed = tp.joint_digest(self._joint.public_key, self._joint.switch_key)
         rows = self._rows_own()
-        coeffs = tp.sketch_coefficients(keys.session, data, rows.shape[0], keys.context.ring)
-        own = tp.sketch(rows, row_moduli(keys.context), coeffs)
+        own = own_sketch(keys.context, keys.session, rows, data)
         self.stage = Stage.KEYCHECK
         return tmsg.KeyCheck(self._cfg().session, self.name, own).seal(self._identity)
 

@@ -12,7 +12,8 @@ transcript (pure functions, public unless stated).
   joint key. The aggregator learns it only after every party has sampled its key share and
   cannot steer it without abandoning the session after the key round (each party records
   abandoned sessions).
-* :func:`sketch_coefficients` / :func:`sketch`: the joint-key check (:mod:`.threshold_party`).
+* the joint-key check's arithmetic is :mod:`privfl.crypto.threshold_keycheck` (shared with
+  encrypted training).
 """
 
 from __future__ import annotations
@@ -22,14 +23,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-import numpy as np
-import numpy.typing as npt
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from privfl.crypto.prng import SharedRandomness
 from privfl.crypto.threshold import ThresholdContext, ThresholdParameters
-from privfl.crypto.threshold_wire import U64
 from privfl.errors import InsufficientPrecisionError
 from privfl.evaluation.fhauc import malicious
 from privfl.evaluation.fhauc.layout import Layout
@@ -53,7 +50,6 @@ from privfl.evaluation.statistics import PartyCounts
 from privfl.messages import SESSION_ID_BYTES
 
 LABEL = b"privfl/fhauc-threshold/v1|"
-SKETCH_BITS = 30
 
 
 class ThresholdMalicious(Malicious):
@@ -217,55 +213,8 @@ def lead_index(transcript: bytes, parties: int, joint: bytes) -> int:
     return int.from_bytes(_hash(b"lead", transcript + joint), "big") % parties
 
 
-def sketch_coefficients(
-    session: bytes, joint: bytes, rows: int, ring: int
-) -> npt.NDArray[np.uint64]:
-    """Random ``SKETCH_BITS``-bit coefficients, derived from the joint key's bytes (fixed
-    before anyone computes a sketch) and the threshold session."""
-    seed = hashlib.sha256(LABEL + b"sketch|" + session + hashlib.sha256(joint).digest()).digest()
-    raw = SharedRandomness(seed, "key-sketch").uniform_bits(SKETCH_BITS, rows * ring)
-    return raw.astype(np.uint64).reshape(rows, ring)
-
-
-_LOW30 = np.uint64((1 << 30) - 1)
-_LOW32 = np.uint64((1 << 32) - 1)
-
-
-def _wide_sum(x: npt.NDArray[np.uint64]) -> int:
-    """Exact sum of values below ``2^62`` (no uint64 overflow)."""
-    return (int(np.sum(x >> np.uint64(32))) << 32) + int(np.sum(x & _LOW32))
-
-
-def sketch(
-    rows: npt.NDArray[np.uint64], moduli: npt.NDArray[np.uint64], coeffs: npt.NDArray[np.uint64]
-) -> tuple[int, ...]:
-    """``sum_j coeffs[i, j] * rows[i, j] mod q_i`` for every row ``i`` (exact: the products
-    are split in 30-bit halves, each below ``2^61``)."""
-    out = []
-    for row, q, r in zip(rows, moduli, coeffs, strict=True):
-        qq = np.uint64(q)
-        low = (r * (row & _LOW30)) % qq
-        high = (r * (row >> np.uint64(30))) % qq
-        out.append((_wide_sum(low) + (_wide_sum(high) << 30)) % int(q))
-    return tuple(out)
-
-
 def reveal_key(key: bytes) -> bytes:
     """The AES-256-GCM key of the lead's reveal, from the parties' session key."""
     return HKDF(
         algorithm=hashes.SHA256(), length=32, salt=b"privfl-fhauc-threshold-reveal", info=b"v1"
     ).derive(key)
-
-
-def joint_rows(
-    ctx: ThresholdContext, public_key: bytes, switch_key: bytes
-) -> npt.NDArray[np.uint64]:
-    """The ``b`` rows of a public-key and a switching-key payload, stacked."""
-    pk, sw = ctx.public_key_shape, ctx.switch_key_shape
-    a = np.frombuffer(public_key, dtype=U64).reshape(len(pk.b_index), ctx.ring)
-    b = np.frombuffer(switch_key, dtype=U64).reshape(len(sw.b_index), ctx.ring)
-    return np.concatenate([a, b])
-
-
-def row_moduli(ctx: ThresholdContext) -> npt.NDArray[np.uint64]:
-    return np.concatenate([ctx.public_key_shape.b_moduli, ctx.switch_key_shape.b_moduli])
