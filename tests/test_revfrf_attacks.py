@@ -487,3 +487,25 @@ def test_the_cc_query_open_and_a_run_start_decode_hostile_bytes_safely(data):
     )
     valid = start.write(Writer()).getvalue()
     decode_safely(lambda b: RunStart.read(Reader(b, "run-start")), data.draw(payloads(valid)))
+
+
+def test_a_node_at_max_depth_is_refused_even_with_its_parents_genuine_receipt():
+    """Issue 26 (attacks 5, 5b): participants did not enforce ``max_depth``, so a CS had
+    another participant split a node a second time and asked the victim for a threshold at
+    a child of max depth with the same extreme samples (two equations in its min and max).
+    A receipt now signs the split node's depth; a node request at depth ``max_depth`` (a
+    leaf) is refused whoever signed its parent, before anything is computed."""
+    d = load_tabular("wine", seed=0)
+    x, y = d.x_train[:200], d.y_train[:200]
+    parts = {f"p{i}": x[:, 2 * i : 2 * i + 2] for i in range(3)}
+    model = RevFRF(n_trees=1, max_depth=1, seed=1, **KEYS).fit(parts, y)
+    cfg = model.center_server.config
+    root = model.trees[0].root
+    leaf = model.trees[0].nodes[root.right]
+    assert leaf.region.origin.receipt is not None  # a child of the root: depth 1
+    victim = next(p for name, p in model.participants.items() if name != root.provider)
+    members = mask(cfg.n_samples, leaf.region.members)
+    request = NodeRequest(
+        0, leaf.node_id, members, (0,), cfg.probe_size, cfg.candidates, leaf.region.origin
+    )
+    refuses(victim, request.to_bytes(cfg), ProtocolError, "max_depth")
