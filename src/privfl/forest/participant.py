@@ -219,6 +219,9 @@ class Participant:
             raise ProtocolError(f"{self.name} has no keys yet")
         if (req.tree, req.node) in self._receipted:
             raise ProtocolError(f"{self.name} already split node {req.tree, req.node}")
+        parent = req.origin.receipt  # a node it split itself has only its own children
+        if parent and parent.signer != self.name and (parent.tree, parent.node) in self._receipted:
+            raise ProtocolError(f"{self.name} already split node {parent.tree, parent.node}")
         self._gate.check(req.tree, req.node, req.members, req.origin)
         members = np.flatnonzero(req.members)
         columns, masks, pending = [], [], []

@@ -36,8 +36,9 @@ a CS that opens it (see :mod:`.secure_ops`: a holder's FRF-Test tickets or a sig
 query's budget) learns one exact affine combination of two of the node's raw
 values; with one threshold per node this no longer solves for both, but the CS can steer
 one participant to split several nested nodes of ``min_node_size`` samples and combine
-the equations, or have several participants each split the same node once (a revocation
-regrows a node split before, so a second split is not refused) and ask the victim at
+the equations, or have several other participants each split the same node once (a
+revocation regrows a node split before, so a second split is not refused; a participant
+refuses only the children of a node it split itself under another receipt) and ask the victim at
 sibling children with the same extreme samples (below ``max_depth``). Not removed here
 (a public grid or noisy quantiles would change the forest). A receipt binds one session
 (the session id is signed).
