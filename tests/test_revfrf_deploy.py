@@ -360,3 +360,16 @@ def test_a_requester_signs_one_query_batch_per_run_and_follows_one_run(fresh_fit
     other = RunStart.sign(keys.signing_key, provisioning, {"site-a": bytes(32)})
     with pytest.raises(ProtocolError, match="another run"):
         nodes.node("asker").handle(control("run-start", provisioning, CS, other.write(Writer())))
+
+
+@pytest.mark.parametrize("steps", ["train,test,revoke,test", "train,query,query"])
+def test_the_server_app_refuses_a_second_secure_test_or_query_before_any_work(steps):
+    """Each node answers one secure evaluation round and signs one query batch per run, so
+    a plan that asks twice fails before any key is read or any node is contacted."""
+    from types import SimpleNamespace
+
+    from privfl.federation.flower.revfrf_server import _run
+
+    context = SimpleNamespace(run_config={"steps": steps, "cs-keys": "/nonexistent"})
+    with pytest.raises(InputError, match="one secure test and one query per run"):
+        _run(None, context)
