@@ -17,8 +17,10 @@ from privfl.forest import RevFRF, schedule
 from privfl.forest.computation_provider import ComputationProvider
 from privfl.forest.messages import (
     REVOCATION_WINDOW_S,
+    CiphertextReply,
     NodeQuery,
     NodeRequest,
+    Proposals,
     RevocationRequest,
     StaleMessageError,
 )
@@ -487,3 +489,55 @@ def test_the_cc_query_open_and_a_run_start_decode_hostile_bytes_safely(data):
     )
     valid = start.write(Writer()).getvalue()
     decode_safely(lambda b: RunStart.read(Reader(b, "run-start")), data.draw(payloads(valid)))
+
+
+def test_a_node_at_max_depth_is_refused_even_with_its_parents_genuine_receipt():
+    """Issue 26 (attacks 5, 5b): participants did not enforce ``max_depth``, so a CS had
+    another participant split a node a second time and asked the victim for a threshold at
+    a child of max depth with the same extreme samples (two equations in its min and max).
+    A receipt now signs the split node's depth; a node request at depth ``max_depth`` (a
+    leaf) is refused whoever signed its parent, before anything is computed."""
+    d = load_tabular("wine", seed=0)
+    x, y = d.x_train[:200], d.y_train[:200]
+    parts = {f"p{i}": x[:, 2 * i : 2 * i + 2] for i in range(3)}
+    model = RevFRF(n_trees=1, max_depth=1, seed=1, **KEYS).fit(parts, y)
+    cfg = model.center_server.config
+    root = model.trees[0].root
+    leaf = model.trees[0].nodes[root.right]
+    assert leaf.region.origin.receipt is not None  # a child of the root: depth 1
+    victim = next(p for name, p in model.participants.items() if name != root.provider)
+    members = mask(cfg.n_samples, leaf.region.members)
+    request = NodeRequest(
+        0, leaf.node_id, members, (0,), cfg.probe_size, cfg.candidates, leaf.region.origin
+    )
+    refuses(victim, request.to_bytes(cfg), ProtocolError, "max_depth")
+
+
+def test_a_second_split_of_a_node_the_victim_split_yields_children_it_refuses(forest):
+    """Issue 26 (attack 5b): a CS had another participant split a node the victim had split
+    itself, and asked the victim at the other split's child (chosen to keep the victim's
+    extreme samples: a second threshold with the same (lo, hi)). The victim now refuses a
+    child of a node it split itself under anybody else's receipt."""
+    model, _, _ = forest
+    cfg = model.center_server.config
+    tree = model.trees[0]
+    root = tree.root
+    victim = model.participants[root.provider]
+    other_name = next(n for n in model.participants if n != root.provider)
+    other = model.participants[other_name]
+    mu = mask(cfg.n_samples, root.region.members)
+    ask = NodeRequest(0, 0, mu, (0, 1), cfg.probe_size, cfg.candidates, root.region.origin)
+    proposals = other.handle(ask.to_bytes(cfg))
+    got = Proposals.from_bytes(proposals, cfg, ask, other_name)
+    sizes = [(int(m.sum()), int((~m).sum())) for m in got.go_right]
+    index = next(i for i, pair in enumerate(sizes) if min(pair) >= cfg.min_node_size)
+    reply = other.handle(NodeQuery("split-request", 0, 0, index, (900, 901)).to_bytes(cfg))
+    receipt = CiphertextReply.from_bytes(
+        reply, "split-upload", cfg, model.center_server._roster[other_name].public,
+        other_name, (0, 0, 0),
+    ).receipt  # fmt: skip
+    child = mask(cfg.n_samples, root.region.members[got.go_right[index]])
+    request = NodeRequest(
+        0, 901, child, (0,), cfg.probe_size, cfg.candidates, Provenance(receipt=receipt)
+    )
+    refuses(victim, request.to_bytes(cfg), ProtocolError, "already split node")

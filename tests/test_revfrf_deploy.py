@@ -27,7 +27,7 @@ from privfl.federation.revfrf_keys import load_node
 from privfl.federation.revfrf_node import Node, NodeFiles, control, peek, read_control
 from privfl.federation.revfrf_run import RunStart
 from privfl.forest.jobs import Batch
-from privfl.forest.messages import CC, CS
+from privfl.forest.messages import CC, CS, NodeQuery
 from privfl.messages import Writer
 
 FUZZ_VALID = control("query-request", bytes(16), CS, Writer().u32(1).str_("site-a").u32(4))
@@ -123,8 +123,10 @@ def test_revocation_over_the_deployment_leaves_no_node_of_the_participant(deploy
     assert victim in dep.summary()["revoked"]
     cc = nodes.node(CC)._cc()
     assert victim not in cc.holders
-    got = drive(dep.test(secure=True), nodes)
-    assert np.array_equal(got.secure, got.plain)
+    # one secure evaluation round per run (a holder uploads each test value once per run):
+    # the forest left after the revocation is evaluated with plaintext comparisons here
+    got = drive(dep.test(secure=False), nodes)
+    assert got.plain.shape == (dep.n_test,)
     with pytest.raises(InputError):
         drive(dep.revoke(victim), nodes)
 
@@ -310,3 +312,64 @@ def test_the_cc_node_writes_its_audit_log_whether_or_not_a_comparison_was_out_of
         (path,) = out.glob("*-alarms.json")
         written.append(len(json.loads(path.read_text())["holt-alarms"]))
     assert written[1] == written[0] + 1  # the same file written on both branches
+
+
+@pytest.fixture()
+def fresh_fit(tmp_path):
+    """A deployment of its own (fitted, test rows aligned), untouched by other tests."""
+    truth = make(tmp_path)
+    labels = pd.read_csv(tmp_path / "labels.csv")
+    keys = load_node(tmp_path / "keys" / CS, "cs")
+    dep = CenterDeployment(keys, labels["id"].tolist(), labels["label"].to_numpy(), seed=SEED)
+    nodes = LocalNodes(tmp_path, truth)
+    drive(dep.align(), nodes)
+    drive(dep.fit(), nodes)
+    return dep, nodes
+
+
+def test_a_rebuilt_participant_does_not_open_a_new_evaluation_round_per_batch(fresh_fit):
+    """Issue 26 (attack 1): the node reloaded its test rows after restoring its state, which
+    reset the once-per-(tree, node, row) record, so a CS re-sent the same value-request in
+    every batch and got a fresh FRF-Test decryption ticket each time (a binary search opened
+    any value). The second request, in another batch of the same run, is refused."""
+    dep, nodes = fresh_fit
+    tree, split = next(
+        (t.tree_id, n) for t in dep.cs.trees for n in t.nodes.values() if hasattr(n, "provider")
+    )
+    ask = NodeQuery("value-request", tree, split.node_id, 0).to_bytes(dep.cs.config)
+    nodes.node(split.provider).handle_all([ask])
+    with pytest.raises(ProtocolError, match="already sent row"):
+        nodes.node(split.provider).handle_all([ask])
+
+
+def test_a_requester_signs_one_query_batch_per_run_and_follows_one_run(fresh_fit):
+    """Issue 26 (attack 2): the requester node encrypted and signed its rows again on every
+    ``query-request``, and switched to any CS-signed run-start, so a CS obtained fresh
+    signed queries (each a budget of chosen comparisons at the holders) without the
+    requester's consent. After its honest query, a second request and another run are
+    refused."""
+    dep, nodes = fresh_fit
+    drive(dep.query("asker"), nodes)
+    w = Writer().u32(len(dep.cs.layout()))
+    for name, n_columns in dep.cs.layout():
+        w.str_(name).u32(n_columns)
+    with pytest.raises(ProtocolError, match="already signed"):
+        nodes.node("asker").handle(control("query-request", dep.run, CS, w))
+    keys = load_node(nodes.root / "keys" / CS, "cs")
+    provisioning = keys.session.session
+    other = RunStart.sign(keys.signing_key, provisioning, {"site-a": bytes(32)})
+    with pytest.raises(ProtocolError, match="another run"):
+        nodes.node("asker").handle(control("run-start", provisioning, CS, other.write(Writer())))
+
+
+@pytest.mark.parametrize("steps", ["train,test,revoke,test", "train,query,query"])
+def test_the_server_app_refuses_a_second_secure_test_or_query_before_any_work(steps):
+    """Each node answers one secure evaluation round and signs one query batch per run, so
+    a plan that asks twice fails before any key is read or any node is contacted."""
+    from types import SimpleNamespace
+
+    from privfl.federation.flower.revfrf_server import _run
+
+    context = SimpleNamespace(run_config={"steps": steps, "cs-keys": "/nonexistent"})
+    with pytest.raises(InputError, match="one secure test and one query per run"):
+        _run(None, context)

@@ -44,6 +44,7 @@ from privfl.messages import SESSION_ID_BYTES, Codec, Header, Reader, Writer
 CONTROL = Codec("revfrf-node", 1)
 SETS = ("train", "test")
 MAX_BLOBS = 1 << 16
+QUERIED = "queries-signed"  # a requester's state key: the run it signed its queries for
 
 
 def psi_config(session: RevfrfSession, which: str, run: bytes) -> PsiConfig:
@@ -237,11 +238,11 @@ class Node:
             config = self.session.config(len(rows), self.run)
             p = Participant(self.name, x[rows], config, signing_key=self.keys.signing_key)
             p.install_keys(self.keys.grant)
-            if "participant" in self.state:
-                p.restore_state(self.state["participant"])
             test = _rows(self.state, "test")
             if test is not None and test.size:
                 p.load_rows(self._table("test")[1][test])
+            if "participant" in self.state:  # after load_rows: one evaluation round per run
+                p.restore_state(self.state["participant"])
             self._participant = p
             self.load_s = loaded + time.perf_counter() - start  # the tables' time included
         return self._participant
@@ -359,6 +360,11 @@ class Node:
         return out
 
     def _queries(self, r: Reader) -> bytes:
+        """``query-request`` (requester): its file's rows encrypted and signed, once per run:
+        each signed query lets the CS spend comparisons at the holders (:mod:`.budget`), so
+        a CS that asks again is refused (the run it signed for is kept in ``state``)."""
+        if self.state.get(QUERIED) == self.run:
+            raise ProtocolError(f"{self.name} already signed its queries of this run")
         layout = [(r.str_(256), r.count(1 << 16, "columns")) for _ in range(r.count(4096, "ps"))]
         r.end()
         config = self.session.config(run=self.run)
@@ -375,6 +381,7 @@ class Node:
             })
             for row in x
         ]  # fmt: skip
+        self.state[QUERIED] = self.run
         return control("queries", self.run, self.name, Writer().list_(queries))
 
     def _prediction(self, r: Reader) -> bytes:

@@ -18,9 +18,10 @@ can be handed an id of an earlier run:
    only if the signature verifies under the CS's key in ``session.json`` and *its own*
    pending nonce is listed under its name; the nonce is then spent. The run id is
    ``SHA-256(provisioning id, CS's nonce, every (name, nonce))``, 16 bytes.
-3. A requester keeps no single-use state, so it only checks the CS's signature when the
-   run-start reaches it (before its queries): a query it signs for another run's id is
-   opened by no CC of this run.
+3. A requester contributes no nonce: it checks the CS's signature when the run-start
+   reaches it (before its queries), keeps the run id and refuses a run-start of any other
+   id in the same node state; a query it signs for another run's id is opened by no CC of
+   this run, and it signs one query batch per run (:mod:`.revfrf_node`).
 
 From then on every message of every codec (forest, PSI, node control) carries the run id
 and is refused under any other id (:class:`~privfl.errors.WrongSessionError`). A node's id
@@ -134,5 +135,7 @@ def accept(
             raise ProtocolError(f"the run-start does not carry {name}'s own fresh nonce")
         del state[PENDING]
     run = start.run_id(provisioning)
+    if state.get(RUN, run) != run:  # a requester: the run it signs for is fixed once
+        raise ProtocolError("this node already follows another run")
     state[RUN] = run
     return run

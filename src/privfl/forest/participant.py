@@ -114,7 +114,9 @@ class Participant:
         self._cc_key = Ed25519PublicKey.from_public_bytes(grant.cc_key)
         peers = {e.name: e.revocation_key for e in grant.roster}
         cfg = self._config
-        self._gate = NodeGate(cfg.session, cfg.n_samples, cfg.min_node_size, peers, {})
+        self._gate = NodeGate(
+            cfg.session, cfg.n_samples, cfg.min_node_size, peers, {}, max_depth=cfg.max_depth
+        )
         self._sk = sk
 
     def load_rows(self, rows: object) -> None:
@@ -150,8 +152,9 @@ class Participant:
             w.u32(tree).bytes_(seed)
         seen = self._gate.seen if self._gate is not None else {}
         w.u32(len(seen))
+        depths = self._gate.depths if self._gate is not None else {}
         for (tree, node), d in sorted(seen.items()):
-            w.u32(tree).u32(node).bytes_(d)
+            w.u32(tree).u32(node).bytes_(d).u32(depths.get((tree, node), 0))
         w.u32(len(self._receipted))
         for tree, node in sorted(self._receipted):
             w.u32(tree).u32(node)
@@ -173,7 +176,10 @@ class Participant:
             key, col = (r.u32(), r.u32()), r.u32()
             splits[key] = (col, r.f64_finite("threshold"))
         roots = {r.u32(): r.bytes_(32) for _ in range(r.count(cfg.n_trees, "roots"))}
-        seen = {(r.u32(), r.u32()): r.bytes_(32) for _ in range(r.count(1 << 32, "nodes"))}
+        seen, depths = {}, {}
+        for _ in range(r.count(1 << 32, "nodes")):
+            key = (r.u32(), r.u32())
+            seen[key], depths[key] = r.bytes_(32), r.u32()
         receipted = {(r.u32(), r.u32()) for _ in range(r.count(1 << 32, "split nodes"))}
         answered = {(r.u32(), r.u32(), r.u32()) for _ in range(r.count(1 << 32, "test values"))}
         budget = secure_ops.DecryptionBudget.from_bytes(r.bytes_(), 1 << 32)
@@ -185,7 +191,7 @@ class Participant:
         self._pending, self._splits = pending, splits
         self._answered, self._budget, self._receipted = answered, budget, receipted
         if self._gate is not None:
-            self._gate.roots, self._gate.seen = roots, seen
+            self._gate.roots, self._gate.seen, self._gate.depths = roots, seen, depths
 
     def handle(self, data: bytes) -> bytes:
         """Answer one message of the CS."""
@@ -213,6 +219,9 @@ class Participant:
             raise ProtocolError(f"{self.name} has no keys yet")
         if (req.tree, req.node) in self._receipted:
             raise ProtocolError(f"{self.name} already split node {req.tree, req.node}")
+        parent = req.origin.receipt  # a node it split itself has only its own children
+        if parent and parent.signer != self.name and (parent.tree, parent.node) in self._receipted:
+            raise ProtocolError(f"{self.name} already split node {parent.tree, parent.node}")
         self._gate.check(req.tree, req.node, req.members, req.origin)
         members = np.flatnonzero(req.members)
         columns, masks, pending = [], [], []
@@ -250,9 +259,10 @@ class Participant:
         del self._pending[(req.tree, req.node)]
         self._splits[(req.tree, req.node)] = (col, s)
         right = members & (self._columns[:, col] >= s)
+        depth = self._gate.depths[(req.tree, req.node)] if self._gate is not None else 0
         receipt = SplitReceipt.sign(
             self._signing_key, self._config.session, self.name,
-            (req.tree, req.node, *req.children), members & ~right, right,
+            (req.tree, req.node, *req.children), members & ~right, right, depth,
         )  # fmt: skip
         value = self._encrypt(sk, s)
         reply = CiphertextReply(req.tree, req.node, 0, value, "split-upload", receipt)

@@ -15,6 +15,8 @@ participant therefore answers only node requests that follow from the tree:
   itself from the parent's μ and its own threshold when the CS announced the split
   (``split-request``, which names the child ids: the CS commits to every split decision);
   the request's node must be one of the two children and its μ must match that digest;
+  the receipt also signs the parent's depth, and a node at depth ``max_depth`` (a leaf)
+  is refused;
 * every node holds at least the session's ``min_node_size`` samples (public, fixed at
   provisioning, default ``max(MIN_NODE_SIZE, min_samples)``); a node id keeps the sample
   set it was first asked about (a different μ under a seen id is refused); and a
@@ -30,12 +32,16 @@ learns what RevFRF reveals by design: for each candidate, which of the node's sa
 right (the order of the participant's values, coarsened to ς thresholds). It gets at most
 one encrypted threshold per (participant, tree, node). **Residual leak:** a threshold is
 ``lo + (hi - lo)·k/(ς+1)``, exactly affine in the min and max of the probed samples, so
-a CS that opens it (see :mod:`.secure_ops`: a minted requester query id per comparison,
-within the holder's budget) learns one exact affine combination of two of the node's raw
+a CS that opens it (see :mod:`.secure_ops`: a holder's FRF-Test tickets or a signed
+query's budget) learns one exact affine combination of two of the node's raw
 values; with one threshold per node this no longer solves for both, but the CS can steer
 one participant to split several nested nodes of ``min_node_size`` samples and combine
-the equations. Not removed here (a public grid or noisy quantiles would change the
-forest). A receipt binds one session (the session id is signed).
+the equations, or have several other participants each split the same node once (a
+revocation regrows a node split before, so a second split is not refused; a participant
+refuses only the children of a node it split itself under another receipt) and ask the victim at
+sibling children with the same extreme samples (below ``max_depth``). Not removed here
+(a public grid or noisy quantiles would change the forest). A receipt binds one session
+(the session id is signed).
 """
 
 from __future__ import annotations
@@ -87,22 +93,23 @@ class SplitReceipt:
     left_digest: bytes
     right_digest: bytes
     signature: bytes = b""
+    depth: int = 0  # of the split node (root 0), as the signer's gate recorded it
 
     def signed_bytes(self, session: bytes) -> bytes:
         w = Writer().str_("privfl revfrf split-receipt").bytes_(session).str_(self.signer)
-        w.u32(self.tree).u32(self.node).u32(self.left).u32(self.right)
+        w.u32(self.tree).u32(self.node).u32(self.left).u32(self.right).u32(self.depth)
         return w.bytes_(self.left_digest).bytes_(self.right_digest).getvalue()
 
     @classmethod
     def sign(
         cls, key: Ed25519PrivateKey, session: bytes, signer: str, ids: tuple[int, int, int, int],
-        left: BoolArray, right: BoolArray,
+        left: BoolArray, right: BoolArray, depth: int = 0,
     ) -> SplitReceipt:  # fmt: skip
         """``ids``: (tree, node, left child, right child); ``left``/``right``: the children's
-        μ, which the signer computed itself."""
-        unsigned = cls(signer, *ids, digest(left), digest(right))
+        μ, which the signer computed itself; ``depth``: the split node's depth."""
+        unsigned = cls(signer, *ids, digest(left), digest(right), depth=depth)
         return cls(signer, *ids, unsigned.left_digest, unsigned.right_digest,
-                   key.sign(unsigned.signed_bytes(session)))  # fmt: skip
+                   key.sign(unsigned.signed_bytes(session)), depth)  # fmt: skip
 
     def verify(self, keys: Mapping[str, Ed25519PublicKey], session: bytes) -> None:
         key = keys.get(self.signer)
@@ -115,15 +122,16 @@ class SplitReceipt:
 
     def write(self, w: Writer) -> Writer:
         w.str_(self.signer).u32(self.tree).u32(self.node).u32(self.left).u32(self.right)
+        w.u32(self.depth)
         return w.bytes_(self.left_digest).bytes_(self.right_digest).bytes_(self.signature)
 
     @classmethod
     def read(cls, r: Reader) -> SplitReceipt:
-        signer, ids = r.str_(256), (r.u32(), r.u32(), r.u32(), r.u32())
+        signer, ids, depth = r.str_(256), (r.u32(), r.u32(), r.u32(), r.u32()), r.u32()
         left, right, signature = r.bytes_(DIGEST_BYTES), r.bytes_(DIGEST_BYTES), r.bytes_(64)
         if len(left) != DIGEST_BYTES or len(right) != DIGEST_BYTES or len(signature) != 64:
             raise MalformedMessageError("a split receipt with a short digest or signature")
-        return cls(signer, *ids, left, right, signature)
+        return cls(signer, *ids, left, right, signature, depth)
 
 
 @dataclass(frozen=True)
@@ -162,6 +170,8 @@ class NodeGate:
     peers: Mapping[str, Ed25519PublicKey]
     roots: dict[int, bytes]
     seen: dict[tuple[int, int], bytes] = field(default_factory=dict)  # node -> digest(μ)
+    max_depth: int = 1 << 31
+    depths: dict[tuple[int, int], int] = field(default_factory=dict)  # node -> its depth
 
     def check(self, tree: int, node: int, members: BoolArray, origin: Provenance) -> None:
         """Refuse (ProtocolError, before anything is computed) a node request whose μ does
@@ -175,6 +185,9 @@ class NodeGate:
         known = self.seen.get((tree, node))
         if known is not None and known != digest(members):
             raise ProtocolError(f"node {tree, node} was asked about with other samples before")
+        depth = 0 if origin.receipt is None else origin.receipt.depth + 1
+        if depth >= self.max_depth:  # a leaf's depth (the signer's receipt gives the parent's)
+            raise ProtocolError(f"node {tree, node} at depth {depth}; max_depth {self.max_depth}")
         if origin.receipt is None:
             seen = self.roots.get(tree)
             if node != 0 or (seen is not None and seen != origin.seed):
@@ -182,7 +195,7 @@ class NodeGate:
             if not np.array_equal(bootstrap(origin.seed, tree, self.n_samples) > 0, members):
                 raise ProtocolError("a root whose samples are not its seed's bootstrap sample")
             self.roots[tree] = origin.seed
-            self.seen[(tree, node)] = digest(members)
+            self.seen[(tree, node)], self.depths[(tree, node)] = digest(members), 0
             return
         receipt = origin.receipt
         receipt.verify(self.peers, self.session)
@@ -191,4 +204,4 @@ class NodeGate:
         want = receipt.left_digest if node == receipt.left else receipt.right_digest
         if receipt.left == receipt.right or digest(members) != want:
             raise ProtocolError(f"node {tree, node}'s samples are not those its parent split off")
-        self.seen[(tree, node)] = want
+        self.seen[(tree, node)], self.depths[(tree, node)] = want, depth

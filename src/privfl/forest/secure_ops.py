@@ -53,7 +53,11 @@ a :class:`Ticket` (query id, tree, node) the CS names; the holder strips θ_u on
 provides the split of that node and has never paid that (query, tree, node) before
 (:class:`DecryptionBudget`, kept by the holder). An FRF-Test query id is the hash of a
 test value the holder itself uploaded for that node (one per (tree, node, row) per
-evaluation round it opens with ``load_rows``); a requester-query ticket is signed by the CC
+evaluation round it opens with ``load_rows``; a deployment node opens one round per run);
+since the CC sees only blinded operands, such a ticket does not bind *what* is compared:
+one round gives a deviating CS up to (test rows × the holder's split nodes) comparison
+bits of its choice per holder (a binary search opens a 40-bit value with 40 rows); a
+requester-query ticket is signed by the CC
 only for a query its requester signed, opened once, at most once per (query, tree, node)
 and ``max_depth`` times per (query, tree) (:mod:`.query_auth`), and the holder still pays
 it once per (query, tree, node), at most ``max_queries`` distinct ids per session (public,

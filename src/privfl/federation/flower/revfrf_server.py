@@ -142,11 +142,14 @@ def main(grid: Grid, context: Context) -> None:
 
 
 def _run(grid: Grid, context: Context) -> None:
-    keys = load_node(str(_cfg(context, "cs-keys", "keys/CS")), "cs")
     steps = [s.strip() for s in str(_cfg(context, "steps", "train,test")).split(",") if s.strip()]
     unknown = set(steps) - {"train", "test", "query", "revoke"}
     if unknown or not steps or steps[0] != "train":
         raise InputError(f"steps must start with train and use train/test/query/revoke: {steps}")
+    secure = bool(_cfg(context, "secure", True))
+    if steps.count("query") > 1 or (steps.count("test") > 1 and secure):
+        raise InputError("one secure test and one query per run: each node answers them once")
+    keys = load_node(str(_cfg(context, "cs-keys", "keys/CS")), "cs")
     table = read_table(str(_cfg(context, "labels-file", "labels.csv")))
     id_col = str(_cfg(context, "id-column", "id"))
     label_col = str(_cfg(context, "label-column", "label"))
