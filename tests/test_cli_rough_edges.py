@@ -413,6 +413,8 @@ MINIMAL = {  # the smallest arguments that get each command past its own argumen
     "flower local": ["missing.csv", "--party-column", "p", "-s", "score", "-l", "label"],
     "flower run": ["missing-app"],
     "forest local": ["missing.csv", "-l", "label"],
+    "flower train": ["missing.csv", "--party-column", "p", "-l", "label"],
+    "flower train-node": ["{tmp}/node"],
 }
 
 
