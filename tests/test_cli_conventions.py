@@ -8,32 +8,16 @@ import io
 import json
 import time
 
-import click
 import pytest
-import typer
 from rich.console import Console
 from typer.testing import CliRunner
 
+from _shared import leaf_commands
 from privfl import __version__
 from privfl.cli import app
 from privfl.cli._progress import Tracker
 
 runner = CliRunner()
-
-
-def leaf_commands() -> dict[str, click.Command]:
-    """'auc', 'keys init', 'audit membership', ... -> the click command."""
-    out: dict[str, click.Command] = {}
-
-    def walk(cmd: click.Command, prefix: str) -> None:
-        if isinstance(cmd, click.Group):
-            for name, sub in cmd.commands.items():
-                walk(sub, f"{prefix} {name}".strip())
-        else:
-            out[prefix] = cmd
-
-    walk(typer.main.get_command(app), "")
-    return out
 
 
 COMMANDS = leaf_commands()

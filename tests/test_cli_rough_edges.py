@@ -8,15 +8,14 @@ import json
 import re
 import time
 
-import click
 import numpy as np
 import pandas as pd
 import pytest
-import typer
 from typer.testing import CliRunner
 
 import privfl
 import privfl.metrics as pm
+from _shared import leaf_commands
 from conftest import make_parties
 from privfl.cli import app
 from privfl.errors import InputError
@@ -295,20 +294,6 @@ def test_complex_scores_and_thresholds_none_are_refused_with_the_reason():
 
 
 # ----------------------------------------------------------------------------- help texts
-def leaf_commands() -> dict[str, click.Command]:
-    out: dict[str, click.Command] = {}
-
-    def walk(cmd: click.Command, prefix: str) -> None:
-        if isinstance(cmd, click.Group):
-            for name, sub in cmd.commands.items():
-                walk(sub, f"{prefix} {name}".strip())
-        else:
-            out[prefix] = cmd
-
-    walk(typer.main.get_command(app), "")
-    return out
-
-
 def squash(text: str) -> str:
     return re.sub(r"[\s│]+", " ", text)
 

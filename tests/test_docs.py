@@ -34,6 +34,8 @@ from pathlib import Path
 
 import pytest
 
+from _shared import leftover_processes
+
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 DOCS = REPO / "docs"
@@ -223,19 +225,6 @@ def run_page(blocks: list[Block], folder: Path) -> list[tuple[Block, float, floa
 
 
 # ----------------------------------------------------------------------------- what pages leave
-
-
-def leftover_processes(marker: str) -> list[str]:
-    """Command lines of Flower processes still running whose command line names ``marker``."""
-    found = []
-    for cmd in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            text = cmd.read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if marker in text and "flower" in text:
-            found.append(text)
-    return found
 
 
 def check_readme_quickstart(folder: Path) -> None:

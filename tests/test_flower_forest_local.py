@@ -15,24 +15,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from _shared import leftover_processes
 from privfl.datasets import load_tabular
 
 pytestmark = pytest.mark.flower
 pytest.importorskip("flwr")
 
 BIN = Path(sys.executable).parent
-
-
-def leftover_processes(marker: str) -> list[str]:
-    found = []
-    for cmd in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            text = cmd.read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if marker in text and "flower" in text:
-            found.append(text)
-    return found
 
 
 def test_forest_local_grows_predicts_typed_and_stops_everything(tmp_path):
