@@ -29,16 +29,11 @@ import pandas as pd
 import privfl
 from privfl.datasets import deal
 from privfl.evaluation.fhauc.policy import DEFAULT_MAX_SAMPLES_PER_PARTY, Policy, Security
+from privfl.federation.flower.launch import free_port
 from privfl.federation.provisioning import provision
 
 BIN = Path(sys.executable).parent
 APP = Path(__file__).resolve().parents[1] / "examples" / "flower-fhauc"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def main() -> None:

@@ -105,3 +105,46 @@ def test_ctrl_c_stops_every_process_the_federation_started(tmp_path):
         started = list(fed.procs.values())
         raise KeyboardInterrupt  # what Ctrl-C raises in `privfl flower local`
     assert started and all(p.poll() is not None for p in started)
+
+
+def test_a_server_whose_port_was_taken_first_starts_again_on_another(tmp_path, monkeypatch):
+    """A port free when chosen can be bound by another process before the SuperLink or a
+    SuperNode binds it (a CI run failed so: "address already in use"); the federation starts
+    that process again on a fresh port instead of failing the run."""
+    import socket
+
+    import privfl.federation.flower.local as local
+    from privfl.federation.flower.launch import free_port
+
+    taken = []
+    for _ in range(2):  # bound, not listening: the probe cannot mistake it for the SuperLink
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        taken.append(s)
+    # the SuperLink: taken, then free; the SuperNode: taken, then free
+    ports = iter([taken[0].getsockname()[1], free_port(), taken[1].getsockname()[1]])
+    monkeypatch.setattr(local, "free_port", lambda: next(ports, None) or free_port())
+    provision(["site-a", "site-b"], tmp_path / "keys")
+    try:
+        with LocalFederation(tmp_path) as fed:
+            first = fed.port
+            fed.start_superlink()
+            assert fed.port != first and fed._restarts == {"superlink": 1}
+            fed.start_supernode("site-a", {"keys-dir": str(tmp_path / "keys" / "site-a")})
+            deadline = time.monotonic() + 60
+            while fed._restarts.get("site-a") != 1 and time.monotonic() < deadline:
+                fed._alive("site-a")
+                time.sleep(0.2)
+            assert fed._restarts.get("site-a") == 1
+            time.sleep(1.0)
+            fed._alive("site-a")  # the second start holds its port
+    finally:
+        for s in taken:
+            s.close()
+
+
+def test_free_ports_are_below_the_kernel_s_ephemeral_range():
+    from privfl.federation.flower.launch import _ephemeral_low, free_port
+
+    low = _ephemeral_low()
+    assert all(20000 <= free_port() < low for _ in range(50))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -27,11 +28,38 @@ def flower_bin() -> Path:
     return Path(sys.executable).parent
 
 
+# Where free_port looks: below the kernel's ephemeral range, so that no outgoing connection
+# of any process (which the kernel numbers from that range) can take the port between the
+# check and the server's own bind; a port another launcher picks at the same moment is still
+# possible, hence PORT_IN_USE and the restart in LocalFederation.
+_PORT_LOW = 20000
+_EPHEMERAL = Path("/proc/sys/net/ipv4/ip_local_port_range")
+PORT_IN_USE = "address already in use"
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(_EPHEMERAL.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A TCP port on 127.0.0.1 that nothing listens on right now, chosen at random below the
+    kernel's ephemeral range (a port from ``bind(0)`` is one any process's next outgoing
+    connection may take before the server binds it)."""
+    low, high = _PORT_LOW, _ephemeral_low()
+    if high - low < 1000:  # an unusual range: fall back to the kernel's choice
+        low, high = 0, 1
+    for _ in range(200):
+        port = low + secrets.randbelow(high - low) if high > 1 else 0
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return int(s.getsockname()[1])
+    raise InputError(f"no free TCP port on 127.0.0.1 in {low}..{high - 1}")
 
 
 def config_string(values: Mapping[str, ConfigValue]) -> str:

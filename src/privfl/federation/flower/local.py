@@ -31,6 +31,7 @@ from typing import IO
 
 from privfl.errors import InputError, ProtocolError
 from privfl.federation.flower.launch import (
+    PORT_IN_USE,
     ConfigValue,
     LinkSecurity,
     RunOutcome,
@@ -46,6 +47,8 @@ CONNECTION = "local"
 # FLWR_SUPEREXEC_TASK_POLL_INTERVAL wins.
 TASK_POLL_ENV = "FLWR_SUPEREXEC_TASK_POLL_INTERVAL"
 TASK_POLL_S = 0.05
+# How often a SuperLink or SuperNode is started again when its port was taken first.
+_RESTARTS = 3
 
 
 class LocalFederation:
@@ -96,6 +99,11 @@ class LocalFederation:
         self.port = free_port()
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self._logs: list[IO[bytes]] = []
+        # what each server process was started with, to start it again on a fresh port when
+        # another process took its port first (PORT_IN_USE in its log; at most _RESTARTS)
+        self._simulation = 0
+        self._supernodes: dict[str, tuple[dict[str, ConfigValue], Path | None]] = {}
+        self._restarts: dict[str, int] = {}
 
     # ------------------------------------------------------------------ processes
     def _write_connection(self, num_supernodes: int = 0) -> None:
@@ -120,7 +128,12 @@ class LocalFederation:
     def start_superlink(self, *, simulation: int = 0, timeout: float = 60.0) -> None:
         """Start the SuperLink (``simulation=K``: a simulation runtime with K virtual nodes)
         and wait until it answers."""
-        self._write_connection(simulation)
+        self._simulation = simulation
+        self._launch_superlink()
+        self.wait_for_superlink(timeout)
+
+    def _launch_superlink(self) -> None:
+        self._write_connection(self._simulation)
         sec = self.security
         tls = (["--ssl-ca-certfile", str(sec.ca), "--ssl-certfile", str(sec.cert),
                 "--ssl-keyfile", str(sec.key)] if sec.tls else ["--insecure"])  # fmt: skip
@@ -128,16 +141,20 @@ class LocalFederation:
                 "--port", str(self.port), "--disable-runtime-dependency-installation"]  # fmt: skip
         if sec.node_auth:
             args.append("--enable-supernode-auth")
-        if simulation:
+        if self._simulation:
             args.append("--simulation")
         self._start("superlink", args)
-        self.wait_for_superlink(timeout)
 
     def start_supernode(
         self, name: str, node_config: Mapping[str, ConfigValue], *, auth_key: Path | None = None
     ) -> None:
         """Start a SuperNode named ``name`` (its log: ``<root>/<name>.log``); ``auth_key``:
         its private key (PEM) when the SuperLink authenticates SuperNodes."""
+        self._supernodes[name] = (dict(node_config), auth_key)
+        self._launch_supernode(name)
+
+    def _launch_supernode(self, name: str) -> None:
+        node_config, auth_key = self._supernodes[name]
         sec = self.security
         trust = ["--root-certificates", str(sec.ca)] if sec.tls else ["--insecure"]
         auth = ["--auth-supernode-private-key", str(auth_key)] if auth_key else []
@@ -147,6 +164,23 @@ class LocalFederation:
              f"{self.address}:{self.port}", "--port", str(free_port()),
              "--node-config", config_string(node_config)],
         )  # fmt: skip
+
+    def _restart_on_taken_port(self, name: str, log: str) -> bool:
+        """Start ``name`` again on a fresh port if it died because another process bound its
+        port first (a race no port choice can exclude); False when that was not the cause or
+        it already happened ``_RESTARTS`` times."""
+        if PORT_IN_USE not in log.lower() or self._restarts.get(name, 0) >= _RESTARTS:
+            return False
+        if name == "superlink":
+            self._restarts[name] = self._restarts.get(name, 0) + 1
+            self.port = free_port()
+            self._launch_superlink()
+            return True
+        if name in self._supernodes:
+            self._restarts[name] = self._restarts.get(name, 0) + 1
+            self._launch_supernode(name)
+            return True
+        return False
 
     def register_node(self, public_key: Path) -> str:
         """``flwr supernode register``: admit the SuperNode holding this key's private half
@@ -167,6 +201,8 @@ class LocalFederation:
         proc = self.procs.get(name)
         if proc is not None and proc.poll() is not None:
             tail = (self.root / f"{name}.log").read_text(errors="replace")[-2000:]
+            if self._restart_on_taken_port(name, tail):
+                return
             raise ProtocolError(f"{name} exited with status {proc.returncode}:\n{tail}")
 
     def wait_for_superlink(self, timeout: float = 60.0) -> None:
