@@ -222,9 +222,9 @@ class Proposals:
 class NodeQuery:
     """CS -> a participant, about one of its nodes: ``split-request`` (upload candidate
     ``index``, the winner, whose children get the ids ``children``: the CS's commitment to
-    the split) or ``value-request`` (FRF-Test: encrypt test row ``index``)."""
+    the split)."""
 
-    STEPS: ClassVar[tuple[str, str]] = ("split-request", "value-request")
+    STEPS: ClassVar[tuple[str]] = ("split-request",)
     step: str
     tree: int
     node: int
@@ -253,7 +253,7 @@ class NodeQuery:
 class CiphertextReply:
     """Participant -> CS: a ciphertext under the participant's key for (tree, node, row):
     a split upload ``HoEnc(pk_u, fixed_point(s))`` (row 0) with the participant's signed
-    receipt of the split's children (:mod:`.provenance`), or a test value (FRF-Test)."""
+    receipt of the split's children (:mod:`.provenance`)."""
 
     tree: int
     node: int
