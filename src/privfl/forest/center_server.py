@@ -48,6 +48,7 @@ from privfl.forest.messages import (
     SessionConfig,
 )
 from privfl.forest.query_auth import Query
+from privfl.forest.reopen import ReopenNotice, check_reopened
 from privfl.forest.tree import (
     Leaf,
     Node,
@@ -129,7 +130,7 @@ class CenterServer:
         members = np.flatnonzero(weights)
         origin = provenance.Provenance(seed=seed)
         root = Region(members, weights[members].astype(np.int64), everything, 0, origin)
-        yield from self._grow(tree, tree.new_id(), root)
+        yield from self._grow(tree, 0, root)
 
     def _grow(self, tree: Tree, node_id: int, region: Region) -> Par[None]:
         """FLE-Expan at ``node_id``, then both subtrees side by side."""
@@ -157,7 +158,7 @@ class CenterServer:
         if best is None:
             return leaf, []
         owner, index, feature, right = best
-        left_id, right_id = tree.new_id(), tree.new_id()
+        left_id, right_id = provenance.children(node_id)
         ids = (tree.tree_id, node_id, left_id, right_id)
         request = NodeQuery("split-request", tree.tree_id, node_id, index, (left_id, right_id))
         (reply,) = yield (Outgoing(owner, request.to_bytes(self.config)),)
@@ -308,9 +309,14 @@ class CenterServer:
         destroyed: list[Split] = []
         forget: dict[str, list[tuple[int, int]]] = defaultdict(list)
         regrow: list[Par[None]] = []
+        receipts: list[provenance.SplitReceipt] = []  # the revoked one's, of its top nodes
         before = sum(len(tree.nodes) for tree in self.trees)
         for tree in self.trees:
             for top in tree.topmost(name):
+                receipt = tree.nodes[top.left].region.origin.receipt
+                if receipt is None:
+                    raise ProtocolError(f"node {tree.tree_id, top.node_id} lost its receipt")
+                receipts.append(receipt)
                 for nid in tree.subtree(top.node_id):
                     node = tree.nodes.pop(nid)
                     if isinstance(node, Split):
@@ -319,20 +325,25 @@ class CenterServer:
                 allowed = tuple(f for f in top.region.allowed if self._features[f][0] != name)
                 regrow.append(self._grow(tree, top.node_id, replace(top.region, allowed=allowed)))
         removed = before - sum(len(tree.nodes) for tree in self.trees)
-        yield from gather(regrow)
-        rebuilt = sum(len(tree.nodes) for tree in self.trees) - before + removed
         asks = {
             provider: NodeBatch("forget", tuple(nodes),
                                 tuple(np.zeros(0, dtype=bool) for _ in nodes))
             for provider, nodes in forget.items()
             if provider != name
         }  # fmt: skip
-        if asks:
+        if asks:  # before the regrowth, which reuses the destroyed nodes' ids
             replies = yield tuple(Outgoing(p, a.to_bytes(self.config, CS)) for p, a in asks.items())
             for (provider, ask), reply in zip(asks.items(), replies, strict=True):
                 NodeBatch.from_bytes(
                     reply, "forgotten", self.config, provider, len(ask.nodes), 0, ask
                 )
+        notice = ReopenNotice(data, tuple(receipts)).to_bytes(self.config)
+        active = [p for p in self._roster if p not in self.revoked]
+        replies = yield tuple(Outgoing(p, notice) for p in active)
+        for p, reply in zip(active, replies, strict=True):
+            check_reopened(reply, self.config, p, len(receipts))
+        yield from gather(regrow)
+        rebuilt = sum(len(tree.nodes) for tree in self.trees) - before + removed
         refreshed = 0
         if level == 2 and destroyed:
             self._op += 1

@@ -25,6 +25,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from privfl._typing import BoolArray
 from privfl.crypto import dtpkc
 from privfl.errors import (
+    InputError,
     MalformedMessageError,
     ProtocolError,
     UnexpectedStepError,
@@ -37,6 +38,7 @@ CODEC = Codec("revfrf", 2)
 CS, CC, KGC = "CS", "CC", "KGC"
 RESERVED_NAMES = frozenset({CS, CC, KGC})
 MAX_ITEMS = 1 << 20
+MAX_DEPTH = 30  # node ids are heap positions (children 2n+1, 2n+2) in a u32
 T = TypeVar("T")
 
 
@@ -74,6 +76,12 @@ class SessionConfig:
     allow_insecure_key_bits: bool = False
     min_node_size: int = 10  # provenance.MIN_NODE_SIZE
     provisioning: bytes = b""  # a deployment's provisioning id ("": the session's own)
+
+    def __post_init__(self) -> None:
+        if not 0 < self.max_depth <= MAX_DEPTH:
+            raise InputError(
+                f"max_depth must be in 1..{MAX_DEPTH} (a node's id is its path: 2n+1, 2n+2)"
+            )
 
     def setup(self) -> SessionConfig:
         """The config the KGC's messages are sealed under: a deployment provisions once
@@ -133,6 +141,8 @@ def _ids(r: Reader, config: SessionConfig) -> tuple[int, int]:
         raise MalformedMessageError(
             f"tree {tree} does not exist (the session has {config.n_trees})"
         )
+    if node >= (1 << (min(config.max_depth, MAX_DEPTH) + 1)) - 1:
+        raise MalformedMessageError(f"node {node} is deeper than max_depth {config.max_depth}")
     return tree, node
 
 
@@ -244,7 +254,7 @@ class NodeQuery:
         index = r.u32()
         children = (r.u32(), r.u32()) if step == "split-request" else (0, 0)
         r.end()
-        if step == "split-request" and len({node, *children}) != 3:
+        if step == "split-request" and children != (2 * node + 1, 2 * node + 2):
             raise MalformedMessageError(f"a split of node {node} into children {children}")
         return cls(step, tree, node, index, children)
 

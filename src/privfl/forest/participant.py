@@ -42,8 +42,9 @@ from privfl.forest.messages import (
     pack_mask,
     read_mask,
 )
-from privfl.forest.provenance import NodeGate, SplitReceipt
+from privfl.forest.provenance import NodeGate, SplitReceipt, under
 from privfl.forest.query_auth import Query, SignedQuery, digest_of
+from privfl.forest.reopen import ReopenNotice, reopened
 from privfl.messages import Reader, Writer
 
 
@@ -160,7 +161,8 @@ class Participant:
         w.u32(len(self._receipted))
         for tree, node in sorted(self._receipted):
             w.u32(tree).u32(node)
-        return w.bytes_(self._budget.to_bytes()).getvalue()
+        gate = self._gate.extra_bytes() if self._gate is not None else b""
+        return w.bytes_(self._budget.to_bytes()).bytes_(gate).getvalue()
 
     def restore_state(self, data: bytes) -> None:
         cfg, limit = self._config, self._config.max_internal_nodes
@@ -181,6 +183,7 @@ class Participant:
             seen[key], depths[key] = r.bytes_(32), r.u32()
         receipted = {(r.u32(), r.u32()) for _ in range(r.count(1 << 32, "split nodes"))}
         budget = secure_ops.DecryptionBudget.from_bytes(r.bytes_(), 1 << 32)
+        gate = r.bytes_()
         r.end()
         if any(len(seed) != 32 for seed in (*roots.values(), *seen.values())):
             raise MalformedMessageError(f"{self.name}'s saved state has a short root seed")
@@ -190,6 +193,7 @@ class Participant:
         self._budget, self._receipted = budget, receipted
         if self._gate is not None:
             self._gate.roots, self._gate.seen, self._gate.depths = roots, seen, depths
+            self._gate.load_extra(gate)
 
     def handle(self, data: bytes) -> bytes:
         """Answer one message of the CS."""
@@ -198,6 +202,7 @@ class Participant:
             "split-request": self._upload_split,
             "plain-compare": self._compare_plain,
             "forget": self._forget,
+            "reopen": self._reopen,
             "partial-decrypt": self._partial_decrypt,
         }
         return dispatch(data, self._config, handlers, self.name)
@@ -300,6 +305,22 @@ class Participant:
         for key in batch.nodes:
             self._splits.pop(key, None)
         return NodeBatch("forgotten", batch.nodes, batch.masks).to_bytes(self._config, self.name)
+
+    def _reopen(self, data: bytes) -> bytes:
+        """FRF-Revoc: forget the nodes below a revoked participant's splits, which the CS
+        regrows under the same ids, after checking that participant's signed revocation
+        and its own receipts of those splits (:mod:`.reopen`); once per participant."""
+        if self._gate is None:
+            raise ProtocolError(f"{self.name} has no keys yet")
+        revoked, tops = ReopenNotice.from_bytes(data, self._config).check(
+            self._config, self._gate.peers
+        )
+        self._gate.reopen(revoked, tops)
+        gone = {k for k in (*self._receipted, *self._pending, *self._splits) if under(k, tops)}
+        self._receipted -= gone
+        self._pending = {k: v for k, v in self._pending.items() if k not in gone}
+        self._splits = {k: v for k, v in self._splits.items() if k not in gone}
+        return reopened(self._config, self.name, len(tops))
 
     def _partial_decrypt(self, data: bytes) -> bytes:
         """ParHDec1 of a CC-signed comparison result addressed to this participant, paid
