@@ -2,8 +2,8 @@
 
 * construction: grow trees on 5,000 Adult training rows (one feature per participant) until
   100 internal nodes exist; CS and participant computation seconds and MB exchanged;
-* secure prediction (FRF-Predict, HoLT per node) of one row with 10 trees of depth 10: CS, participant and CC
-  seconds, MB;
+* secure prediction (FRF-Predict, HoLT per node) of one row with 10 trees of depth 10: CS,
+  participant and CC seconds, MB;
 * revocation: rebuild time after revoking 1..5 participants one by one (in column order),
   against growing the whole forest again without them; then, on a fresh forest, revoking
   each time the participant whose revocation destroys the fewest nodes (the best case).
