@@ -37,7 +37,7 @@ def build(level=2):
     send = model.runner.send
     model.runner.send = lambda ch, data: log.append(bytes(data)) or send(ch, data)
     model.fit(parts, y)
-    model.predict({k: v[:2] for k, v in parts.items()})
+    model.predict({k: v[:3] for k, v in parts.items()})  # FRF-Test: plain-compare only
     cs, holder = model.center_server, "a"  # HoAdd on its own (HoLT no longer runs it)
     c = dtpkc.encrypt(cs._roster[holder].public, 5)
     schedule.drive(model.runner, cs.secure_add(c, c, holder), model._peers())
@@ -85,9 +85,6 @@ def cases(model, log):
     node_ask, proposals = pair(log, "node-request", "proposals")
     owner = header(proposals).sender
     node_req = fm.NodeRequest.from_bytes(node_ask, cfg, 1)
-    value_ask, value_up = pair(log, "value-request", "value-upload")
-    ids = (lambda r: (r.u32(), r.u32(), r.u32()))(fm.CODEC.decode(value_ask)[1])
-    provider = header(value_up).sender
     plain_ask, plain_answer = pair(log, "plain-compare", "plain-compared")
     plain_req = fm.NodeBatch.from_bytes(plain_ask, "plain-compare", cfg, "CS", 64, 3)
     hoadd_ask, hoadd_answer = pair(log, "hoadd-request", "hoadd-response")
@@ -107,9 +104,6 @@ def cases(model, log):
         "split-upload": (first(log, "split-upload"), lambda b: fm.CiphertextReply.from_bytes(
             b, "split-upload", cfg, sender_key(cs, b), None, (0, 0, 0)),
             lambda m: 0 < m.value.c1 < params.n2),
-        "value-upload": (value_up, lambda b: fm.CiphertextReply.from_bytes(
-            b, "value-upload", cfg, cs._roster[provider].public, provider, ids),
-            lambda m: 0 < m.value.c2 < params.n2),
         "plain-compare": (plain_ask, lambda b: fm.NodeBatch.from_bytes(
             b, "plain-compare", cfg, "CS", 64, 3), lambda m: all(v.size <= 3 for v in m.masks)),
         "plain-compared": (plain_answer, lambda b: fm.NodeBatch.from_bytes(
@@ -147,7 +141,7 @@ def cases(model, log):
 
 
 PARTICIPANT_STEPS = (
-    "node-request", "split-request", "value-request", "plain-compare", "forget", "partial-decrypt"
+    "node-request", "split-request", "plain-compare", "forget", "partial-decrypt"
 )  # fmt: skip
 
 
@@ -161,7 +155,7 @@ def endpoint(model, log, step):
 
 
 NAMES = [
-    "node-request", "proposals", "split-upload", "value-upload", "plain-compare",
+    "node-request", "proposals", "split-upload", "plain-compare",
     "plain-compared", "hoadd-request", "hoadd-response", "holt-request", "holt-result",
     "refreshed", "query", "revocation", "cs-keys", "participant-keys", "participant-hello",
     *(f"participant {step}" for step in PARTICIPANT_STEPS),

@@ -80,7 +80,7 @@ def test_participants_receive_no_labels_only_their_requests(forest):
     model.predict({k: v[:2] for k, v in parts.items()})
     model.predict_plain(parts)
     steps = {CODEC.decode(m)[0].step for ch, m in log if ch == "cs->participant"}
-    assert steps <= {"value-request", "plain-compare", "partial-decrypt"}
+    assert steps == {"plain-compare"}  # FRF-Test: no test value, no decryption (issue 26)
     # growth: a node request carries the node's samples and columns, nothing else
     p = model.participants["p1"]
     tree, node = next((t.tree_id, n) for t in model.trees for n in t.splits()

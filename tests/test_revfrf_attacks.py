@@ -81,7 +81,7 @@ def test_a_chosen_two_sample_node_is_refused_before_the_participant_sends_anythi
     )
     forged_key = Ed25519PrivateKey.generate()
     forged = SplitReceipt.sign(
-        forged_key, cfg.session, "p1", (tree, 0, 90, 91),
+        forged_key, cfg.session, "p1", (tree, 14, 29, 30),
         mask(cfg.n_samples, [3, 7]), mask(cfg.n_samples, [1, 2]),
     )  # fmt: skip
     attempts = [
@@ -93,7 +93,7 @@ def test_a_chosen_two_sample_node_is_refused_before_the_participant_sends_anythi
         (two_sample_request(model, child_receipt.tree, child_receipt.left,
                             Provenance(receipt=child_receipt), range(12)),
          "not those its parent|other samples"),
-        (two_sample_request(model, tree, 90, Provenance(receipt=forged), range(12)),
+        (two_sample_request(model, tree, 29, Provenance(receipt=forged), range(12)),
          "not signed"),
     ]  # fmt: skip
     for request, match in attempts:
@@ -371,7 +371,7 @@ def _steer(model, name, tree=0):
     from privfl.forest.provenance import Provenance, bootstrap
 
     cfg, p = model.center_server.config, model._participants[name]
-    key, nxt = model._kgc.issued[name], [5000]
+    key = model._kgc.issued[name]
     p.handle(NodeBatch("forget", ((tree, 0),), (np.zeros(0, bool),)).to_bytes(cfg, CS))
     seed = p._gate.roots[tree]
     members, origin, node = bootstrap(seed, tree, cfg.n_samples) > 0, Provenance(seed=seed), 0
@@ -381,8 +381,7 @@ def _steer(model, name, tree=0):
         return Proposals.from_bytes(p.handle(req.to_bytes(cfg)), cfg, req, name)
 
     def split(node, k):
-        kids = (nxt[0], nxt[0] + 1)
-        nxt[0] += 2
+        kids = (2 * node + 1, 2 * node + 2)  # a node's children are its path (issue 26)
         out = p.handle(NodeQuery("split-request", tree, node, k, kids).to_bytes(cfg))
         return kids, CiphertextReply.from_bytes(
             out, "split-upload", cfg, key, name, (tree, node, 0)
@@ -531,13 +530,13 @@ def test_a_second_split_of_a_node_the_victim_split_yields_children_it_refuses(fo
     got = Proposals.from_bytes(proposals, cfg, ask, other_name)
     sizes = [(int(m.sum()), int((~m).sum())) for m in got.go_right]
     index = next(i for i, pair in enumerate(sizes) if min(pair) >= cfg.min_node_size)
-    reply = other.handle(NodeQuery("split-request", 0, 0, index, (900, 901)).to_bytes(cfg))
+    reply = other.handle(NodeQuery("split-request", 0, 0, index, (1, 2)).to_bytes(cfg))
     receipt = CiphertextReply.from_bytes(
         reply, "split-upload", cfg, model.center_server._roster[other_name].public,
         other_name, (0, 0, 0),
     ).receipt  # fmt: skip
     child = mask(cfg.n_samples, root.region.members[got.go_right[index]])
     request = NodeRequest(
-        0, 901, child, (0,), cfg.probe_size, cfg.candidates, Provenance(receipt=receipt)
+        0, 2, child, (0,), cfg.probe_size, cfg.candidates, Provenance(receipt=receipt)
     )
     refuses(victim, request.to_bytes(cfg), ProtocolError, "already split node")

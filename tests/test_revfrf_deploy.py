@@ -327,19 +327,19 @@ def fresh_fit(tmp_path):
     return dep, nodes
 
 
-def test_a_rebuilt_participant_does_not_open_a_new_evaluation_round_per_batch(fresh_fit):
-    """Issue 26 (attack 1): the node reloaded its test rows after restoring its state, which
-    reset the once-per-(tree, node, row) record, so a CS re-sent the same value-request in
-    every batch and got a fresh FRF-Test decryption ticket each time (a binary search opened
-    any value). The second request, in another batch of the same run, is refused."""
+def test_a_participant_node_uploads_no_test_value_in_any_batch(fresh_fit):
+    """Issue 26 (attack 1, then the open item 1): a CS re-sent a value-request in every batch
+    and got an FRF-Test decryption ticket each time; later once per (tree, node, row) per
+    run, still one comparison bit of the CS's choice per test row. FRF-Test now compares at
+    the provider in the clear: a node answers no value-request, in any batch."""
     dep, nodes = fresh_fit
     tree, split = next(
         (t.tree_id, n) for t in dep.cs.trees for n in t.nodes.values() if hasattr(n, "provider")
     )
     ask = NodeQuery("value-request", tree, split.node_id, 0).to_bytes(dep.cs.config)
-    nodes.node(split.provider).handle_all([ask])
-    with pytest.raises(ProtocolError, match="already sent row"):
-        nodes.node(split.provider).handle_all([ask])
+    for _ in range(2):
+        with pytest.raises(ProtocolError, match="does not answer 'value-request'"):
+            nodes.node(split.provider).handle_all([ask])
 
 
 def test_a_requester_signs_one_query_batch_per_run_and_follows_one_run(fresh_fit):

@@ -185,15 +185,14 @@ class CenterDeployment:
         return self.cs.fit()
 
     def test(self, secure: bool = True) -> Par[Predictions]:
-        """FRF-Test on the participants' aligned test rows: plaintext comparisons and (with
-        ``secure``) HoLT at every node, side by side."""
+        """FRF-Test on the participants' aligned test rows: each provider compares its own
+        test values with its own threshold (it holds both; no value is decrypted, so a test
+        row is no decryption ticket for the CS). FRF-Test has one path: with ``secure`` the
+        result's ``secure`` field repeats it (kept for the apps' JSON), else it is empty."""
         if self.n_test == 0:
             raise InputError("no aligned test rows (give the participants a test-file)")
-        jobs = [self.cs.predict_plain(self.n_test)]
-        if secure:
-            jobs.append(self.cs.predict_secure(self.n_test))
-        out = yield from gather(jobs)
-        return Predictions(out[0], out[-1] if secure else np.asarray([]))
+        plain = yield from self.cs.predict_plain(self.n_test)
+        return Predictions(plain, plain.copy() if secure else np.asarray([]))
 
     def query(self, requester: str) -> Par[np.ndarray]:
         """FRF-Predict for every row of a requester's file: it encrypts them under its key,

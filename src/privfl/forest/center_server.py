@@ -8,9 +8,11 @@ bytes cross between roles:
 * :meth:`CenterServer.fit` grows every tree (FLE-Expan / FOS-Find): per node a random subset
   of ceil(sqrt(|F|)) allowed features, the owners' candidate split vectors scored with the
   labels (weighted Gini or MSE), the winner's split uploaded encrypted under its key;
-* :meth:`CenterServer.predict_secure` (FRF-Test), :meth:`CenterServer.predict_query`
-  (FRF-Predict) compare with HoLT at every node; :meth:`CenterServer.predict_plain` asks the
-  providers for plaintext comparisons (the evaluation shortcut);
+* :meth:`CenterServer.predict_query` (FRF-Predict) compares a requester's encrypted sample
+  with HoLT at every node; :meth:`CenterServer.predict_plain` (FRF-Test) asks each provider
+  to compare its own test values with its own threshold in the clear (it holds both, so
+  HoLT would hide nothing from it, and the CS learns the same branch bits either way;
+  without a holder decryption per test value the CS gets no comparison of its choice);
 * :meth:`CenterServer.revoke` checks a signed, fresh, unreplayed revocation request, destroys
   and regrows every subtree under a node of the participant, and at level 2 refreshes the
   destroyed splits at CC and again itself (HEncRef).
@@ -20,7 +22,6 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
@@ -47,6 +48,7 @@ from privfl.forest.messages import (
     SessionConfig,
 )
 from privfl.forest.query_auth import Query
+from privfl.forest.reopen import ReopenNotice, check_reopened
 from privfl.forest.tree import (
     Leaf,
     Node,
@@ -128,7 +130,7 @@ class CenterServer:
         members = np.flatnonzero(weights)
         origin = provenance.Provenance(seed=seed)
         root = Region(members, weights[members].astype(np.int64), everything, 0, origin)
-        yield from self._grow(tree, tree.new_id(), root)
+        yield from self._grow(tree, 0, root)
 
     def _grow(self, tree: Tree, node_id: int, region: Region) -> Par[None]:
         """FLE-Expan at ``node_id``, then both subtrees side by side."""
@@ -156,7 +158,7 @@ class CenterServer:
         if best is None:
             return leaf, []
         owner, index, feature, right = best
-        left_id, right_id = tree.new_id(), tree.new_id()
+        left_id, right_id = provenance.children(node_id)
         ids = (tree.tree_id, node_id, left_id, right_id)
         request = NodeQuery("split-request", tree.tree_id, node_id, index, (left_id, right_id))
         (reply,) = yield (Outgoing(owner, request.to_bytes(self.config)),)
@@ -239,11 +241,9 @@ class CenterServer:
             raise UnknownPartyError(f"{holder!r} is not a participant")
         return self._roster[holder].public
 
-    def _compare(
-        self, x: dtpkc.Ciphertext, query: bytes, kind: int, tree: int, node: Split
-    ) -> Job[bool]:
+    def _compare(self, x: dtpkc.Ciphertext, query: bytes, tree: int, node: Split) -> Job[bool]:
         """HoLT(x, split) with CC, ParHDec1 by the provider, ParHDec2 here: x < s?"""
-        ticket = secure_ops.Ticket(query, tree, node.node_id, kind)
+        ticket = secure_ops.Ticket(query, tree, node.node_id, budget.REQUESTER_QUERY)
         return (yield from self.secure_less_than(x, node.encrypted_split, node.provider, ticket))
 
     def _decoded(self, values: FloatArray) -> np.ndarray:
@@ -251,47 +251,15 @@ class CenterServer:
             return np.asarray(self.classes[values.astype(np.int64)])
         return values
 
-    def _walk(
-        self, tree: Tree, row: int, value: Callable[[Split], Par[tuple[dtpkc.Ciphertext, bytes]]],
-        kind: int = budget.TEST_VALUE,
-    ) -> Par[float]:  # fmt: skip
-        """Root to leaf: at every node HoLT(value, split) decides the branch (``value``
-        gives the ciphertext and the query id the provider's ParHDec1 is charged to, a
-        ticket of ``kind``)."""
+    def _walk(self, tree: Tree, value_of: dict[int, dtpkc.Ciphertext], query: bytes) -> Par[float]:
+        """Root to leaf: at every node HoLT(the query's value of the split's feature, split)
+        decides the branch, each comparison charged to the signed ``query``."""
         node = tree.root
         while isinstance(node, Split):
-            x, query = yield from value(node)
-            go_left = yield from lift(self._compare(x, query, kind, tree.tree_id, node))
+            x = value_of[node.feature]
+            go_left = yield from lift(self._compare(x, query, tree.tree_id, node))
             node = tree.nodes[node.left if go_left else node.right]
         return float(node.value)
-
-    def _provider_value(
-        self, tree: Tree, row: int
-    ) -> Callable[[Split], Par[tuple[dtpkc.Ciphertext, bytes]]]:
-        def value(node: Split) -> Par[tuple[dtpkc.Ciphertext, bytes]]:
-            ids = (tree.tree_id, node.node_id, row)
-            ask = NodeQuery("value-request", *ids).to_bytes(self.config)
-            (reply,) = yield (Outgoing(node.provider, ask),)
-            key = self._roster[node.provider].public
-            upload = CiphertextReply.from_bytes(
-                reply, "value-upload", self.config, key, node.provider, ids
-            ).value
-            return upload, secure_ops.query_id(upload.to_bytes())
-
-        return value
-
-    def predict_secure(self, n_rows: int) -> Par[np.ndarray]:
-        """FRF-Test on ``n_rows`` rows the providers hold: at every node the provider encrypts
-        its own value under its key and CS runs the secure comparison (all rows and trees
-        side by side)."""
-        walks = [
-            self._walk(tree, i, self._provider_value(tree, i))
-            for i in range(n_rows)
-            for tree in self.trees
-        ]
-        values = yield from gather(walks)
-        leaves = np.asarray(values, dtype=np.float64).reshape(n_rows, len(self.trees)).T
-        return self._decoded(vote(leaves, self.task, self._n_classes))
 
     def predict_query(self, requester: str, data: bytes) -> Par[np.ndarray]:
         """FRF-Predict: check the requester's signature, open its signed query at the CC
@@ -306,19 +274,17 @@ class CenterServer:
         signed = query.statement(requester)
         signed.verify(keys[1], self.config)
         qid = yield from lift(query_auth.open_query(self.config, signed))
-
-        def value(node: Split) -> Par[tuple[dtpkc.Ciphertext, bytes]]:
-            return value_of[node.feature], qid
-            yield ()  # a generator that sends nothing
-
-        walks = (self._walk(tree, 0, value, budget.REQUESTER_QUERY) for tree in self.trees)
+        walks = (self._walk(tree, value_of, qid) for tree in self.trees)
         values = yield from gather(walks)
         leaves = np.asarray(values, dtype=np.float64).reshape(len(self.trees), 1)
         return self._decoded(vote(leaves, self.task, self._n_classes))
 
     def predict_plain(self, n_rows: int) -> Par[np.ndarray]:
-        """The same forest with the providers' plaintext comparisons (:func:`.plain.leaves`:
-        level by level, one ``plain-compare`` message per provider)."""
+        """FRF-Test on ``n_rows`` rows the providers hold: each provider compares its own
+        test values with its own threshold in the clear (:func:`.plain.leaves`: level by
+        level, one ``plain-compare`` message per provider). The CS learns the branch bits
+        of the rows' paths (what HoLT gave it), the provider which of its test rows reach its
+        nodes (what it learnt from HoLT's value requests); no value is decrypted for anyone."""
         values = yield from plain.leaves(self.trees, n_rows, self.config)
         return self._decoded(vote(values, self.task, self._n_classes))
 
@@ -343,9 +309,14 @@ class CenterServer:
         destroyed: list[Split] = []
         forget: dict[str, list[tuple[int, int]]] = defaultdict(list)
         regrow: list[Par[None]] = []
+        receipts: list[provenance.SplitReceipt] = []  # the revoked one's, of its top nodes
         before = sum(len(tree.nodes) for tree in self.trees)
         for tree in self.trees:
             for top in tree.topmost(name):
+                receipt = tree.nodes[top.left].region.origin.receipt
+                if receipt is None:
+                    raise ProtocolError(f"node {tree.tree_id, top.node_id} lost its receipt")
+                receipts.append(receipt)
                 for nid in tree.subtree(top.node_id):
                     node = tree.nodes.pop(nid)
                     if isinstance(node, Split):
@@ -354,20 +325,25 @@ class CenterServer:
                 allowed = tuple(f for f in top.region.allowed if self._features[f][0] != name)
                 regrow.append(self._grow(tree, top.node_id, replace(top.region, allowed=allowed)))
         removed = before - sum(len(tree.nodes) for tree in self.trees)
-        yield from gather(regrow)
-        rebuilt = sum(len(tree.nodes) for tree in self.trees) - before + removed
         asks = {
             provider: NodeBatch("forget", tuple(nodes),
                                 tuple(np.zeros(0, dtype=bool) for _ in nodes))
             for provider, nodes in forget.items()
             if provider != name
         }  # fmt: skip
-        if asks:
+        if asks:  # before the regrowth, which reuses the destroyed nodes' ids
             replies = yield tuple(Outgoing(p, a.to_bytes(self.config, CS)) for p, a in asks.items())
             for (provider, ask), reply in zip(asks.items(), replies, strict=True):
                 NodeBatch.from_bytes(
                     reply, "forgotten", self.config, provider, len(ask.nodes), 0, ask
                 )
+        notice = ReopenNotice(data, tuple(receipts)).to_bytes(self.config)
+        active = [p for p in self._roster if p not in self.revoked]
+        replies = yield tuple(Outgoing(p, notice) for p in active)
+        for p, reply in zip(active, replies, strict=True):
+            check_reopened(reply, self.config, p, len(receipts))
+        yield from gather(regrow)
+        rebuilt = sum(len(tree.nodes) for tree in self.trees) - before + removed
         refreshed = 0
         if level == 2 and destroyed:
             self._op += 1

@@ -25,6 +25,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from privfl._typing import BoolArray
 from privfl.crypto import dtpkc
 from privfl.errors import (
+    InputError,
     MalformedMessageError,
     ProtocolError,
     UnexpectedStepError,
@@ -37,6 +38,7 @@ CODEC = Codec("revfrf", 2)
 CS, CC, KGC = "CS", "CC", "KGC"
 RESERVED_NAMES = frozenset({CS, CC, KGC})
 MAX_ITEMS = 1 << 20
+MAX_DEPTH = 30  # node ids are heap positions (children 2n+1, 2n+2) in a u32
 T = TypeVar("T")
 
 
@@ -74,6 +76,12 @@ class SessionConfig:
     allow_insecure_key_bits: bool = False
     min_node_size: int = 10  # provenance.MIN_NODE_SIZE
     provisioning: bytes = b""  # a deployment's provisioning id ("": the session's own)
+
+    def __post_init__(self) -> None:
+        if not 0 < self.max_depth <= MAX_DEPTH:
+            raise InputError(
+                f"max_depth must be in 1..{MAX_DEPTH} (a node's id is its path: 2n+1, 2n+2)"
+            )
 
     def setup(self) -> SessionConfig:
         """The config the KGC's messages are sealed under: a deployment provisions once
@@ -133,6 +141,8 @@ def _ids(r: Reader, config: SessionConfig) -> tuple[int, int]:
         raise MalformedMessageError(
             f"tree {tree} does not exist (the session has {config.n_trees})"
         )
+    if node >= (1 << (min(config.max_depth, MAX_DEPTH) + 1)) - 1:
+        raise MalformedMessageError(f"node {node} is deeper than max_depth {config.max_depth}")
     return tree, node
 
 
@@ -222,9 +232,9 @@ class Proposals:
 class NodeQuery:
     """CS -> a participant, about one of its nodes: ``split-request`` (upload candidate
     ``index``, the winner, whose children get the ids ``children``: the CS's commitment to
-    the split) or ``value-request`` (FRF-Test: encrypt test row ``index``)."""
+    the split)."""
 
-    STEPS: ClassVar[tuple[str, str]] = ("split-request", "value-request")
+    STEPS: ClassVar[tuple[str]] = ("split-request",)
     step: str
     tree: int
     node: int
@@ -244,7 +254,7 @@ class NodeQuery:
         index = r.u32()
         children = (r.u32(), r.u32()) if step == "split-request" else (0, 0)
         r.end()
-        if step == "split-request" and len({node, *children}) != 3:
+        if step == "split-request" and children != (2 * node + 1, 2 * node + 2):
             raise MalformedMessageError(f"a split of node {node} into children {children}")
         return cls(step, tree, node, index, children)
 
@@ -253,7 +263,7 @@ class NodeQuery:
 class CiphertextReply:
     """Participant -> CS: a ciphertext under the participant's key for (tree, node, row):
     a split upload ``HoEnc(pk_u, fixed_point(s))`` (row 0) with the participant's signed
-    receipt of the split's children (:mod:`.provenance`), or a test value (FRF-Test)."""
+    receipt of the split's children (:mod:`.provenance`)."""
 
     tree: int
     node: int

@@ -5,7 +5,11 @@ its Ed25519 revocation key and its split thresholds. It answers the CS's message
 :meth:`Participant.handle` and learns only what they carry: which samples reach a node,
 never a label or another participant's value. Its keys arrive from the KGC through
 :meth:`Participant.install_keys` (the provisioning channel, never ``handle``). It runs
-ParHDec1 only on comparison results the CC signed for it (see :mod:`.secure_ops`).
+ParHDec1 only on comparison results the CC signed for it for a requester's signed query
+(see :mod:`.secure_ops`). FRF-Test needs no decryption at all: the provider of a split holds
+both its own test value and its own threshold, so it compares them in the clear
+(``plain-compare``) and sends the CS only the branch bits, the same bits HoLT would give
+the CS; it never uploads an encrypted test value, so a test row is no decryption ticket.
 """
 
 from __future__ import annotations
@@ -38,8 +42,9 @@ from privfl.forest.messages import (
     pack_mask,
     read_mask,
 )
-from privfl.forest.provenance import NodeGate, SplitReceipt
+from privfl.forest.provenance import NodeGate, SplitReceipt, under
 from privfl.forest.query_auth import Query, SignedQuery, digest_of
+from privfl.forest.reopen import ReopenNotice, reopened
 from privfl.messages import Reader, Writer
 
 
@@ -88,8 +93,7 @@ class Participant:
         self._splits: dict[tuple[int, int], tuple[int, float]] = {}  # (tree, node) -> (col, s)
         self._receipted: set[tuple[int, int]] = set()  # every node it ever signed a split of
         self._rows: FloatArray | None = None  # local test rows (FRF-Test)
-        self._answered: set[tuple[int, int, int]] = set()  # test values sent this round
-        # ParHDec1 tickets issued and paid, and the requester query ids seen
+        # ParHDec1 tickets paid, and the requester query ids seen
         self._budget = secure_ops.DecryptionBudget(max_queries)
         self._rng = np.random.default_rng(secrets.randbits(64))  # not secret: probed samples
 
@@ -122,7 +126,6 @@ class Participant:
     def load_rows(self, rows: object) -> None:
         """This participant's columns of the rows to predict (its own local data)."""
         self._rows = check_matrix(rows, f"rows of participant {self.name!r}")
-        self._answered = set()  # a new evaluation round, opened by this participant only
         if self._rows.shape[1] != self.n_columns:
             raise InputError(f"participant {self.name!r}: expected {self.n_columns} columns")
 
@@ -158,10 +161,8 @@ class Participant:
         w.u32(len(self._receipted))
         for tree, node in sorted(self._receipted):
             w.u32(tree).u32(node)
-        w.u32(len(self._answered))
-        for tree, node, row in sorted(self._answered):
-            w.u32(tree).u32(node).u32(row)
-        return w.bytes_(self._budget.to_bytes()).getvalue()
+        gate = self._gate.extra_bytes() if self._gate is not None else b""
+        return w.bytes_(self._budget.to_bytes()).bytes_(gate).getvalue()
 
     def restore_state(self, data: bytes) -> None:
         cfg, limit = self._config, self._config.max_internal_nodes
@@ -181,26 +182,27 @@ class Participant:
             key = (r.u32(), r.u32())
             seen[key], depths[key] = r.bytes_(32), r.u32()
         receipted = {(r.u32(), r.u32()) for _ in range(r.count(1 << 32, "split nodes"))}
-        answered = {(r.u32(), r.u32(), r.u32()) for _ in range(r.count(1 << 32, "test values"))}
         budget = secure_ops.DecryptionBudget.from_bytes(r.bytes_(), 1 << 32)
+        gate = r.bytes_()
         r.end()
         if any(len(seed) != 32 for seed in (*roots.values(), *seen.values())):
             raise MalformedMessageError(f"{self.name}'s saved state has a short root seed")
         if any(c >= self.n_columns for c, _ in splits.values()):
             raise MalformedMessageError(f"{self.name}'s saved state names a missing column")
         self._pending, self._splits = pending, splits
-        self._answered, self._budget, self._receipted = answered, budget, receipted
+        self._budget, self._receipted = budget, receipted
         if self._gate is not None:
             self._gate.roots, self._gate.seen, self._gate.depths = roots, seen, depths
+            self._gate.load_extra(gate)
 
     def handle(self, data: bytes) -> bytes:
         """Answer one message of the CS."""
         handlers = {
             NodeRequest.STEP: self._proposals,
             "split-request": self._upload_split,
-            "value-request": self._upload_value,
             "plain-compare": self._compare_plain,
             "forget": self._forget,
+            "reopen": self._reopen,
             "partial-decrypt": self._partial_decrypt,
         }
         return dispatch(data, self._config, handlers, self.name)
@@ -278,25 +280,6 @@ class Participant:
             raise ProtocolError(f"{self.name} has no rows to predict")
         return self._rows
 
-    def _upload_value(self, data: bytes) -> bytes:
-        """FRF-Test: the test row's value of the node's column, encrypted under θ_u's key, at
-        most once per (tree, node, row) per evaluation round (:meth:`load_rows`); the upload
-        issues one ParHDec1 ticket for that node, its id the hash of the ciphertext."""
-        req, sk = NodeQuery.from_bytes(data, "value-request", self._config), self._keys()
-        col, _ = self._split(req.tree, req.node)
-        rows = self._test_rows()
-        if req.index >= rows.shape[0]:
-            raise ProtocolError(f"{self.name} holds {rows.shape[0]} rows, not row {req.index}")
-        if (req.tree, req.node, req.index) in self._answered:
-            raise ProtocolError(f"{self.name} already sent row {req.index} at {req.tree, req.node}")
-        self._answered.add((req.tree, req.node, req.index))
-        value = self._encrypt(sk, float(rows[req.index, col]))
-        qid = secure_ops.query_id(value.to_bytes())
-        self._budget.issue(secure_ops.Ticket(qid, req.tree, req.node))
-        return CiphertextReply(req.tree, req.node, req.index, value, "value-upload").to_bytes(
-            self._config, self.name
-        )
-
     def _encrypt(self, sk: dtpkc.SecretKey, x: float) -> dtpkc.Ciphertext:
         prm = sk.public.params
         return dtpkc.encrypt(sk.public, dtpkc.to_fixed_point(x, self._config.fraction_bits, prm))
@@ -323,12 +306,28 @@ class Participant:
             self._splits.pop(key, None)
         return NodeBatch("forgotten", batch.nodes, batch.masks).to_bytes(self._config, self.name)
 
+    def _reopen(self, data: bytes) -> bytes:
+        """FRF-Revoc: forget the nodes below a revoked participant's splits, which the CS
+        regrows under the same ids, after checking that participant's signed revocation
+        and its own receipts of those splits (:mod:`.reopen`); once per participant."""
+        if self._gate is None:
+            raise ProtocolError(f"{self.name} has no keys yet")
+        revoked, tops = ReopenNotice.from_bytes(data, self._config).check(
+            self._config, self._gate.peers
+        )
+        self._gate.reopen(revoked, tops)
+        gone = {k for k in (*self._receipted, *self._pending, *self._splits) if under(k, tops)}
+        self._receipted -= gone
+        self._pending = {k: v for k, v in self._pending.items() if k not in gone}
+        self._splits = {k: v for k, v in self._splits.items() if k not in gone}
+        return reopened(self._config, self.name, len(tops))
+
     def _partial_decrypt(self, data: bytes) -> bytes:
         """ParHDec1 of a CC-signed comparison result addressed to this participant, paid
         from its :class:`~.secure_ops.DecryptionBudget`: only at a node where it provides
-        the split, once per (query, tree, node); an FRF-Test ticket must be one it issued
-        with a test value, a requester-query ticket one the CC signed after checking the
-        requester's signature (:mod:`.query_auth`)."""
+        the split, once per (query, tree, node), and only for a requester-query ticket (one
+        the CC signed after checking the requester's signature, :mod:`.query_auth`); FRF-Test
+        compares in the clear here and never pays a ticket."""
         if self._cc_key is None:
             raise ProtocolError(f"{self.name} has no keys yet")
 

@@ -75,6 +75,26 @@ def bootstrap(seed: bytes, tree: int, n: int) -> IntArray:
     return np.bincount(np.asarray(draws, dtype=np.int64), minlength=n).astype(np.int64)
 
 
+def children(node: int) -> tuple[int, int]:
+    """The ids of node ``node``'s children: 2n+1 and 2n+2 (the root is 0), so a node's id is
+    its path from the root and one id names one node of the tree, however it was grown."""
+    return 2 * node + 1, 2 * node + 2
+
+
+def below(node: int, top: int) -> bool:
+    """Whether ``node`` is a strict descendant of ``top`` (heap ids, :func:`children`)."""
+    while node > top:
+        node = (node - 1) // 2
+        if node == top:
+            return True
+    return False
+
+
+def under(key: tuple[int, int], tops: list[tuple[int, int]]) -> bool:
+    """Whether (tree, node) ``key`` is one of ``tops`` or below one of them."""
+    return any(key[0] == t and (key[1] == top or below(key[1], top)) for t, top in tops)
+
+
 def digest(mask: BoolArray) -> bytes:
     """SHA-256 of a sample-selection vector (its bits, packed, and its length)."""
     w = Writer().u32(int(mask.size)).bytes_(np.packbits(mask.astype(np.uint8)).tobytes())
@@ -172,6 +192,8 @@ class NodeGate:
     seen: dict[tuple[int, int], bytes] = field(default_factory=dict)  # node -> digest(μ)
     max_depth: int = 1 << 31
     depths: dict[tuple[int, int], int] = field(default_factory=dict)  # node -> its depth
+    parents: dict[tuple[int, int], bytes] = field(default_factory=dict)  # node -> its split
+    revoked: set[str] = field(default_factory=set)  # whose revocation it was shown
 
     def check(self, tree: int, node: int, members: BoolArray, origin: Provenance) -> None:
         """Refuse (ProtocolError, before anything is computed) a node request whose μ does
@@ -201,7 +223,52 @@ class NodeGate:
         receipt.verify(self.peers, self.session)
         if receipt.tree != tree or node not in (receipt.left, receipt.right):
             raise ProtocolError(f"node {tree, node} is not a child the receipt names")
+        if (receipt.left, receipt.right) != children(receipt.node):
+            raise ProtocolError(f"node {receipt.node}'s children are {children(receipt.node)}")
+        if receipt.signer in self.revoked:
+            raise ProtocolError(f"a split receipt of {receipt.signer!r}, who was revoked")
+        split = hashlib.sha256(receipt.signed_bytes(self.session)).digest()
+        if self.parents.get((tree, receipt.node), split) != split:
+            raise ProtocolError(f"node {tree, receipt.node} was split another way before")
         want = receipt.left_digest if node == receipt.left else receipt.right_digest
         if receipt.left == receipt.right or digest(members) != want:
             raise ProtocolError(f"node {tree, node}'s samples are not those its parent split off")
         self.seen[(tree, node)], self.depths[(tree, node)] = want, depth
+        self.parents[(tree, receipt.node)] = split
+
+    def reopen(self, revoked: str, tops: list[tuple[int, int]]) -> None:
+        """After ``revoked``'s signed revocation and its own receipts of the ``tops`` it split
+        (checked by the caller, :mod:`.reopen`): forget every split of those nodes and every
+        node below them, which the CS regrows under the same ids; refuse ``revoked``'s
+        receipts from now on. Once per revoked participant."""
+        if revoked in self.revoked:
+            raise ProtocolError(f"the revocation of {revoked!r} was shown before")
+        self.revoked.add(revoked)
+        strictly = [k for k in self.seen if under(k, tops) and k not in tops]
+        for key in strictly:
+            self.seen.pop(key, None)
+            self.depths.pop(key, None)
+        for key in [k for k in self.parents if under(k, tops)]:
+            del self.parents[key]
+
+    def extra_bytes(self) -> bytes:
+        """The split of each parent it saw and whose revocations it was shown (saved with
+        the participant's state, read back by :meth:`load_extra`)."""
+        w = Writer().u32(len(self.parents))
+        for (tree, node), split in sorted(self.parents.items()):
+            w.u32(tree).u32(node).bytes_(split)
+        return w.list_(sorted(s.encode() for s in self.revoked)).getvalue()
+
+    def load_extra(self, data: bytes) -> None:
+        if not data:
+            return
+        r = Reader(data, "a node gate")
+        parents = {}
+        for _ in range(r.count(1 << 32, "split nodes")):
+            key, split = (r.u32(), r.u32()), r.bytes_(DIGEST_BYTES)
+            if len(split) != DIGEST_BYTES:
+                raise MalformedMessageError("a saved split digest must be 32 bytes")
+            parents[key] = split
+        revoked = {s.decode("utf-8", "replace") for s in r.list_(len(self.peers))}
+        r.end()
+        self.parents, self.revoked = parents, revoked

@@ -198,8 +198,9 @@ class QueryLedger:
     def charge(self, ticket: Ticket) -> None:
         """Before the CC signs a comparison with ``ticket``: a requester-query ticket needs an
         opened query, a (query, tree, node) never compared, and fewer than ``max_depth``
-        comparisons of that query in that tree. Test-value tickets pass (their holder checks
-        them). Raises :class:`ProtocolError` (public reason)."""
+        comparisons of that query in that tree. Other tickets pass here (no holder pays
+        them: the result stays under a joint key nobody strips). Raises
+        :class:`ProtocolError` (public reason)."""
         if ticket.kind != REQUESTER_QUERY:
             return
         where = (ticket.tree, ticket.node)

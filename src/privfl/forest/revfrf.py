@@ -219,16 +219,16 @@ class RevFRF:
         return int(next(iter(mats.values())).shape[0])
 
     def predict(self, rows: Mapping[str, object]) -> np.ndarray:
-        """FRF-Test: secure prediction of vertically partitioned rows (HoLT at every node)."""
-        n = self._load(rows)
-        out = schedule.drive(self.runner, self.center_server.predict_secure(n), self._peers())
-        self._cc.audit()  # the CC logs its alarms between conversations, never within one
-        return out
-
-    def predict_plain(self, rows: Mapping[str, object]) -> np.ndarray:
-        """The same forest with the providers' plaintext comparisons (evaluation speed)."""
+        """FRF-Test: prediction of vertically partitioned rows. At every node the split's
+        provider compares its own test value with its own threshold (it holds both) and
+        sends the CS the branch bits only (:meth:`.CenterServer.predict_plain`); no value is
+        decrypted, so a test row gives a deviating CS no comparison of its choice."""
         n = self._load(rows)
         return schedule.drive(self.runner, self.center_server.predict_plain(n), self._peers())
+
+    def predict_plain(self, rows: Mapping[str, object]) -> np.ndarray:
+        """The same as :meth:`predict` (FRF-Test has one path: the providers' comparisons)."""
+        return self.predict(rows)
 
     def predict_for(self, requester: str, x: Mapping[str, object]) -> Any:
         """FRF-Predict: a requester with a KGC key encrypts its whole feature vector under

@@ -138,8 +138,8 @@ def secure_ops_world(
     # every holder provides the split of node (0, 0) (threshold 0 on its one column): the
     # state a node saves, so HoLT can be run on its own against a real ParHDec1 budget
     budget = secure_ops.DecryptionBudget(MAX_QUERIES).to_bytes()
-    state = Writer().u32(0).u32(1).u32(0).u32(0).u32(0).f64(0.0).u32(0).u32(0).u32(0).u32(0)
-    state.bytes_(budget)
+    state = Writer().u32(0).u32(1).u32(0).u32(0).u32(0).f64(0.0).u32(0).u32(0).u32(0)
+    state.bytes_(budget).bytes_(b"")  # no split seen, no revocation shown
     for p in parties.values():
         p.restore_state(state.getvalue())
     return SecureOpsWorld(runner, kgc, cs, cc, parties, signing)

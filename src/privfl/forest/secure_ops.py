@@ -49,27 +49,36 @@ residue with a small rational structure (x ≈ N/2 or k·N/3) may still land in 
 give a wrong bit, which only a participant encrypting its own input by hand can cause.
 
 **The holder's ParHDec1 is a budget, not a service.** CC signs each result together with
-a :class:`Ticket` (query id, tree, node) the CS names; the holder strips θ_u only if it
-provides the split of that node and has never paid that (query, tree, node) before
-(:class:`DecryptionBudget`, kept by the holder). An FRF-Test query id is the hash of a
-test value the holder itself uploaded for that node (one per (tree, node, row) per
-evaluation round it opens with ``load_rows``; a deployment node opens one round per run);
-since the CC sees only blinded operands, such a ticket does not bind *what* is compared:
-one round gives a deviating CS up to (test rows × the holder's split nodes) comparison
-bits of its choice per holder (a binary search opens a 40-bit value with 40 rows); a
-requester-query ticket is signed by the CC
-only for a query its requester signed, opened once, at most once per (query, tree, node)
-and ``max_depth`` times per (query, tree) (:mod:`.query_auth`), and the holder still pays
-it once per (query, tree, node), at most ``max_queries`` distinct ids per session (public,
-default :data:`~.budget.MAX_QUERIES`). All refusal conditions are public.
+a :class:`Ticket` (query id, tree, node) the CS names; the holder strips θ_u only for a
+requester-query ticket, only if it provides the split of that node and has never paid that
+(query, tree, node) before (:class:`DecryptionBudget`, kept by the holder). A ticket is
+signed by the CC only for a query its requester signed, opened once, at most once per
+(query, tree, node) and ``max_depth`` times per (query, tree) (:mod:`.query_auth`), and
+the holder pays at most ``max_queries`` distinct ids per session (public, default
+:data:`~.budget.MAX_QUERIES`). All refusal conditions are public.
+
+**FRF-Test uses no HoLT (issue 26).** A ticket cannot bind *what* is compared: the CC sees
+only blinded operands, so a holder's signature on its own ciphertexts would not tie them
+to the blinded pair the CC decrypts without a zero-knowledge proof of the blinding. Test
+tickets (one per test value a holder uploaded) were therefore a bounded oracle: up to
+(test rows × the holder's split nodes) comparison bits *of the CS's choice* per holder
+per evaluation round (49 tickets opened a split value). But in FRF-Test the split's
+provider holds both operands (its own test value and its own threshold): HoLT hid nothing
+from it, and the CS learns the branch bit either way. So the provider compares in the
+clear (``plain-compare``, :func:`.plain.leaves`) and sends only the bits of the rows at
+its nodes; it uploads no test value and pays no test ticket: a deviating CS that asks for
+test values gets a refusal (an unknown step), and a ticket of any other kind than a
+requester's query is never paid. What the CS learns from FRF-Test is exactly the honest
+output: per row, the branch at each node on its path.
 
 What a deviating CS can still get: the CS chooses what it compares (the holder cannot see
-inside the blinded HoLT), so each payable ticket is one comparison bit *of the CS's
-choice* between ciphertexts under keys the CC strong-decrypts: per signed query at most
-``n_trees * max_depth`` bits, as many as honest prediction of that query uses; a CS cannot
-mint a query id (an id no requester signed gets no answer). With a colluding requester,
-``max_queries * n_trees * max_depth`` chosen bits per requester per session (~40 open a
-40-bit value). CS and CC are assumed not to collude (together they hold the strong key).
+inside the blinded HoLT), so each payable requester-query ticket is one comparison bit *of
+the CS's choice* between ciphertexts under keys the CC strong-decrypts: per signed query
+at most ``n_trees * max_depth`` bits, as many as honest prediction of that query uses; a
+CS cannot mint a query id (an id no requester signed gets no answer). With a colluding
+requester, ``max_queries * n_trees * max_depth`` chosen bits per requester per session
+(~40 open a 40-bit value). CS and CC are assumed not to collude (together they hold the
+strong key).
 """
 
 from __future__ import annotations
@@ -90,7 +99,6 @@ from privfl.forest.alarm import HoLTAlarm as HoLTAlarm
 from privfl.forest.budget import NO_TICKET
 from privfl.forest.budget import DecryptionBudget as DecryptionBudget
 from privfl.forest.budget import Ticket as Ticket
-from privfl.forest.budget import query_id as query_id
 from privfl.forest.messages import (
     CC,
     CS,

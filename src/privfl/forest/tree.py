@@ -56,15 +56,12 @@ Node = Leaf | Split
 
 @dataclass
 class Tree:
-    """A tree as a dict of nodes; node 0 is the root. Node ids are never reused."""
+    """A tree as a dict of nodes; node 0 is the root, node n's children are 2n+1 and 2n+2
+    (:func:`.provenance.children`: a node's id is its path, so every participant can tell
+    two splits of one node apart). A node regrown after a revocation keeps its id."""
 
     tree_id: int
     nodes: dict[int, Node] = field(default_factory=dict)
-    next_id: int = 0
-
-    def new_id(self) -> int:
-        self.next_id += 1
-        return self.next_id - 1
 
     @property
     def root(self) -> Node:

@@ -10,8 +10,9 @@ Run configuration (``[tool.flwr.app.config]``, overridable with ``flwr run -c``)
 ``task``           ``classification`` (default) or ``regression``; ``seed`` (bootstrap and
                    feature subsets; default 0); ``min-samples`` (default 2)
 ``steps``          comma-separated, run in order: ``train`` (PSI, then growth), ``test``
-                   (FRF-Test on the participants' aligned test rows, plaintext comparisons
-                   and, with ``secure=true``, HoLT at every node), ``query`` (FRF-Predict for
+                   (FRF-Test on the participants' aligned test rows: each provider compares
+                   its own values in the clear, no decryption; ``secure=true`` repeats the
+                   predictions in the ``secure`` field), ``query`` (FRF-Predict for
                    ``requester``'s rows), ``revoke`` (``revoke`` = participant, ``revoke-level``
                    1 or 2). Default ``train,test``.
 ``output-dir``     where the CS writes ``revfrf-<session>-CS-summary.json`` (its results:
