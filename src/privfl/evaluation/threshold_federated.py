@@ -20,6 +20,7 @@ from privfl.errors import ProtocolError
 from privfl.evaluation.federated import AUCResult, party_names
 from privfl.evaluation.fhauc import Aggregator, malicious, roles
 from privfl.evaluation.fhauc.measures import Timings, Traffic
+from privfl.evaluation.fhauc.messages import SessionConfig
 from privfl.evaluation.fhauc.party import PartyResult
 from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.evaluation.fhauc.schedule import SessionRequest
@@ -27,12 +28,14 @@ from privfl.evaluation.fhauc.steps import KEY_STEPS, Step
 from privfl.evaluation.fhauc.threshold_aggregator import ThresholdMixin
 from privfl.evaluation.fhauc.threshold_messages import UploadStep
 from privfl.evaluation.fhauc.threshold_party import ThresholdFhaucParty
+from privfl.evaluation.fhauc.threshold_plan import plan
 from privfl.evaluation.fhauc.threshold_schedule import (
     ThresholdReport,
     run_threshold_session,
     threshold_party_step,
 )
-from privfl.evaluation.statistics import ScoreRange
+from privfl.evaluation.statistics import ScoreRange, interior_thresholds
+from privfl.messages import SESSION_ID_BYTES
 from privfl.progress import Progress
 from privfl.runner import InProcessRunner
 
@@ -113,6 +116,14 @@ def run_in_process(
     :mod:`privfl.metrics` functions."""
     require_openfhe()
     names = list(request.parties)
+    mode = request.security or policy.security
+    lo, hi = request.score_range
+    config = SessionConfig(
+        bytes(SESSION_ID_BYTES), request.parties,
+        interior_thresholds(request.thresholds, request.score_range), (float(lo), float(hi)),
+        mode, request.splits if mode is Security.MALICIOUS else 1, reveal=request.reveal,
+    )  # fmt: skip
+    plan(config, policy)  # a session the joint key cannot run is refused before any work
     runner = InProcessRunner(progress=progress)
     fed = roles.in_process(names, "threshold", aggregator)
     parties = [
