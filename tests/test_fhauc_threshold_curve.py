@@ -118,3 +118,24 @@ def test_a_reveal_of_the_wrong_shape_is_refused():
             threshold_curve.read_vectors(good, lengths)
     with pytest.raises(MalformedMessageError):
         threshold_curve.read_vectors(good + b"\0", [4, 4])
+
+
+def test_the_sealed_reveal_holds_the_used_slots_only_and_the_aggregator_sees_no_value(rng):
+    from privfl.evaluation.fhauc import threshold_messages as tmsg
+    from privfl.evaluation.metric_reference import binned_reference
+
+    data, parties, agg, rec, request = deployment(rng, m=3, size=200)
+    for p in parties:
+        p.reveals = frozenset({Reveal.CURVE})
+    curve_request = SessionRequest(
+        request.parties, 10, (0.0, 1.0), Security.SEMI_HONEST, 1, Reveal.CURVE
+    )
+    run_threshold_session(agg, rec, curve_request)
+    (fused,) = rec.up["fuse"].values()
+    sealed = tmsg.Reveal.from_bytes(fused, agg.session_config.session, agg.roster).sealed
+    values = 2 * 9  # T and F: N-1 = 9 used slots each, of one 2,048-slot ciphertext each
+    assert len(sealed) == 4 + 2 * 4 + 8 * values + 16  # count, lengths, float64s, GCM tag
+    ref = binned_reference(data, 10)
+    for result in rec.results.values():
+        assert result.outcome.curve.tp == pytest.approx(ref.tp, abs=TOL)
+    assert not any(isinstance(v, float | np.ndarray) for v in vars(agg).values())
