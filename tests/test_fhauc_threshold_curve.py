@@ -20,6 +20,7 @@ from privfl.evaluation.fhauc import curve, curve_tamper, threshold_curve, thresh
 from privfl.evaluation.fhauc.policy import Security
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.schedule import SessionRequest
+from privfl.evaluation.fhauc.threshold_aggregator import ThresholdAggregator
 from privfl.evaluation.fhauc.threshold_plan import plan
 from privfl.evaluation.fhauc.threshold_schedule import run_threshold_session
 from test_fhauc_threshold import deployment
@@ -139,3 +140,26 @@ def test_the_sealed_reveal_holds_the_used_slots_only_and_the_aggregator_sees_no_
     for result in rec.results.values():
         assert result.outcome.curve.tp == pytest.approx(ref.tp, abs=TOL)
     assert not any(isinstance(v, float | np.ndarray) for v in vars(agg).values())
+
+
+class ExtraDecryption(ThresholdAggregator):
+    """Asks every party for one decryption share more than the session's plan has."""
+
+    def request_decryptions(self):
+        from privfl.evaluation.fhauc import threshold_messages as tmsg
+
+        session = self.session_config.session
+        relay = tmsg.Relay.from_bytes(super().request_decryptions(), "th-decrypt", session)
+        return tmsg.Relay(session, (*relay.items, relay.items[0]), "th-decrypt").to_bytes()
+
+
+def test_a_party_refuses_more_decryption_shares_than_the_curve_session_plans(rng):
+    _, parties, agg, rec, request = deployment(rng, aggregator=ExtraDecryption())
+    for p in parties:
+        p.reveals = frozenset({Reveal.CURVE})
+    curve_request = SessionRequest(
+        request.parties, 10, (0.0, 1.0), Security.SEMI_HONEST, 1, Reveal.CURVE
+    )
+    with pytest.raises(MalformedMessageError, match="3 decryption requests, expected 2"):
+        run_threshold_session(agg, rec, curve_request)
+    assert "decrypt" not in rec.up  # no party answered with a share
