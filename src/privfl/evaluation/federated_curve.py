@@ -135,6 +135,7 @@ def run_reveal(
         {
             "party_encrypt": runner.max_seconds("party_encrypt"),
             "aggregator": runner.total_seconds("aggregator"),
+            "aggregator_cpu": sum(runner.cpu.get("aggregator", [])),
             "party_decrypt": runner.max_seconds("party_decrypt"),
             "setup": runner.total_seconds("setup"),
         },
@@ -178,6 +179,7 @@ def _run_threshold(
     timings = {
         "party_encrypt": runner.max_seconds("party_upload"),
         "aggregator": runner.total_seconds("aggregator"),
+        "aggregator_cpu": sum(runner.cpu.get("aggregator", [])),
         "party_decrypt": max(runner.max_seconds("party_decrypt"), runner.max_seconds("party_fuse"))
         + runner.max_seconds("party_result"),
         "setup": runner.total_seconds("setup") + runner.total_seconds("aggregator_keygen"),
