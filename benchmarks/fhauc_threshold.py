@@ -11,6 +11,14 @@ the key checks and the relinearisation share; single key: the wrapped key bundle
 
     nice -n 10 .venv/bin/python benchmarks/fhauc_threshold.py \
         [--parties 15,100,1000] [--security semi-honest] [--busy 1] [--sessions 1]
+    nice -n 10 .venv/bin/python benchmarks/fhauc_threshold.py --parties 100 \
+        --reveal curve,metrics [--security malicious]
+
+``--reveal curve,metrics`` measures those reveals instead (``privfl.metrics.roc_curve`` at
+N = 100, ``threshold_metrics`` at t = 0.5), single key next to threshold keys: the
+aggregator's wall and CPU time, the upload per party, the setup traffic per party
+(threshold: the key rounds; single key: the wrapped key bundle), the largest error against
+the binned plaintext reference, wall and process CPU time of the whole run.
 
 No OpenMP variable needs to be set: privfl chooses OpenFHE's threading itself
 (:mod:`privfl.crypto.threshold_threads`; the line ``OpenMP:`` says what it chose). ``--busy K``
@@ -34,6 +42,7 @@ import time
 import numpy as np
 
 import privfl
+import privfl.metrics as pm
 from privfl.crypto.threshold import ThresholdContext, parameter_set
 
 
@@ -65,12 +74,16 @@ def main() -> None:
     ap.add_argument("--security", default="semi-honest")
     ap.add_argument("--busy", type=int, default=0, help="competing CPU-bound processes")
     ap.add_argument("--sessions", type=int, default=1, help="threshold sessions per row")
+    ap.add_argument("--reveal", default="auc", help="auc, or a list of curve,metrics")
     args = ap.parse_args()
     busy = [multiprocessing.Process(target=spin, daemon=True) for _ in range(args.busy)]
     for b in busy:
         b.start()
     try:
-        rows(args)
+        if args.reveal == "auc":
+            rows(args)
+        else:
+            reveal_rows(args)
     finally:
         for b in busy:
             b.terminate()
@@ -135,6 +148,56 @@ def rows(args: argparse.Namespace) -> None:
                 flush=True,
             )
     print(f"OpenMP: {threading_choice()}")
+
+
+def reveal_once(
+    data: list[tuple[np.ndarray, np.ndarray]], reveal: str, keys: str, security: str
+) -> tuple[dict[str, float], dict[str, float], float]:
+    """(timings, bytes, largest |error| against the binned reference) of one session."""
+    kw = {"keys": keys, "security": security}
+    if reveal == "curve":
+        res = pm.roc_curve(data, 100, **kw)
+        ref = pm.binned_reference(data, 100)
+        err = max(
+            float(np.max(np.abs(res.fpr - ref.fp / ref.fp[-1]))),
+            float(np.max(np.abs(res.tpr - ref.tp / ref.tp[-1]))),
+        )
+        return res.run["timings"], res.run["bytes"], err
+    met = pm.threshold_metrics(data, 0.5, **kw)
+    one = pm.binned_reference(data, np.array([0.5]))
+    err = max(abs(met.recall - one.tp[1] / one.tp[-1]), abs(met.fpr - one.fp[1] / one.fp[-1]))
+    return met.run["timings"], met.run["bytes"], err
+
+
+def reveal_rows(args: argparse.Namespace) -> None:
+    counts = [int(p) for p in args.parties.split(",")]
+    print(
+        f"FHAUC reveals, N = 100 (metrics: t = 0.5), 100 samples per party, security = "
+        f"{args.security}; threshold: OpenFHE 'fhauc' set (ring 2^14, 128-bit), single key: "
+        "SEAL ring 8192"
+    )
+    print(
+        f"{'parties':>7} {'reveal':>7} {'keys':>9} {'agg s':>7} {'agg cpu s':>9} {'upload MB':>9} "
+        f"{'setup MB/party':>14} {'max |err|':>9} {'wall s':>7} {'cpu s':>7} {'load':>14}"
+    )
+    for m in counts:
+        data = synthetic(m, 100)
+        for reveal in args.reveal.split(","):
+            agg: dict[str, float] = {}
+            for keys in ("single", "threshold"):
+                t0, c0 = time.perf_counter(), time.process_time()
+                timings, sizes, err = reveal_once(data, reveal, keys, args.security)
+                wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+                agg[keys] = timings["aggregator_cpu"]
+                print(
+                    f"{m:>7} {reveal:>7} {keys:>9} {timings['aggregator']:>7.2f} "
+                    f"{timings['aggregator_cpu']:>9.2f} "
+                    f"{mb(sizes['party_upload']):>9} {mb(sizes['party_setup_traffic']):>14} "
+                    f"{err:>9.1e} {wall:>7.1f} {cpu:>7.1f} {load():>14}",
+                    flush=True,
+                )
+            ratio = agg["threshold"] / max(agg["single"], 1e-9)
+            print(f"{'':>7} {reveal:>7} aggregator CPU threshold / single key: {ratio:.1f}x")
 
 
 def threading_choice() -> str:

@@ -211,7 +211,7 @@ def test_an_unknown_keys_value_is_an_input_error(rng):
 
 
 # ------------------------------------------------------------------ command line
-def test_cli_keys_init_and_auc_with_threshold_keys(tmp_path):
+def test_cli_keys_init_and_auc_curve_and_metrics_with_threshold_keys(tmp_path):
     import json
 
     import pandas as pd
@@ -244,6 +244,19 @@ def test_cli_keys_init_and_auc_with_threshold_keys(tmp_path):
     parts = [(s[:150], y[:150]), (s[150:], y[150:])]
     assert res["keys"] == "threshold"
     assert res["auc"] == pytest.approx(privfl.binned_auc(parts, 10), abs=TOL)
+    curve_args = ["--keys", "threshold", "--security", "malicious", "--reveal", "curve"]
+    out = runner.invoke(app, [*args, *curve_args, "--thresholds", "10", "--json"])
+    assert out.exit_code == 0, out.output
+    res = json.loads(out.stdout)
+    assert res["reveal"] == "curve" and res["verified"] is True
+    assert res["auc"] == pytest.approx(privfl.binned_auc(parts, 10), abs=TOL)
+    metric_args = ["--keys", "threshold", "--reveal", "metrics", "--metrics-at", "0.5"]
+    out = runner.invoke(app, [*args, *metric_args, "--json"])
+    assert out.exit_code == 0, out.output
+    pos = np.concatenate([p[0][p[1] == 1] for p in parts])
+    assert json.loads(out.stdout)["metrics"]["recall"] == pytest.approx(
+        np.mean(pos >= 0.5), abs=TOL
+    )
     out = runner.invoke(app, [*args, "--keys", "dealer"])
     assert out.exit_code == 2
 

@@ -151,8 +151,8 @@ def test_auc_and_average_precision_scores_and_their_reveal_modes(rng):
         pm.average_precision_score(parties, 25, reveal="auc")
     with pytest.raises(InputError, match="sample_weight needs reveal='curve'"):
         pm.roc_auc_score(parties, 25, sample_weight=[np.ones(p[0].size) for p in parties])
-    with pytest.raises(InputError, match="keys="):
-        pm.roc_curve(parties, 25, keys="threshold")
+    with pytest.raises(InputError, match="keys must be 'single' or 'threshold'"):
+        pm.roc_curve(parties, 25, keys="dealer")
     with pytest.raises(InputError, match="unknown option"):
         pm.roc_curve(parties, 25, split=2)
 

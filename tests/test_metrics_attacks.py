@@ -11,6 +11,7 @@ import privfl
 import privfl.metrics as pm
 from conftest import make_parties
 from privfl.errors import InputError, MalformedMessageError, ProtocolError, VerificationError
+from privfl.evaluation import curves
 from privfl.evaluation.fhauc import curve_tamper
 from privfl.evaluation.fhauc.messages import CODEC, SessionConfig, Start
 from privfl.evaluation.fhauc.party import SessionState, Stage
@@ -213,7 +214,7 @@ def test_the_honest_metrics_reveal_is_its_three_ratios_only(rng):
 
 
 # ----------------------------------------------------------------------------- keys="threshold"
-def test_threshold_keys_run_the_auc_and_refuse_the_other_reveals(rng, monkeypatch):
+def test_threshold_keys_run_every_reveal_and_equal_the_reference(rng, monkeypatch):
     pytest.importorskip("openfhe")
     from privfl.evaluation.fhauc import threshold_ops
 
@@ -222,14 +223,14 @@ def test_threshold_keys_run_the_auc_and_refuse_the_other_reveals(rng, monkeypatc
     score = pm.roc_auc_score(parties, 10, keys="threshold")
     assert score.reveal == "auc" and score.run["keys"] == "threshold"
     assert float(score) == pytest.approx(privfl.binned_auc(parties, 10), abs=TOL)
-    for call in (
-        lambda: pm.roc_auc_score(parties, 10, keys="threshold", reveal="curve"),
-        lambda: pm.roc_curve(parties, 10, keys="threshold"),
-        lambda: pm.precision_recall_curve(parties, 10, keys="threshold"),
-        lambda: pm.average_precision_score(parties, 10, keys="threshold"),
-        lambda: pm.threshold_metrics(parties, 0.5, keys="threshold"),
-    ):
-        with pytest.raises(InputError, match=r"keys=.threshold. with reveal=.* not supported yet"):
-            call()
+    by_curve = pm.roc_auc_score(parties, 10, keys="threshold", reveal="curve")
+    assert by_curve.reveal == "curve" and float(by_curve) == pytest.approx(float(score), abs=TOL)
+    ref = pm.binned_reference(parties, 10)
+    ap = pm.average_precision_score(parties, 10, keys="threshold")
+    assert float(ap) == pytest.approx(curves.average_precision(ref.tp, ref.fp), abs=TOL)
+    at = pm.threshold_metrics(parties, 0.5, keys="threshold")
+    one = pm.binned_reference(parties, np.array([0.5]))
+    assert at.recall == pytest.approx(one.tp[1] / one.tp[-1], abs=TOL)
+    assert at.fpr == pytest.approx(one.fp[1] / one.fp[-1], abs=TOL)
     with pytest.raises(InputError, match="keys must be 'single' or 'threshold'"):
         pm.roc_auc_score(parties, 10, keys="dealer")

@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from privfl.crypto.ckks import DEFAULT_PARAMETERS, CKKSParameters
-from privfl.errors import ProtocolError
+from privfl.errors import InputError, ProtocolError
 from privfl.evaluation import fhauc
 from privfl.evaluation.federated import InProcessTransport, _check_int, _optional_int, party_names
 from privfl.evaluation.fhauc import roles
@@ -29,12 +29,14 @@ from privfl.evaluation.fhauc.layout import loaded_ciphertext_bytes as loaded_byt
 from privfl.evaluation.fhauc.policy import (
     DEFAULT_GUARANTEE_BITS,
     REQUIRED_ACCURACY,
+    Policy,
     Security,
 )
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.schedule import SessionRequest, run_session
 from privfl.evaluation.fhauc.sizing import in_process_policy
 from privfl.evaluation.statistics import ScoreRange
+from privfl.evaluation.threshold_federated import run_in_process
 from privfl.progress import Progress
 from privfl.runner import InProcessRunner
 
@@ -75,8 +77,8 @@ class Run:
 
 def check_keys(keys: str | None, reveal: Reveal = Reveal.CURVE) -> str:
     """``keys=`` as :func:`privfl.federated_auc` takes it (``None`` = ``"single"``), checked
-    with ``reveal`` by :func:`~privfl.evaluation.fhauc.roles.check_combination` (threshold
-    keys reveal the AUC only so far: InputError before any work)."""
+    with ``reveal`` by :func:`~privfl.evaluation.fhauc.roles.check_combination` (InputError
+    before any work)."""
     return roles.check_combination(keys, reveal)
 
 
@@ -104,11 +106,17 @@ def run_reveal(
         required_accuracy=options.required_accuracy,
         min_guarantee_bits=options.min_guarantee_bits,
     )  # fmt: skip
+    names = party_names(len(data))
+    request = SessionRequest(tuple(names), interior, score_range, mode, splits, reveal)
+    if check_keys(options.keys, reveal) == "threshold":
+        if weights is not None:
+            raise InputError("keys='threshold' takes no sample weights yet")
+        results, timings, sizes = _run_threshold(data, request, policy, options)
+        return Run(_agreed(results), tuple(totals), timings, sizes, mode.value, n_points)
     executions = policy.executions if mode is Security.MALICIOUS else 1
     _cost(options.params, n_points, len(data), splits, executions).check(
         options.memory_limit, options.force
     )
-    names = party_names(len(data))
     runner = InProcessRunner(progress=options.progress)
     fed = roles.in_process(names, "single", options.aggregator)
     parties = [
@@ -119,22 +127,15 @@ def run_reveal(
     ]
     roles.provision(fed, parties, policy, runner, options.params)
     transport = InProcessTransport(parties, runner)
-    request = SessionRequest(tuple(names), interior, score_range, mode, splits, reveal)
     run_session(fed.aggregator, transport, request, runner.run)
-    results = tuple(transport.results[n] for n in names)
-    curves = [r.outcome.curve for r in results]
-    if any(c is None for c in curves):
-        raise ProtocolError("a party finished without a revealed curve")
-    first = curves[0]
-    for c in curves[1:]:  # every party decrypts the same ciphertexts
-        if c is None or first is None or np.max(np.abs(c.tp - first.tp)) > 1e-9:
-            raise ProtocolError("parties disagree on the decrypted curve")
+    results = _agreed(tuple(transport.results[n] for n in names))
     return Run(
         results,
         tuple(totals),
         {
             "party_encrypt": runner.max_seconds("party_encrypt"),
             "aggregator": runner.total_seconds("aggregator"),
+            "aggregator_cpu": sum(runner.cpu.get("aggregator", [])),
             "party_decrypt": runner.max_seconds("party_decrypt"),
             "setup": runner.total_seconds("setup"),
         },
@@ -143,10 +144,54 @@ def run_reveal(
             "aggregator_reply": runner.max_bytes("aggregator_reply"),
             "setup_public_context": runner.max_bytes("setup_public_context"),
             "setup_key_bundle": runner.max_bytes("setup_key_bundle"),
+            "party_setup_traffic": runner.max_bytes("setup_key_bundle"),
         },
         mode.value,
         n_points,
     )
+
+
+def _agreed(results: tuple[fhauc.PartyResult, ...]) -> tuple[fhauc.PartyResult, ...]:
+    """``results`` once every party revealed a curve, the same one (every party decrypts, or
+    receives from the lead, the same values)."""
+    curves = [r.outcome.curve for r in results]
+    if any(c is None for c in curves):
+        raise ProtocolError("a party finished without a revealed curve")
+    first = curves[0]
+    for c in curves[1:]:
+        if c is None or first is None or np.max(np.abs(c.tp - first.tp)) > 1e-9:
+            raise ProtocolError("parties disagree on the decrypted curve")
+    return results
+
+
+def _run_threshold(
+    data: Sequence[tuple[npt.NDArray[np.float64], npt.NDArray[np.int8]]],
+    request: SessionRequest,
+    policy: Policy,
+    options: RunOptions,
+) -> tuple[tuple[fhauc.PartyResult, ...], dict[str, float], dict[str, int]]:
+    """The session with threshold keys (:func:`~.threshold_federated.run_in_process`): the
+    results, and the same timing and size fields as with single keys (the key rounds count
+    as setup: ``setup`` adds the aggregator's key generation, ``setup_key_bundle`` is the
+    seed bundle, ``party_setup_traffic`` a party's key-round traffic)."""
+    session = run_in_process(data, request, policy, options.aggregator, options.progress)
+    runner, traffic = session.runner, session.transport.traffic.values()
+    timings = {
+        "party_encrypt": runner.max_seconds("party_upload"),
+        "aggregator": runner.total_seconds("aggregator"),
+        "aggregator_cpu": sum(runner.cpu.get("aggregator", [])),
+        "party_decrypt": max(runner.max_seconds("party_decrypt"), runner.max_seconds("party_fuse"))
+        + runner.max_seconds("party_result"),
+        "setup": runner.total_seconds("setup") + runner.total_seconds("aggregator_keygen"),
+    }
+    sizes = {
+        "party_upload": max(t.get("upload", 0) for t in traffic),
+        "aggregator_reply": runner.max_bytes("to_party_decrypt"),
+        "setup_public_context": runner.max_bytes("setup_public"),
+        "setup_key_bundle": runner.max_bytes("setup_bundle"),
+        "party_setup_traffic": max(t.get("setup", 0) for t in traffic),
+    }
+    return session.results, timings, sizes
 
 
 def _totals(y: npt.NDArray[np.int8], w: npt.NDArray[np.float64] | None) -> tuple[float, float]:

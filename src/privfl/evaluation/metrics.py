@@ -4,9 +4,9 @@
 :func:`privfl.federated_auc`. Every function also takes ``thresholds=`` (N decision points,
 or an explicit decreasing array of interior thresholds), ``score_range=``, ``security=``
 (``"semi-honest"``/``"malicious"``), ``keys=`` (``"single"``; ``"threshold"``, every party
-holding its own share of a joint OpenFHE key, only with ``reveal="auc"`` so far: other
-reveals with it raise :class:`~privfl.errors.InputError`), ``pos_label=``, ``sample_weight=``
-(one array per party, or None) and ``reveal=``; the protocol options of :class:`RunOptions`
+holding its own share of a joint OpenFHE key, with every reveal; no sample weights yet),
+``pos_label=``, ``sample_weight=`` (one array per party, or None) and ``reveal=``; the
+protocol options of :class:`RunOptions`
 (``splits``, ``executions``, ``max_samples_per_party``, ``min_pairs``, ...) pass through.
 
 What each party learns is set by ``reveal`` and derived in
@@ -257,7 +257,7 @@ def roc_auc_score(
     only; sample weights need ``"curve"``), with ``keys="single"`` or ``keys="threshold"``
     (every party holds its own key share; needs the ``[threshold]`` extra).
     ``reveal="curve"``: the AUC of the revealed curve (the same binned AUC; parties learn
-    the curve; single keys only so far)."""
+    the curve; either key mode)."""
     opts = _options(options, kwargs)
     if Reveal.parse(reveal) is Reveal.AUC:
         if sample_weight is not None:

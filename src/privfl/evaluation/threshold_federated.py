@@ -10,7 +10,7 @@ argument is in :mod:`privfl.evaluation.fhauc.threshold_aggregator`.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import numpy as np
@@ -20,6 +20,7 @@ from privfl.errors import ProtocolError
 from privfl.evaluation.federated import AUCResult, party_names
 from privfl.evaluation.fhauc import Aggregator, malicious, roles
 from privfl.evaluation.fhauc.measures import Timings, Traffic
+from privfl.evaluation.fhauc.messages import SessionConfig
 from privfl.evaluation.fhauc.party import PartyResult
 from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.evaluation.fhauc.schedule import SessionRequest
@@ -27,8 +28,14 @@ from privfl.evaluation.fhauc.steps import KEY_STEPS, Step
 from privfl.evaluation.fhauc.threshold_aggregator import ThresholdMixin
 from privfl.evaluation.fhauc.threshold_messages import UploadStep
 from privfl.evaluation.fhauc.threshold_party import ThresholdFhaucParty
-from privfl.evaluation.fhauc.threshold_schedule import run_threshold_session, threshold_party_step
-from privfl.evaluation.statistics import ScoreRange
+from privfl.evaluation.fhauc.threshold_plan import plan
+from privfl.evaluation.fhauc.threshold_schedule import (
+    ThresholdReport,
+    run_threshold_session,
+    threshold_party_step,
+)
+from privfl.evaluation.statistics import ScoreRange, interior_thresholds
+from privfl.messages import SESSION_ID_BYTES
 from privfl.progress import Progress
 from privfl.runner import InProcessRunner
 
@@ -84,6 +91,55 @@ class ThresholdTransport:
         mine["session"] = mine.get("session", 0) + session
 
 
+@dataclass(frozen=True)
+class InProcessSession:
+    """One in-process threshold session: its runner (times and sizes), transport (per-party
+    traffic), the aggregator's report and every party's result, in ``request.parties``
+    order."""
+
+    runner: InProcessRunner
+    transport: ThresholdTransport
+    report: ThresholdReport
+    results: tuple[PartyResult, ...]
+
+
+def run_in_process(
+    data: Sequence[tuple[FloatArray, FloatArray]],
+    request: SessionRequest,
+    policy: Policy,
+    aggregator: Aggregator | None = None,
+    progress: Progress | None = None,
+) -> InProcessSession:
+    """Provision and run one threshold session with ``request`` (any security and reveal;
+    every party consents to ``request.reveal``) through the one role builder
+    (:mod:`~privfl.evaluation.fhauc.roles`); used by :func:`run_threshold` and the
+    :mod:`privfl.metrics` functions."""
+    require_openfhe()
+    names = list(request.parties)
+    mode = request.security or policy.security
+    lo, hi = request.score_range
+    config = SessionConfig(
+        bytes(SESSION_ID_BYTES), request.parties,
+        interior_thresholds(request.thresholds, request.score_range), (float(lo), float(hi)),
+        mode, request.splits if mode is Security.MALICIOUS else 1, reveal=request.reveal,
+    )  # fmt: skip
+    plan(config, policy)  # a session the joint key cannot run is refused before any work
+    runner = InProcessRunner(progress=progress)
+    fed = roles.in_process(names, "threshold", aggregator)
+    parties = [
+        roles.make_party("threshold", n, *fed.member(n), s, y, reveal=request.reveal)
+        for n, (s, y) in zip(names, data, strict=True)
+    ]
+    roles.provision(fed, parties, policy, runner)
+    agg = fed.aggregator
+    if not isinstance(agg, ThresholdMixin):
+        raise ProtocolError("threshold keys need the threshold aggregator")
+    transport = ThresholdTransport(parties, runner)
+    report = run_threshold_session(agg, transport, request, runner.run)
+    results = tuple(transport.results[n] for n in names)
+    return InProcessSession(runner, transport, report, results)
+
+
 def run_threshold(
     data: Sequence[tuple[FloatArray, FloatArray]],
     interior: FloatArray,
@@ -97,22 +153,11 @@ def run_threshold(
 ) -> AUCResult:
     """Run one threshold session in-process (called by :func:`privfl.federated_auc`);
     ``party_labels``: the parties' names (default ``party-0``, ``party-1``, ...)."""
-    require_openfhe()
     names = list(party_labels) if party_labels is not None else party_names(len(data))
-    runner = InProcessRunner(progress=progress)
-    fed = roles.in_process(names, "threshold", aggregator)
-    parties = [
-        roles.make_party("threshold", n, *fed.member(n), s, y)
-        for n, (s, y) in zip(names, data, strict=True)
-    ]
-    roles.provision(fed, parties, policy, runner)
-    agg = fed.aggregator
-    if not isinstance(agg, ThresholdMixin):
-        raise ProtocolError("threshold keys need the threshold aggregator")
-    transport = ThresholdTransport(parties, runner)
     request = SessionRequest(tuple(names), interior, score_range, mode, splits)
-    report = run_threshold_session(agg, transport, request, runner.run)
-    results = [transport.results[n] for n in names]
+    session = run_in_process(data, request, policy, aggregator, progress)
+    runner, transport, report = session.runner, session.transport, session.report
+    results = list(session.results)
     aucs = tuple(r.auc for r in results)
     if max(aucs) - min(aucs) > 1e-9:
         raise ProtocolError("parties disagree on the decrypted AUC")
@@ -121,7 +166,7 @@ def run_threshold(
     party_keys = ("keygen", "keycheck", "upload", "decrypt", "fuse", "result")
     base = AUCResult(
         auc=float(np.mean(aucs)),
-        num_parties=len(parties),
+        num_parties=len(names),
         thresholds=int(interior.size) + 2,
         security=mode.value,
         timings=Timings(
@@ -133,7 +178,7 @@ def run_threshold(
             + runner.max_seconds("party_result"),
             party_total=max(
                 sum(runner.seconds[f"party_{k}"][i] for k in party_keys[:3])
-                for i in range(len(parties))
+                for i in range(len(names))
             ),
             setup=runner.total_seconds("setup"),
         ),
@@ -153,7 +198,7 @@ def run_threshold(
     if mode is Security.SEMI_HONEST:
         return base
     sizes = malicious.Sizes.for_session(
-        len(parties), int(interior.size) + 2, splits, policy.max_samples_per_party,
+        len(names), int(interior.size) + 2, splits, policy.max_samples_per_party,
         policy.hiding_bits,
     )  # fmt: skip
     log2p = sizes.cheat_probability_log2()

@@ -245,14 +245,18 @@ def recover(
     decoded: Sequence[tuple[FloatArray, FloatArray]],
     own_total: float,
     view: PartyView,
+    slot_sigma: float | None = None,
 ) -> Outcome:
-    """The revealed curve (and its checks) from each execution's decrypted (T, F) slots."""
+    """The revealed curve (and its checks) from each execution's decrypted (T, F) slots.
+    ``slot_sigma``: the key backend's per-slot error term in count units (threshold keys,
+    :mod:`.threshold_curve`); ``None``: single-key CKKS's."""
     cfg, policy = view.config, view.policy
     m = len(cfg.parties)
     if cfg.security is Security.SEMI_HONEST:
         u_tp, u_fp, _ = _normalise(*decoded[0])
         _sanity(u_tp, u_fp, SEMI_HONEST_SLACK)
-        precision = NORMALISED_NOISE * m * FRESH_NOISE_BOUND / max(own_total, 1e-300)
+        slot = m * FRESH_NOISE_BOUND if slot_sigma is None else slot_sigma
+        precision = NORMALISED_NOISE * slot / max(own_total, 1e-300)
         _check_precision(precision, policy)
         curve = RevealedCurve(_snap(u_tp, precision), _snap(u_fp, precision))
         return Outcome(_auc(curve), verified=None, precision=precision, curve=curve)
@@ -275,7 +279,7 @@ def recover(
             )
         runs.append(np.concatenate([u_tp, u_fp]))
     stacked = np.vstack(runs)
-    sigma = sigma_normalised(cfg, policy, 1.0)
+    sigma = sigma_normalised(cfg, policy, 1.0, slot_sigma)
     tol = malicious.TOLERANCE_SIGMAS * sigma
     spread = float(np.max(stacked.max(axis=0) - stacked.min(axis=0)))
     inside = bool(np.all(stacked >= -tol) and np.all(stacked <= 1 + tol))
@@ -311,17 +315,22 @@ def _t_low(own_total: float, policy: Policy) -> float:
     return max(own_total, 2.0 * math.sqrt(policy.min_pairs))
 
 
-def sigma_normalised(cfg: SessionConfig, policy: Policy, own_total: float) -> float:
+def sigma_normalised(
+    cfg: SessionConfig, policy: Policy, own_total: float, slot_sigma: float | None = None
+) -> float:
     """Noise bound of one normalised coordinate of one execution (module docstring): it
     depends on public sizes, the policy and the party's own total only, never on the
-    session's secret randomness."""
+    session's secret randomness (``slot_sigma``: as for :func:`recover`)."""
     sz = sizes(cfg, policy)
     e_slot = 2.0 ** (sz.value_bits - malicious.NOISE_BITS_BELOW)
     sigma_w = malicious.NOISE_CONSTANT * math.sqrt(sz.splits * len(cfg.parties)) * e_slot
+    sigma_w = sigma_w if slot_sigma is None else slot_sigma
     return float(NORMALISED_NOISE * sigma_w / _t_low(own_total, policy))
 
 
-def check_before_upload(cfg: SessionConfig, policy: Policy) -> None:
+def check_before_upload(
+    cfg: SessionConfig, policy: Policy, slot_sigma: float | None = None
+) -> None:
     """Run by each party at join, before any upload: refuse a malicious curve session whose
     verification would refuse an honest curve for lack of precision or of guarantee (the
     bound does not depend on the drawn randomness, so passing here means those two checks
@@ -329,7 +338,7 @@ def check_before_upload(cfg: SessionConfig, policy: Policy) -> None:
     ``min_pairs`` (``2 sqrt(min_pairs)`` bounds the global total), never the party's own
     total: a refusal that depended on it would let an aggregator bracket that total by
     announcing join-only sessions of other sizes."""
-    sigma = sigma_normalised(cfg, policy, 1.0)
+    sigma = sigma_normalised(cfg, policy, 1.0, slot_sigma)
     b = malicious.Bounds.from_sigma(sigma, policy.required_accuracy, policy.executions)
     if b.precision <= policy.required_accuracy and b.guarantee_log2 <= -policy.min_guarantee_bits:
         return

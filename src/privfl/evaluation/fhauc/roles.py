@@ -3,8 +3,8 @@
 :func:`privfl.federated_auc`, the :mod:`privfl.metrics` functions (and through them
 ``privfl auc``) build an in-process federation with :func:`in_process` and provision it with
 :func:`provision`; the Flower ServerApp and ClientApp build their one role from a key folder
-with :func:`make_aggregator` and :func:`make_party`. A combination the engine cannot run yet
-is refused by :func:`check_combination` before anything is built.
+with :func:`make_aggregator` and :func:`make_party`. Every (keys, security, reveal) combination
+is built here; :func:`check_combination` refuses unknown options before anything is built.
 
 Every party gets its own identity key (X25519 + Ed25519) and the roster pins them all; the
 first party provisions: with single keys it is the key holder (it creates the CKKS keys and
@@ -52,18 +52,14 @@ Data = Sequence[tuple[npt.NDArray[np.float64], npt.NDArray[np.int8]]]
 
 def check_combination(keys: str | None, reveal: Reveal = Reveal.AUC) -> KeyMode:
     """``keys`` as the entry points take it (``None`` = ``"single"``), or
-    :class:`~privfl.errors.InputError` naming the reason when the engine cannot run this
-    (keys, reveal) combination yet: the threshold backend reveals the AUC only so far."""
+    :class:`~privfl.errors.InputError` naming the reason. Every (keys, security, reveal)
+    combination runs; a session too large for the threshold key set's decryption budget is
+    refused when the aggregator announces it, before any work."""
+    Reveal.parse(reveal)
     if keys is None or keys == "single":
         return "single"
     if keys != "threshold":
         raise InputError(f"keys must be 'single' or 'threshold' (got {keys!r})")
-    if reveal is not Reveal.AUC:
-        raise InputError(
-            f"keys='threshold' with reveal={reveal.value!r} is not supported yet: the "
-            "threshold-key backend reveals the AUC only (use reveal='auc', or keys='single' "
-            "for the curve and the threshold metrics)"
-        )
     return "threshold"
 
 
@@ -141,7 +137,9 @@ def make_party(
     if keys == "threshold":
         if weights is not None:
             raise InputError("keys='threshold' takes no sample weights yet")
-        return ThresholdFhaucParty(name, identity, roster, provisioner, scores, labels)
+        return ThresholdFhaucParty(
+            name, identity, roster, provisioner, scores, labels, reveals=(reveal,)
+        )
     return Party(
         name, identity, roster, provisioner, scores, labels, weights=weights, reveals=(reveal,)
     )

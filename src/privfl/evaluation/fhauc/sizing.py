@@ -39,7 +39,12 @@ def session_sigma(config: SessionConfig, policy: Policy, keys: str) -> float:
     """The worst-case (over the multipliers) noise bound of one execution's verified value
     for a party whose own counts add nothing to the provisioned ``min_pairs``."""
     if config.reveal is not Reveal.AUC:
-        return curve.sigma_normalised(config, policy, 0.0)
+        slot = None
+        if keys == "threshold":
+            from privfl.evaluation.fhauc.threshold_plan import plan
+
+            slot = plan(config, policy).slot_sigma
+        return curve.sigma_normalised(config, policy, 0.0, slot)
     if keys == "threshold":
         from privfl.evaluation.fhauc.threshold_plan import plan
 
@@ -52,13 +57,14 @@ def session_sigma(config: SessionConfig, policy: Policy, keys: str) -> float:
     return malicious.worst_case_sigma(products, float(policy.min_pairs))
 
 
-def max_executions(keys: str) -> int:
+def max_executions(keys: str, per_execution: int = 1) -> int:
     """The most executions a session may use: :data:`MAX_EXECUTIONS`, and with threshold keys
-    also the key set's joint-decryption budget (one decryption per execution)."""
+    also the key set's joint-decryption budget (``per_execution`` decryptions per
+    execution: 1 for the AUC, ``2·chunks`` for a curve)."""
     if keys == "threshold":
         from privfl.evaluation.fhauc.threshold_ops import fhauc_parameters
 
-        return min(MAX_EXECUTIONS, fhauc_parameters().max_decryptions)
+        return min(MAX_EXECUTIONS, fhauc_parameters().max_decryptions // per_execution)
     return MAX_EXECUTIONS
 
 
@@ -87,12 +93,17 @@ def sized_policy(
     sigma = session_sigma(config, policy, keys)
     if not math.isfinite(sigma):
         return policy
+    per_execution = 1
+    if keys == "threshold":
+        from privfl.evaluation.fhauc.threshold_plan import plan
+
+        per_execution = plan(config, policy).requests_per_execution
     need = malicious.executions_needed(
         sigma,
         policy.required_accuracy,
         policy.min_guarantee_bits,
         policy.executions,
-        max_executions(keys),
+        max_executions(keys, per_execution),
     )
     return policy if need is None else replace(policy, executions=need)
 

@@ -39,7 +39,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from privfl.crypto import threshold as th
-from privfl.errors import InputError, MalformedMessageError, ProtocolError, UnknownPartyError
+from privfl.errors import MalformedMessageError, ProtocolError, UnknownPartyError
 from privfl.evaluation.fhauc import threshold_messages as tmsg
 from privfl.evaluation.fhauc import threshold_plan as tp
 from privfl.evaluation.fhauc.aggregator import Aggregator
@@ -87,11 +87,10 @@ class ThresholdMixin(Aggregator):
         splits: int = 4,
         reveal: str | Reveal = Reveal.AUC,
     ) -> bytes:
-        """Announce a session (as single-key); refuses one threshold mode cannot run (for now
-        only ``reveal="auc"``: the curve and metric layouts are single-key only)."""
-        if Reveal.parse(reveal) is not Reveal.AUC:
-            raise InputError("keys='threshold' reveals the AUC only; use reveal='auc'")
-        data = super().start_session(parties, thresholds, score_range, security, splits)
+        """Announce a session (as single-key, every ``reveal`` mode); refuses before any work
+        one the joint key cannot run (too many parties for the parameter set, more joint
+        decryptions than the key set's budget)."""
+        data = super().start_session(parties, thresholds, score_range, security, splits, reveal)
         self.plan = tp.plan(self._config(), self._policy())
         self._threshold_keys().install(None)
         self.server, self._requests = None, []
@@ -186,7 +185,8 @@ class ThresholdMixin(Aggregator):
     def request_decryptions(self) -> bytes:
         """Load every upload checked by :meth:`finish_keys` (fresh ciphertexts only), run
         :meth:`aggregate` per execution and ask the non-lead parties for their decryption
-        shares of each reply (``num + den`` in one ciphertext)."""
+        shares of each reply (AUC: ``num + den`` in one ciphertext; curve/metrics: each of
+        the reply's ``2·chunks`` ciphertexts, :mod:`.threshold_curve`)."""
         cfg, server, plan = self._config(), self._server(), self._plan()
         if set(self._uploads) != set(cfg.parties) or not self._keys_installed:
             raise ProtocolError("the uploads and joint keys of every party are needed first")
@@ -199,8 +199,14 @@ class ThresholdMixin(Aggregator):
             self.execution = comp.execution = e
             try:
                 reply = comp.aggregate([by_party[p][e] for p in cfg.parties])
-                combined = reply.numerator + reply.denominator
-                self._requests.append(server.request_decryption(_native(combined)))
+                if cfg.reveal is Reveal.AUC:
+                    wanted = [reply.numerator + reply.denominator]
+                else:  # curve/metrics: every ciphertext of the reply, in reply order
+                    wanted = [reply.numerator, reply.denominator, *reply.extra]
+                if len(wanted) != plan.requests_per_execution:
+                    raise ValueError(f"{len(wanted)} reply ciphertexts")
+                for ct in wanted:
+                    self._requests.append(server.request_decryption(_native(ct)))
             except (ValueError, RuntimeError, TypeError, AttributeError) as exc:
                 raise MalformedMessageError(f"the uploads cannot be combined ({exc})") from None
         items = tuple(r.to_bytes() for r in self._requests)

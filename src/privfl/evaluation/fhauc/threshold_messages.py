@@ -47,7 +47,9 @@ MAX_KEY_MESSAGE_BYTES = 64 << 20  # a round-1 key share of the "fhauc" set is ~4
 MAX_CIPHERTEXT_MESSAGE_BYTES = 4 << 20
 MAX_CIPHERTEXTS = 64  # per vector and execution (threshold layouts are at most 2 chunks)
 GCM_NONCE_BYTES = 12
-MAX_REVEAL_BYTES = 16 + 16 * MAX_EXECUTIONS + 64
+# AUC: one (X, Y) pair per execution; curve/metrics: the used slots of at most 16 reply
+# ciphertexts (the key set's decryption budget) of 4,096 slots, as float64
+MAX_REVEAL_BYTES = 64 + 16 * MAX_EXECUTIONS + 16 * (4 + 8 * 4096)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+from collections.abc import Iterable
 from enum import StrEnum
 
 import numpy as np
@@ -38,16 +39,17 @@ from privfl.crypto.threshold_keycheck import joint_rows, own_sketch
 from privfl.errors import MalformedMessageError, ProtocolError, UnknownPartyError
 from privfl.evaluation.fhauc import threshold_messages as tmsg
 from privfl.evaluation.fhauc import threshold_plan as tp
+from privfl.evaluation.fhauc import threshold_reveal
 from privfl.evaluation.fhauc.messages import AGGREGATOR, Done, Join, SessionConfig, Start
 from privfl.evaluation.fhauc.party import PartyResult
 from privfl.evaluation.fhauc.policy import Policy
+from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.session import check_start, new_nonce, session_key
 from privfl.evaluation.fhauc.threshold_keycheck import verify_joint_key
-from privfl.evaluation.fhauc.threshold_ops import decode_pairs
 from privfl.evaluation.fhauc.threshold_plan import reveal_key
 from privfl.evaluation.fhauc.threshold_setup import open_bundle
 from privfl.evaluation.fhauc.threshold_state import ThresholdState
-from privfl.evaluation.fhauc.variant import Malicious, PartyView
+from privfl.evaluation.fhauc.variant import PartyView
 from privfl.evaluation.statistics import PartyCounts, party_counts, validate_bounded_party
 
 log = logging.getLogger(__name__)
@@ -73,12 +75,15 @@ class ThresholdFhaucParty:
         provisioner: str,
         scores: npt.ArrayLike | None = None,
         labels: npt.ArrayLike | None = None,
+        reveals: Iterable[Reveal | str] = (Reveal.AUC,),
     ) -> None:
+        """``reveals``: the disclosures this party consents to (as :class:`~.party.Party`)."""
         if roster.get(name) != identity.public_bytes:
             raise UnknownPartyError(f"party {name!r} is not in the roster with this identity key")
         self.name, self.roster, self.provisioner = name, dict(roster), provisioner
         self._identity = identity
         self._scores, self._labels = scores, labels
+        self.reveals = frozenset(Reveal.parse(r) for r in reveals)
         self._seed: bytes | None = None
         self._policy: Policy | None = None
         self.stage: Stage | None = None
@@ -128,14 +133,18 @@ class ThresholdFhaucParty:
         if unknown:
             raise UnknownPartyError(f"session names parties outside the roster: {unknown}")
         config.check_policy(self.policy)
+        if config.reveal not in self.reveals:
+            raise ProtocolError(
+                f"the session would reveal {config.reveal.value!r} to the parties; party "
+                f"{self.name} consented to {sorted(r.value for r in self.reveals)} only"
+            )
         plan = tp.plan(config, self.policy)
         if self._config is not None and self.stage is not Stage.FINISHED:
             self.abandoned.append(self._config.session.hex())
             log.info("party %s abandons session %s", self.name, self.abandoned[-1][:8])
         self._reset()
         self._count(config)
-        if isinstance(plan.variant, Malicious):  # refuse now what verification could refuse
-            plan.variant.check_before_upload(config, self.policy)
+        threshold_reveal.check_at_join(plan, config, self.policy)  # before any upload
         self._config, self._plan, self._nonce = config, plan, new_nonce()
         self.stage = Stage.JOINED
         return Join(config.session, self.name, config.digest, self._nonce).seal(self._identity)
@@ -187,7 +196,7 @@ class ThresholdFhaucParty:
         view = PartyView(config, self.policy, self._key(), config.parties.index(self.name))
         factor = 2.0 ** (-plan.shift_k)
         executions = []
-        for packed in plan.variant.pack(counts, plan.layout, view):
+        for packed in threshold_reveal.pack(plan, counts, view):
             vectors = tuple(
                 tuple(
                     keys.encrypt(np.asarray(v) * factor, plan.upload_level)
@@ -213,9 +222,10 @@ class ThresholdFhaucParty:
             raise ProtocolError("the lead party never sends a decryption share")
         config, keys = self._cfg(), self._k()
         relay = tmsg.Relay.from_bytes(data, "th-decrypt", config.session)
-        if len(relay.items) != self._p().executions:
+        expected = self._p().executions * self._p().requests_per_execution
+        if len(relay.items) != expected:
             raise MalformedMessageError(
-                f"{len(relay.items)} decryption requests, expected {self._p().executions}"
+                f"{len(relay.items)} decryption requests, expected {expected}"
             )
         shares = []
         for item in relay.items:
@@ -234,30 +244,18 @@ class ThresholdFhaucParty:
             raise ProtocolError(f"party {self.name} is not this session's lead")
         config, keys, plan = self._cfg(), self._k(), self._p()
         relay = tmsg.Relay.from_bytes(data, "th-lead", config.session)
-        if len(relay.items) != plan.executions:
-            raise MalformedMessageError(
-                f"{len(relay.items)} replies to fuse, expected {plan.executions}"
-            )
-        pairs = []
-        for item in relay.items:
-            message = th.LeadDecryption.from_bytes(item, keys.context, keys.session)
-            if message.sender != AGGREGATOR:
-                raise ProtocolError("lead requests must come from the aggregator")
-            try:
-                values = keys.lead_decrypt(message, plan.layout.denominator_slot + 2)
-            except th.JointDecryptionError:
-                values = np.full(plan.layout.denominator_slot + 2, np.nan)
-            pairs.append(decode_pairs(values, plan.layout, 0))
-        plain = tmsg.write_pairs(
-            [(x, y) if np.isfinite([x, y]).all() else (0.0, 0.0) for x, y in pairs]
-        )
+        expected = plan.executions * plan.requests_per_execution
+        if len(relay.items) != expected:
+            raise MalformedMessageError(f"{len(relay.items)} replies to fuse, expected {expected}")
+        plain = threshold_reveal.lead_plaintext(keys, relay.items, plan, config.reveal)
         nonce = secrets.token_bytes(tmsg.GCM_NONCE_BYTES)
         sealed = AESGCM(reveal_key(self._key())).encrypt(nonce, plain, self._aad())
         self.stage = Stage.DECRYPTED
         return tmsg.Reveal(config.session, self.name, nonce, sealed).seal(self._identity)
 
     def finish(self, data: bytes) -> PartyResult:
-        """Open the lead's reveal and recover the AUC (malicious: verify every execution)."""
+        """Open the lead's reveal and recover the AUC or the curve (malicious: verify every
+        execution)."""
         self._expect(Stage.DECRYPTED, "finish")
         config, plan = self._cfg(), self._p()
         lead = self._lead()
@@ -272,15 +270,8 @@ class ThresholdFhaucParty:
             )
         except InvalidTag:
             raise ProtocolError("the reveal does not authenticate under the session key") from None
-        factor = 2.0 ** (2 * plan.shift_k + plan.multiplier_scale_bits)
-        decoded = [(x * factor, y * factor) for x, y in tmsg.read_pairs(plain, plan.executions)]
-        counts = self._c()
-        totals = PartyCounts(
-            np.array([0, counts.positives], dtype=np.int64),
-            np.array([0, counts.negatives], dtype=np.int64),
-        )
         view = PartyView(config, self.policy, self._key(), config.parties.index(self.name))
-        outcome = plan.variant.recover(decoded, totals, view)
+        outcome = threshold_reveal.recover(plain, plan, self._c(), view)
         return PartyResult(
             self.name, config.session.hex(), config.security.value, config.num_points,
             config.parties, plan.executions, outcome,

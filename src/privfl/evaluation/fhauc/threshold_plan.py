@@ -28,10 +28,11 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from privfl.crypto.threshold import ThresholdContext, ThresholdParameters
 from privfl.errors import InsufficientPrecisionError
-from privfl.evaluation.fhauc import malicious
+from privfl.evaluation.fhauc import curve, malicious, threshold_curve
 from privfl.evaluation.fhauc.layout import Layout
 from privfl.evaluation.fhauc.messages import SessionConfig
 from privfl.evaluation.fhauc.policy import Policy, Security
+from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.threshold_ops import (
     check_session,
     fhauc_parameters,
@@ -45,6 +46,7 @@ from privfl.evaluation.fhauc.variant import (
     PartyView,
     SemiHonest,
     Variant,
+    variant_for,
 )
 from privfl.evaluation.statistics import PartyCounts
 from privfl.messages import SESSION_ID_BYTES
@@ -119,11 +121,37 @@ class Plan:
     variant: Variant
     upload_level: int
     multiplier_scale_bits: int = 0  # j: the aggregator applies c as c / 2^j (one level)
+    requests_per_execution: int = 1  # joint decryptions per execution (curve: 2 x chunks)
+    slot_sigma: float = 0.0  # curve/metrics reveals: per-slot error term (.threshold_curve)
+
+
+def curve_plan(config: SessionConfig, policy: Policy, params: ThresholdParameters) -> Plan:
+    """The plan of a ``curve``/``metrics`` session (:mod:`.threshold_curve`): the curve
+    layout, no product (so uploads sit one level above the lowest decryptable one when
+    malicious, to spare a level, and at it when semi-honest), ``c`` an integer at scale 1."""
+    mode = config.security
+    executions = policy.executions if mode is Security.MALICIOUS else 1
+    parties = len(config.parties)
+    params.check(parties)
+    layout = curve.CurveLayout.for_curve(config.terms(), params.batch_size)
+    per_execution = 2 * layout.chunks
+    threshold_curve.check_budget(params, executions, per_execution)
+    lo, hi = malicious.multiplier_bounds(policy.multiplier_bits)
+    ring = ThresholdContext.for_parameters(params, parties).ring
+    shift = threshold_curve.curve_shift(config, policy, hi)
+    sigma = threshold_curve.slot_sigma(config, policy, params, ring, shift, lo)
+    level = params.decrypt_max_level - (1 if mode is Security.MALICIOUS else 0)
+    variant = variant_for(mode)
+    return Plan(
+        params, layout, executions, shift, (lo, hi), variant, level, 0, per_execution, sigma
+    )
 
 
 def plan(config: SessionConfig, policy: Policy) -> Plan:
     """The session's plan (:class:`~privfl.errors.InputError` when it cannot run)."""
     params = fhauc_parameters()
+    if config.reveal is not Reveal.AUC:
+        return curve_plan(config, policy, params)
     mode = config.security
     executions = policy.executions if mode is Security.MALICIOUS else 1
     parties = len(config.parties)

@@ -55,7 +55,7 @@ def run_threshold_session(
     parties = request.parties
     config = run(
         agg, aggregator.start_session, list(parties), request.thresholds,
-        request.score_range, request.security, request.splits,
+        request.score_range, request.security, request.splits, request.reveal,
     )  # fmt: skip
 
     def everyone(step: str, message: bytes) -> dict[str, bytes]:

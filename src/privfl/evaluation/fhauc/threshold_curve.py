@@ -1,0 +1,140 @@
+"""The ``curve``/``metrics`` reveals with threshold keys: sizes, noise model and the lead's
+reveal (pure functions; the packing, aggregation and recovery are :mod:`.curve`'s, unchanged).
+
+What differs from single keys is only how the reply is decrypted and how noisy that is:
+
+* the aggregator's reply per execution is the :mod:`.curve` reply (``2·chunks``
+  ciphertexts, every one the parties' slot-wise sum times one integer ``c``, applied by
+  doubling at no level); each ciphertext is one joint decryption, so a session needs
+  ``executions·2·chunks`` of the key set's budget (:func:`check_budget`, refused before any
+  work when it exceeds it);
+* joint decryption adds flooding noise ``f = 2^(decryption_error_bits(M))`` per slot
+  (value units, after ``c``), and decoded values must stay below ``2^52``
+  (:data:`~.threshold_ops.CAPACITY_BITS`): parties scale their slot values by ``2^-k``
+  (:func:`curve_shift`, public) and multiply what is revealed by ``2^k``;
+* ``c`` is drawn in ``[2^20, 2^21)`` (the policy's multiplier bits above the floor) in
+  both variants, as for the threshold AUC: the revealed values tell a party ``P+Q`` within
+  a factor 2 (single keys, semi-honest: over the CKKS headroom). The normalised curve is
+  free of ``c`` either way.
+
+Noise per summed slot in count units (:func:`slot_sigma`): the fresh encryption error
+``e = 2^(fresh_error_bits + k)`` of each of the ``S·M`` summed shares and the flooding noise
+``f·2^k / c_min`` of each of the ``S`` decrypted shares. Semi-honest: the bound
+``M e + 6 f 2^k / c_min`` (six standard deviations of the flooding noise); malicious: the
+std ``hypot(NOISE_CONSTANT sqrt(S M) e, FLOODING_MARGIN sqrt(S) f 2^k / c_min)``. The
+verification's tolerance, precision and guarantee are :mod:`.curve`'s with this per-slot
+term, and each party checks at join (before any upload) that they can be met.
+
+What the lead reveals (:func:`write_vectors`): for every reply ciphertext, its first
+``used`` slots (the slots the layout fills; never the padding), sealed for the parties under
+the session key. That is what a single-key party decrypts for itself, minus the padding.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from privfl._typing import FloatArray
+from privfl.crypto.threshold import ThresholdParameters
+from privfl.errors import InputError, MalformedMessageError
+from privfl.evaluation.fhauc import curve, malicious
+from privfl.evaluation.fhauc.messages import SessionConfig
+from privfl.evaluation.fhauc.policy import Policy, Security
+from privfl.evaluation.fhauc.threshold_ops import CAPACITY_BITS, FLOODING_MARGIN, fresh_error_bits
+from privfl.messages import Reader, Writer
+
+__all__ = [
+    "check_budget",
+    "curve_shift",
+    "read_vectors",
+    "slot_sigma",
+    "used_slots",
+    "write_vectors",
+]
+
+MAX_REVEALED_VALUES = 1 << 22
+
+
+def value_bits(config: SessionConfig, policy: Policy) -> float:
+    """log2 of the largest summed slot value before ``c``: ``M`` parties' counts (semi-honest)
+    or ``M`` masked shares below ``2^V`` (malicious, :class:`malicious.Sizes`)."""
+    parties = len(config.parties)
+    if config.security is Security.MALICIOUS:
+        return math.log2(parties) + curve.sizes(config, policy).value_bits
+    return math.log2(parties * policy.max_samples_per_party)
+
+
+def curve_shift(config: SessionConfig, policy: Policy, c_high_bits: float) -> int:
+    """``k``: parties scale their slot values by ``2^-k`` so that ``c`` times the sum stays
+    below ``2^52`` after decryption."""
+    return max(0, math.ceil(c_high_bits + value_bits(config, policy) - CAPACITY_BITS))
+
+
+def slot_sigma(
+    config: SessionConfig,
+    policy: Policy,
+    params: ThresholdParameters,
+    ring: int,
+    shift_k: int,
+    c_low_bits: float,
+) -> float:
+    """The per-slot error term of :mod:`.curve`'s recovery in count units (module
+    docstring): a bound (semi-honest) or a std (malicious). Public: every party computes it
+    from the config and the policy."""
+    m = len(config.parties)
+    splits = config.splits if config.security is Security.MALICIOUS else 1
+    e = 2.0 ** (fresh_error_bits(ring, m) + shift_k)
+    flood = 2.0 ** (params.decryption_error_bits(m) + shift_k - c_low_bits)
+    if config.security is Security.MALICIOUS:
+        fresh = malicious.NOISE_CONSTANT * math.sqrt(splits * m) * e
+        return float(math.hypot(fresh, FLOODING_MARGIN * math.sqrt(splits) * flood))
+    return float(m * e + 6.0 * FLOODING_MARGIN * flood)
+
+
+def check_budget(params: ThresholdParameters, executions: int, ciphertexts: int) -> None:
+    """:class:`InputError` before any work when a session needs more joint decryptions
+    (``executions`` x ``ciphertexts`` per reply) than the key set's flooding budget."""
+    need = executions * ciphertexts
+    if need > params.max_decryptions:
+        raise InputError(
+            f"{executions} execution(s) x {ciphertexts} reply ciphertexts need {need} joint "
+            f"decryptions; the flooding noise of parameter set {params.name!r} allows "
+            f"{params.max_decryptions} per key set: use fewer decision points, fewer splits "
+            "or fewer executions"
+        )
+
+
+def used_slots(layout: curve.CurveLayout) -> list[int]:
+    """How many slots of each reply ciphertext carry values, in reply order (T0, F0, T1..,
+    F1..): the padding of the last chunk of each vector is never revealed."""
+    per_chunk = [min(layout.slots, layout.terms - k * layout.slots) for k in range(layout.chunks)]
+    return [per_chunk[0], per_chunk[0], *per_chunk[1:], *per_chunk[1:]]
+
+
+def write_vectors(vectors: Sequence[FloatArray]) -> bytes:
+    """The lead's plaintext: every decrypted ciphertext's used slots (float64); a value that
+    did not decrypt is sent as NaN (the parties' checks refuse it)."""
+    w = Writer().u32(len(vectors))
+    for v in vectors:
+        w.bytes_(np.asarray(v, dtype="<f8").tobytes())
+    return w.getvalue()
+
+
+def read_vectors(data: bytes, lengths: Sequence[int]) -> list[FloatArray]:
+    """The vectors of :func:`write_vectors`, exactly ``len(lengths)`` of the given lengths
+    (:class:`~privfl.errors.MalformedMessageError` otherwise)."""
+    r = Reader(data, "revealed curve")
+    n = r.count(MAX_REVEALED_VALUES, "revealed ciphertexts")
+    if n != len(lengths):
+        raise MalformedMessageError(f"the lead revealed {n} ciphertexts, expected {len(lengths)}")
+    out = []
+    for length in lengths:
+        raw = r.bytes_(8 * MAX_REVEALED_VALUES)
+        if len(raw) != 8 * length:
+            raise MalformedMessageError("a revealed vector has the wrong length")
+        out.append(np.frombuffer(raw, dtype="<f8").astype(np.float64))
+    r.end()
+    return out

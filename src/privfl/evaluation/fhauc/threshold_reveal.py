@@ -1,0 +1,120 @@
+"""What a threshold FHAUC party packs, what the lead reveals and what every party recovers, for
+each ``reveal`` mode (the party's steps call these; one strategy per mode, the single-key
+code underneath).
+
+* ``auc``: the variant's packing and recovery (:mod:`.variant`); one reply ciphertext per
+  execution (``num + den``), of which the lead reveals the two values ``(c·X, c·Y)``.
+* ``curve``/``metrics``: :mod:`.curve`'s packing and recovery with the threshold noise term
+  (:mod:`.threshold_curve`); ``2·chunks`` reply ciphertexts per execution, of which the
+  lead reveals the used slots.
+
+Every function is run by a party on its own state; the lead's plaintext goes to the parties
+only (sealed under the session key by the caller).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from privfl.crypto import threshold as th
+from privfl.errors import ProtocolError
+from privfl.evaluation.fhauc import curve, threshold_curve
+from privfl.evaluation.fhauc import threshold_messages as tmsg
+from privfl.evaluation.fhauc.messages import AGGREGATOR, SessionConfig
+from privfl.evaluation.fhauc.policy import Policy, Security
+from privfl.evaluation.fhauc.reveal import Reveal
+from privfl.evaluation.fhauc.threshold_ops import decode_pairs
+from privfl.evaluation.fhauc.threshold_plan import Plan
+from privfl.evaluation.fhauc.variant import Malicious, Outcome, Packed, PartyView
+from privfl.evaluation.statistics import PartyCounts
+
+__all__ = ["check_at_join", "lead_plaintext", "pack", "recover"]
+
+
+def _curve_layout(plan: Plan) -> curve.CurveLayout:
+    if not isinstance(plan.layout, curve.CurveLayout):
+        raise ProtocolError("a curve session needs the curve layout")
+    return plan.layout
+
+
+def check_at_join(plan: Plan, config: SessionConfig, policy: Policy) -> None:
+    """Refuse now, before any upload, a malicious session whose verification could refuse
+    an honest result (the variant's check, or the curve's with the threshold noise term)."""
+    if config.reveal is Reveal.AUC:
+        if isinstance(plan.variant, Malicious):
+            plan.variant.check_before_upload(config, policy)
+    elif config.security is Security.MALICIOUS:
+        curve.check_before_upload(config, policy, plan.slot_sigma)
+
+
+def pack(plan: Plan, counts: PartyCounts, view: PartyView) -> list[Packed]:
+    """The party's slot vectors of every execution (values before the ``2^-k`` shift)."""
+    if view.config.reveal is Reveal.AUC:
+        return plan.variant.pack(counts, plan.layout, view)
+    tp, fp = counts.tp.astype(np.float64), counts.fp.astype(np.float64)
+    return curve.pack(tp, fp, _curve_layout(plan), view)
+
+
+def lead_plaintext(
+    keys: th.ThresholdParty, items: Sequence[bytes], plan: Plan, reveal: Reveal
+) -> bytes:
+    """The lead: fuse its own share into every reply ciphertext and decode what the parties
+    are entitled to (``auc``: the pair per execution; ``curve``: the used slots of every
+    ciphertext). A reply that does not decrypt becomes NaN: the parties' checks refuse it."""
+    if reveal is Reveal.AUC:
+        width = plan.layout.denominator_slot + 2
+        pairs = [decode_pairs(_fuse(keys, item, width), plan.layout, 0) for item in items]
+        return tmsg.write_pairs(
+            [(x, y) if np.isfinite([x, y]).all() else (0.0, 0.0) for x, y in pairs]
+        )
+    lengths = threshold_curve.used_slots(_curve_layout(plan)) * plan.executions
+    return threshold_curve.write_vectors(
+        [_fuse(keys, item, n) for item, n in zip(items, lengths, strict=True)]
+    )
+
+
+def _fuse(keys: th.ThresholdParty, item: bytes, length: int) -> np.ndarray:
+    message = th.LeadDecryption.from_bytes(item, keys.context, keys.session)
+    if message.sender != AGGREGATOR:
+        raise ProtocolError("lead requests must come from the aggregator")
+    try:
+        return keys.lead_decrypt(message, length)
+    except th.JointDecryptionError:
+        return np.full(length, np.nan)
+
+
+def recover(plain: bytes, plan: Plan, counts: PartyCounts, view: PartyView) -> Outcome:
+    """Every party: the revealed result from the lead's plaintext, with the mode's checks
+    (the malicious ones verify every execution)."""
+    if view.config.reveal is Reveal.AUC:
+        factor = 2.0 ** (2 * plan.shift_k + plan.multiplier_scale_bits)
+        pairs = tmsg.read_pairs(plain, plan.executions)
+        products = [(x * factor, y * factor) for x, y in pairs]
+        totals = PartyCounts(
+            np.array([0, counts.positives], dtype=np.int64),
+            np.array([0, counts.negatives], dtype=np.int64),
+        )
+        return plan.variant.recover(products, totals, view)
+    layout = _curve_layout(plan)
+    per = plan.requests_per_execution
+    lengths = threshold_curve.used_slots(layout) * plan.executions
+    vectors = threshold_curve.read_vectors(plain, lengths)
+    factor = 2.0**plan.shift_k
+    decoded = [
+        curve.reply_vectors(_padded(vectors[e * per : (e + 1) * per], layout.slots), layout)
+        for e in range(plan.executions)
+    ]
+    scaled = [(t * factor, f * factor) for t, f in decoded]
+    own = float(counts.positives + counts.negatives)
+    return curve.recover(scaled, own, view, plan.slot_sigma)
+
+
+def _padded(vectors: Sequence[np.ndarray], slots: int) -> list[np.ndarray]:
+    out = []
+    for v in vectors:
+        full = np.zeros(slots)
+        full[: v.size] = v
+        out.append(full)
+    return out

@@ -1,0 +1,165 @@
+"""Threshold keys with the ``curve``/``metrics`` reveals (issue 27): the curve reveal's packing
+and recovery under a joint key. A deviating aggregator is caught (the curve tamper suite), a
+party refuses a reveal it did not consent to and a session beyond the key set's decryption
+budget before any work, the lead reveals only the used slots and only to the parties, and
+the reveal's decoder refuses every malformed plaintext. Insecure ``fhauc-test`` ring (fast)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("openfhe")
+
+import privfl.metrics as pm
+from conftest import make_parties
+from privfl.errors import InputError, MalformedMessageError, ProtocolError, VerificationError
+from privfl.evaluation.fhauc import curve, curve_tamper, threshold_curve, threshold_ops
+from privfl.evaluation.fhauc.policy import Security
+from privfl.evaluation.fhauc.reveal import Reveal
+from privfl.evaluation.fhauc.schedule import SessionRequest
+from privfl.evaluation.fhauc.threshold_aggregator import ThresholdAggregator
+from privfl.evaluation.fhauc.threshold_plan import plan
+from privfl.evaluation.fhauc.threshold_schedule import run_threshold_session
+from test_fhauc_threshold import deployment
+
+TOL = 1e-6
+
+
+@pytest.fixture(autouse=True)
+def fast_ring(monkeypatch):
+    monkeypatch.setattr(threshold_ops, "FHAUC_PARAMETER_SET", "fhauc-test")  # fast, insecure
+
+
+# SwapExecutions rewrites the single-key Result message, which threshold mode never builds
+THRESHOLD_CURVE_TAMPERS = [
+    t for t in curve_tamper.CURVE_TAMPERS if t is not curve_tamper.SwapExecutions
+]
+
+
+@pytest.mark.parametrize(
+    "tamper", [*THRESHOLD_CURVE_TAMPERS, *curve_tamper.EPSILON_TAMPERS], ids=lambda c: c.__name__
+)
+def test_a_deviating_aggregator_is_caught_in_a_threshold_curve_session(tamper):
+    parties = make_parties(np.random.default_rng(11), 2, 300)
+    agg = tamper()
+    if isinstance(agg, curve_tamper.AddToOneSlotEverywhere):
+        agg.epsilon, agg.total = 1e-4, 600.0
+    with pytest.raises(VerificationError):
+        pm.roc_curve(parties, 8, keys="threshold", security="malicious", splits=2, aggregator=agg)
+
+
+def test_the_threshold_curve_equals_the_single_key_curve_with_many_parties():
+    parties = make_parties(np.random.default_rng(3), 6, 150)
+    single = pm.roc_curve(parties, 12, security="malicious", splits=2)
+    joint = pm.roc_curve(parties, 12, keys="threshold", security="malicious", splits=2)
+    assert joint.fpr == pytest.approx(single.fpr, abs=TOL)
+    assert joint.tpr == pytest.approx(single.tpr, abs=TOL)
+    assert joint.run["verified"] is True
+
+
+def test_a_party_refuses_a_curve_session_it_did_not_consent_to(rng):
+    _, parties, agg, rec, request = deployment(rng)  # parties consent to the AUC only
+    curve_request = SessionRequest(
+        request.parties, 10, (0.0, 1.0), Security.SEMI_HONEST, 1, Reveal.CURVE
+    )
+    with pytest.raises(ProtocolError, match="consented to"):
+        run_threshold_session(agg, rec, curve_request)
+    assert all(not p.holds_key_share for p in parties)  # refused at the join
+
+
+def test_a_session_beyond_the_decryption_budget_is_refused_before_any_work(rng):
+    events: list[object] = []
+    parties = make_parties(rng, 2, 100)
+    # N = 4,096 with 4 splits: 16,380 slots per vector, 8 ciphertexts per vector, 3 executions
+    with pytest.raises(InputError, match="joint decryptions"):
+        pm.roc_curve(
+            parties, 4096, keys="threshold", security="malicious", splits=4, executions=3,
+            progress=events.append,
+        )  # fmt: skip
+    assert events == []
+
+
+def test_the_lead_reveals_the_used_slots_of_every_reply_ciphertext_only():
+    layout = curve.CurveLayout.for_curve(5000, 2048)  # three chunks, 904 slots in the last
+    assert threshold_curve.used_slots(layout) == [2048, 2048, 2048, 904, 2048, 904]
+    cfg_plan = _plan(Reveal.METRICS, Security.MALICIOUS)
+    assert cfg_plan.requests_per_execution == 2
+    assert threshold_curve.used_slots(cfg_plan.layout) == [4, 4]  # S=2 x (N-1)=2 per vector
+
+
+def _plan(reveal, security):
+    from privfl.evaluation.fhauc.messages import SessionConfig
+    from privfl.evaluation.fhauc.policy import Policy
+
+    cfg = SessionConfig(
+        bytes(16), ("a", "b"), np.array([0.5]), security=security, splits=2, reveal=reveal
+    )
+    return plan(cfg, Policy(security, 1024, max_splits=4))
+
+
+@given(st.binary(max_size=200))
+@settings(max_examples=200, deadline=None)
+def test_the_reveal_decoder_refuses_every_malformed_plaintext(data):
+    try:
+        out = threshold_curve.read_vectors(data, [4, 4])
+    except MalformedMessageError:
+        return
+    assert [v.size for v in out] == [4, 4]
+    assert threshold_curve.write_vectors(out) == data
+
+
+def test_a_reveal_of_the_wrong_shape_is_refused():
+    good = threshold_curve.write_vectors([np.ones(4), np.ones(4)])
+    assert [v.size for v in threshold_curve.read_vectors(good, [4, 4])] == [4, 4]
+    for lengths in ([4], [4, 4, 4], [4, 5]):
+        with pytest.raises(MalformedMessageError):
+            threshold_curve.read_vectors(good, lengths)
+    with pytest.raises(MalformedMessageError):
+        threshold_curve.read_vectors(good + b"\0", [4, 4])
+
+
+def test_the_sealed_reveal_holds_the_used_slots_only_and_the_aggregator_sees_no_value(rng):
+    from privfl.evaluation.fhauc import threshold_messages as tmsg
+    from privfl.evaluation.metric_reference import binned_reference
+
+    data, parties, agg, rec, request = deployment(rng, m=3, size=200)
+    for p in parties:
+        p.reveals = frozenset({Reveal.CURVE})
+    curve_request = SessionRequest(
+        request.parties, 10, (0.0, 1.0), Security.SEMI_HONEST, 1, Reveal.CURVE
+    )
+    run_threshold_session(agg, rec, curve_request)
+    (fused,) = rec.up["fuse"].values()
+    sealed = tmsg.Reveal.from_bytes(fused, agg.session_config.session, agg.roster).sealed
+    values = 2 * 9  # T and F: N-1 = 9 used slots each, of one 2,048-slot ciphertext each
+    assert len(sealed) == 4 + 2 * 4 + 8 * values + 16  # count, lengths, float64s, GCM tag
+    ref = binned_reference(data, 10)
+    for result in rec.results.values():
+        assert result.outcome.curve.tp == pytest.approx(ref.tp, abs=TOL)
+    assert not any(isinstance(v, float | np.ndarray) for v in vars(agg).values())
+
+
+class ExtraDecryption(ThresholdAggregator):
+    """Asks every party for one decryption share more than the session's plan has."""
+
+    def request_decryptions(self):
+        from privfl.evaluation.fhauc import threshold_messages as tmsg
+
+        session = self.session_config.session
+        relay = tmsg.Relay.from_bytes(super().request_decryptions(), "th-decrypt", session)
+        return tmsg.Relay(session, (*relay.items, relay.items[0]), "th-decrypt").to_bytes()
+
+
+def test_a_party_refuses_more_decryption_shares_than_the_curve_session_plans(rng):
+    _, parties, agg, rec, request = deployment(rng, aggregator=ExtraDecryption())
+    for p in parties:
+        p.reveals = frozenset({Reveal.CURVE})
+    curve_request = SessionRequest(
+        request.parties, 10, (0.0, 1.0), Security.SEMI_HONEST, 1, Reveal.CURVE
+    )
+    with pytest.raises(MalformedMessageError, match="3 decryption requests, expected 2"):
+        run_threshold_session(agg, rec, curve_request)
+    assert "decrypt" not in rec.up  # no party answered with a share
