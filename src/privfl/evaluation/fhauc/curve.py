@@ -66,12 +66,12 @@ from privfl.errors import (
     WeakGuaranteeError,
 )
 from privfl.evaluation.fhauc import malicious
-from privfl.evaluation.fhauc.ciphertext import HECiphertext, add_all
+from privfl.evaluation.fhauc.ciphertext import HECiphertext
 from privfl.evaluation.fhauc.layout import Layout
 from privfl.evaluation.fhauc.messages import SessionConfig
 from privfl.evaluation.fhauc.policy import MAX_EXECUTIONS, Policy, Security
 from privfl.evaluation.fhauc.reveal import Reveal, RevealedCurve
-from privfl.evaluation.fhauc.uploads import Upload
+from privfl.evaluation.fhauc.uploads import Upload, summed_vectors
 from privfl.evaluation.fhauc.variant import SEMI_HONEST_SLACK, Outcome, Packed, PartyView
 
 NORMALISED_NOISE = 2.5  # |δ(w/T)| <= (|δw| + u·|δT|) / T with |δT| <= sqrt(2)·σ_w
@@ -100,10 +100,18 @@ class CurveLayout(Layout):
         return list(out.reshape(self.chunks, self.slots))
 
 
-def layout_for(config: SessionConfig, slots: int) -> Layout:
-    """The slot layout of a session: the AUC's, or the curve's."""
+def layout_for(config: SessionConfig, slots: int, joint: bool = False) -> Layout:
+    """The slot layout of a session: the AUC's, or the curve's.
+
+    ``joint`` (the single-key backend asks for it): a semi-honest AUC session puts T and F
+    in one ciphertext when they fit (:class:`Layout`). The malicious variant keeps two: the
+    rotation that brings F under T adds key-switching noise (measured at about 6.5 times a
+    fresh encryption's std) that its verification's noise model, calibrated on fresh noise,
+    does not cover."""
     if config.reveal is Reveal.AUC:
-        return Layout.for_terms(config.terms(), slots)
+        return Layout.for_terms(
+            config.terms(), slots, joint and config.security is Security.SEMI_HONEST
+        )
     return CurveLayout.for_curve(config.terms(), slots)
 
 
@@ -384,6 +392,6 @@ def aggregate(
 ) -> tuple[HECiphertext, HECiphertext, tuple[HECiphertext, ...]]:
     """Slot-wise sums over parties, every ciphertext times the same ``c`` (the aggregator
     learns nothing: it never decrypts)."""
-    t = [add_all([u.t[k] for u in uploads]) * c for k in range(layout.chunks)]
-    f = [add_all([u.f[k] for u in uploads]) * c for k in range(layout.chunks)]
+    ts, fs = summed_vectors(uploads, layout)
+    t, f = [x * c for x in ts], [x * c for x in fs]
     return t[0], f[0], (*t[1:], *f[1:])

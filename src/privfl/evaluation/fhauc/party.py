@@ -362,7 +362,7 @@ class Party:
         return weighted_counts(s, y, w, config.thresholds)
 
     def _layout(self, config: SessionConfig) -> Layout:
-        return curve.layout_for(config, self._ctx().params.slots)
+        return curve.layout_for(config, self._ctx().params.slots, joint=True)
 
     def _key(self, transcript: bytes) -> bytes:
         if self._seed is None:
