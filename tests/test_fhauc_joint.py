@@ -85,11 +85,37 @@ def test_an_upload_in_the_two_ciphertext_format_is_refused_before_loading(rng):
         d.agg.handle_uploads(ups | {"p1": forged})
 
 
-def test_keys_without_the_joint_rotation_are_refused_before_any_work(rng):
+def test_a_key_set_without_the_joint_rotation_runs_two_ciphertexts(rng, monkeypatch):
+    """Keys provisioned before the joint layout (no rotation by the window) still work:
+    parties and aggregator both fall back to T and F in two ciphertexts."""
+    from privfl.evaluation.fhauc import key_holder
+
+    real = Layout.for_terms
+
+    def old_layout(terms, slots, joint=False):
+        return real(terms, slots)  # what the key holder provisioned before
+
+    monkeypatch.setattr(key_holder.Layout, "for_terms", staticmethod(old_layout))
     d = Deployment(rng)
-    layout = d.agg.layout
-    assert layout.joint and layout.window in d.agg.context.rotation_steps
+    monkeypatch.undo()
+    assert d.agg.layout.window not in d.agg.context.rotation_steps
+    assert not d.agg.layout.joint
+    result = d.result()
+    for p, (s, y) in zip(d.parties, d.data, strict=True):
+        assert p.finish(result).auc == pytest.approx(
+            privfl.binned_auc(d.data, d.n_points), abs=1e-9
+        )
+    msg = fhauc.PartyUpload.from_bytes(d.uploads()["p0"], d.agg.config.session, d.roster)
+    assert [len(v) for v in msg.executions[0]] == [1, 1, 0]
+
+
+def test_an_aggregator_whose_keys_lack_the_joint_rotation_gets_malformed_uploads(rng):
+    """The layouts are decided from the same provisioning on both sides; an aggregator that
+    claims other keys sees every upload refused by shape, before any ciphertext is loaded."""
+    d = Deployment(rng)
     steps = d.agg.context.rotation_steps
-    d.agg.context.rotation_steps = tuple(s for s in steps if s != layout.window)
-    with pytest.raises(privfl.errors.InputError, match="missing rotations"):
-        d.agg.start_session(d.names, d.n_points)
+    d.agg.context.rotation_steps = tuple(s for s in steps if s != d.agg.layout.window)
+    d.new_session()
+    assert not d.agg.layout.joint
+    with pytest.raises(MalformedMessageError, match=r"has 1/0/0 .* expected 1/1/0"):
+        d.agg.handle_uploads(d.uploads())

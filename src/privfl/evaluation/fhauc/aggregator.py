@@ -107,9 +107,12 @@ class Aggregator:
             cfg.check_policy(policy)
         except ProtocolError as exc:
             raise InputError(f"the parties would refuse this session: {exc}") from None
-        # single keys: T and F in one ciphertext (half the upload); threshold keys keep
-        # their own plan's layout, with two
-        layout = curve.layout_for(cfg, keys.slots, joint=isinstance(keys, SingleKey))
+        # single keys: T and F in one ciphertext (half the upload) if the keys allow it;
+        # threshold keys keep their own plan's layout, with two
+        if isinstance(keys, SingleKey):
+            layout = curve.layout_for(cfg, keys.slots, True, keys.context.rotation_steps)
+        else:
+            layout = curve.layout_for(cfg, keys.slots)
         missing = keys.missing_rotations(layout.rotation_steps)
         if missing:
             raise InputError(

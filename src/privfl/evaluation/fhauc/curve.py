@@ -100,18 +100,26 @@ class CurveLayout(Layout):
         return list(out.reshape(self.chunks, self.slots))
 
 
-def layout_for(config: SessionConfig, slots: int, joint: bool = False) -> Layout:
+def layout_for(
+    config: SessionConfig, slots: int, joint: bool = False, rotations: Sequence[int] = ()
+) -> Layout:
     """The slot layout of a session: the AUC's, or the curve's.
 
-    ``joint`` (the single-key backend asks for it): a semi-honest AUC session puts T and F
-    in one ciphertext when they fit (:class:`Layout`). The malicious variant keeps two: the
-    rotation that brings F under T adds key-switching noise (measured at about 6.5 times a
-    fresh encryption's std) that its verification's noise model, calibrated on fresh noise,
-    does not cover."""
+    ``joint`` (the single-key backend asks for it, with the provisioned ``rotations``): a
+    semi-honest AUC session puts T and F in one ciphertext when they fit (:class:`Layout`)
+    and the keys hold the rotation by the window; a key set provisioned before the joint
+    layout existed lacks it and runs the two-ciphertext layout. Parties and aggregator
+    decide alike from the same provisioning; a mismatch is refused at upload (shape). The
+    malicious variant keeps two ciphertexts: the rotation that brings F under T adds
+    key-switching noise (measured at about 6.5 times a fresh encryption's std) that its
+    verification's noise model, calibrated on fresh noise, does not cover."""
     if config.reveal is Reveal.AUC:
-        return Layout.for_terms(
+        layout = Layout.for_terms(
             config.terms(), slots, joint and config.security is Security.SEMI_HONEST
         )
+        if layout.joint and layout.window not in rotations:
+            return Layout.for_terms(config.terms(), slots)
+        return layout
     return CurveLayout.for_curve(config.terms(), slots)
 
 
