@@ -50,7 +50,7 @@ from __future__ import annotations
 import math
 import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -103,23 +103,16 @@ class CurveLayout(Layout):
 def layout_for(
     config: SessionConfig, slots: int, joint: bool = False, rotations: Sequence[int] = ()
 ) -> Layout:
-    """The slot layout of a session: the AUC's, or the curve's.
-
-    ``joint`` (the single-key backend asks for it, with the provisioned ``rotations``): a
-    semi-honest AUC session puts T and F in one ciphertext when they fit (:class:`Layout`)
-    and the keys hold the rotation by the window; a key set provisioned before the joint
-    layout existed lacks it and runs the two-ciphertext layout. Parties and aggregator
-    decide alike from the same provisioning; a mismatch is refused at upload (shape). The
-    malicious variant keeps two ciphertexts: the rotation that brings F under T adds
-    key-switching noise (measured at about 6.5 times a fresh encryption's std) that its
-    verification's noise model, calibrated on fresh noise, does not cover."""
+    """The AUC's or the curve's slot layout. ``joint`` (single keys, provisioned ``rotations``):
+    a semi-honest AUC session puts T and F in one ciphertext when they fit and the keys
+    rotate by the window (older key sets do not: two ciphertexts); parties and aggregator
+    decide alike from the same keys. The malicious variant keeps two: the rotation's
+    key-switching noise (6.5 times a fresh encryption's) is outside its noise model."""
     if config.reveal is Reveal.AUC:
-        layout = Layout.for_terms(
-            config.terms(), slots, joint and config.security is Security.SEMI_HONEST
-        )
-        if layout.joint and layout.window not in rotations:
-            return Layout.for_terms(config.terms(), slots)
-        return layout
+        semi = config.security is Security.SEMI_HONEST
+        layout = Layout.for_terms(config.terms(), slots, joint and semi)
+        ok = not layout.joint or layout.window in rotations
+        return layout if ok else replace(layout, joint=False)
     return CurveLayout.for_curve(config.terms(), slots)
 
 
