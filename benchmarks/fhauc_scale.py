@@ -11,6 +11,10 @@ load average is printed with every row; with ``--repeats R`` the times are media
         [--parties 100,300,1000] [--security semi-honest] [--repeats 3] \
         [--compare /work/main/src,/work/wt-x/src]
 
+``--profile M`` prints where the aggregator's CPU goes in ``handle_uploads`` at ``M`` parties
+(cProfile with CPU time); ``--rotation-noise`` the key-switching noise a rotation adds, next
+to a fresh encryption's (the joint layout rotates the summed ciphertext once).
+
 ``--compare`` runs the same rows with each listed source tree first on ``PYTHONPATH``
 (one subprocess per tree and row, trees alternating row by row so that both see the same
 load): a before/after side by side in one run.
@@ -83,6 +87,42 @@ def row(m: int, security: str, repeats: int) -> str:
     )
 
 
+def profile(m: int, security: str) -> None:
+    import cProfile
+    import pstats
+
+    class Profiled(TimedAggregator):
+        def handle_uploads(self, uploads):  # type: ignore[no-untyped-def]
+            prof = cProfile.Profile(time.process_time)
+            try:
+                return prof.runcall(super().handle_uploads, uploads)
+            finally:
+                pstats.Stats(prof).sort_stats("tottime").print_stats(12)
+
+    privfl.federated_auc(synthetic(m, 100), 100, security=security, aggregator=Profiled())
+
+
+def rotation_noise(samples: int = 10) -> None:
+    from privfl.crypto.ckks import CKKSContext
+
+    ctx = CKKSContext.generate(rotation_steps=[512])
+    public = CKKSContext.deserialize(ctx.serialize_public())
+    rng = np.random.default_rng(1)  # not secret: benchmark data
+    fresh, added = [], []
+    for _ in range(samples):
+        v = rng.uniform(-1e4, 1e4, ctx.params.slots)
+        data = ctx.encrypt(v).to_bytes()
+        e0 = ctx.decrypt(ctx.ciphertext_from_bytes(data)) - v
+        rotated = public.ciphertext_from_bytes(data).rotate(512).to_bytes()
+        e1 = ctx.decrypt(ctx.ciphertext_from_bytes(rotated)) - np.roll(v, -512)
+        fresh.append(e0)
+        added.append(e1 - np.roll(e0, -512))
+    f, a = np.concatenate(fresh), np.concatenate(added)
+    print(f"fresh encryption error per slot: std {f.std():.3e}, max {np.abs(f).max():.3e}")
+    print(f"added by one rotation:           std {a.std():.3e}, max {np.abs(a).max():.3e}")
+    print(f"ratio of the stds: {a.std() / f.std():.1f}")
+
+
 def compare(trees: list[str], parties: list[int], security: str, repeats: int) -> None:
     print(f"side by side, N = 100, security = {security}, medians of {repeats}")
     print(f"{'tree':<24} {HEADER}")
@@ -103,8 +143,16 @@ def main() -> None:
     ap.add_argument("--security", default="semi-honest")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--compare", help="comma-separated source trees to run side by side")
+    ap.add_argument("--profile", type=int, help="profile the aggregator at this many parties")
+    ap.add_argument("--rotation-noise", action="store_true")
     ap.add_argument("--row", type=int, help=argparse.SUPPRESS)  # one row, for --compare
     args = ap.parse_args()
+    if args.profile:
+        profile(args.profile, args.security)
+        return
+    if args.rotation_noise:
+        rotation_noise()
+        return
     parties = [int(p) for p in args.parties.split(",")]
     if args.row is not None:
         print(row(args.row, args.security, args.repeats))

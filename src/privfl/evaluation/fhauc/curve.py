@@ -107,7 +107,7 @@ def layout_for(
     a semi-honest AUC session puts T and F in one ciphertext when they fit and the keys
     rotate by the window (older key sets do not: two ciphertexts); parties and aggregator
     decide alike from the same keys. The malicious variant keeps two: the rotation's
-    key-switching noise (6.5 times a fresh encryption's) is outside its noise model."""
+    key-switching noise (6.7 times a fresh encryption's) is outside its noise model."""
     if config.reveal is Reveal.AUC:
         semi = config.security is Security.SEMI_HONEST
         layout = Layout.for_terms(config.terms(), slots, joint and semi)

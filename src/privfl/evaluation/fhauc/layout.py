@@ -16,7 +16,8 @@ With ``L`` terms per vector (``N-1`` semi-honest, ``S·N`` malicious) and ``slot
   so the replies decrypt exactly as in the folded layout. One ciphertext per party and
   execution (half the upload, half the loads at the aggregator) for one more rotation, by
   ``W`` after the sum, and one more Galois key. The rotation adds key-switching noise to F
-  (about 6.5 times a fresh encryption's std, once, not per party): harmless to the
+  (about 6.7 times a fresh encryption's std, once, not per party;
+  ``benchmarks/fhauc_scale.py --rotation-noise``): harmless to the
   semi-honest AUC, not covered by the malicious variant's calibrated noise model, which
   therefore keeps the folded layout.
 * *chunked* otherwise: T and F are cut into ``ceil(L/slots)`` ciphertexts each, and a third
