@@ -68,7 +68,7 @@ class Reusing(fhauc.Aggregator):
             scale = variant_for(cfg.security).upload_scale_bits(ctx.params, cfg, self._policy())
             msg = PartyUpload.from_bytes(self.stale, cfg.session, self.roster)
             lay = self._layout()
-            old = msg.open(ctx, lay.chunks, lay.denominator_ciphertexts, scale)
+            old = msg.open(ctx, lay.chunks, lay.denominator_ciphertexts, scale, lay.f_ciphertexts)
             uploads = [old[self.execution] if u.sender == msg.sender else u for u in uploads]
         return super().aggregate(uploads)
 

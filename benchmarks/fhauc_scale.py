@@ -2,24 +2,37 @@
 
 Per number of parties ``M`` (N = 100, 100 samples per party, single key, semi-honest by
 default): the wall and CPU time of one ``privfl.federated_auc`` call (setup, every party's
-join/upload/finish checks, the aggregator), the aggregator's own time, and the AUC's distance
-to the plaintext binned AUC. The load average is printed with every row.
+join/upload/finish checks, the aggregator), the aggregator's own wall time and its CPU time
+in ``handle_uploads`` (verifying, loading and combining the uploads: what the parties wait
+for), the largest party upload, and the AUC's distance to the plaintext binned AUC. The
+load average is printed with every row; with ``--repeats R`` the times are medians of R runs.
 
     nice -n 5 .venv/bin/python benchmarks/fhauc_scale.py \
-        [--parties 100,300,1000] [--security semi-honest]
+        [--parties 100,300,1000] [--security semi-honest] [--repeats 3] \
+        [--compare /work/main/src,/work/wt-x/src]
 
-Run it once with ``PYTHONPATH`` pointing at another checkout's ``src`` for a before/after.
+``--profile M`` prints where the aggregator's CPU goes in ``handle_uploads`` at ``M`` parties
+(cProfile with CPU time); ``--rotation-noise`` the key-switching noise a rotation adds, next
+to a fresh encryption's (the joint layout rotates the summed ciphertext once).
+
+``--compare`` runs the same rows with each listed source tree first on ``PYTHONPATH``
+(one subprocess per tree and row, trees alternating row by row so that both see the same
+load): a before/after side by side in one run.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
+import subprocess
+import sys
 import time
 
 import numpy as np
 
 import privfl
+from privfl.evaluation import fhauc
 
 
 def synthetic(parties: int, size: int, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -31,25 +44,126 @@ def synthetic(parties: int, size: int, seed: int = 0) -> list[tuple[np.ndarray, 
     return out
 
 
+class TimedAggregator(fhauc.Aggregator):
+    """The honest aggregator, recording the CPU seconds of each ``handle_uploads``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.upload_cpu: list[float] = []
+
+    def handle_uploads(self, uploads):  # type: ignore[no-untyped-def]
+        c0 = time.process_time()
+        try:
+            return super().handle_uploads(uploads)
+        finally:
+            self.upload_cpu.append(time.process_time() - c0)
+
+
+HEADER = (
+    f"{'parties':>7} {'wall s':>8} {'cpu s':>8} {'agg s':>7} {'agg cpu s':>9} "
+    f"{'upload KB':>9} {'|err|':>8}  load avg (1/5/15)"
+)
+
+
+def row(m: int, security: str, repeats: int) -> str:
+    data = synthetic(m, 100)
+    ref = privfl.binned_auc(data, 100)
+    walls, cpus, aggs, agg_cpus, errs, upload = [], [], [], [], [], 0
+    for _ in range(repeats):
+        agg = TimedAggregator()
+        w0, c0 = time.perf_counter(), time.process_time()
+        res = privfl.federated_auc(data, 100, security=security, aggregator=agg)
+        walls.append(time.perf_counter() - w0)
+        cpus.append(time.process_time() - c0)
+        aggs.append(res.timings["aggregator"])
+        agg_cpus.append(sum(agg.upload_cpu))
+        errs.append(abs(res.auc - ref))
+        upload = res.bytes["party_upload"]
+    load = "/".join(f"{x:.2f}" for x in os.getloadavg())
+    med = statistics.median
+    return (
+        f"{m:>7} {med(walls):>8.2f} {med(cpus):>8.2f} {med(aggs):>7.3f} {med(agg_cpus):>9.3f} "
+        f"{upload / 1e3:>9.1f} {max(errs):>8.1e}  {load}"
+    )
+
+
+def profile(m: int, security: str) -> None:
+    import cProfile
+    import pstats
+
+    class Profiled(TimedAggregator):
+        def handle_uploads(self, uploads):  # type: ignore[no-untyped-def]
+            prof = cProfile.Profile(time.process_time)
+            try:
+                return prof.runcall(super().handle_uploads, uploads)
+            finally:
+                pstats.Stats(prof).sort_stats("tottime").print_stats(12)
+
+    privfl.federated_auc(synthetic(m, 100), 100, security=security, aggregator=Profiled())
+
+
+def rotation_noise(samples: int = 10) -> None:
+    from privfl.crypto.ckks import CKKSContext
+
+    ctx = CKKSContext.generate(rotation_steps=[512])
+    public = CKKSContext.deserialize(ctx.serialize_public())
+    rng = np.random.default_rng(1)  # not secret: benchmark data
+    fresh, added = [], []
+    for _ in range(samples):
+        v = rng.uniform(-1e4, 1e4, ctx.params.slots)
+        data = ctx.encrypt(v).to_bytes()
+        e0 = ctx.decrypt(ctx.ciphertext_from_bytes(data)) - v
+        rotated = public.ciphertext_from_bytes(data).rotate(512).to_bytes()
+        e1 = ctx.decrypt(ctx.ciphertext_from_bytes(rotated)) - np.roll(v, -512)
+        fresh.append(e0)
+        added.append(e1 - np.roll(e0, -512))
+    f, a = np.concatenate(fresh), np.concatenate(added)
+    print(f"fresh encryption error per slot: std {f.std():.3e}, max {np.abs(f).max():.3e}")
+    print(f"added by one rotation:           std {a.std():.3e}, max {np.abs(a).max():.3e}")
+    print(f"ratio of the stds: {a.std() / f.std():.1f}")
+
+
+def compare(trees: list[str], parties: list[int], security: str, repeats: int) -> None:
+    print(f"side by side, N = 100, security = {security}, medians of {repeats}")
+    print(f"{'tree':<24} {HEADER}")
+    for m in parties:
+        for tree in trees:
+            env = dict(os.environ, PYTHONPATH=tree)
+            out = subprocess.run(
+                [sys.executable, __file__, "--row", str(m), "--security", security,
+                 "--repeats", str(repeats)],
+                env=env, check=True, capture_output=True, text=True,
+            ).stdout  # fmt: skip
+            print(f"{tree[-24:]:<24} {out.strip()}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--parties", default="100,300,1000")
     ap.add_argument("--security", default="semi-honest")
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--compare", help="comma-separated source trees to run side by side")
+    ap.add_argument("--profile", type=int, help="profile the aggregator at this many parties")
+    ap.add_argument("--rotation-noise", action="store_true")
+    ap.add_argument("--row", type=int, help=argparse.SUPPRESS)  # one row, for --compare
     args = ap.parse_args()
+    if args.profile:
+        profile(args.profile, args.security)
+        return
+    if args.rotation_noise:
+        rotation_noise()
+        return
+    parties = [int(p) for p in args.parties.split(",")]
+    if args.row is not None:
+        print(row(args.row, args.security, args.repeats))
+        return
+    if args.compare:
+        compare(args.compare.split(","), parties, args.security, args.repeats)
+        return
     print(f"privfl from {os.path.dirname(privfl.__file__)}; N = 100, security = {args.security}")
-    print(f"{'parties':>7} {'wall s':>8} {'cpu s':>8} {'agg s':>7} {'|err|':>8}  load avg (1/5/15)")
-    for m in (int(p) for p in args.parties.split(",")):
-        data = synthetic(m, 100)
-        ref = privfl.binned_auc(data, 100)
-        w0, c0 = time.perf_counter(), time.process_time()
-        res = privfl.federated_auc(data, 100, security=args.security)
-        wall, cpu = time.perf_counter() - w0, time.process_time() - c0
-        load = "/".join(f"{x:.2f}" for x in os.getloadavg())
-        print(
-            f"{m:>7} {wall:>8.1f} {cpu:>8.1f} {res.timings['aggregator']:>7.2f} "
-            f"{abs(res.auc - ref):>8.1e}  {load}",
-            flush=True,
-        )
+    print(HEADER)
+    for m in parties:
+        print(row(m, args.security, args.repeats), flush=True)
 
 
 if __name__ == "__main__":

@@ -200,7 +200,7 @@ def test_aggregator_holds_no_secret_key_and_cannot_decrypt_uploads(rng):
     d = Deployment(rng)
     assert not d.agg.context.is_private
     msg = fhauc.PartyUpload.from_bytes(d.uploads()["p0"], d.agg.config.session, d.roster)
-    up = msg.open(d.agg.context, 1, 0, 40)[0]
+    up = msg.open(d.agg.context, 1, 0, 40, 0)[0]  # one joint ciphertext: T and F
     with pytest.raises(DecryptionNotPermittedError):
         d.agg.context.decrypt(up.t[0])
 

@@ -82,7 +82,10 @@ class Substitute(ReusingAggregator):
         cfg = self.session_config
         scale = variant_for(cfg.security).upload_scale_bits(self.context.params, cfg, self.policy)
         msg = PartyUpload.from_bytes(self.stale, cfg.session, self.roster)
-        old = msg.open(self.context, self.layout.chunks, self.layout.denominator_ciphertexts, scale)
+        lay = self.layout
+        old = msg.open(
+            self.context, lay.chunks, lay.denominator_ciphertexts, scale, lay.f_ciphertexts
+        )
         uploads = [old[self.execution] if u.sender == msg.sender else u for u in uploads]
         return super().aggregate(uploads)
 

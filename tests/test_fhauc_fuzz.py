@@ -144,3 +144,41 @@ def test_party_steps_fed_with_garbage_raise_only_typed_errors(d):
         for step in (party.join, party.upload, party.finish):
             with pytest.raises(PrivflError):
                 step(junk)
+
+
+@pytest.fixture(scope="module")
+def joint():
+    """A semi-honest session: every upload is one joint ciphertext (T and F)."""
+    d = Deployment(np.random.default_rng(4), n_points=20)
+    return d, d.uploads()["p0"]
+
+
+@given(
+    cuts=st.lists(st.tuples(st.integers(0, 2**31), st.integers(0, 255)), min_size=1, max_size=4),
+    truncate=st.integers(0, 2**31),
+    mode=st.sampled_from(["flip", "truncate", "insert", "length", "arbitrary"]),
+)
+@settings(max_examples=100, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_mutated_joint_uploads_raise_only_typed_errors(joint, cuts, truncate, mode):
+    d, sample = joint
+    session, ctx, layout = d.agg.config.session, d.agg.context, d.agg.layout
+    buf = bytearray(sample)
+    if mode == "flip":
+        for pos, val in cuts:
+            buf[pos % len(buf)] ^= val or 1
+    elif mode == "truncate":
+        del buf[truncate % len(buf) :]
+    elif mode == "insert":
+        pos, val = cuts[0]
+        buf[pos % len(buf) : pos % len(buf)] = bytes([val]) * 9
+    elif mode == "length":
+        pos = cuts[0][0] % max(1, len(buf) - 4)
+        buf[pos : pos + 4] = b"\xff\xff\xff\xf0"
+    else:
+        buf = bytearray(np.random.default_rng(truncate).bytes(truncate % 600))
+
+    def decode(b: bytes) -> None:
+        msg = PartyUpload.from_bytes(b, session, d.roster)
+        msg.open(ctx, layout.chunks, layout.denominator_ciphertexts, 40, layout.f_ciphertexts)
+
+    attack(decode, bytes(buf))

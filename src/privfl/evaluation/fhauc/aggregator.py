@@ -28,7 +28,7 @@ from privfl.evaluation.fhauc.messages import AGGREGATOR, Done, PublicSetup, Sess
 from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.session import check_joins, transcript_hash
-from privfl.evaluation.fhauc.uploads import PartyUpload, Reply, Result, Upload
+from privfl.evaluation.fhauc.uploads import PartyUpload, Reply, Result, Upload, summed_vectors
 from privfl.evaluation.fhauc.variant import variant_for
 from privfl.evaluation.statistics import DEFAULT_THRESHOLDS, ScoreRange, interior_thresholds
 from privfl.messages import new_session_id
@@ -107,7 +107,12 @@ class Aggregator:
             cfg.check_policy(policy)
         except ProtocolError as exc:
             raise InputError(f"the parties would refuse this session: {exc}") from None
-        layout = curve.layout_for(cfg, keys.slots)
+        # single keys: T and F in one ciphertext (half the upload) if the keys allow it;
+        # threshold keys keep their own plan's layout, with two
+        if isinstance(keys, SingleKey):
+            layout = curve.layout_for(cfg, keys.slots, True, keys.context.rotation_steps)
+        else:
+            layout = curve.layout_for(cfg, keys.slots)
         missing = keys.missing_rotations(layout.rotation_steps)
         if missing:
             raise InputError(
@@ -154,7 +159,7 @@ class Aggregator:
                     f"expected {executions}"
                 )
             by_party[message.sender] = message.open(
-                ctx, layout.chunks, layout.denominator_ciphertexts, scale
+                ctx, layout.chunks, layout.denominator_ciphertexts, scale, layout.f_ciphertexts
             )
         missing = [p for p in cfg.parties if p not in by_party]
         if missing:
@@ -193,8 +198,7 @@ class Aggregator:
             c = random_multiplier(*self.multiplier_range)
             t0, f0, extra = curve.aggregate(uploads, layout, c)
             return Reply(cfg.session, t0, f0, self.execution, self.name, extra)
-        t = [add_all([u.t[k] for u in uploads]) for k in range(layout.chunks)]
-        f = [add_all([u.f[k] for u in uploads]) for k in range(layout.chunks)]
+        t, f = summed_vectors(uploads, layout)
         products = [t[k] * f[k] for k in range(layout.chunks)]
         num = (add_all(products) if len(products) > 1 else products[0]).window_sum(layout.window)
         if layout.folded:

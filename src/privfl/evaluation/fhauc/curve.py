@@ -50,7 +50,7 @@ from __future__ import annotations
 import math
 import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -66,12 +66,12 @@ from privfl.errors import (
     WeakGuaranteeError,
 )
 from privfl.evaluation.fhauc import malicious
-from privfl.evaluation.fhauc.ciphertext import HECiphertext, add_all
+from privfl.evaluation.fhauc.ciphertext import HECiphertext
 from privfl.evaluation.fhauc.layout import Layout
 from privfl.evaluation.fhauc.messages import SessionConfig
 from privfl.evaluation.fhauc.policy import MAX_EXECUTIONS, Policy, Security
 from privfl.evaluation.fhauc.reveal import Reveal, RevealedCurve
-from privfl.evaluation.fhauc.uploads import Upload
+from privfl.evaluation.fhauc.uploads import Upload, summed_vectors
 from privfl.evaluation.fhauc.variant import SEMI_HONEST_SLACK, Outcome, Packed, PartyView
 
 NORMALISED_NOISE = 2.5  # |δ(w/T)| <= (|δw| + u·|δT|) / T with |δT| <= sqrt(2)·σ_w
@@ -100,10 +100,19 @@ class CurveLayout(Layout):
         return list(out.reshape(self.chunks, self.slots))
 
 
-def layout_for(config: SessionConfig, slots: int) -> Layout:
-    """The slot layout of a session: the AUC's, or the curve's."""
+def layout_for(
+    config: SessionConfig, slots: int, joint: bool = False, rotations: Sequence[int] = ()
+) -> Layout:
+    """The AUC's or the curve's slot layout. ``joint`` (single keys, provisioned ``rotations``):
+    a semi-honest AUC session puts T and F in one ciphertext when they fit and the keys
+    rotate by the window (older key sets do not: two ciphertexts); parties and aggregator
+    decide alike from the same keys. The malicious variant keeps two: the rotation's
+    key-switching noise (6.7 times a fresh encryption's) is outside its noise model."""
     if config.reveal is Reveal.AUC:
-        return Layout.for_terms(config.terms(), slots)
+        semi = config.security is Security.SEMI_HONEST
+        layout = Layout.for_terms(config.terms(), slots, joint and semi)
+        ok = not layout.joint or layout.window in rotations
+        return layout if ok else replace(layout, joint=False)
     return CurveLayout.for_curve(config.terms(), slots)
 
 
@@ -393,6 +402,6 @@ def aggregate(
 ) -> tuple[HECiphertext, HECiphertext, tuple[HECiphertext, ...]]:
     """Slot-wise sums over parties, every ciphertext times the same ``c`` (the aggregator
     learns nothing: it never decrypts)."""
-    t = [add_all([u.t[k] for u in uploads]) * c for k in range(layout.chunks)]
-    f = [add_all([u.f[k] for u in uploads]) * c for k in range(layout.chunks)]
+    ts, fs = summed_vectors(uploads, layout)
+    t, f = [x * c for x in ts], [x * c for x in fs]
     return t[0], f[0], (*t[1:], *f[1:])

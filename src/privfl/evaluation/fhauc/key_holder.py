@@ -7,7 +7,7 @@ from privfl.crypto.ckks import DEFAULT_PARAMETERS, CKKSContext, CKKSParameters
 from privfl.errors import UnknownPartyError
 from privfl.evaluation.fhauc.layout import Layout
 from privfl.evaluation.fhauc.messages import KeyBundle, PublicSetup
-from privfl.evaluation.fhauc.policy import Policy
+from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.messages import Writer
 
 BUNDLE_PURPOSE = "fhauc-key-bundle-v2"
@@ -35,7 +35,8 @@ class KeyHolder:
         ``policy.max_splits`` splits need (the malicious layout's rotations include the
         semi-honest ones)."""
         terms = max(policy.max_points * policy.max_splits, policy.max_points - 1, 2)
-        layout = Layout.for_terms(min(terms, params.slots), params.slots)
+        joint = policy.security is Security.SEMI_HONEST  # semi-honest sessions: one ciphertext
+        layout = Layout.for_terms(min(terms, params.slots), params.slots, joint)
         ctx = CKKSContext.generate(params, layout.rotation_steps)
         seed = prng.new_seed()
         secret = (

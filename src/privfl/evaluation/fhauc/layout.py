@@ -8,6 +8,18 @@ With ``L`` terms per vector (``N-1`` semi-honest, ``S·N`` malicious) and ``slot
   numerator terms, so a rotate-and-sum over ``W`` puts ``num`` in *every* slot (no partial
   sum is ever exposed). ``T ⊙ rot(F, W/2)`` is zero except ``TP·FP`` at slot ``L``.
   Two ciphertexts per party, ``log2 W`` Galois keys (8 at N = 100).
+* *joint* (single keys, semi-honest, when ``2W <= slots``): as folded, but T and F share
+  one ciphertext: each period of ``2W`` slots holds T's period then F's. The aggregator
+  sums the parties' joint ciphertexts ``X`` and takes ``T = X``, ``F = rot(X, W)``:
+  ``T ⊙ F`` has period ``W`` and holds exactly the numerator terms (in both halves),
+  ``T ⊙ rot(F, W/2)`` is zero except ``TP·FP`` at slot ``L`` (the other half meets zeros),
+  so the replies decrypt exactly as in the folded layout. One ciphertext per party and
+  execution (half the upload, half the loads at the aggregator) for one more rotation, by
+  ``W`` after the sum, and one more Galois key. The rotation adds key-switching noise to F
+  (about 6.7 times a fresh encryption's std, once, not per party;
+  ``benchmarks/fhauc_scale.py --rotation-noise``): harmless to the
+  semi-honest AUC, not covered by the malicious variant's calibrated noise model, which
+  therefore keeps the folded layout.
 * *chunked* otherwise: T and F are cut into ``ceil(L/slots)`` ciphertexts each, and a third
   ciphertext ``D`` holds ``TP`` at slot 0 and ``FP`` at slot ``slots/2``; the aggregator sums
   the chunk products, rotate-and-sums over ``slots`` and computes ``D ⊙ rot(D, slots/2)``.
@@ -38,18 +50,34 @@ class Layout:
     folded: bool
     window: int
     chunks: int
+    joint: bool = False
 
     @classmethod
-    def for_terms(cls, terms: int, slots: int) -> Layout:
+    def for_terms(cls, terms: int, slots: int, joint: bool = False) -> Layout:
+        """The layout of ``terms`` terms per vector; ``joint``: T and F in one ciphertext
+        when they fit (``2W <= slots``; the single-key backend asks for it)."""
         window = next_pow2(2 * (terms + 1))
         if window <= slots:
-            return cls(terms, slots, True, window, 1)
+            return cls(terms, slots, True, window, 1, joint and 2 * window <= slots)
         return cls(terms, slots, False, slots, math.ceil(terms / slots))
 
     @property
     def rotation_steps(self) -> list[int]:
-        """Galois keys needed: rotations by 1, 2, ..., window/2."""
-        return window_steps(self.window)
+        """Galois keys needed: rotations by 1, 2, ..., window/2 (and by window when joint,
+        to bring F under T)."""
+        steps = window_steps(self.window)
+        return [*steps, self.window] if self.joint else steps
+
+    @property
+    def f_ciphertexts(self) -> int:
+        """F-vector ciphertexts a party uploads per execution (none when joint: F rides
+        in the T ciphertext)."""
+        return 0 if self.joint else self.chunks
+
+    @property
+    def ciphertexts_per_upload(self) -> int:
+        """Ciphertexts a party uploads per execution."""
+        return self.chunks + self.f_ciphertexts + self.denominator_ciphertexts
 
     @property
     def denominator_slot(self) -> int:
@@ -75,6 +103,8 @@ class Layout:
             fv[: self.terms] = f
             tv[self.terms] = tp
             fv[self.terms + half] = fp
+            if self.joint:
+                return [np.tile(np.concatenate([tv, fv]), self.slots // (2 * self.window))], [], []
             reps = self.slots // self.window
             return [np.tile(tv, reps)], [np.tile(fv, reps)], []
         tchunks, fchunks = [], []
@@ -132,8 +162,8 @@ def estimate_cost(
     """Upload per party and the aggregator's peak ciphertext memory for a session with
     ``points`` decision points (``splits`` > 1 means the malicious variant)."""
     terms = splits * points if splits > 1 else points - 1
-    layout = Layout.for_terms(terms, params.slots)
-    per_execution = 2 * layout.chunks + layout.denominator_ciphertexts
+    layout = Layout.for_terms(terms, params.slots, joint=splits <= 1)
+    per_execution = layout.ciphertexts_per_upload
     upload = executions * per_execution * fresh_ciphertext_bytes(params)
     # every upload's bytes, plus one execution's loaded ciphertexts and their sums
     memory = parties * upload + (parties + 2) * per_execution * loaded_ciphertext_bytes(params)

@@ -362,7 +362,8 @@ class Party:
         return weighted_counts(s, y, w, config.thresholds)
 
     def _layout(self, config: SessionConfig) -> Layout:
-        return curve.layout_for(config, self._ctx().params.slots)
+        ctx = self._ctx()
+        return curve.layout_for(config, ctx.params.slots, True, ctx.rotation_steps)
 
     def _key(self, transcript: bytes) -> bytes:
         if self._seed is None:

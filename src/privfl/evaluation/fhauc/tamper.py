@@ -15,8 +15,7 @@ import math
 import numpy as np
 
 from privfl.evaluation.fhauc.aggregator import Aggregator
-from privfl.evaluation.fhauc.ciphertext import add_all
-from privfl.evaluation.fhauc.uploads import Reply, Upload
+from privfl.evaluation.fhauc.uploads import Reply, Upload, summed_vectors
 
 __all__ = [
     "TAMPERS",
@@ -75,8 +74,8 @@ class ReplayFirstExecution(PerExecution):
 class RotateSummedVector(PerExecution):
     def tamper(self, uploads: list[Upload]) -> Reply:
         layout, cfg = self._layout(), self.session_config
-        t = add_all([u.t[0] for u in uploads]).rotate(1)
-        f = add_all([u.f[0] for u in uploads])
+        ts, fs = summed_vectors(uploads, layout)
+        t, f = ts[0].rotate(1), fs[0]
         num = (t * f).window_sum(layout.window)
         den = t * f.rotate(layout.window // 2)
         return Reply(cfg.session, num * 2**20, den * 2**20, self.execution)

@@ -16,7 +16,8 @@ from privfl._typing import FloatArray
 from privfl.crypto.ckks import CKKSContext
 from privfl.crypto.identity import IdentityKey
 from privfl.errors import MalformedMessageError, ProtocolError
-from privfl.evaluation.fhauc.ciphertext import HECiphertext, as_seal
+from privfl.evaluation.fhauc.ciphertext import HECiphertext, add_all, as_seal
+from privfl.evaluation.fhauc.layout import Layout
 from privfl.evaluation.fhauc.messages import (
     AGGREGATOR,
     CODEC,
@@ -36,7 +37,8 @@ class Upload:
     """One party's ciphertexts for one execution (what :meth:`Aggregator.aggregate` gets).
 
     ``t``/``f``: the T and F vector chunks; ``d``: denominator ciphertexts (empty in the folded
-    layout, where TP and FP ride in ``t`` and ``f``)."""
+    layout, where TP and FP ride in ``t`` and ``f``). In the joint layout ``t`` holds the one
+    ciphertext carrying both vectors and ``f`` is empty (:func:`summed_vectors`)."""
 
     sender: str
     session: bytes
@@ -98,17 +100,26 @@ class PartyUpload:
         return cls(sess, sender, transcript, tuple(execs))
 
     def open(
-        self, context: CKKSContext, chunks: int, d_count: int, scale_bits: float
+        self,
+        context: CKKSContext,
+        chunks: int,
+        d_count: int,
+        scale_bits: float,
+        f_count: int | None = None,
     ) -> list[Upload]:
-        """Load every ciphertext, checking the shape and that each is a fresh ciphertext at
-        the session's scale: a mismatch is a MalformedMessageError naming the sender."""
-        out = []
+        """Load every ciphertext, checking the shape (``chunks`` T, ``f_count`` F, default
+        ``chunks``, and ``d_count`` D ciphertexts per execution) and that each is a fresh
+        ciphertext at the session's scale: a mismatch is a MalformedMessageError naming the
+        sender. The shape is checked for every execution before any ciphertext is loaded."""
+        want = (chunks, chunks if f_count is None else f_count, d_count)
         for e, (t, f, d) in enumerate(self.executions):
-            if (len(t), len(f), len(d)) != (chunks, chunks, d_count):
+            if (len(t), len(f), len(d)) != want:
                 raise MalformedMessageError(
                     f"upload from {self.sender} has {len(t)}/{len(f)}/{len(d)} ciphertexts in "
-                    f"execution {e}, expected {chunks}/{chunks}/{d_count}"
+                    f"execution {e}, expected {want[0]}/{want[1]}/{want[2]}"
                 )
+        out = []
+        for e, (t, f, d) in enumerate(self.executions):
             try:
                 loaded: list[list[HECiphertext]] = [
                     [context.fresh_ciphertext_from_bytes(b, scale_bits) for b in vec]
@@ -118,6 +129,19 @@ class PartyUpload:
                 raise MalformedMessageError(f"upload from {self.sender}: {exc}") from None
             out.append(Upload(self.sender, self.session, loaded[0], loaded[1], loaded[2], e))
         return out
+
+
+def summed_vectors(
+    uploads: Sequence[Upload], layout: Layout
+) -> tuple[list[HECiphertext], list[HECiphertext]]:
+    """The slot-wise sums over parties of the T chunks and of the F chunks (aggregator; it
+    learns nothing: it never decrypts). In the joint layout F is the summed ciphertext
+    rotated by the window, which brings F's half of each period under T's
+    (:mod:`~privfl.evaluation.fhauc.layout`)."""
+    t = [add_all([u.t[k] for u in uploads]) for k in range(layout.chunks)]
+    if layout.joint:
+        return t, [t[0].rotate(layout.window)]
+    return t, [add_all([u.f[k] for u in uploads]) for k in range(layout.chunks)]
 
 
 # ============================================================================ replies
