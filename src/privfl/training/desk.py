@@ -19,13 +19,6 @@ all (nothing is computed, the flooding budget is not touched) and raises
 :class:`~privfl.errors.DecryptionNotPermittedError` (or
 :class:`~privfl.errors.UnknownPartyError` for a bad signature).
 
-An accepted request is answered on ``c1 + a p`` rather than ``c1``: ``(b p, a p)`` is an
-encryption of zero under the joint key with ``p`` derived from the hash of the signed request
-(:mod:`~privfl.crypto.threshold_rerandomise`; the requester adds the same to the ciphertext it
-keeps). **This does not protect the key** (fresh-eyes review): the requester can remove the
-encryption of zero with its own share and, from the answers to a crafted ``c1`` (a large
-constant) under one valid boundary or boot ticket, recover the joint secret key by rounding
-(:mod:`~privfl.crypto.threshold_rerandomise` says why; open in ``docs/security/training.md``).
 The desk's once-only records are part of the node's local state
 (:meth:`ShareDesk.export_local_state`).
 
@@ -41,10 +34,6 @@ share it relays is sealed for the requester.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
-
-import numpy as np
-import numpy.typing as npt
 
 from privfl.crypto.identity import IdentityKey, verify_signed
 from privfl.crypto.keywrap import WrappedSecret, unwrap, wrap
@@ -55,9 +44,7 @@ from privfl.crypto.threshold import (
     DecryptionShare,
     ThresholdParty,
 )
-from privfl.crypto.threshold_rerandomise import ZeroSource, add_zero, rerandomise_seed
 from privfl.crypto.threshold_roles import REQUEST_ID_SHIFT
-from privfl.crypto.threshold_wire import Layout
 from privfl.errors import DecryptionNotPermittedError, ProtocolError, UnknownPartyError
 from privfl.messages import Reader, Writer
 from privfl.training.joint import (
@@ -73,7 +60,6 @@ from privfl.training.tickets import Purpose, Ticket, TrainingPlan, check_ticket
 __all__ = ["ShareDesk"]
 
 Share = BootstrapShare | DecryptionShare
-Request = BootstrapRequest | DecryptionRequest
 
 
 def _wrap_purpose(ticket: Ticket) -> str:
@@ -93,7 +79,6 @@ class ShareDesk:
             raise UnknownPartyError(f"{self.name}'s identity is not the one the plan pins")
         self._tickets: set[tuple[str, str]] = set()
         self._ids: set[int] = set()
-        self._zeros: ZeroSource | None = None
         self.refused = 0
 
     # ------------------------------------------------------------------ node-local state
@@ -209,7 +194,6 @@ class ShareDesk:
             raise DecryptionNotPermittedError(f"request id {rid} was answered")
         self._tickets.add((requester, ticket.label()))
         self._ids.add(rid)
-        request = self.rerandomised(message, request)
         share: Share
         if isinstance(request, BootstrapRequest):
             share = self.crypto.bootstrap_share(request)
@@ -232,31 +216,6 @@ class ShareDesk:
             self.session, self.name, requester, ticket, request.request_id,
             unsigned.sealed, sig,
         )  # fmt: skip
-
-    # ------------------------------------------------------------------ re-randomising
-    def zero_for(self, message: SignedRequest, request: Request) -> npt.NDArray[np.uint64]:
-        """The encryption of zero every party derives from the signed request (see
-        :mod:`~privfl.crypto.threshold_rerandomise`): the requester adds it to its pending
-        ciphertext, the answering parties to ``c1``. Public data only."""
-        crypto = self.crypto
-        if self._zeros is None:
-            if crypto.public_key is None:
-                raise ProtocolError(f"{self.name} has no joint public key yet")
-            self._zeros = ZeroSource(crypto.context, crypto.public_key, crypto.tag)
-        seed = rerandomise_seed(b"smartcryptnn-training", b"".join(message.signed_part()))
-        return self._zeros.zero(seed, self._c1_layout(request).vectors)
-
-    def rerandomised(self, message: SignedRequest, request: Request) -> Request:
-        """``request`` with ``c1' = c1 + a p`` (``p`` from the hash of the signed request)."""
-        layout = self._c1_layout(request)
-        c1 = add_zero(layout, request.c1, self.zero_for(message, request), 1)
-        return replace(request, c1=c1)
-
-    def _c1_layout(self, request: Request) -> Layout:
-        ctx = self.crypto.context
-        if isinstance(request, BootstrapRequest):
-            return ctx.boot_c1_layout(request.level, request.deg)
-        return ctx.c1_layout(request.level, request.deg)
 
     def _check_consents(self, message: SignedRequest) -> None:
         """Every party of the plan (the requester and this one included) signed a consent
