@@ -178,22 +178,29 @@ def _to_ntt(coefficients: list[int], moduli) -> np.ndarray:
 
 def test_open_one_crafted_c1_under_a_valid_ticket_yields_the_joint_key(session):
     """THE OPEN ATTACK (docs/security/training.md), kept as a test so that a fix shows up as a
-    failure here. Party 0 signs its own legitimate boundary ticket for ``c1 = C`` (a large
-    constant) instead of its batch's ``e_T``; parties 1 and 2 answer as the desk allows. The
-    sum of their answers and party 0's own share is ``s C + E`` with ``|E|`` about 2^40, far
-    below ``C = 2^100``: rounding gives every coefficient of the joint key ``s`` (and of
-    party 0's own share), and party 0 then decrypts the global encrypted layer alone, to the
-    value an honest joint decryption gives. No check the answering party can make on ``c1``
-    alone tells this ``c1`` from an honest one in general (see the security page): this stays
-    open until the decrypted ciphertext is checked to be the scheduled one."""
+    failure here. Party 0 signs its own legitimate boundary ticket for ``c1 = C + r`` (``C`` a
+    large constant, ``r`` small and random) instead of its batch's ``e_T``; parties 1 and 2
+    answer as the desk allows. The sum of their answers and party 0's own share is
+    ``s C + r s + E`` with ``|r s + E|`` about 2^40, far below ``C = 2^100``: rounding gives
+    every coefficient of the joint key ``s`` (and of party 0's own share), and party 0 then
+    decrypts the global encrypted layer alone, to the value an honest joint decryption gives.
+    No check the answering party can make on ``c1`` alone tells this ``c1`` from an honest one
+    in general (see the security page): this stays open until the decrypted ciphertext is
+    checked to be the scheduled one."""
     p0, p1, p2 = session.parties
     ctx = p0.crypto.context
     honest = _boundary_request(session, p0, 3, 1)
     ticket, kind, pending = p0._pending
     big = 1 << 100
     layout = ctx.c1_layout(pending.level, pending.deg)
-    crafted = np.array([[big % int(q)] * ctx.ring for q in layout.moduli], dtype=np.uint64)
-    request = dataclasses.replace(pending, c1=crafted.tobytes())
+    # c1 = C + r, r small and random: every NTT value differs and looks uniform modulo its
+    # tower (a cheap "looks uniform" check on c1 would pass it), and r s stays far below C
+    rng = np.random.default_rng(3)  # not secret: the attacker's own choice
+    r = [int(v) for v in rng.integers(-(1 << 20), 1 << 20, ctx.ring)]
+    crafted = (_to_ntt(r, layout.moduli) + big) % np.array(
+        [[int(q)] for q in layout.moduli], dtype=object)  # fmt: skip
+    assert all(len(set(row)) == ctx.ring for row in crafted)
+    request = dataclasses.replace(pending, c1=np.array(crafted, dtype=np.uint64).tobytes())
     signed = p0.desk.sign(ticket, kind, request.to_bytes()).to_bytes()
     sealed = [SealedShare.from_bytes(q.answer(signed), p0.session) for q in (p1, p2)]
     stolen = p0.desk.open(ticket, pending.request_id, kind, sealed)
@@ -231,8 +238,8 @@ def test_open_one_crafted_c1_under_a_valid_ticket_yields_the_joint_key(session):
 
 
 def test_a_party_never_receives_a_ciphertext_but_the_global_layer(session):
-    """Limiting the damage of the open attack: over a round (the global model and every
-    other party's batch, relayed), everything addressed to party 0 is the global model, a
+    """Limiting the damage of the open attack: over a round (the global model and another
+    party's batch, relayed), everything addressed to party 0 is the global model, a
     signed request carrying only ``c1`` (no ``c0``: nothing to decrypt with any key), or a
     share sealed for party 0. A party that recovered the joint key decrypts the global layer
     (which its legitimate outputs on rows of its choice also reveal) and its own ciphertexts;
@@ -250,8 +257,7 @@ def test_a_party_never_receives_a_ciphertext_but_the_global_layer(session):
     runner, session.runner = session.runner, Tap()
     try:
         session.send_model(3)
-        for p in session.parties[1:]:
-            session.train_batch(p, 3, 3, 0)
+        session.train_batch(session.parties[1], 3, 3, 0)
     finally:
         session.runner = runner
     kinds = sorted({k for k, _ in seen})

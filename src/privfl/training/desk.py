@@ -22,13 +22,36 @@ all (nothing is computed, the flooding budget is not touched) and raises
 The desk's once-only records are part of the node's local state
 (:meth:`ShareDesk.export_local_state`).
 
-What this does **not** decide: whether the ``c1`` a party signed for a boundary-error ticket
-really is ``e_T`` of that batch. The batch owner computes ``e_T`` from its own plaintext rows,
-so no other role can recompute it; a deviating owner can substitute another ciphertext (for
-instance the encrypted layer) once per ticket. The owner can learn the layer anyway through
-its legitimate outputs with rows of its choice (see ``docs/security/training.md``); the
-server, which holds no identity in the roster, cannot make or alter a request, and every
-share it relays is sealed for the requester.
+**Open: which ciphertext is decrypted.** The desk decides *who* may ask, *what for* and *how
+often*; it cannot decide whether the ``c1`` a party signed under a legitimate boundary or
+boot ticket belongs to the scheduled value. The batch owner computes ``e_T`` (and the
+ciphertexts it bootstraps) alone from its own plaintext rows, so no other role can recompute
+it. A deviating owner that signs ``c1 = C`` (a large constant) receives, summed with its own
+share, ``s C + E`` (``E`` the flooding noise, about 2^40, far below ``C``) and rounds out the
+joint secret key ``s`` from one ticket (``tests/test_training_attacks.py``,
+``test_open_one_crafted_c1_under_a_valid_ticket_yields_the_joint_key``). The options weighed
+(``docs/security/training.md`` gives the figures):
+
+(i) the server computes the boundary steps from ciphertexts everyone can recompute and the
+answering parties check the hash of what they decrypt: the owner would then send its inputs
+``x, y`` encrypted, and a malformed input ciphertext (``(0, C)`` as ``Enc(y)``) puts ``-C s``
+into the decrypted ``e_T`` (the owner knows ``x`` and the scale of ``W x``, so it still rounds
+out ``s``). It closes the attack only with a proof that each input is a well-formed
+encryption, which OpenFHE does not offer; not built. (ii) a cheap "looks uniform" test on
+``c1`` stops ``c1 = C`` but not ``c1 = C + r`` (``r`` small and random: every NTT value is
+uniform-looking, ``r s`` stays far below ``C``) nor ``c1 = C u + r`` with ``C`` near ``Q k /
+p`` (uniform-looking coefficients too); telling a weak ``c1`` from a random one is itself a
+lattice problem. A check that only stops the families a test tries would be a false sense of
+security; not built. (iii) limiting the damage: a party receives no ciphertext under the joint
+key in full except the global encrypted layer (other parties' requests carry ``c1`` only, their
+updates go to the server alone; tested by
+``test_a_party_never_receives_a_ciphertext_but_the_global_layer``). A party that recovers the
+key therefore decrypts the global layer, which its legitimate outputs on rows of its choice
+reveal anyway, unless the server colludes with it (then every party's encrypted update).
+
+The earlier re-randomisation of ``c1`` with a hash-derived encryption of zero was removed: a
+decryption of ``ct + Enc(0)`` is a decryption of ``ct``, so no re-randomisation that keeps
+decryption correct hides what the requester formed alone.
 """
 
 from __future__ import annotations
