@@ -213,6 +213,7 @@ class PartyNode:
     def _final(self, env: Envelope) -> tuple[list[Item], bool]:
         self._require_idle()
         self._model(env)
+        self._body = b""  # the last upload is not repeated
         return [], True
 
     # ------------------------------------------------------------------ jobs
