@@ -26,9 +26,9 @@ The desk's once-only records are part of the node's local state
 often*; it cannot decide whether the ``c1`` a party signed under a legitimate boundary or
 boot ticket belongs to the scheduled value. The batch owner computes ``e_T`` (and the
 ciphertexts it bootstraps) alone from its own plaintext rows, so no other role can recompute
-it. A deviating owner that signs ``c1 = C`` (a large constant) receives, summed with its own
-share, ``s C + E`` (``E`` the flooding noise, about 2^40, far below ``C``) and rounds out the
-joint secret key ``s`` from one ticket (``tests/test_training_attacks.py``,
+it. A deviating owner that signs ``c1 = C`` (a large constant; the test uses ``C + r``, ``r``
+small) receives, summed with its own share, ``s C + E`` (``E`` the flooding noise, about
+2^40, far below ``C``) and rounds out the joint secret key ``s`` from one ticket (``tests/test_training_attacks.py``,
 ``test_open_one_crafted_c1_under_a_valid_ticket_yields_the_joint_key``). The options weighed
 (``docs/security/training.md`` gives the figures):
 
@@ -48,6 +48,9 @@ updates go to the server alone; tested by
 ``test_a_party_never_receives_a_ciphertext_but_the_global_layer``). A party that recovers the
 key therefore decrypts the global layer, which its legitimate outputs on rows of its choice
 reveal anyway, unless the server colludes with it (then every party's encrypted update).
+
+The server holds no identity in the roster: it cannot make or alter a request, and every
+share it relays is sealed for the requester, so it cannot run this attack alone.
 
 The earlier re-randomisation of ``c1`` with a hash-derived encryption of zero was removed: a
 decryption of ``ct + Enc(0)`` is a decryption of ``ct``, so no re-randomisation that keeps
