@@ -28,9 +28,10 @@ boot ticket belongs to the scheduled value. The batch owner computes ``e_T`` (an
 ciphertexts it bootstraps) alone from its own plaintext rows, so no other role can recompute
 it. A deviating owner that signs ``c1 = C`` (a large constant; the test uses ``C + r``, ``r``
 small) receives, summed with its own share, ``s C + E`` (``E`` the flooding noise, about
-2^40, far below ``C``) and rounds out the joint secret key ``s`` from one ticket (``tests/test_training_attacks.py``,
-``test_open_one_crafted_c1_under_a_valid_ticket_yields_the_joint_key``). The options weighed
-(``docs/security/training.md`` gives the figures):
+2^40, far below ``C``) and rounds out the joint secret key ``s`` from one ticket
+(``tests/test_training_attacks.py``,
+``test_open_one_crafted_c1_under_a_valid_ticket_yields_the_joint_key``). The options
+weighed (``docs/security/training.md`` gives the figures):
 
 (i) the server computes the boundary steps from ciphertexts everyone can recompute and the
 answering parties check the hash of what they decrypt: the owner would then send its inputs
