@@ -50,7 +50,7 @@ def _envelope(step="relay", rnd=0, items=(), done=False, body=b"", sender="serve
 
 
 @given(
-    step=st.sampled_from(["train", "relay", "upload", "evaluate", "finish"]),
+    step=st.sampled_from(["train", "relay", "evaluate", "finish"]),
     rnd=st.integers(0, 2**32 - 1),
     items=st.lists(
         st.tuples(
@@ -94,7 +94,7 @@ def test_a_node_refuses_envelopes_a_server_should_not_send(built):
         Envelope(sid, "server", "evaluate", 0),
         Envelope(sid, "server", "consent", 2, body=b"\x00"),
         Envelope(sid, "server", "consent", 2, body=Writer().str_(peer).u32(1).getvalue()),
-        Envelope(new_session_id(), "server", "upload", 0),
+        Envelope(new_session_id(), "server", "finish", 0),
     ]
     made = node.party.crypto.decryption_shares_made
     for env in hostile:
@@ -154,11 +154,14 @@ def test_one_epoch_takes_two_exchanges_per_joint_step_with_the_parties_in_parall
     # each party: 2 batches x 3 joint steps (2 bootstraps, e_T), all parties at once; each
     # joint step is one exchange for the request and one for the shares
     assert res.exchanges["relay"] == 2 * 2 * 3
-    assert res.exchanges["train"] == res.exchanges["upload"] == 1
+    # the upload rides on the envelope that ends a node's training step: no round of its own
+    assert res.exchanges["train"] == 1 and "upload" not in res.exchanges
     assert "evaluate" not in res.exchanges
 
 
-def test_a_node_that_has_not_finished_cannot_be_asked_to_upload(built):
+def test_a_node_uploads_only_once_its_batches_are_done(built):
+    """Until a node's batches of the round are done its envelopes carry no body; the
+    envelope that says ``done`` carries the upload, and an "upload" step is no step."""
     session, _, nodes = built
     plain, secret = session.server.global_model(0)
     body = pack_parts([plain.to_bytes(), *(m.to_bytes() for m in secret)])
@@ -168,7 +171,8 @@ def test_a_node_that_has_not_finished_cannot_be_asked_to_upload(built):
         node.step(Envelope(sid, "server", "train", 0, body=body).to_bytes()), sid
     )
     assert not out.done and {i.peer for i in out.items} == {"party-0", "party-2"}
-    with pytest.raises(ProtocolError, match="middle of a step"):
+    assert out.body == b""
+    with pytest.raises(ProtocolError):
         node.step(Envelope(sid, "server", "upload", 0).to_bytes())
 
 

@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from privfl.crypto import threshold_wire as wire
 from privfl.crypto.threshold_context import LevelBudgetError, ThresholdContext
 from privfl.crypto.threshold_messages import (
     BootstrapRequest,
@@ -28,7 +26,6 @@ from privfl.crypto.threshold_messages import (
     DecryptionRequest,
 )
 from privfl.crypto.threshold_params import DECRYPTION_TOWERS
-from privfl.crypto.threshold_rerandomise import add_zero
 from privfl.errors import InputError, ProtocolError, UnknownPartyError
 
 __all__ = ["Ciphertext", "CiphertextHolder", "JointDecryptionError", "fuse_and_decode"]
@@ -187,7 +184,6 @@ class CiphertextHolder:
         self._next_id = 0
         self._decryptions: dict[int, Any] = {}
         self._bootstraps: dict[int, Any] = {}
-        self._layouts: dict[tuple[str, int, int], wire.Layout] = {}
 
     @property
     def tag(self) -> str:
@@ -259,26 +255,6 @@ class CiphertextHolder:
         rid, c1 = self._register(self._bootstraps, ctx.cc.IntMPBootAdjustScale(ct.native))
         payload = ctx.dump(ctx.boot_c1_layout(ct.level, ct.deg), c1)
         return BootstrapRequest(self.session, self.name, ct.level, ct.deg, rid, payload)
-
-    def rerandomise_pending(self, request: Pending, zero: npt.NDArray[np.uint64]) -> Pending:
-        """Add the encryption of zero ``zero`` (``(2, towers, ring)`` rows, see
-        :mod:`~privfl.crypto.threshold_rerandomise`) to this holder's pending ciphertext of
-        ``request`` and return the request with the matching ``c1`` (what every answering
-        party computes from the original request on its own)."""
-        ctx = self.context
-        store = self._bootstraps if isinstance(request, BootstrapRequest) else self._decryptions
-        prepared = store.get(request.request_id)
-        if prepared is None or request.sender != self.name:
-            raise ProtocolError(f"no pending request {request.request_id} of {self.name}")
-        key = (type(request).__name__, request.level, request.deg)
-        layout = self._layouts.get(key)
-        if layout is None:
-            layout = wire.scan_layout(ctx.serialize(prepared), ctx.ring, ctx.moduli, self.tag)
-            self._layouts[key] = layout
-        both = add_zero(layout, ctx.dump(layout, prepared), zero, 2)
-        store[request.request_id] = ctx.load("ciphertext", layout, both, self.tag)
-        c1 = both[len(both) // 2 :]
-        return replace(request, c1=c1)
 
     def finish_bootstrap(
         self, request: BootstrapRequest, shares: Sequence[BootstrapShare]

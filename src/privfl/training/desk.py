@@ -19,32 +19,48 @@ all (nothing is computed, the flooding budget is not touched) and raises
 :class:`~privfl.errors.DecryptionNotPermittedError` (or
 :class:`~privfl.errors.UnknownPartyError` for a bad signature).
 
-An accepted request is answered on ``c1 + a p`` rather than ``c1``: ``(b p, a p)`` is an
-encryption of zero under the joint key with ``p`` derived from the hash of the signed request
-(:mod:`~privfl.crypto.threshold_rerandomise`; the requester adds the same to the ciphertext it
-keeps). **This does not protect the key** (fresh-eyes review): the requester can remove the
-encryption of zero with its own share and, from the answers to a crafted ``c1`` (a large
-constant) under one valid boundary or boot ticket, recover the joint secret key by rounding
-(:mod:`~privfl.crypto.threshold_rerandomise` says why; open in ``docs/security/training.md``).
 The desk's once-only records are part of the node's local state
 (:meth:`ShareDesk.export_local_state`).
 
-What this does **not** decide: whether the ``c1`` a party signed for a boundary-error ticket
-really is ``e_T`` of that batch. The batch owner computes ``e_T`` from its own plaintext rows,
-so no other role can recompute it; a deviating owner can substitute another ciphertext (for
-instance the encrypted layer) once per ticket. The owner can learn the layer anyway through
-its legitimate outputs with rows of its choice (see ``docs/security/training.md``); the
-server, which holds no identity in the roster, cannot make or alter a request, and every
-share it relays is sealed for the requester.
+**Open: which ciphertext is decrypted.** The desk decides *who* may ask, *what for* and *how
+often*; it cannot decide whether the ``c1`` a party signed under a legitimate boundary or
+boot ticket belongs to the scheduled value. The batch owner computes ``e_T`` (and the
+ciphertexts it bootstraps) alone from its own plaintext rows, so no other role can recompute
+it. A deviating owner that signs ``c1 = C`` (a large constant; the test uses ``C + r``, ``r``
+small) receives, summed with its own share, ``s C + E`` (``E`` the flooding noise, about
+2^40, far below ``C``) and rounds out the joint secret key ``s`` from one ticket
+(``tests/test_training_attacks.py``,
+``test_open_one_crafted_c1_under_a_valid_ticket_yields_the_joint_key``). The options
+weighed (``docs/security/training.md`` gives the figures):
+
+(i) the server computes the boundary steps from ciphertexts everyone can recompute and the
+answering parties check the hash of what they decrypt: the owner would then send its inputs
+``x, y`` encrypted, and a malformed input ciphertext (``(0, C)`` as ``Enc(y)``) puts ``-C s``
+into the decrypted ``e_T`` (the owner knows ``x`` and the scale of ``W x``, so it still rounds
+out ``s``). It closes the attack only with a proof that each input is a well-formed
+encryption, which OpenFHE does not offer; not built. (ii) a cheap "looks uniform" test on
+``c1`` stops ``c1 = C`` but not ``c1 = C + r`` (``r`` small and random: every NTT value is
+uniform-looking, ``r s`` stays far below ``C``) nor ``c1 = C u + r`` with ``C`` near ``Q k /
+p`` (uniform-looking coefficients too); telling a weak ``c1`` from a random one is itself a
+lattice problem. A check that only stops the families a test tries would be a false sense of
+security; not built. (iii) limiting the damage: a party receives no ciphertext under the joint
+key in full except the global encrypted layer (other parties' requests carry ``c1`` only, their
+updates go to the server alone; tested by
+``test_a_party_never_receives_a_ciphertext_but_the_global_layer``). A party that recovers the
+key therefore decrypts the global layer, which its legitimate outputs on rows of its choice
+reveal anyway, unless the server colludes with it (then every party's encrypted update).
+
+The server holds no identity in the roster: it cannot make or alter a request, and every
+share it relays is sealed for the requester, so it cannot run this attack alone.
+
+The earlier re-randomisation of ``c1`` with a hash-derived encryption of zero was removed: a
+decryption of ``ct + Enc(0)`` is a decryption of ``ct``, so no re-randomisation that keeps
+decryption correct hides what the requester formed alone.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
-
-import numpy as np
-import numpy.typing as npt
 
 from privfl.crypto.identity import IdentityKey, verify_signed
 from privfl.crypto.keywrap import WrappedSecret, unwrap, wrap
@@ -55,9 +71,7 @@ from privfl.crypto.threshold import (
     DecryptionShare,
     ThresholdParty,
 )
-from privfl.crypto.threshold_rerandomise import ZeroSource, add_zero, rerandomise_seed
 from privfl.crypto.threshold_roles import REQUEST_ID_SHIFT
-from privfl.crypto.threshold_wire import Layout
 from privfl.errors import DecryptionNotPermittedError, ProtocolError, UnknownPartyError
 from privfl.messages import Reader, Writer
 from privfl.training.joint import (
@@ -73,7 +87,6 @@ from privfl.training.tickets import Purpose, Ticket, TrainingPlan, check_ticket
 __all__ = ["ShareDesk"]
 
 Share = BootstrapShare | DecryptionShare
-Request = BootstrapRequest | DecryptionRequest
 
 
 def _wrap_purpose(ticket: Ticket) -> str:
@@ -93,7 +106,6 @@ class ShareDesk:
             raise UnknownPartyError(f"{self.name}'s identity is not the one the plan pins")
         self._tickets: set[tuple[str, str]] = set()
         self._ids: set[int] = set()
-        self._zeros: ZeroSource | None = None
         self.refused = 0
 
     # ------------------------------------------------------------------ node-local state
@@ -209,7 +221,6 @@ class ShareDesk:
             raise DecryptionNotPermittedError(f"request id {rid} was answered")
         self._tickets.add((requester, ticket.label()))
         self._ids.add(rid)
-        request = self.rerandomised(message, request)
         share: Share
         if isinstance(request, BootstrapRequest):
             share = self.crypto.bootstrap_share(request)
@@ -232,31 +243,6 @@ class ShareDesk:
             self.session, self.name, requester, ticket, request.request_id,
             unsigned.sealed, sig,
         )  # fmt: skip
-
-    # ------------------------------------------------------------------ re-randomising
-    def zero_for(self, message: SignedRequest, request: Request) -> npt.NDArray[np.uint64]:
-        """The encryption of zero every party derives from the signed request (see
-        :mod:`~privfl.crypto.threshold_rerandomise`): the requester adds it to its pending
-        ciphertext, the answering parties to ``c1``. Public data only."""
-        crypto = self.crypto
-        if self._zeros is None:
-            if crypto.public_key is None:
-                raise ProtocolError(f"{self.name} has no joint public key yet")
-            self._zeros = ZeroSource(crypto.context, crypto.public_key, crypto.tag)
-        seed = rerandomise_seed(b"smartcryptnn-training", b"".join(message.signed_part()))
-        return self._zeros.zero(seed, self._c1_layout(request).vectors)
-
-    def rerandomised(self, message: SignedRequest, request: Request) -> Request:
-        """``request`` with ``c1' = c1 + a p`` (``p`` from the hash of the signed request)."""
-        layout = self._c1_layout(request)
-        c1 = add_zero(layout, request.c1, self.zero_for(message, request), 1)
-        return replace(request, c1=c1)
-
-    def _c1_layout(self, request: Request) -> Layout:
-        ctx = self.crypto.context
-        if isinstance(request, BootstrapRequest):
-            return ctx.boot_c1_layout(request.level, request.deg)
-        return ctx.c1_layout(request.level, request.deg)
 
     def _check_consents(self, message: SignedRequest) -> None:
         """Every party of the plan (the requester and this one included) signed a consent

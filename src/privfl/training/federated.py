@@ -51,7 +51,7 @@ log = logging.getLogger(__name__)
 __all__ = ["SigmoidRangeError", "TrainingResult", "train_federated", "validate"]
 
 # the exchanges whose cost is training's (evaluation, consent, reveal and finish are not)
-TRAINING_STEPS = frozenset({"train", "relay", "upload", "model", "aggregate"})
+TRAINING_STEPS = frozenset({"train", "relay", "model", "aggregate"})
 
 
 def validate(

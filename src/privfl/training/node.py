@@ -17,8 +17,10 @@ Steps (the server's :func:`~.schedule.run_training` sends them in this order):
               batches: the first signed request, to every other party
 ``relay``     requests from others (answered with shares sealed for them) and shares for
               this party's pending request (when all are in: the next request, or the
-              next batch); ``done`` once every batch (or block) of the step has finished
-``upload``    -> the plaintext layers and the encrypted update of the round
+              next batch); ``done`` once every batch (or block) of the step has finished.
+              The envelope that ends a training step (and every later one of that step)
+              carries the round's upload as its body: the plaintext layers and the
+              encrypted update (no separate round for it)
 ``evaluate``  (round r, the new global model) -> the last layer's outputs on this party's
               own rows; its loss sum, correct count, rows and ``max |u|`` stay **on the node**
               (:attr:`PartyNode.evaluations`): the server gets only ``done``
@@ -70,6 +72,7 @@ class PartyNode:
         self._finish: Callable[[Any], None] = self._note_boundary_error
         self._mode = "train"
         self._body = b""
+        self._uploading = False
         self._outputs: list[FloatArray] = []
         self.largest_boundary_error = 0.0
         self.revealed: list[tuple[FloatArray, FloatArray]] | None = None
@@ -85,7 +88,6 @@ class PartyNode:
         handlers = {
             "train": self._train,
             "relay": self._relay,
-            "upload": self._upload,
             "evaluate": self._evaluate,
             "consent": self._consent,
             "reveal": self._reveal,
@@ -127,7 +129,10 @@ class PartyNode:
         self._jobs = [
             partial(p.start_batch, rnd, e, b) for e in epochs for b in range(len(p.batches(e)))
         ]
-        return self._next_job(), self._idle()
+        self._uploading = True
+        items = self._next_job()
+        self._upload_when_done()
+        return items, self._idle()
 
     def _relay(self, env: Envelope) -> tuple[list[Item], bool]:
         out: list[Item] = []
@@ -150,13 +155,16 @@ class PartyNode:
                 out.extend(self._next_job())
             else:
                 out.extend(self._broadcast(result))
+        self._upload_when_done()
         return out, self._idle()
 
-    def _upload(self, env: Envelope) -> tuple[list[Item], bool]:
-        self._require_idle()
-        plain, update = self.party.upload(self.party.session, env.round)
-        self._body = pack_parts([plain.to_bytes(), *(u.to_bytes() for u in update)])
-        return [], True
+    def _upload_when_done(self) -> None:
+        """Once this party's batches of the round are done: its upload (plaintext layers and
+        encrypted update) becomes the body of this and every later envelope of the step."""
+        if self._uploading and self._idle():
+            self._uploading = False
+            plain, update = self.party.upload(self.party.session, self._round)
+            self._body = pack_parts([plain.to_bytes(), *(u.to_bytes() for u in update)])
 
     def _evaluate(self, env: Envelope) -> tuple[list[Item], bool]:
         self._require_idle()
@@ -205,6 +213,7 @@ class PartyNode:
     def _final(self, env: Envelope) -> tuple[list[Item], bool]:
         self._require_idle()
         self._model(env)
+        self._body = b""  # the last upload is not repeated
         return [], True
 
     # ------------------------------------------------------------------ jobs

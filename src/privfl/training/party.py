@@ -242,8 +242,6 @@ class Party:
         consents = self._consents if ticket.purpose in (Purpose.REVEAL, Purpose.PREDICT) else ()
         desk = self._desk()
         signed = desk.sign(ticket, kind, request.to_bytes(), consents)
-        # the others answer on c1 + a p (p from the hash of the signed request): keep the same
-        request = crypto.rerandomise_pending(request, desk.zero_for(signed, request))
         self._pending = (ticket, kind, request)
         return signed.to_bytes()
 

@@ -6,8 +6,9 @@ Per round ``r``::
 
     "train"     global model (unless delivered by the last evaluation) -> each node starts
                 its batches                      \\  then "relay" until every node is done:
-    "relay"     requests and sealed shares, routed by the server (one exchange per joint step)
-    "upload"    -> plaintext layers and encrypted update; the server averages
+    "relay"     requests and sealed shares, routed by the server (one exchange per joint step);
+                a node's envelope that says "done" carries its upload (plaintext layers and
+                encrypted update, nothing else): the server averages them
     "evaluate"  (rounds the plan evaluates) new global model -> "relay"... -> each node
                 evaluates its own rows and keeps the figures (the server gets only "done")
 
@@ -163,8 +164,8 @@ class _Driver:
             envs = {n: new.get(n) or replace(e, items=()) for n, e in envs.items()}
         raise ProtocolError("the nodes did not finish the step")
 
-    def aggregate(self, rnd: int) -> None:
-        envs = self.all("upload", rnd)
+    def aggregate(self, rnd: int, envs: Mapping[str, Envelope]) -> None:
+        """Average the uploads carried by the envelopes that ended the training step."""
         s = self.server
         plains, updates = [], []
         for n in self.names:
@@ -204,8 +205,7 @@ def run_training(
     history = []
     for rnd in range(sched.rounds):
         t0 = time.perf_counter()
-        _nothing_reported(d.relay(rnd, d.all("train", rnd, d.model(rnd)), "train"))
-        d.aggregate(rnd)
+        d.aggregate(rnd, d.relay(rnd, d.all("train", rnd, d.model(rnd)), "train"))
         seconds = time.perf_counter() - t0
         if plan.evaluates_after(rnd):
             envs = d.all("evaluate", rnd + 1, d.model(rnd + 1))
