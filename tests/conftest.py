@@ -34,7 +34,10 @@ def rng():
 # others' shares, so a long test started last would run alone at the end. The hook puts one
 # long test at the head of each worker's share, in turn, so they start at once and overlap
 # with the short ones (which are what the other workers steal).
+# test_flower_train_processes.py, the longest of a measured run (496 s wall, 66 s CPU at load
+# average 12-25, docs/reproducing.md), was missing here and started near the end.
 LONGEST = (
+    "test_flower_train_processes.py",
     "test_flower_train_private_auc.py",
     "runs_as_written[docs/guide/training.md]",
     "test_flower_revfrf.py::",
@@ -45,6 +48,7 @@ LONGEST = (
     "runs_as_written[docs/deploy/",
     "no_oracle_at_2048_bits",
     "runs_as_written[docs/guide/training-deployment.md]",
+    "runs_as_written[docs/guide/training-data.md]",
 )
 
 

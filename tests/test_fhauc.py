@@ -53,8 +53,10 @@ def party_lists(draw):
     return parties
 
 
+# 10 examples (was 20): every example is a full session with fresh keys; the same identity is
+# checked at fixed sizes below and in tests/test_fhauc_acceptance.py and tests/test_metrics.py
 @given(party_lists(), st.sampled_from([3, 4, 7, 25, 100, 1000, 2047, 2048, 4096]))
-@settings(max_examples=20)
+@settings(max_examples=10)
 def test_protocol_equals_binned_reference_on_random_data(parties, n_points):
     res = privfl.federated_auc(parties, n_points)
     assert res.auc == pytest.approx(privfl.binned_auc(parties, n_points), abs=TOL)
