@@ -1,5 +1,4 @@
-"""The ``curve``/``metrics`` reveals (:mod:`~privfl.evaluation.fhauc.reveal`): packing,
-aggregation and recovery, as pure functions the roles call.
+"""The ``curve``/``metrics`` reveals (:mod:`~privfl.evaluation.fhauc.reveal`): pure functions.
 
 Vectors. Party ``m`` holds (possibly weighted) cumulative counts ``TP_{m,j}``, ``FP_{m,j}``
 for ``j = 1..N-1``. It uploads a *T* vector (the TP positions) and an *F* vector (the FP
@@ -12,37 +11,31 @@ A party decrypts ``c·TP_j``, ``c·FP_j`` and normalises by ``c·(P+Q)``. The CK
 absolute: at most ``2^-29`` per fresh slot (``FRESH_NOISE_BOUND``) whatever the value, so
 the sum over ``M`` parties is off by at most ``M·2^-29`` count units and a normalised value
 by at most ``2.5·M·2^-29 / (P+Q)``; each party bounds ``P+Q`` from below by its own total,
-reports that as ``precision`` and refuses (:class:`InsufficientPrecisionError`) if it exceeds
-the provisioned required accuracy (only possible with sample weights whose totals are tiny:
-the bound holds for non-integer counts as well, since CKKS encodes reals).
+reports that as ``precision`` and refuses (:class:`InsufficientPrecisionError`) above the
+provisioned accuracy (only with sample weights whose totals are tiny).
 
-Malicious (per execution ``e``, all randomness from the session key): position ``p`` of the
-vector gets ``r_p·(V_{m,p} + z_{m,p})`` with ``r_p`` uniform in ``[1, 2)`` (one per
-position: the double-execution check then sees a different secret factor on every
-position), zero-sum masks ``z`` (``Σ_m z_{m,p} = 0``; the same construction and sizes as
+Malicious (per execution ``e``, all randomness from the session key): position ``p`` of the vector
+gets ``r_p·(V_{m,p} + z_{m,p})`` with ``r_p`` uniform in ``[1, 2)`` (one per position: the
+double-execution check then sees a different secret factor on every position), zero-sum masks ``z``
+(``Σ_m z_{m,p} = 0``; the same construction and sizes as
 :mod:`~privfl.evaluation.fhauc.malicious`), split into ``S`` additive shares (fresh private
-randomness of the party) and permuted by one secret ``π`` of all ``2L`` slots, TP and FP
-positions together; the first ``L`` permuted slots form the T ciphertexts, the rest the F
-ones, so the aggregator cannot tell TP from FP (an earlier draft permuted the two vectors
-separately: multiplying T by ``c`` and F by ``2c`` then doubled every FP consistently in all
-executions and passed the check). The aggregator's sum of slot ``k`` over parties is a share
-of ``r_p·V_p`` with ``p = π^{-1}(k)``; times ``c_e``.
-A party unpermutes, adds the shares, divides by ``r_p`` and normalises:
-``u_e = w_e / (w_e[P] + w_e[Q])``. It accepts only if, for every coordinate, the ``K``
-executions agree within ``τ = 10 σ`` where ``σ = 2.5·k·sqrt(S·M)·2^{V-50.3} / T_low`` is the
-noise bound of one normalised coordinate (``k = 2`` and the per-slot error as measured for
+randomness of the party) and permuted by one secret ``π`` of all ``2L`` slots, TP and FP positions
+together; the first ``L`` permuted slots form the T ciphertexts, the rest the F ones, so the
+aggregator cannot tell TP from FP (with the two vectors permuted apart, T times ``c`` and F times
+``2c`` passed the check). The aggregator's sum of slot ``k`` over parties is a share of ``r_p·V_p``
+with ``p = π^{-1}(k)``; times ``c_e``. A party unpermutes, adds the shares, divides by ``r_p`` and
+normalises: ``u_e = w_e / (w_e[P] + w_e[Q])``. It accepts only if, for every coordinate, the ``K``
+executions agree within ``τ = 10 σ`` where ``σ = 2.5·k·sqrt(S·M)·2^{V-50.3} / T_low`` is the noise
+bound of one normalised coordinate (``k = 2`` and the per-slot error as measured for
 :mod:`.malicious`; ``T_low``: the party's own total, or ``2 sqrt(min_pairs)`` if larger), and
 outputs their mean. Why a deviation is caught: adding to or rescaling a strict subset of a
-position's ``S`` shares adds a random multiple of a share (about ``2^{μ+3}`` counts) that
-differs per execution; dropping or repeating a party leaves a mask residue; a change that
-survives must move every execution's coordinate by the same amount although it lands on a
-secret position (fresh ``π`` per execution) divided by a secret ``c_e·r_p``. The same
-argument as for the AUC bounds the chance of an accepted deviation larger than ``X`` by
-``(13 τ / X)^{K-1}`` per coordinate (``guarantee_log2``); the tamper tests exercise it and
-``benchmarks/fhauc_curve_attacks.py`` measures it (50 seeds: every tamper refused; an FP
-rescale or a moved share in every execution refused from ``1e-7`` resp. ``1e-9`` of the
-normalised scale, the accepted smaller ones within ``3e-12``). A global rescaling by the
-aggregator is not a deviation: it is its ``c``.
+position's ``S`` shares adds a random multiple of a share (about ``2^{μ+3}`` counts) that differs
+per execution; dropping or repeating a party leaves a mask residue; a change that survives must
+move every execution's coordinate by the same amount although it lands on a secret position (fresh
+``π`` per execution) divided by a secret ``c_e·r_p``. The same argument as for the AUC bounds the
+chance of an accepted deviation larger than ``X`` by ``(13 τ / X)^{K-1}`` per coordinate
+(``guarantee_log2``); the tamper tests exercise it and ``benchmarks/fhauc_curve_attacks.py``
+measures it.
 """
 
 from __future__ import annotations

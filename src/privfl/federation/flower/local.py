@@ -46,7 +46,7 @@ CONNECTION = "local"
 # default is 1 s, a second of every round; Flower accepts 0.01..60). An operator's own
 # FLWR_SUPEREXEC_TASK_POLL_INTERVAL wins.
 TASK_POLL_ENV = "FLWR_SUPEREXEC_TASK_POLL_INTERVAL"
-TASK_POLL_S = 0.05
+TASK_POLL_S = 0.25
 # How often a SuperLink or SuperNode is started again when its port was taken first.
 _RESTARTS = 3
 
