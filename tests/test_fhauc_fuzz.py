@@ -121,19 +121,7 @@ def test_arbitrary_bytes_raise_only_typed_errors(d, name, data):
 )
 @settings(max_examples=100, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_mutated_valid_messages_raise_only_typed_errors(d, samples, name, cuts, truncate, mode):
-    buf = bytearray(samples[name])
-    if mode == "flip":
-        for pos, val in cuts:
-            buf[pos % len(buf)] ^= val or 1
-    elif mode == "truncate":
-        del buf[truncate % len(buf) :]
-    elif mode == "insert":
-        pos, val = cuts[0]
-        buf[pos % len(buf) : pos % len(buf)] = bytes([val]) * 9
-    else:  # a length prefix set to a huge value
-        pos = cuts[0][0] % max(1, len(buf) - 4)
-        buf[pos : pos + 4] = b"\xff\xff\xff\xf0"
-    attack(decoders(d)[name], bytes(buf))
+    attack(decoders(d)[name], mutate(samples[name], cuts, truncate, mode))
 
 
 def test_party_steps_fed_with_garbage_raise_only_typed_errors(d):
@@ -153,15 +141,11 @@ def joint():
     return d, d.uploads()["p0"]
 
 
-@given(
-    cuts=st.lists(st.tuples(st.integers(0, 2**31), st.integers(0, 255)), min_size=1, max_size=4),
-    truncate=st.integers(0, 2**31),
-    mode=st.sampled_from(["flip", "truncate", "insert", "length", "arbitrary"]),
-)
-@settings(max_examples=100, suppress_health_check=[HealthCheck.function_scoped_fixture])
-def test_mutated_joint_uploads_raise_only_typed_errors(joint, cuts, truncate, mode):
-    d, sample = joint
-    session, ctx, layout = d.agg.config.session, d.agg.context, d.agg.layout
+def mutate(
+    sample: bytes, cuts: list[tuple[int, int]], truncate: int, mode: str, other: bytes = b""
+) -> bytes:
+    """``sample`` with bytes flipped at ``cuts``, cut at ``truncate``, 9 bytes inserted, or a
+    length prefix set to a huge value; any other ``mode``: ``other`` (arbitrary bytes)."""
     buf = bytearray(sample)
     if mode == "flip":
         for pos, val in cuts:
@@ -175,7 +159,21 @@ def test_mutated_joint_uploads_raise_only_typed_errors(joint, cuts, truncate, mo
         pos = cuts[0][0] % max(1, len(buf) - 4)
         buf[pos : pos + 4] = b"\xff\xff\xff\xf0"
     else:
-        buf = bytearray(np.random.default_rng(truncate).bytes(truncate % 600))
+        buf = bytearray(other)
+    return bytes(buf)
+
+
+@given(
+    cuts=st.lists(st.tuples(st.integers(0, 2**31), st.integers(0, 255)), min_size=1, max_size=4),
+    truncate=st.integers(0, 2**31),
+    mode=st.sampled_from(["flip", "truncate", "insert", "length", "arbitrary"]),
+)
+@settings(max_examples=100, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_mutated_joint_uploads_raise_only_typed_errors(joint, cuts, truncate, mode):
+    d, sample = joint
+    session, ctx, layout = d.agg.config.session, d.agg.context, d.agg.layout
+    noise = np.random.default_rng(truncate).bytes(truncate % 600)
+    buf = mutate(sample, cuts, truncate, mode, noise)
 
     def decode(b: bytes) -> None:
         msg = PartyUpload.from_bytes(b, session, d.roster)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from privfl.evaluation.fhauc.messages import SessionConfig
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.uploads import Result
-from test_fhauc_fuzz import attack
+from test_fhauc_fuzz import attack, mutate
 from test_metrics import wire
 
 
@@ -55,21 +55,8 @@ def test_mutated_curve_messages_raise_only_typed_errors(
     curve_session, name, cuts, truncate, mode, noise
 ):
     agg, _, result = curve_session
-    buf = bytearray(result if name == "result" else agg.config.to_bytes())
-    if mode == "flip":
-        for pos, val in cuts:
-            buf[pos % len(buf)] ^= val or 1
-    elif mode == "truncate":
-        del buf[truncate % len(buf) :]
-    elif mode == "insert":
-        pos, val = cuts[0]
-        buf[pos % len(buf) : pos % len(buf)] = bytes([val]) * 9
-    elif mode == "length":
-        pos = cuts[0][0] % max(1, len(buf) - 4)
-        buf[pos : pos + 4] = b"\xff\xff\xff\xf0"
-    else:
-        buf = bytearray(noise)
-    attack(decoders(agg)[name], bytes(buf))
+    sample = result if name == "result" else agg.config.to_bytes()
+    attack(decoders(agg)[name], mutate(sample, cuts, truncate, mode, noise))
 
 
 def test_a_metrics_config_needs_exactly_one_threshold():

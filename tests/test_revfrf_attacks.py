@@ -30,12 +30,17 @@ from privfl.messages import new_session_id
 KEYS = {"key_bits": 512, "allow_insecure_key_bits": True}  # INSECURE, for speed only
 
 
-@pytest.fixture(scope="module")
-def forest():
+def wine_forest(n_trees: int, max_depth: int) -> tuple[RevFRF, dict, np.ndarray]:
+    """A fast-key forest on 300 wine rows, 4 participants of 2 features each."""
     d = load_tabular("wine", seed=0)
     x, y = d.x_train[:300], d.y_train[:300]
     parts = {f"p{i}": x[:, 2 * i : 2 * i + 2] for i in range(4)}
-    return RevFRF(n_trees=3, max_depth=4, seed=1, **KEYS).fit(parts, y), parts, y
+    return RevFRF(n_trees=n_trees, max_depth=max_depth, seed=1, **KEYS).fit(parts, y), parts, y
+
+
+@pytest.fixture(scope="module")
+def forest():
+    return wine_forest(n_trees=3, max_depth=4)
 
 
 def mask(n, rows):

@@ -11,16 +11,12 @@ from privfl.errors import MalformedMessageError, ProtocolError
 from privfl.forest import RevFRF
 from privfl.forest.messages import CiphertextReply, NodeQuery, NodeRequest, Proposals
 from privfl.forest.provenance import Provenance
-
-KEYS = {"key_bits": 512, "allow_insecure_key_bits": True}  # INSECURE, for speed only
+from test_revfrf_attacks import KEYS, wine_forest
 
 
 @pytest.fixture(scope="module")
 def forest():
-    d = load_tabular("wine", seed=0)
-    x, y = d.x_train[:300], d.y_train[:300]
-    parts = {f"p{i}": x[:, 2 * i : 2 * i + 2] for i in range(4)}
-    return RevFRF(n_trees=1, max_depth=3, seed=1, **KEYS).fit(parts, y), parts, y
+    return wine_forest(n_trees=1, max_depth=3)
 
 
 def children(node):
@@ -118,3 +114,19 @@ def test_a_revocation_reopens_only_the_revoked_participants_subtrees_once():
     survivor = next(n for n in parts if n != target)
     with pytest.raises(ProtocolError, match="shown before"):
         model.participants[survivor].handle(notice)
+
+
+def test_a_reopen_does_not_let_a_participant_split_a_top_node_a_second_time():
+    """Review finding: the CS has a victim split the root too (the root provider X split it
+    honestly); X's revocation reopens the root. On the old code the notice cleared the root
+    from the victim's own splits, so the CS got a second threshold of the same samples."""
+    model, parts, _ = wine_forest(n_trees=1, max_depth=3)
+    root = model.trees[0].root
+    victim = next(n for n in parts if n != root.provider)
+    split_by(model, victim, root, children(0))
+    try:  # the honest regrowth may stop at the victim, which refuses the root now
+        model.revoke(root.provider)
+    except ProtocolError:
+        pass
+    with pytest.raises(ProtocolError):
+        split_by(model, victim, root, children(0))

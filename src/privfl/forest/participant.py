@@ -317,7 +317,9 @@ class Participant:
         )
         self._gate.reopen(revoked, tops)
         gone = {k for k in (*self._receipted, *self._pending, *self._splits) if under(k, tops)}
-        self._receipted -= gone
+        # a top node itself stays split for this participant: honestly only the revoked one
+        # split it, and a CS that had this one split it too must not get a second threshold
+        self._receipted -= gone - set(tops)
         self._pending = {k: v for k, v in self._pending.items() if k not in gone}
         self._splits = {k: v for k, v in self._splits.items() if k not in gone}
         return reopened(self._config, self.name, len(tops))

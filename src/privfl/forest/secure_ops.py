@@ -68,8 +68,11 @@ from it, and the CS learns the branch bit either way. So the provider compares i
 clear (``plain-compare``, :func:`.plain.leaves`) and sends only the bits of the rows at
 its nodes; it uploads no test value and pays no test ticket: a deviating CS that asks for
 test values gets a refusal (an unknown step), and a ticket of any other kind than a
-requester's query is never paid. What the CS learns from FRF-Test is exactly the honest
-output: per row, the branch at each node on its path.
+requester's query is never paid. Following the protocol, the CS learns the honest output:
+per row, the branch at each node on its path. Deviating (review finding, open): the row
+mask is the CS's, so it can ask for every test row at every node the provider split,
+including splits it never used in a tree: per test row, one bit against each threshold
+the provider released (thresholds it cannot choose freely; no decryption).
 
 What a deviating CS can still get: the CS chooses what it compares (the holder cannot see
 inside the blinded HoLT), so each payable requester-query ticket is one comparison bit *of
