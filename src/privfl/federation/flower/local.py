@@ -171,6 +171,8 @@ class LocalFederation:
         it already happened ``_RESTARTS`` times."""
         if PORT_IN_USE not in log.lower() or self._restarts.get(name, 0) >= _RESTARTS:
             return False
+        with contextlib.suppress(ProcessLookupError, PermissionError):  # its children too
+            os.killpg(self.procs[name].pid, signal.SIGKILL)
         if name == "superlink":
             self._restarts[name] = self._restarts.get(name, 0) + 1
             self.port = free_port()
