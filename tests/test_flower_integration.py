@@ -148,3 +148,68 @@ def test_free_ports_are_below_the_kernel_s_ephemeral_range():
 
     low = _ephemeral_low()
     assert all(20000 <= free_port() < low for _ in range(50))
+
+
+_KILLED_PARENT = """
+import sys, time
+from privfl.federation.flower.local import LocalFederation
+fed = LocalFederation(sys.argv[1])
+fed._start("sleeper", ["sleep", "120"])  # the path every Flower process takes
+print(fed.procs["sleeper"].pid, flush=True)
+time.sleep(120)
+"""
+
+
+def _gone(pid: int, within: float) -> bool:
+    import os
+
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        try:  # a zombie of its (dead) parent's is reaped by init: check its state too
+            if Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z":
+                return True
+        except OSError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_processes_die_with_the_python_process_that_started_them(tmp_path):
+    """Each Flower process runs in its own session, so a Python process killed outright
+    (SIGKILL: `close` never runs) used to leave its SuperLink and SuperNodes running for
+    hours. Its watchdog kills them: here within seconds."""
+    import os
+    import signal
+
+    parent = subprocess.Popen(
+        [sys.executable, "-c", _KILLED_PARENT, str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        assert not _gone(child, 0.5)  # running while its parent lives
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(timeout=10)
+        assert _gone(child, 10.0)
+    finally:
+        parent.kill()
+        with __import__("contextlib").suppress(ProcessLookupError):
+            os.killpg(child, signal.SIGKILL)
+
+
+def test_a_closed_federation_leaves_no_watchdog_and_kills_nothing_later(tmp_path):
+    import os
+
+    with LocalFederation(tmp_path) as fed:
+        fed._start("sleeper", ["sleep", "120"])
+        reaper = fed._reaper
+        assert reaper is not None and reaper._proc is not None
+        watchdog = reaper._proc
+    assert fed._reaper is None and watchdog.poll() == 0  # told to forget, then stopped
+    assert fed.procs["sleeper"].poll() is not None
+    assert _gone(fed.procs["sleeper"].pid, 5.0)
+    assert os.getpid()  # this process was not touched

@@ -3,7 +3,8 @@
 Used by ``privfl flower local`` (the quickstart) and by the integration tests, so the tests
 exercise exactly what a newcomer runs. Everything binds to loopback on free ports; every
 process is started in its own session and killed (process group, SIGKILL after SIGTERM) by
-:meth:`LocalFederation.close`, which the context manager calls also on failure or Ctrl-C.
+:meth:`LocalFederation.close`, which the context manager calls also on failure or Ctrl-C; if
+this process dies first (SIGKILL, a crash), a watchdog (:mod:`.reaper`) kills them.
 
 Readiness, without a start-up race: the SuperLink counts as up when its port accepts
 connections *and* ``flwr supernode list`` answers; the SuperNodes when that list shows the
@@ -26,7 +27,6 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import IO
 
 from privfl.errors import InputError, ProtocolError
@@ -40,6 +40,7 @@ from privfl.federation.flower.launch import (
     flower_bin,
     free_port,
 )
+from privfl.federation.flower.reaper import Reaper
 
 CONNECTION = "local"
 # How often each SuperNode's SuperExec looks for a message to start a ClientApp for (Flower's
@@ -104,6 +105,11 @@ class LocalFederation:
         self._simulation = 0
         self._supernodes: dict[str, tuple[dict[str, ConfigValue], Path | None]] = {}
         self._restarts: dict[str, int] = {}
+        self._reaper: Reaper | None = None  # kills the groups if this process dies first
+
+    def _watch(self, proc: subprocess.Popen[bytes] | subprocess.Popen[str]) -> None:
+        self._reaper = self._reaper or Reaper()
+        self._reaper.watch(proc.pid)  # its own session: the group id is its pid
 
     # ------------------------------------------------------------------ processes
     def _write_connection(self, num_supernodes: int = 0) -> None:
@@ -124,6 +130,7 @@ class LocalFederation:
             [*self.prefix(name), *args], env=self.env, stdout=log, stderr=subprocess.STDOUT,
             cwd=self.root, start_new_session=True,
         )  # fmt: skip
+        self._watch(self.procs[name])
 
     def start_superlink(self, *, simulation: int = 0, timeout: float = 60.0) -> None:
         """Start the SuperLink (``simulation=K``: a simulation runtime with K virtual nodes)
@@ -290,6 +297,7 @@ class LocalFederation:
             stderr=subprocess.STDOUT, text=True, start_new_session=True,
         )  # fmt: skip
         self.procs[f"flwr-run-{len(self.procs)}"] = proc  # type: ignore[assignment]
+        self._watch(proc)
         return proc
 
     def run(
@@ -371,16 +379,14 @@ class LocalFederation:
         for log in self._logs:
             log.close()
         self._logs.clear()
+        reaper, self._reaper = self._reaper, None
+        if reaper is not None:
+            reaper.close()
 
     def __enter__(self) -> LocalFederation:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
