@@ -389,6 +389,33 @@ def test_auc_prints_plain_progress_lines_off_a_terminal(scores_csv):
     assert "protocol steps: started" in out.stderr and "protocol steps: done (" in out.stderr
 
 
+def test_quiet_silences_every_progress_line_and_keeps_the_json(scores_csv):
+    out = runner.invoke(app, ["--quiet", *auc_args(scores_csv), "--json"])
+    assert out.exit_code == 0, out.output
+    assert out.stderr == "" and json.loads(out.stdout)["auc"] > 0.5
+    tiny = ["--parties", "2", "--per-party", "20", "--batch-size", "10", "--layers", "64,5,10"]
+    out = runner.invoke(app, ["-q", "train", "--encrypt-last", "0", "--epochs", "1", *tiny])
+    assert out.exit_code == 0, out.output
+    assert out.stderr == "" and "test accuracy" in out.stdout
+    out = runner.invoke(app, [*auc_args(scores_csv), "--json"])  # the next command: not quiet
+    assert "protocol steps: started" in out.stderr
+    out = runner.invoke(app, ["--quiet", *auc_args(scores_csv), "--security", "bogus"])
+    assert "security must be" in one_line_exit_2(out)  # errors still say why
+
+
+def test_train_federated_reports_every_round_to_its_callback():
+    from privfl.training.federated import train_federated
+
+    rng = np.random.default_rng(0)  # not secret: test data
+    x = rng.random((40, 4))
+    y = (x[:, 0] > 0.5).astype(int)
+    events = []
+    parties = {"site-a": (x[:20], y[:20]), "site-b": (x[20:], y[20:])}
+    res = train_federated(parties, [4, 3, 2], 0, 2, 10, progress=events.append)
+    assert events and events[-1].done == len(events) and len(res.history) == 2
+    assert res.party_names == ("site-a", "site-b")
+
+
 MINIMAL = {  # the smallest arguments that get each command past its own argument parsing
     "auc": ["missing.csv", "-s", "score", "-l", "label", "--parties", "2"],
     "dpauc": ["missing.csv", "-s", "score", "-l", "label", "--parties", "2"],
