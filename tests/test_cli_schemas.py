@@ -112,3 +112,17 @@ def test_forest_run_json_matches_its_schema():
     )  # fmt: skip
     assert [d["dataset"] for d in res] == ["wine"]
     assert {"accuracy", "recall", "f1"} <= set(res[0]["rows"][0])
+
+
+def test_the_property_split_keeps_both_kinds_in_each_half_or_refuses():
+    import numpy as np
+
+    from privfl.audit.property import _split
+
+    rng = np.random.default_rng(0)  # not secret: test draws
+    labels = np.array([1, 1, 0, 0])
+    for _ in range(50):
+        tr, te = _split(labels, rng)
+        assert sorted(labels[tr]) == sorted(labels[te]) == [0, 1]
+    with pytest.raises(InputError, match="at least 2 batches"):
+        _split(np.array([1, 0, 0, 0]), rng)  # would loop forever

@@ -111,6 +111,8 @@ def _split(
     both classes: a half without one class is drawn again (the first draw is kept when it has
     both, so results of settings that never hit it are unchanged). Needs two rows per class,
     which ``batches >= 2`` gives."""
+    if min(np.count_nonzero(labels), np.count_nonzero(labels == 0)) < 2:
+        raise InputError("property inference needs at least 2 batches with and 2 without")
     while True:
         order = rng.permutation(labels.size)
         tr, te = order[: labels.size // 2], order[labels.size // 2 :]
@@ -138,6 +140,8 @@ def property_inference(
 
     if not snapshots:
         raise InputError("property_inference needs at least one (epoch, model) snapshot")
+    if batches < 2:
+        raise InputError("batches must be an integer >= 2 (two halves, each with both kinds)")
     x = np.asarray(x, dtype=np.float64)
     y_arr = np.asarray(y, dtype=np.int64)
     p = np.asarray(prop, dtype=bool)
