@@ -23,7 +23,7 @@ help:
 	@echo "make test             the whole test suite, 4 workers (811 s CPU)"
 	@echo "make lint             ruff and mypy --strict"
 	@echo "make docs             the documentation site into site/, warnings as errors (4.1 s CPU, 16 s wall, load 13)"
-	@echo "make bench            FHAUC's cost table, a line per row (over 23 min; the 1000-party row most of it)"
+	@echo "make bench            FHAUC's cost table, a line per row (63 s CPU, 7.7 min wall at load 15-33)"
 	@echo "make bench QUICK=1    15 and 100 parties, one run each (5.5 s CPU, 19 s wall, load 15)"
 	@echo "make clean            remove .venv, caches and site/"
 
@@ -63,10 +63,11 @@ lint: $(STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
-# FHAUC's cost table: over 23 min on 2 cores (the 1000-party row most of it), one line per
-# row as it goes; QUICK=1 (or bench-quick): 15 and 100 parties, one run each, about 20 s
-# (16.4 s wall, 9.4 s CPU at load average 6.6; 18.6 s wall, 5.5 s CPU at load 15 on a fresh
-# clone).
+# FHAUC's cost table, one line per row as it goes: 463.5 s wall, 62.6 s CPU on a fresh clone
+# (nice -n 19 next to other jobs, load 15-33; the 1000-party row 45 s, the N = 50 and N = 1000
+# rows 2-3 min each under that load; an earlier version measured over 23 min).
+# QUICK=1 (or bench-quick): 15 and 100 parties, one run each, about 20 s (16.4 s wall, 9.4 s
+# CPU at load average 6.6; 18.6 s wall, 5.5 s CPU at load 15 on a fresh clone).
 bench: $(STAMP)
 	$(BIN)/python benchmarks/fhauc_semi_honest.py $(if $(QUICK),--quick)
 
