@@ -69,7 +69,9 @@ def test_the_readme_is_short_and_in_the_order_a_newcomer_pastes_it():
 
 @pytest.mark.parametrize("page", USER_PAGES, ids=lambda p: str(p.relative_to(REPO)))
 def test_links_stay_inside_the_repository_and_resolve(page):
-    for target in LINK.findall(page.read_text()):
+    text = page.read_text()
+    # links, and paths in code spans that a reader would open ("see `../shared/X.md`")
+    for target in [*LINK.findall(text), *re.findall(r"`(\.\./[^`\s]+)`", text)]:
         if re.match(r"\w+://|mailto:", target):
             continue
         path = (page.parent / target).resolve()
