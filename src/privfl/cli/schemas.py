@@ -1,12 +1,13 @@
 """JSON Schemas (draft 2020-12) of what the other ``privfl`` commands print with ``--json``:
-``train`` (the training result and its per-round history), the four ``audit`` commands,
-``forest run`` and ``forest local``. The evaluation results' schemas (``auc``, ``dpauc``,
-the metrics) are in :mod:`privfl.evaluation.schemas`; :func:`schema` finds either.
+``flower local`` (every party's own result), ``train`` (the training result and its per-round
+history), the four ``audit`` commands, ``forest run`` and ``forest local``. The evaluation
+results' schemas (``auc``, ``dpauc``, the metrics) are in :mod:`privfl.evaluation.schemas`;
+:func:`schema` finds either.
 
 As there, non-finite floats are written as ``null`` (an accuracy not known because the layers
 are encrypted is ``null``, never ``NaN``), every field has one type whatever the options, and
 the objects privfl defines are closed (``additionalProperties: false``): a new field needs a
-new line here, and ``tests/test_result_schemas.py`` checks what the commands write. Maps keyed
+new line here, and ``tests/test_cli_schemas.py`` checks what the commands write. Maps keyed
 by a party's, participant's or role's name are open (their keys are the user's names).
 """
 
@@ -233,7 +234,43 @@ FOREST_LOCAL: Schema = _closed(
     }
 )
 
+# ----------------------------------------------------------------------------- FHAUC on Flower
+# What each party's ClientApp wrote: its own result of the session (the AUC it decrypted).
+# NOTE: here "parties" lists the names, where AUCResult has "parties" (a count) and
+# "party_names"; open (more fields come with the Flower curve/metrics reveals).
+PARTY_RESULT: Schema = {
+    "type": "object",
+    "properties": {
+        "party": {"type": "string", "minLength": 1},
+        "session": TEXT,
+        "auc": UNIT,
+        "security": evaluation.SECURITY,
+        "thresholds": {"type": "integer", "minimum": 2},
+        "parties": evaluation.NAMES_LIST,
+        "verified": {"enum": [True, None]},
+        "executions": POSITIVE,
+        "precision": NUMBER_OR_NULL,
+        "tolerance": NUMBER_OR_NULL,
+        "spread": NUMBER_OR_NULL,
+        "guarantee_log2": NUMBER_OR_NULL,
+    },
+    "required": ["party", "session", "security", "thresholds", "parties", "verified"],
+    **evaluation.MODES,  # semi-honest: verified null; malicious: true, with its bounds
+}
+FLOWER_LOCAL: Schema = _closed(
+    {
+        "parties": _map(PARTY_RESULT),
+        "workdir": TEXT,
+        "run_id": {"type": ["integer", "null"]},
+        "status": TEXT,
+        "seconds": SECONDS,
+        "security": evaluation.SECURITY,
+        "thresholds": {"type": "integer", "minimum": 2},
+    }
+)
+
 SCHEMAS: dict[str, Schema] = {
+    "cli.flower.local": FLOWER_LOCAL,
     "cli.train": TRAIN,
     "cli.audit.membership": MEMBERSHIP,
     "cli.audit.inversion": INVERSION,
