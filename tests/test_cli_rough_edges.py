@@ -135,6 +135,21 @@ def test_auc_refuses_a_federation_of_one(scores_csv):
     assert "at least 2" in one_line_exit_2(runner.invoke(app, args))
 
 
+@pytest.mark.parametrize("command", [["auc"], ["dpauc"], ["flower", "local"]])
+def test_a_party_column_with_one_name_is_a_federation_of_one(command, tmp_path, scores_csv):
+    df = pd.read_csv(scores_csv).assign(site="only")
+    df.to_csv(tmp_path / "one.csv", index=False)
+    opts = ["--party-column", "site", "-s", "score", "-l", "label"]
+    extra = ["--workdir", str(tmp_path / "w")] if command[0] == "flower" else []
+    out = runner.invoke(app, [*command, str(tmp_path / "one.csv"), *opts, *extra])
+    assert "at least 2 party names" in one_line_exit_2(out)
+    assert not (tmp_path / "w").exists()
+    if command == ["dpauc"]:
+        args = [*dpauc_args(scores_csv)]
+        args[args.index("--parties") + 1] = "1"
+        assert "at least 2" in one_line_exit_2(runner.invoke(app, args))
+
+
 def whitespace_variant_csv(tmp_path):
     rng = np.random.default_rng(3)  # not secret: test data
     path = tmp_path / "ws.csv"
