@@ -135,6 +135,21 @@ def test_auc_refuses_a_federation_of_one(scores_csv):
     assert "at least 2" in one_line_exit_2(runner.invoke(app, args))
 
 
+@pytest.mark.parametrize("command", [["auc"], ["dpauc"], ["flower", "local"]])
+def test_a_party_column_with_one_name_is_a_federation_of_one(command, tmp_path, scores_csv):
+    df = pd.read_csv(scores_csv).assign(site="only")
+    df.to_csv(tmp_path / "one.csv", index=False)
+    opts = ["--party-column", "site", "-s", "score", "-l", "label"]
+    extra = ["--workdir", str(tmp_path / "w")] if command[0] == "flower" else []
+    out = runner.invoke(app, [*command, str(tmp_path / "one.csv"), *opts, *extra])
+    assert "at least 2 party names" in one_line_exit_2(out)
+    assert not (tmp_path / "w").exists()
+    if command == ["dpauc"]:
+        args = [*dpauc_args(scores_csv)]
+        args[args.index("--parties") + 1] = "1"
+        assert "at least 2" in one_line_exit_2(runner.invoke(app, args))
+
+
 def whitespace_variant_csv(tmp_path):
     rng = np.random.default_rng(3)  # not secret: test data
     path = tmp_path / "ws.csv"
@@ -387,6 +402,33 @@ def test_auc_prints_plain_progress_lines_off_a_terminal(scores_csv):
     assert out.exit_code == 0, out.output
     json.loads(out.stdout)  # stdout holds only the JSON
     assert "protocol steps: started" in out.stderr and "protocol steps: done (" in out.stderr
+
+
+def test_quiet_silences_every_progress_line_and_keeps_the_json(scores_csv):
+    out = runner.invoke(app, ["--quiet", *auc_args(scores_csv), "--json"])
+    assert out.exit_code == 0, out.output
+    assert out.stderr == "" and json.loads(out.stdout)["auc"] > 0.5
+    tiny = ["--parties", "2", "--per-party", "20", "--batch-size", "10", "--layers", "64,5,10"]
+    out = runner.invoke(app, ["-q", "train", "--encrypt-last", "0", "--epochs", "1", *tiny])
+    assert out.exit_code == 0, out.output
+    assert out.stderr == "" and "test accuracy" in out.stdout
+    out = runner.invoke(app, [*auc_args(scores_csv), "--json"])  # the next command: not quiet
+    assert "protocol steps: started" in out.stderr
+    out = runner.invoke(app, ["--quiet", *auc_args(scores_csv), "--security", "bogus"])
+    assert "security must be" in one_line_exit_2(out)  # errors still say why
+
+
+def test_train_federated_reports_every_round_to_its_callback():
+    from privfl.training.federated import train_federated
+
+    rng = np.random.default_rng(0)  # not secret: test data
+    x = rng.random((40, 4))
+    y = (x[:, 0] > 0.5).astype(int)
+    events = []
+    parties = {"site-a": (x[:20], y[:20]), "site-b": (x[20:], y[20:])}
+    res = train_federated(parties, [4, 3, 2], 0, 2, 10, progress=events.append)
+    assert events and events[-1].done == len(events) and len(res.history) == 2
+    assert res.party_names == ("site-a", "site-b")
 
 
 MINIMAL = {  # the smallest arguments that get each command past its own argument parsing

@@ -237,6 +237,10 @@ def check_readme_quickstart(folder: Path) -> None:
     import privfl
 
     res = json.loads((folder / "local.json").read_text())
+    jsonschema = pytest.importorskip("jsonschema")
+    from privfl.cli.schemas import schema
+
+    jsonschema.validate(res, schema("cli.flower.local"))  # what `flower local --json` wrote
     df = pd.read_csv(folder / "scores.csv")
     parts = [(g.score.to_numpy(), g.label.to_numpy()) for _, g in df.groupby("site")]
     expected = privfl.federated_auc(parts, 100).auc

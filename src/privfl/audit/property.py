@@ -103,6 +103,23 @@ def sample_batches(
     return batches, np.r_[np.ones(count, int), np.zeros(count, int)]
 
 
+def _split(
+    labels: IntArray,
+    rng: np.random.Generator,  # not secret: batch split
+) -> tuple[IntArray, IntArray]:
+    """A random half of the batches (the forest's training set) and the other half, each with
+    both classes: a half without one class is drawn again (the first draw is kept when it has
+    both, so results of settings that never hit it are unchanged). Needs two rows per class,
+    which ``batches >= 2`` gives."""
+    if min(np.count_nonzero(labels), np.count_nonzero(labels == 0)) < 2:
+        raise InputError("property inference needs at least 2 batches with and 2 without")
+    while True:
+        order = rng.permutation(labels.size)
+        tr, te = order[: labels.size // 2], order[labels.size // 2 :]
+        if len(set(labels[tr].tolist())) == 2 and len(set(labels[te].tolist())) == 2:
+            return tr, te
+
+
 def property_inference(
     snapshots: Sequence[tuple[int, MLP]],
     x: FloatArray,
@@ -123,6 +140,8 @@ def property_inference(
 
     if not snapshots:
         raise InputError("property_inference needs at least one (epoch, model) snapshot")
+    if batches < 2:
+        raise InputError("batches must be an integer >= 2 (two halves, each with both kinds)")
     x = np.asarray(x, dtype=np.float64)
     y_arr = np.asarray(y, dtype=np.int64)
     p = np.asarray(prop, dtype=bool)
@@ -140,8 +159,7 @@ def property_inference(
                 feats.append(batch_gradients(model, x, y_arr, b, [layer]))
                 labels.append(lab)
             f, lab = np.vstack(feats), np.concatenate(labels)
-            order = rng.permutation(lab.size)
-            tr, te = order[: lab.size // 2], order[lab.size // 2 :]
+            tr, te = _split(lab, rng)
             forest = RandomForestClassifier(n_estimators=50, random_state=seed + run, n_jobs=1)
             forest.fit(f[tr], lab[tr])
             score = forest.predict_proba(f[te])[:, 1]

@@ -2,6 +2,9 @@
 otherwise (CI logs, ``nohup``, pipes), always on stderr so stdout stays for tables or the one
 JSON object.
 
+``privfl --quiet COMMAND`` (or ``-q``) silences all of it: :attr:`Tracker.quiet` is set for the
+process, and every tracker then prints nothing (errors and results are unaffected).
+
 Plain mode prints a line when the work starts, at most every ``every`` seconds while it
 advances (``label: 40/120 (33%), 2.1/s, ETA 38 s``) and one when it ends with the elapsed
 time, so a log shows that a long command is alive and when it will finish.
@@ -12,6 +15,7 @@ from __future__ import annotations
 import sys
 import time
 from types import TracebackType
+from typing import ClassVar
 
 from rich.console import Console
 from rich.progress import (
@@ -39,6 +43,8 @@ class Tracker:
     """``with Tracker("DPAUC runs", total=400) as t: ... t.advance(1)``; ``t.set_total(n)``
     when the amount is known only later; ``t.update("new label")`` for a status line."""
 
+    quiet: ClassVar[bool] = False  # privfl --quiet: no bar and no lines
+
     def __init__(
         self,
         label: str,
@@ -55,7 +61,7 @@ class Tracker:
         self.console = console or Console(stderr=True)
         self.done = 0
         self.started = self.last = time.monotonic()
-        self.plain = not self.console.is_terminal
+        self.plain = Tracker.quiet or not self.console.is_terminal
         self._bar: Progress | None = None
         self._task: TaskID | None = None
 
@@ -136,6 +142,8 @@ class Tracker:
             self._line(f"{self.label}: started" + (f" ({self.total} steps)" if self.total else ""))
 
     def _line(self, text: str) -> None:
+        if Tracker.quiet:
+            return
         stream = self.console.file if self.console.file is not None else sys.stderr
         stream.write(text + "\n")
         stream.flush()

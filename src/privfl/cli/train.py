@@ -27,6 +27,7 @@ from privfl.cli._kit import (
     guard,
     ints,
 )
+from privfl.cli._progress import Tracker
 from privfl.errors import InputError
 from privfl.training.config import (
     DEFAULT_BATCH_SIZE,
@@ -80,7 +81,7 @@ class _RoundProgress:
     def __init__(self, rounds: int) -> None:
         self.rounds = rounds
         self.start = time.perf_counter()
-        self.tty = sys.stderr.isatty()
+        self.tty = sys.stderr.isatty() and not Tracker.quiet
         self.bar: Progress | None = None
         if self.tty:
             self.bar = Progress(
@@ -107,6 +108,8 @@ class _RoundProgress:
         info = "" if row.accuracy is None else f"acc {row.accuracy:.3f} loss {row.loss:.3f}"
         if self.bar is not None:
             self.bar.update(self.task, completed=row.round, info=info)
+            return
+        if Tracker.quiet:
             return
         elapsed = time.perf_counter() - self.start
         eta = elapsed / row.round * (self.rounds - row.round)

@@ -56,7 +56,11 @@ class TargetModel:
         return len(self.sizes) - 1
 
     def to_dict(self) -> dict[str, Any]:
+        """The sizes and the training settings; the settings are ``None`` when not known (a
+        model file records only its layers), never a placeholder 0."""
         h = self.hyper
+        if h.batch == 0:
+            return {"sizes": list(self.sizes), "epochs": None, "batch": None, "lr": None}
         return {"sizes": list(self.sizes), "epochs": h.epochs, "batch": h.batch, "lr": h.lr}
 
 
