@@ -194,6 +194,7 @@ class NodeGate:
     depths: dict[tuple[int, int], int] = field(default_factory=dict)  # node -> its depth
     parents: dict[tuple[int, int], bytes] = field(default_factory=dict)  # node -> its split
     revoked: set[str] = field(default_factory=set)  # whose revocation it was shown
+    via: dict[tuple[int, int], str] = field(default_factory=dict)  # node -> its parent's splitter
 
     def check(self, tree: int, node: int, members: BoolArray, origin: Provenance) -> None:
         """Refuse (ProtocolError, before anything is computed) a node request whose μ does
@@ -235,6 +236,7 @@ class NodeGate:
             raise ProtocolError(f"node {tree, node}'s samples are not those its parent split off")
         self.seen[(tree, node)], self.depths[(tree, node)] = want, depth
         self.parents[(tree, receipt.node)] = split
+        self.via[(tree, node)] = receipt.signer
 
     def reopen(self, revoked: str, tops: list[tuple[int, int]]) -> None:
         """After ``revoked``'s signed revocation and its own receipts of the ``tops`` it split
@@ -248,6 +250,7 @@ class NodeGate:
         for key in strictly:
             self.seen.pop(key, None)
             self.depths.pop(key, None)
+            self.via.pop(key, None)
         for key in [k for k in self.parents if under(k, tops)]:
             del self.parents[key]
 
@@ -257,7 +260,10 @@ class NodeGate:
         w = Writer().u32(len(self.parents))
         for (tree, node), split in sorted(self.parents.items()):
             w.u32(tree).u32(node).bytes_(split)
-        return w.list_(sorted(s.encode() for s in self.revoked)).getvalue()
+        w.list_(sorted(s.encode() for s in self.revoked)).u32(len(self.via))
+        for (tree, node), signer in sorted(self.via.items()):
+            w.u32(tree).u32(node).str_(signer)
+        return w.getvalue()
 
     def load_extra(self, data: bytes) -> None:
         if not data:
@@ -270,5 +276,6 @@ class NodeGate:
                 raise MalformedMessageError("a saved split digest must be 32 bytes")
             parents[key] = split
         revoked = {s.decode("utf-8", "replace") for s in r.list_(len(self.peers))}
+        via = {(r.u32(), r.u32()): r.str_(256) for _ in range(r.count(1 << 32, "nodes"))}
         r.end()
-        self.parents, self.revoked = parents, revoked
+        self.parents, self.revoked, self.via = parents, revoked, via
