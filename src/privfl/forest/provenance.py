@@ -30,10 +30,14 @@ samples and ``max_depth`` levels, and it may ask a participant for proposals at 
 it has not split as often as it likes (fresh probes, the same samples). From a node it
 learns what RevFRF reveals by design: for each candidate, which of the node's samples go
 right (the order of the participant's values, coarsened to ς thresholds). It gets at most
-one encrypted threshold per (participant, tree, node). **Residual leak:** a threshold is
+one encrypted threshold per (participant, tree, node) and, across reopens, per
+(participant, column, μ): a participant keeps, never cleared, the threshold it released on
+each (column, digest of μ) and offers only that one when asked there again (a reopen
+forgets the splits below a revoked participant's nodes, so a replayed older receipt
+rebuilds a node's μ; it now gets the same threshold back). **Residual leak:** a threshold is
 ``lo + (hi - lo)·k/(ς+1)``, exactly affine in the min and max of the probed samples, so
-a CS that opens it (see :mod:`.secure_ops`: a holder's FRF-Test tickets or a signed
-query's budget) learns one exact affine combination of two of the node's raw
+a CS that opens it (see :mod:`.secure_ops`: a signed query's budget, colluding with a
+requester) learns one exact affine combination of two of the node's raw
 values; with one threshold per node this no longer solves for both, but the CS can steer
 one participant to split several nested nodes of ``min_node_size`` samples and combine
 the equations, or have several other participants each split the same node once (a
