@@ -182,3 +182,19 @@ def test_r1b_a_replayed_receipt_after_a_reopen_gives_no_second_threshold():
     victim.handle(NodeQuery("split-request", tree.tree_id, grand.node_id, index, ids).to_bytes(cfg))
     assert victim._splits[(tree.tree_id, grand.node_id)] == (col, s1)
     assert [s for c, s in offered if c == col] == [s1]
+
+
+def test_r2_a_revoked_participant_compares_no_row_at_its_replaced_nodes():
+    """Its nodes were regrown by others under the same ids; on the old code the revoked
+    participant still held its thresholds and compared any row there for the CS. It drops
+    them when it signs its revocation request."""
+    model, parts, _ = wine_forest(n_trees=1, max_depth=3)
+    rows = {k: v[:ROWS] for k, v in parts.items()}
+    leaving = model.trees[0].root.provider
+    model.predict(rows)
+    model.revoke(leaving)
+    rnd = model.center_server._test_round + 1
+    with pytest.raises(ProtocolError, match=r"no split of this provider|at most 0"):
+        ask(model, leaving, rnd, [branch.TestItem(0, 0, all_rows())])
+    rest = {k: v for k, v in rows.items() if k != leaving}
+    assert np.array_equal(model.predict(rest), model.predict_plain(rest))

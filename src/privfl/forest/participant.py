@@ -112,7 +112,10 @@ class Participant:
         self._tests.reload()
 
     def revocation_request(self) -> bytes:
-        """A fresh signed request to leave (a random nonce and the current time)."""
+        """A fresh signed request to leave (a random nonce and the current time). It drops
+        its thresholds and pending candidates: the CS regrows its subtrees without it, and
+        it compares no test row at its old nodes any more (:mod:`.branch`)."""
+        self._splits, self._pending = {}, {}
         ms = int(time.time() * 1000)
         request = RevocationRequest.sign(
             self._signing_key, self._config, self.name, secrets.token_bytes(16), ms
