@@ -367,7 +367,7 @@ def test_well_framed_requests_with_wrong_sizes_reach_a_participant_only_as_typed
     if kind == "plain-compare":
         items = data.draw(st.lists(st.tuples(ids, bits), max_size=4))
         rnd = data.draw(st.integers(0, 3))
-        parent = branch.BranchBits(participant.name, rnd, 0, 0, np.ones(3, bool), np.ones(3, bool))
+        parent = branch.RoutedRows(participant.name, rnd, 0, 1, np.ones(3, bool), bytes(64))
         payload = branch.TestRequest(rnd, tuple(
             branch.TestItem(*i, m, data.draw(st.sampled_from([None, parent]))) for i, m in items
         )).to_bytes(cfg)  # fmt: skip

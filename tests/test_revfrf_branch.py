@@ -29,7 +29,7 @@ def forest():
 
 
 def ask(model, provider, rnd, items):
-    """The CS's ``plain-compare`` to ``provider``; its signed bits per item."""
+    """The CS's ``plain-compare`` to ``provider``; its answer per item (:class:`Compared`)."""
     cfg = model.center_server.config
     request = branch.TestRequest(rnd, tuple(items))
     reply = model.participants[provider].handle(request.to_bytes(cfg))
@@ -40,12 +40,14 @@ def all_rows():
     return np.ones(ROWS, dtype=bool)
 
 
-def path_child(tree, bits=None):
-    """The root and a split below it (one the root's ``bits`` send rows to, if given)."""
+def path_child(tree, got=None):
+    """The root, a split below it (one the root's answer ``got`` sends rows to, if given)
+    and, with ``got``, the root provider's statements for that child and for its sibling."""
     root = tree.root
-    for cid in (root.left, root.right):
-        if isinstance(tree.nodes[cid], Split) and (bits is None or bits.routed(cid).any()):
-            return root, tree.nodes[cid]
+    for cid, sibling in ((root.left, root.right), (root.right, root.left)):
+        routes = {got.to_left.node: got.to_left, got.to_right.node: got.to_right} if got else {}
+        if isinstance(tree.nodes[cid], Split) and (got is None or routes[cid].rows.any()):
+            return root, tree.nodes[cid], routes.get(cid), routes.get(sibling)
     raise AssertionError("no split below the root")
 
 
@@ -64,18 +66,20 @@ def test_r2_a_provider_compares_only_rows_its_parent_routed_to_its_node(forest):
     model, rows = forest
     tree = model.trees[0]
     rnd = new_round(model, rows)
-    (bits,) = ask(model, tree.root.provider, rnd, [branch.TestItem(0, 0, all_rows())])
-    root, child = path_child(tree, bits)
-    here = bits.routed(child.node_id)
-    with pytest.raises(ProtocolError, match="parent's signed bits"):
+    (got,) = ask(model, tree.root.provider, rnd, [branch.TestItem(0, 0, all_rows())])
+    root, child, route, sibling = path_child(tree, got)
+    here = route.rows
+    with pytest.raises(ProtocolError, match="parent's signed rows"):
         ask(model, child.provider, rnd, [branch.TestItem(0, child.node_id, all_rows())])
+    with pytest.raises(ProtocolError, match="another node"):  # the sibling's statement
+        ask(model, child.provider, rnd, [branch.TestItem(0, child.node_id, sibling.rows, sibling)])
     if not here.all():
         with pytest.raises(ProtocolError, match="did not route"):
-            ask(model, child.provider, rnd, [branch.TestItem(0, child.node_id, all_rows(), bits)])
-    (got,) = ask(model, child.provider, rnd, [branch.TestItem(0, child.node_id, here, bits)])
-    assert got.left.size == here.sum()
+            ask(model, child.provider, rnd, [branch.TestItem(0, child.node_id, all_rows(), route)])
+    (answer,) = ask(model, child.provider, rnd, [branch.TestItem(0, child.node_id, here, route)])
+    assert answer.left.size == here.sum()
     with pytest.raises(ProtocolError, match="already compared"):
-        ask(model, child.provider, rnd, [branch.TestItem(0, child.node_id, here, bits)])
+        ask(model, child.provider, rnd, [branch.TestItem(0, child.node_id, here, route)])
     with pytest.raises(ProtocolError, match="already compared"):
         ask(model, root.provider, rnd, [branch.TestItem(0, 0, all_rows())])
 
@@ -85,23 +89,22 @@ def test_r2_forged_foreign_or_stale_branch_bits_route_nothing(forest):
     earlier round, and a round before the providers' last row load: all refused."""
     model, rows = forest
     tree = model.trees[1]
-    root, child = path_child(tree)
     old = new_round(model, rows)
-    (bits,) = ask(model, root.provider, old, [branch.TestItem(1, 0, all_rows())])
+    (before,) = ask(model, tree.root.provider, old, [branch.TestItem(1, 0, all_rows())])
+    root, child, stale, _ = path_child(tree, before)
     rnd = new_round(model, rows)
     (fresh,) = ask(model, root.provider, rnd, [branch.TestItem(1, 0, all_rows())])
-    here = fresh.routed(child.node_id)
-    item = branch.TestItem(1, child.node_id, here, bits)  # round `old`
+    _, _, route, _ = path_child(tree, fresh)
+    here = route.rows
     with pytest.raises(ProtocolError, match="another round"):
-        ask(model, child.provider, rnd, [item])
+        ask(model, child.provider, rnd, [branch.TestItem(1, child.node_id, stale.rows, stale)])
     other = next(n for n in model.participants if n != root.provider)
-    foreign = branch.BranchBits(other, rnd, 1, 0, fresh.rows, fresh.left, fresh.signature)
+    foreign = branch.RoutedRows(other, rnd, 1, child.node_id, here, route.signature)
     with pytest.raises(ProtocolError, match="did not split the parent"):
         ask(model, child.provider, rnd, [branch.TestItem(1, child.node_id, here, foreign)])
-    flipped = branch.BranchBits(root.provider, rnd, 1, 0, fresh.rows, ~fresh.left,
-                                fresh.signature)  # fmt: skip
+    widened = branch.RoutedRows(root.provider, rnd, 1, child.node_id, all_rows(), route.signature)
     with pytest.raises(UnknownPartyError, match="not signed"):
-        ask(model, child.provider, rnd, [branch.TestItem(1, child.node_id, all_rows(), flipped)])
+        ask(model, child.provider, rnd, [branch.TestItem(1, child.node_id, all_rows(), widened)])
     with pytest.raises(StaleMessageError, match="past it"):
         ask(model, root.provider, old, [branch.TestItem(1, 0, all_rows())])
 

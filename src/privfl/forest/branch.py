@@ -8,11 +8,12 @@ A provider therefore answers test row r at node n of tree t only:
 
 (a) at a node where it provides the split in the tree as grown: a split the CS chose
     (``split-request``) and that no ``forget`` or ``reopen`` has dropped since;
-(b) for a node other than the root, when shown the parent's :class:`BranchBits` routing r to
-    n: signed (Ed25519, the provisioned key pinned in every participant's roster) over the
-    session, the test round, the tree, the parent node, the rows asked there and their bits,
-    by the participant whose split receipt created n (as this provider saw it when it split
-    n; not a revoked one); the root needs no parent;
+(b) for a node other than the root, when shown the parent's provider's :class:`RoutedRows`
+    for n containing r: signed (Ed25519, the provisioned key pinned in every participant's
+    roster) over the session, the test round, the tree, n and the rows the parent's split
+    sent to n, by the participant whose split receipt created n (as this provider saw it
+    when it split n; not a revoked one); the root needs no parent. One statement per child,
+    so a provider sees only the rows that reach its own node (what being asked tells it);
 (c) once per (round, row, tree, node). The CS numbers its test rounds; a provider accepts a
     round only at or above the last one it answered, and after it loads new rows only above
     it, so a statement about earlier rows routes no later row.
@@ -54,78 +55,75 @@ from privfl.forest.messages import (
     seal,
     unseal,
 )
+from privfl.forest.provenance import children
 from privfl.messages import Reader, Writer
 
 SIGNATURE_BYTES = 64
 
 
 @dataclass(frozen=True, eq=False)
-class BranchBits:
-    """A provider's signed answer at one node: of the test rows asked there (``rows``, one
-    bit per test row), which go left (``left``, one bit per row asked: x < s)."""
+class RoutedRows:
+    """A provider's signed statement that, in test round ``round``, its split at the parent
+    of node ``node`` sent the test rows ``rows`` (one bit per test row) to ``node``. One
+    per child, so a child's provider sees only the rows that reach its own node."""
 
     signer: str
     round: int
     tree: int
     node: int
     rows: BoolArray
-    left: BoolArray
     signature: bytes = b""
 
     def signed_bytes(self, session: bytes) -> bytes:
-        w = Writer().str_("privfl revfrf branch-bits").bytes_(session).str_(self.signer)
+        w = Writer().str_("privfl revfrf routed-rows").bytes_(session).str_(self.signer)
         w.u32(self.round).u32(self.tree).u32(self.node).u32(self.rows.size)
-        return w.bytes_(pack_mask(self.rows)).bytes_(pack_mask(self.left)).getvalue()
+        return w.bytes_(pack_mask(self.rows)).getvalue()
 
     @classmethod
     def sign(
         cls, key: Ed25519PrivateKey, session: bytes, signer: str,
-        ids: tuple[int, int, int], rows: BoolArray, left: BoolArray,
-    ) -> BranchBits:  # fmt: skip
-        """``ids``: (round, tree, node)."""
-        unsigned = cls(signer, *ids, rows, left)
-        return cls(signer, *ids, rows, left, key.sign(unsigned.signed_bytes(session)))
+        ids: tuple[int, int, int], rows: BoolArray,
+    ) -> RoutedRows:  # fmt: skip
+        """``ids``: (round, tree, child node)."""
+        unsigned = cls(signer, *ids, rows)
+        return cls(signer, *ids, rows, key.sign(unsigned.signed_bytes(session)))
 
     def verify(self, keys: Mapping[str, Ed25519PublicKey], session: bytes) -> None:
         key = keys.get(self.signer)
         if key is None:
-            raise UnknownPartyError(f"branch bits of {self.signer!r}, not a participant")
+            raise UnknownPartyError(f"routed rows of {self.signer!r}, not a participant")
         try:
             key.verify(self.signature, self.signed_bytes(session))
         except InvalidSignature:
-            raise UnknownPartyError(f"branch bits not signed by {self.signer!r}") from None
-
-    def routed(self, child: int) -> BoolArray:
-        """The test rows this statement sends to ``child`` (left child 2n+1, right 2n+2)."""
-        out = np.zeros(self.rows.size, dtype=bool)
-        asked = np.flatnonzero(self.rows)
-        out[asked[self.left if child == 2 * self.node + 1 else ~self.left]] = True
-        return out
+            raise UnknownPartyError(f"routed rows not signed by {self.signer!r}") from None
 
     def write(self, w: Writer) -> Writer:
         w.str_(self.signer).u32(self.round).u32(self.tree).u32(self.node)
-        return w.bytes_(pack_mask(self.rows)).bytes_(pack_mask(self.left)).bytes_(self.signature)
+        return w.bytes_(pack_mask(self.rows)).bytes_(self.signature)
 
     @classmethod
-    def read(cls, r: Reader, config: SessionConfig, n_rows: int) -> BranchBits:
+    def read(cls, r: Reader, config: SessionConfig, n_rows: int) -> RoutedRows:
         signer, rnd, (tree, node) = r.str_(256), r.u32(), _ids(r, config)
-        rows = read_mask(r, n_rows, "the parent's rows")
-        left = read_mask(r, int(rows.sum()), "the parent's branch bits")
-        signature = r.bytes_(SIGNATURE_BYTES)
-        if len(signature) != SIGNATURE_BYTES:
-            raise MalformedMessageError("branch bits with a short signature")
-        return cls(signer, rnd, tree, node, rows, left, signature)
+        rows = read_mask(r, n_rows, "the routed rows")
+        return cls(signer, rnd, tree, node, rows, _signature(r))
+
+
+def _signature(r: Reader) -> bytes:
+    signature = r.bytes_(SIGNATURE_BYTES)
+    if len(signature) != SIGNATURE_BYTES:
+        raise MalformedMessageError("routed rows with a short signature")
+    return signature
 
 
 @dataclass(frozen=True, eq=False)
 class TestItem:
     """One node of a ``plain-compare``: the test rows asked there and, below the root, the
-    parent provider's signed bits that route them here."""
+    parent provider's signed statement that routes them here."""
 
     tree: int
     node: int
     rows: BoolArray
-    parent: BranchBits | None = None
+    parent: RoutedRows | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -157,28 +155,47 @@ class TestRequest:
             kind = r.u32()
             if kind > 1:
                 raise MalformedMessageError(f"unknown parent kind {kind}")
-            parent = BranchBits.read(r, config, n_rows) if kind else None
+            parent = RoutedRows.read(r, config, n_rows) if kind else None
             items.append(TestItem(*ids, rows, parent))
         r.end()
         return cls(rnd, tuple(items))
+
+
+@dataclass(frozen=True, eq=False)
+class Compared:
+    """A provider's answer at one node: which of the rows asked go left (x < s), and its
+    signed statements of the rows sent to each child (for the children's providers)."""
+
+    left: BoolArray
+    to_left: RoutedRows
+    to_right: RoutedRows
+
+
+def _split_rows(rows: BoolArray, left: BoolArray) -> tuple[BoolArray, BoolArray]:
+    asked = np.flatnonzero(rows)
+    to_left, to_right = np.zeros(rows.size, dtype=bool), np.zeros(rows.size, dtype=bool)
+    to_left[asked[left]], to_right[asked[~left]] = True, True
+    return to_left, to_right
 
 
 def answer(
     request: TestRequest, config: SessionConfig, sender: str, key: Ed25519PrivateKey,
     lefts: list[BoolArray],
 ) -> bytes:  # fmt: skip
-    """The provider's ``plain-compared``: per item, its signed branch bits."""
+    """The provider's ``plain-compared``: per item, the bits and a signed statement per
+    child of the rows sent there."""
     w = Writer().u32(request.round).u32(len(request.items))
     for item, left in zip(request.items, lefts, strict=True):
-        ids = (request.round, item.tree, item.node)
-        signed = BranchBits.sign(key, config.session, sender, ids, item.rows, left)
-        w.u32(item.tree).u32(item.node).bytes_(pack_mask(left)).bytes_(signed.signature)
+        w.u32(item.tree).u32(item.node).bytes_(pack_mask(left))
+        for child, rows in zip(children(item.node), _split_rows(item.rows, left), strict=True):
+            ids = (request.round, item.tree, child)
+            w.bytes_(RoutedRows.sign(key, config.session, sender, ids, rows).signature)
     return seal("plain-compared", config, sender, w)
 
 
 def read_answer(
     data: bytes, config: SessionConfig, sender: str, request: TestRequest
-) -> list[BranchBits]:
+) -> list[Compared]:
     """The CS's check of a ``plain-compared``: item by item the nodes and rows it asked."""
     r = unseal(data, "plain-compared", config, sender)
     expect_ids((r.u32(), r.count(len(request.items), "nodes")),
@@ -186,11 +203,11 @@ def read_answer(
     out = []
     for item in request.items:
         expect_ids((r.u32(), r.u32()), (item.tree, item.node), "plain-compared")
-        left, signature = read_mask(r, int(item.rows.sum()), "branch bits"), r.bytes_(64)
-        if len(signature) != SIGNATURE_BYTES:
-            raise MalformedMessageError("branch bits with a short signature")
-        out.append(BranchBits(sender, request.round, item.tree, item.node, item.rows, left,
-                              signature))  # fmt: skip
+        left = read_mask(r, int(item.rows.sum()), "branch bits")
+        (lc, rc), (lrows, rrows) = children(item.node), _split_rows(item.rows, left)
+        to_left = RoutedRows(sender, request.round, item.tree, lc, lrows, _signature(r))
+        to_right = RoutedRows(sender, request.round, item.tree, rc, rrows, _signature(r))
+        out.append(Compared(left, to_left, to_right))
     r.end()
     return out
 
@@ -241,13 +258,13 @@ class TestGate:
     ) -> None:  # fmt: skip
         parent = item.parent
         if parent is None:
-            raise ProtocolError(f"node {item.tree, item.node} needs its parent's signed bits")
-        if (parent.round, parent.tree, parent.node) != (rnd, item.tree, (item.node - 1) // 2):
-            raise ProtocolError(f"branch bits of another round or node, not node {item.node}'s")
+            raise ProtocolError(f"node {item.tree, item.node} needs its parent's signed rows")
+        if (parent.round, parent.tree, parent.node) != (rnd, item.tree, item.node):
+            raise ProtocolError(f"rows routed in another round or to another node than {item.node}")
         if parent.signer != via or parent.signer in revoked:
-            raise ProtocolError(f"branch bits of {parent.signer!r}, who did not split the parent")
+            raise ProtocolError(f"rows routed by {parent.signer!r}, who did not split the parent")
         parent.verify(keys, session)
-        if (item.rows & ~parent.routed(item.node)).any():
+        if (item.rows & ~parent.rows).any():
             raise ProtocolError(f"test rows the parent did not route to node {item.node}")
 
     def to_bytes(self) -> bytes:

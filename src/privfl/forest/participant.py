@@ -291,9 +291,9 @@ class Participant:
 
     def _compare_plain(self, data: bytes) -> bytes:
         """FRF-Test: per (tree, node) of this participant's splits in the tree as grown, which
-        of the given test rows go left (x < s), in plaintext, signed for the children's
-        providers; only rows the parent's provider's signed bits route there, once per
-        round (:mod:`.branch`)."""
+        of the given test rows go left (x < s), in plaintext, with a signed statement per
+        child of the rows sent there; only rows the parent's provider signed it sent here,
+        once per round (:mod:`.branch`)."""
         rows, cfg = self._test_rows(), self._config
         req = branch.TestRequest.from_bytes(data, cfg, len(self._splits), rows.shape[0])
         if self._gate is None:
