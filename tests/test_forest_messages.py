@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from _forest_fuzz import decode_safely, payloads
 from privfl.crypto import dtpkc
 from privfl.errors import MalformedMessageError, UnknownPartyError, WrongSessionError
-from privfl.forest import RevFRF, schedule
+from privfl.forest import RevFRF, branch, schedule
 from privfl.forest import messages as fm
 from privfl.forest.kgc import Hello, KeyGrant
 from privfl.forest.query_auth import Query
@@ -86,7 +86,7 @@ def cases(model, log):
     owner = header(proposals).sender
     node_req = fm.NodeRequest.from_bytes(node_ask, cfg, 1)
     plain_ask, plain_answer = pair(log, "plain-compare", "plain-compared")
-    plain_req = fm.NodeBatch.from_bytes(plain_ask, "plain-compare", cfg, "CS", 64, 3)
+    plain_req = branch.TestRequest.from_bytes(plain_ask, cfg, 64, 3)
     hoadd_ask, hoadd_answer = pair(log, "hoadd-request", "hoadd-response")
     hoadd = BlindedRequest.from_bytes(hoadd_ask, "hoadd-request", cfg, params)
     active_holt, active_hoadd = (next(  # a comparison for a holder the CC still serves
@@ -104,11 +104,11 @@ def cases(model, log):
         "split-upload": (first(log, "split-upload"), lambda b: fm.CiphertextReply.from_bytes(
             b, "split-upload", cfg, sender_key(cs, b), None, (0, 0, 0)),
             lambda m: 0 < m.value.c1 < params.n2),
-        "plain-compare": (plain_ask, lambda b: fm.NodeBatch.from_bytes(
-            b, "plain-compare", cfg, "CS", 64, 3), lambda m: all(v.size <= 3 for v in m.masks)),
-        "plain-compared": (plain_answer, lambda b: fm.NodeBatch.from_bytes(
-            b, "plain-compared", cfg, header(plain_answer).sender, 64, 3, plain_req),
-            lambda m: len(m.nodes) == len(plain_req.nodes)),
+        "plain-compare": (plain_ask, lambda b: branch.TestRequest.from_bytes(b, cfg, 64, 3),
+                          lambda m: all(i.rows.size == 3 for i in m.items)),
+        "plain-compared": (plain_answer, lambda b: branch.read_answer(
+            b, cfg, header(plain_answer).sender, plain_req),
+            lambda m: len(m) == len(plain_req.items)),
         "hoadd-request": (hoadd_ask, lambda b: BlindedRequest.from_bytes(
             b, "hoadd-request", cfg, params), lambda m: len(m.values) == len(m.shares) == 2),
         "hoadd-response": (hoadd_answer, lambda b: Reply.from_bytes(
@@ -360,10 +360,18 @@ def test_well_framed_requests_with_wrong_sizes_reach_a_participant_only_as_typed
     cfg = model.center_server.config
     participant, splits = fuzz_target
     saved_splits, saved_pending = dict(participant._splits), participant._pending
+    saved_tests = participant._tests.to_bytes()
     ids = st.one_of(st.sampled_from(splits), st.tuples(st.integers(0, 3), st.integers(0, 40)))
     bits = st.integers(0, 90).map(lambda n: np.ones(n, dtype=bool))
     kind = data.draw(st.sampled_from(["plain-compare", "forget", "node", "split", "value"]))
-    if kind in ("plain-compare", "forget"):
+    if kind == "plain-compare":
+        items = data.draw(st.lists(st.tuples(ids, bits), max_size=4))
+        rnd = data.draw(st.integers(0, 3))
+        parent = branch.RoutedRows(participant.name, rnd, 0, 1, np.ones(3, bool), bytes(64))
+        payload = branch.TestRequest(rnd, tuple(
+            branch.TestItem(*i, m, data.draw(st.sampled_from([None, parent]))) for i, m in items
+        )).to_bytes(cfg)  # fmt: skip
+    elif kind == "forget":
         items = data.draw(st.lists(st.tuples(ids, bits), max_size=4))
         message = fm.NodeBatch(kind, tuple(i for i, _ in items), tuple(m for _, m in items))
         payload = message.to_bytes(cfg, "CS")
@@ -384,6 +392,7 @@ def test_well_framed_requests_with_wrong_sizes_reach_a_participant_only_as_typed
         participant._splits.clear()
         participant._splits.update(saved_splits)
         participant._pending = saved_pending
+        participant._tests = branch.TestGate.from_bytes(saved_tests)
 
 
 def test_a_plain_comparison_mask_must_cover_exactly_the_rows_held(session):
@@ -393,9 +402,9 @@ def test_a_plain_comparison_mask_must_cover_exactly_the_rows_held(session):
     held = participant._rows.shape[0]
     node = sorted(participant._splits)[0]
     for size in (held - 1, held + 1, 0):
-        ask = fm.NodeBatch("plain-compare", (node,), (np.ones(size, dtype=bool),))
+        ask = branch.TestRequest(9, (branch.TestItem(*node, np.ones(size, dtype=bool)),))
         with pytest.raises(MalformedMessageError, match="mask"):
-            participant.handle(ask.to_bytes(cfg, "CS"))
+            participant.handle(ask.to_bytes(cfg))
 
 
 @given(st.data())

@@ -123,10 +123,11 @@ def test_revocation_over_the_deployment_leaves_no_node_of_the_participant(deploy
     assert victim in dep.summary()["revoked"]
     cc = nodes.node(CC)._cc()
     assert victim not in cc.holders
-    # one secure evaluation round per run (a holder uploads each test value once per run):
-    # the forest left after the revocation is evaluated with plaintext comparisons here
-    got = drive(dep.test(secure=False), nodes)
+    # a second test round in the same run (the first ran before the revocation): each
+    # provider answers it afresh, restoring its round from the node's saved state
+    got = drive(dep.test(secure=True), nodes)
     assert got.plain.shape == (dep.n_test,)
+    assert np.array_equal(got.secure, got.plain)
     with pytest.raises(InputError):
         drive(dep.revoke(victim), nodes)
 
@@ -362,14 +363,18 @@ def test_a_requester_signs_one_query_batch_per_run_and_follows_one_run(fresh_fit
         nodes.node("asker").handle(control("run-start", provisioning, CS, other.write(Writer())))
 
 
-@pytest.mark.parametrize("steps", ["train,test,revoke,test", "train,query,query"])
-def test_the_server_app_refuses_a_second_secure_test_or_query_before_any_work(steps):
-    """Each node answers one secure evaluation round and signs one query batch per run, so
-    a plan that asks twice fails before any key is read or any node is contacted."""
+def test_the_server_app_refuses_a_second_query_before_any_work_but_not_a_second_test():
+    """A requester node signs one query batch per run, so a plan that queries twice fails
+    before any key is read or any node is contacted. FRF-Test compares in the clear at the
+    providers, one round per test step (:mod:`privfl.forest.branch`): two secure tests in a
+    run are fine and reach the key loading (which fails here, on a missing folder)."""
     from types import SimpleNamespace
 
     from privfl.federation.flower.revfrf_server import _run
 
-    context = SimpleNamespace(run_config={"steps": steps, "cs-keys": "/nonexistent"})
-    with pytest.raises(InputError, match="one secure test and one query per run"):
+    context = SimpleNamespace(run_config={"steps": "train,query,query", "cs-keys": "/none"})
+    with pytest.raises(InputError, match="one query per run"):
+        _run(None, context)
+    context = SimpleNamespace(run_config={"steps": "train,test,revoke,test", "cs-keys": "/none"})
+    with pytest.raises(InputError, match="not found"):
         _run(None, context)

@@ -9,11 +9,10 @@ routed by its header: the ``revfrf`` protocol goes to the role's ``handle``, ``p
 node's PSI party, and the node-control codec ``revfrf-node`` (:data:`CONTROL`) carries what
 the in-process facade does by calling methods: "start a PSI", "give me your revocation
 request", "encrypt your query", "here is your prediction", "compare these PSI lists" (CC),
-"a participant left" (CC).
-
-A node's progress through a run (its PSI scalar and order, its aligned rows, its pending
-candidates and thresholds, the CC's revocations) lives in ``state``, a mapping of bytes the
-Flower ClientApp keeps in the node-local ``context.state``; nothing of it leaves the node.
+"a participant left" (CC). A node's progress through a run (its PSI scalar and order, its
+aligned rows, its pending candidates and thresholds, the CC's revocations) lives in
+``state``, a mapping of bytes the Flower ClientApp keeps in the node-local
+``context.state``; nothing of it leaves the node.
 """
 
 from __future__ import annotations
@@ -191,8 +190,7 @@ class Node:
         """After every batch (even one that raised), the CC's state (revocations, the queries
         it opened and the comparisons it signed for them) and its audit log (signed alarms
         of out-of-range comparisons) to its state and audit file, whether or not the batch
-        raised an alarm: the I/O never depends on which branch an answer took
-        (:mod:`.secure_ops`)."""
+        raised an alarm: the I/O never depends on which branch an answer took (secure_ops)."""
         if self.role != "cc" or self._cc_role is None:
             return
         cc, self._cc_role = self._cc_role, None
@@ -306,7 +304,9 @@ class Node:
             r.end()
             if not self.files.leave:
                 raise ProtocolError(f"{self.name} has not asked to leave (node config: leave)")
-            return self._role().revocation_request()
+            request = (leaving := self._role()).revocation_request()  # drops its splits
+            self.state["participant"] = leaving.export_state()
+            return request
         if self.role == "cc" and step == "psi-compare":
             finals = r.list_(MAX_BLOBS)
             r.end()

@@ -78,6 +78,7 @@ class CenterServer:
         self._n_classes = max(len(self.classes), 1)
         self._min_samples, self._reuse = min_samples, reuse_features
         self._rng = np.random.default_rng(seed)  # not secret: bootstrap and feature subsets
+        self._test_round = 0  # FRF-Test rounds run (:mod:`.branch`)
         self._cs: secure_ops.CSMaterial | None = None
         self._roster: dict[str, RosterEntry] = {}
         self._features: list[tuple[str, int]] = []  # global feature id -> (owner, column)
@@ -285,7 +286,8 @@ class CenterServer:
         level, one ``plain-compare`` message per provider). The CS learns the branch bits
         of the rows' paths (what HoLT gave it), the provider which of its test rows reach its
         nodes (what it learnt from HoLT's value requests); no value is decrypted for anyone."""
-        values = yield from plain.leaves(self.trees, n_rows, self.config)
+        self._test_round += 1  # a fresh round: the providers' once-per-row count restarts
+        values = yield from plain.leaves(self.trees, n_rows, self.config, self._test_round)
         return self._decoded(vote(values, self.task, self._n_classes))
 
     # -------------------------------------------------------------------- revocation

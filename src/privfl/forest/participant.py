@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Mapping, Sequence
 
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -24,12 +23,13 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from privfl._typing import BoolArray, FloatArray
 from privfl.crypto import dtpkc
 from privfl.errors import InputError, MalformedMessageError, ProtocolError
-from privfl.forest import secure_ops
+from privfl.forest import branch, secure_ops
 from privfl.forest.budget import MAX_QUERIES as MAX_QUERIES
+from privfl.forest.inputs import check_matrix as check_matrix
+from privfl.forest.inputs import check_name as check_name
 from privfl.forest.kgc import Hello, KeyGrant
 from privfl.forest.messages import (
     CS,
-    RESERVED_NAMES,
     CiphertextReply,
     NodeBatch,
     NodeQuery,
@@ -42,32 +42,10 @@ from privfl.forest.messages import (
     pack_mask,
     read_mask,
 )
-from privfl.forest.provenance import NodeGate, SplitReceipt, under
-from privfl.forest.query_auth import Query, SignedQuery, digest_of
+from privfl.forest.provenance import NodeGate, SplitReceipt, digest, under
 from privfl.forest.reopen import ReopenNotice, reopened
+from privfl.forest.requester import Requester as Requester
 from privfl.messages import Reader, Writer
-
-
-def check_name(name: object, what: str) -> str:
-    if not isinstance(name, str) or not name or name in RESERVED_NAMES or len(name) > 200:
-        raise InputError(f"{what} name {name!r} is empty, too long or reserved (CS, CC, KGC)")
-    return name
-
-
-def check_matrix(values: object, what: str, rows: int | None = None) -> FloatArray:
-    """A finite 2-D float matrix (a 1-D vector is one column), InputError otherwise."""
-    try:
-        arr = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise InputError(f"{what}: features must be numbers") from None
-    arr = arr[:, None] if arr.ndim == 1 else arr
-    if arr.ndim != 2 or arr.shape[1] == 0 or arr.shape[0] == 0:
-        raise InputError(f"{what}: feature matrix must be 2-D with at least one row and column")
-    if rows is not None and arr.shape[0] != rows:
-        raise InputError(f"{what}: {arr.shape[0]} rows, expected {rows}")
-    if not np.all(np.isfinite(arr)):
-        raise InputError(f"{what}: features contain NaN or infinite values")
-    return arr
 
 
 class Participant:
@@ -93,6 +71,9 @@ class Participant:
         self._splits: dict[tuple[int, int], tuple[int, float]] = {}  # (tree, node) -> (col, s)
         self._receipted: set[tuple[int, int]] = set()  # every node it ever signed a split of
         self._rows: FloatArray | None = None  # local test rows (FRF-Test)
+        self._tests = branch.TestGate()  # which rows it compared where (FRF-Test, :mod:`.branch`)
+        # (column, digest of μ) -> the one threshold it released there, across reopens
+        self._released: dict[tuple[int, bytes], float] = {}
         # ParHDec1 tickets paid, and the requester query ids seen
         self._budget = secure_ops.DecryptionBudget(max_queries)
         self._rng = np.random.default_rng(secrets.randbits(64))  # not secret: probed samples
@@ -128,9 +109,13 @@ class Participant:
         self._rows = check_matrix(rows, f"rows of participant {self.name!r}")
         if self._rows.shape[1] != self.n_columns:
             raise InputError(f"participant {self.name!r}: expected {self.n_columns} columns")
+        self._tests.reload()
 
     def revocation_request(self) -> bytes:
-        """A fresh signed request to leave (a random nonce and the current time)."""
+        """A fresh signed request to leave (a random nonce and the current time). It drops
+        its thresholds and pending candidates: the CS regrows its subtrees without it, and
+        it compares no test row at its old nodes any more (:mod:`.branch`)."""
+        self._splits, self._pending = {}, {}
         ms = int(time.time() * 1000)
         request = RevocationRequest.sign(
             self._signing_key, self._config, self.name, secrets.token_bytes(16), ms
@@ -162,7 +147,11 @@ class Participant:
         for tree, node in sorted(self._receipted):
             w.u32(tree).u32(node)
         gate = self._gate.extra_bytes() if self._gate is not None else b""
-        return w.bytes_(self._budget.to_bytes()).bytes_(gate).getvalue()
+        w.bytes_(self._budget.to_bytes()).bytes_(gate).bytes_(self._tests.to_bytes())
+        w.u32(len(self._released))
+        for (col, mu), s in sorted(self._released.items()):
+            w.u32(col).bytes_(mu).f64(s)
+        return w.getvalue()
 
     def restore_state(self, data: bytes) -> None:
         cfg, limit = self._config, self._config.max_internal_nodes
@@ -183,7 +172,11 @@ class Participant:
             seen[key], depths[key] = r.bytes_(32), r.u32()
         receipted = {(r.u32(), r.u32()) for _ in range(r.count(1 << 32, "split nodes"))}
         budget = secure_ops.DecryptionBudget.from_bytes(r.bytes_(), 1 << 32)
-        gate = r.bytes_()
+        gate, tests = r.bytes_(), branch.TestGate.from_bytes(r.bytes_())
+        released = {}
+        for _ in range(r.count(1 << 32, "released thresholds")):
+            col, mu = r.u32(), r.bytes_(32)
+            released[(col, mu)] = r.f64_finite("threshold")
         r.end()
         if any(len(seed) != 32 for seed in (*roots.values(), *seen.values())):
             raise MalformedMessageError(f"{self.name}'s saved state has a short root seed")
@@ -191,6 +184,7 @@ class Participant:
             raise MalformedMessageError(f"{self.name}'s saved state names a missing column")
         self._pending, self._splits = pending, splits
         self._budget, self._receipted = budget, receipted
+        self._tests, self._released = tests, released
         if self._gate is not None:
             self._gate.roots, self._gate.seen, self._gate.depths = roots, seen, depths
             self._gate.load_extra(gate)
@@ -225,18 +219,13 @@ class Participant:
         if parent and parent.signer != self.name and (parent.tree, parent.node) in self._receipted:
             raise ProtocolError(f"{self.name} already split node {parent.tree, parent.node}")
         self._gate.check(req.tree, req.node, req.members, req.origin)
-        members = np.flatnonzero(req.members)
+        members, mu = np.flatnonzero(req.members), digest(req.members)
         columns, masks, pending = [], [], []
         for c in req.columns:
             values = self._columns[members, c]
             if values.size == 0:
                 continue
-            drawn = self._rng.choice(values.size, min(cfg.probe_size, values.size), replace=False)
-            lo, hi = float(values[drawn].min()), float(values[drawn].max())
-            if hi <= lo:
-                continue
-            for k in range(1, cfg.candidates + 1):
-                s = lo + (hi - lo) * k / (cfg.candidates + 1)
+            for s in self._candidates(values, self._released.get((c, mu))):
                 columns.append(c)
                 masks.append(values >= s)
                 pending.append((c, s))
@@ -244,6 +233,20 @@ class Participant:
             self._pending.pop(next(iter(self._pending)))  # losing proposals, oldest first
         self._pending[(req.tree, req.node)] = (req.members, pending)
         return Proposals(req.tree, req.node, tuple(columns), tuple(masks)).to_bytes(cfg, self.name)
+
+    def _candidates(self, values: FloatArray, released: float | None) -> list[float]:
+        """ς thresholds evenly inside (min, max) of ϱ values drawn from the node's; only the
+        threshold released before when this column of these samples was split already (a
+        reopen regrows nodes under the same ids: a second threshold on the same (column, μ)
+        would be a second equation in the same two raw values)."""
+        if released is not None:
+            return [released]
+        cfg = self._config
+        drawn = self._rng.choice(values.size, min(cfg.probe_size, values.size), replace=False)
+        lo, hi = float(values[drawn].min()), float(values[drawn].max())
+        if hi <= lo:
+            return []
+        return [lo + (hi - lo) * k / (cfg.candidates + 1) for k in range(1, cfg.candidates + 1)]
 
     def _upload_split(self, data: bytes) -> bytes:
         """Record the winning split and send it encrypted under θ_u's public key."""
@@ -256,8 +259,9 @@ class Participant:
             raise ProtocolError(f"{self.name} has no candidate split {req.index}")
         if (req.tree, req.node) in self._receipted:
             raise ProtocolError(f"{self.name} already split node {req.tree, req.node}")
-        self._receipted.add((req.tree, req.node))
         col, s = pending[req.index]
+        s = self._released.setdefault((col, digest(members)), s)  # never a second one there
+        self._receipted.add((req.tree, req.node))
         del self._pending[(req.tree, req.node)]
         self._splits[(req.tree, req.node)] = (col, s)
         right = members & (self._columns[:, col] >= s)
@@ -285,19 +289,21 @@ class Participant:
         return dtpkc.encrypt(sk.public, dtpkc.to_fixed_point(x, self._config.fraction_bits, prm))
 
     def _compare_plain(self, data: bytes) -> bytes:
-        """Evaluation shortcut: per (tree, node) of this participant, which of the given test
-        rows go left (x < s), in plaintext."""
-        rows = self._test_rows()
-        batch = NodeBatch.from_bytes(
-            data, "plain-compare", self._config, CS, len(self._splits), rows.shape[0]
-        )
-        out = []
-        for (tree, node), mask in zip(batch.nodes, batch.masks, strict=True):
-            col, s = self._split(tree, node)
-            out.append(rows[mask, col] < s)
-        return NodeBatch("plain-compared", batch.nodes, tuple(out)).to_bytes(
-            self._config, self.name
-        )
+        """FRF-Test: per (tree, node) of this participant's splits in the tree as grown, which
+        of the given test rows go left (x < s), in plaintext, with a signed statement per
+        child of the rows sent there; only rows the parent's provider signed it sent here,
+        once per round (:mod:`.branch`)."""
+        rows, cfg = self._test_rows(), self._config
+        req = branch.TestRequest.from_bytes(data, cfg, len(self._splits), rows.shape[0])
+        if self._gate is None:
+            raise ProtocolError(f"{self.name} has no keys yet")
+        gate = self._gate
+        self._tests.admit(req, self._splits, gate.via, gate.revoked, gate.peers, cfg.session)
+        lefts = []
+        for item in req.items:
+            col, s = self._splits[(item.tree, item.node)]
+            lefts.append(rows[item.rows, col] < s)
+        return branch.answer(req, cfg, self.name, self._signing_key, lefts)
 
     def _forget(self, data: bytes) -> bytes:
         """Drop the thresholds of destroyed nodes (revocation)."""
@@ -339,55 +345,3 @@ class Participant:
         return secure_ops.holder_partial_decrypt(
             self._keys(), self.name, self._cc_key, self._config, data, pay
         )
-
-
-class Requester:
-    """Someone with a KGC key who asks the CS to classify one sample (FRF-Predict); its
-    Ed25519 key (pinned by the KGC) signs each query, so no one else can spend comparisons
-    in its name (:mod:`.query_auth`)."""
-
-    role = "requester"
-
-    def __init__(
-        self, name: str, config: SessionConfig, *, signing_key: Ed25519PrivateKey | None = None
-    ) -> None:
-        """``signing_key``: a provisioned query-signing key (default: a fresh one)."""
-        self.name = check_name(name, "requester")
-        self._config = config
-        self._signing_key = signing_key or Ed25519PrivateKey.generate()
-        self._sk: dtpkc.SecretKey | None = None
-
-    def hello(self) -> bytes:
-        """To the KGC: the key the CS and the CC will pin for this requester's queries."""
-        key = self._signing_key.public_key().public_bytes_raw()
-        return Hello(self.name, key).to_bytes(self._config, "requester-hello")
-
-    def install_keys(self, data: bytes) -> None:
-        if self._sk is not None:
-            raise ProtocolError(f"{self.name} already holds its keys")
-        self._sk = KeyGrant.from_bytes(data, "requester-keys", self._config).weak_key()
-
-    def query(self, layout: Sequence[tuple[str, int]], sample: Mapping[str, object]) -> bytes:
-        """Encrypt every feature of ``sample`` (participant -> its values) under the
-        requester's key, in the order of ``layout`` ((participant, columns) as the CS's
-        roster lists them)."""
-        if self._sk is None:
-            raise ProtocolError(f"{self.name} has no keys yet")
-        unknown = sorted(set(sample) - {name for name, _ in layout})
-        if unknown:
-            raise InputError(f"unknown participant(s) in the query: {unknown}")
-        values = []
-        for name, n_columns in layout:
-            if name not in sample:
-                raise InputError(f"the query lacks the columns of participant {name!r}")
-            row = check_matrix(np.atleast_2d(np.asarray(sample[name], dtype=object)), name, 1)
-            if row.shape[1] != n_columns:
-                raise InputError(f"participant {name!r}: expected {n_columns} columns")
-            prm, f = self._sk.public.params, self._config.fraction_bits
-            values += [
-                dtpkc.encrypt(self._sk.public, dtpkc.to_fixed_point(float(x), f, prm))
-                for x in row[0]
-            ]
-        digest = digest_of(values)
-        signed = SignedQuery.sign(self._signing_key, self._config, self.name, digest)
-        return Query(tuple(values), signed.signature).to_bytes(self._config, self.name)

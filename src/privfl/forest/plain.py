@@ -1,7 +1,8 @@
 """The plaintext-comparison walk of a forest (the evaluation shortcut of FRF-Test), as a CS
 job: level by level, one ``plain-compare`` message per provider with the rows at each of its
-nodes; the providers answer which of those rows go left (x < s). The CS learns the path of
-every row (as with HoLT); the providers learn which test rows reach their nodes."""
+nodes; the providers answer which of those rows go left (x < s) and sign, per child, the
+rows sent there, which the CS shows that child's provider. The CS learns the path of every
+row (as with HoLT); the providers learn which test rows reach their nodes."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from privfl._typing import BoolArray, FloatArray
+from privfl.forest.branch import RoutedRows, TestItem, TestRequest, read_answer
 from privfl.forest.jobs import Par
-from privfl.forest.messages import CS, NodeBatch, Outgoing, SessionConfig
+from privfl.forest.messages import Outgoing, SessionConfig
 from privfl.forest.tree import Leaf, Split, Tree
 
 
@@ -23,35 +25,41 @@ def mask(n: int, rows: np.ndarray) -> BoolArray:
     return out
 
 
-def leaves(trees: Sequence[Tree], n_rows: int, config: SessionConfig) -> Par[FloatArray]:
-    """The leaf value each row reaches in each tree (trees x rows)."""
+def leaves(trees: Sequence[Tree], n_rows: int, config: SessionConfig, rnd: int) -> Par[FloatArray]:
+    """The leaf value each row reaches in each tree (trees x rows), in test round ``rnd``:
+    below the root each provider is shown the parent's provider's signed statement of the
+    rows sent to its node (:mod:`.branch`)."""
     values = np.empty((len(trees), n_rows))
-    frontier = {(t.tree_id, 0): np.arange(n_rows) for t in trees}
+    Ask = tuple[int, Split, np.ndarray, RoutedRows | None]
+    frontier: dict[tuple[int, int], tuple[np.ndarray, RoutedRows | None]] = {
+        (t.tree_id, 0): (np.arange(n_rows), None) for t in trees
+    }
     while frontier:
-        asks: dict[str, list[tuple[int, Split, np.ndarray]]] = defaultdict(list)
-        for (t, nid), rows in frontier.items():
+        asks: dict[str, list[Ask]] = defaultdict(list)
+        for (t, nid), (rows, parent) in frontier.items():
             node = trees[t].nodes[nid]
             if isinstance(node, Leaf):
                 values[t, rows] = node.value
             else:
-                asks[node.provider].append((t, node, rows))
+                asks[node.provider].append((t, node, rows, parent))
         frontier = {}
         if not asks:
             break
         requests = {
-            provider: NodeBatch(
-                "plain-compare", tuple((t, node.node_id) for t, node, _ in items),
-                tuple(mask(n_rows, rows) for _, _, rows in items),
-            )
+            provider: TestRequest(rnd, tuple(
+                TestItem(t, node.node_id, mask(n_rows, rows), parent)
+                for t, node, rows, parent in items
+            ))
             for provider, items in asks.items()
         }  # fmt: skip
-        replies = yield tuple(Outgoing(p, r.to_bytes(config, CS)) for p, r in requests.items())
+        replies = yield tuple(Outgoing(p, r.to_bytes(config)) for p, r in requests.items())
         for (provider, items), reply in zip(asks.items(), replies, strict=True):
-            answer = NodeBatch.from_bytes(
-                reply, "plain-compared", config, provider, len(items), n_rows, requests[provider]
-            )
-            for (t, node, rows), left in zip(items, answer.masks, strict=True):
-                for child, part in ((node.left, rows[left]), (node.right, rows[~left])):
+            answer = read_answer(reply, config, provider, requests[provider])
+            for (t, node, rows, _), got in zip(items, answer, strict=True):
+                for child, part, routed in (
+                    (node.left, rows[got.left], got.to_left),
+                    (node.right, rows[~got.left], got.to_right),
+                ):
                     if part.size:
-                        frontier[(t, child)] = part
+                        frontier[(t, child)] = (part, routed)
     return values

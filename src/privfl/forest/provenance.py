@@ -30,10 +30,14 @@ samples and ``max_depth`` levels, and it may ask a participant for proposals at 
 it has not split as often as it likes (fresh probes, the same samples). From a node it
 learns what RevFRF reveals by design: for each candidate, which of the node's samples go
 right (the order of the participant's values, coarsened to ς thresholds). It gets at most
-one encrypted threshold per (participant, tree, node). **Residual leak:** a threshold is
+one encrypted threshold per (participant, tree, node) and, across reopens, per
+(participant, column, μ): a participant keeps, never cleared, the threshold it released on
+each (column, digest of μ) and offers only that one when asked there again (a reopen
+forgets the splits below a revoked participant's nodes, so a replayed older receipt
+rebuilds a node's μ; it now gets the same threshold back). **Residual leak:** a threshold is
 ``lo + (hi - lo)·k/(ς+1)``, exactly affine in the min and max of the probed samples, so
-a CS that opens it (see :mod:`.secure_ops`: a holder's FRF-Test tickets or a signed
-query's budget) learns one exact affine combination of two of the node's raw
+a CS that opens it (see :mod:`.secure_ops`: a signed query's budget, colluding with a
+requester) learns one exact affine combination of two of the node's raw
 values; with one threshold per node this no longer solves for both, but the CS can steer
 one participant to split several nested nodes of ``min_node_size`` samples and combine
 the equations, or have several other participants each split the same node once (a
@@ -194,6 +198,7 @@ class NodeGate:
     depths: dict[tuple[int, int], int] = field(default_factory=dict)  # node -> its depth
     parents: dict[tuple[int, int], bytes] = field(default_factory=dict)  # node -> its split
     revoked: set[str] = field(default_factory=set)  # whose revocation it was shown
+    via: dict[tuple[int, int], str] = field(default_factory=dict)  # node -> its parent's splitter
 
     def check(self, tree: int, node: int, members: BoolArray, origin: Provenance) -> None:
         """Refuse (ProtocolError, before anything is computed) a node request whose μ does
@@ -235,6 +240,7 @@ class NodeGate:
             raise ProtocolError(f"node {tree, node}'s samples are not those its parent split off")
         self.seen[(tree, node)], self.depths[(tree, node)] = want, depth
         self.parents[(tree, receipt.node)] = split
+        self.via[(tree, node)] = receipt.signer
 
     def reopen(self, revoked: str, tops: list[tuple[int, int]]) -> None:
         """After ``revoked``'s signed revocation and its own receipts of the ``tops`` it split
@@ -248,6 +254,7 @@ class NodeGate:
         for key in strictly:
             self.seen.pop(key, None)
             self.depths.pop(key, None)
+            self.via.pop(key, None)
         for key in [k for k in self.parents if under(k, tops)]:
             del self.parents[key]
 
@@ -257,7 +264,10 @@ class NodeGate:
         w = Writer().u32(len(self.parents))
         for (tree, node), split in sorted(self.parents.items()):
             w.u32(tree).u32(node).bytes_(split)
-        return w.list_(sorted(s.encode() for s in self.revoked)).getvalue()
+        w.list_(sorted(s.encode() for s in self.revoked)).u32(len(self.via))
+        for (tree, node), signer in sorted(self.via.items()):
+            w.u32(tree).u32(node).str_(signer)
+        return w.getvalue()
 
     def load_extra(self, data: bytes) -> None:
         if not data:
@@ -270,5 +280,6 @@ class NodeGate:
                 raise MalformedMessageError("a saved split digest must be 32 bytes")
             parents[key] = split
         revoked = {s.decode("utf-8", "replace") for s in r.list_(len(self.peers))}
+        via = {(r.u32(), r.u32()): r.str_(256) for _ in range(r.count(1 << 32, "nodes"))}
         r.end()
-        self.parents, self.revoked = parents, revoked
+        self.parents, self.revoked, self.via = parents, revoked, via

@@ -15,6 +15,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from privfl.crypto import dtpkc
 from privfl.errors import ProtocolError
 from privfl.forest import budget, query_auth, secure_ops
+from privfl.forest.branch import TestGate
 from privfl.forest.center_server import CenterServer
 from privfl.forest.computation_provider import ComputationProvider
 from privfl.forest.jobs import Batch, Par
@@ -140,6 +141,7 @@ def secure_ops_world(
     budget = secure_ops.DecryptionBudget(MAX_QUERIES).to_bytes()
     state = Writer().u32(0).u32(1).u32(0).u32(0).u32(0).f64(0.0).u32(0).u32(0).u32(0)
     state.bytes_(budget).bytes_(b"")  # no split seen, no revocation shown
+    state.bytes_(TestGate().to_bytes()).u32(0)  # no test round, no threshold released
     for p in parties.values():
         p.restore_state(state.getvalue())
     return SecureOpsWorld(runner, kgc, cs, cc, parties, signing)

@@ -69,10 +69,9 @@ clear (``plain-compare``, :func:`.plain.leaves`) and sends only the bits of the 
 its nodes; it uploads no test value and pays no test ticket: a deviating CS that asks for
 test values gets a refusal (an unknown step), and a ticket of any other kind than a
 requester's query is never paid. Following the protocol, the CS learns the honest output:
-per row, the branch at each node on its path. Deviating (review finding, open): the row
-mask is the CS's, so it can ask for every test row at every node the provider split,
-including splits it never used in a tree: per test row, one bit against each threshold
-the provider released (thresholds it cannot choose freely; no decryption).
+per row, the branch at each node on its path. Deviating: a provider answers a row at a
+node only where it splits in the tree, for rows the parent's provider's signed bits route
+there, once per round (:mod:`.branch`, which bounds what is left).
 
 What a deviating CS can still get: the CS chooses what it compares (the holder cannot see
 inside the blinded HoLT), so each payable requester-query ticket is one comparison bit *of
