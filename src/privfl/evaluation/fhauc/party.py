@@ -114,14 +114,24 @@ class PartyResult:
         return self.outcome.verified
 
     def to_dict(self) -> dict[str, Any]:
+        """The result as JSON values; with a ``curve``/``metrics`` reveal also ``curve``:
+        the revealed counts normalised by the total (``tp``, ``fp``, decision points
+        ``0..N-1``) and the ROC points ``tpr``, ``fpr`` computed from them."""
         o = self.outcome
-        return {
+        out = {
             "party": self.party, "session": self.session, "auc": o.auc,
             "security": self.security, "thresholds": self.num_points,
             "parties": list(self.parties), "verified": o.verified,
             "executions": self.executions, "precision": o.precision,
             "tolerance": o.tolerance, "spread": o.spread, "guarantee_log2": o.guarantee_log2,
         }  # fmt: skip
+        if o.curve is not None:
+            tp, fp = o.curve.tp, o.curve.fp
+            out["curve"] = {
+                "tp": tp.tolist(), "fp": fp.tolist(),
+                "tpr": (tp / tp[-1]).tolist(), "fpr": (fp / fp[-1]).tolist(),
+            }  # fmt: skip
+        return out
 
 
 class Party:

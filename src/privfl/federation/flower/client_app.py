@@ -8,6 +8,9 @@ from here, never from the server's run configuration:
 ``data-file``      CSV or Parquet with the party's scores and labels
 ``score-column``, ``label-column``   column names (default ``score`` and ``label``)
 ``output-dir``     where the result JSON is written (default: the current directory)
+``reveals``        comma-separated disclosures this node consents to: ``auc`` (default),
+                   ``curve``, ``metrics`` (:mod:`privfl.evaluation.fhauc.reveal`); a session
+                   announcing another is refused at the join, before any upload
 
 Simulation only (a virtual node has no ``keys-dir``, only ``partition-id`` and
 ``num-partitions``): virtual node ``k`` plays ``party-k`` with keys from
@@ -52,6 +55,7 @@ from privfl.errors import (
 )
 from privfl.evaluation import fhauc
 from privfl.evaluation.fhauc import roles
+from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.steps import Step
 from privfl.evaluation.fhauc.threshold_party import ThresholdFhaucParty
 from privfl.evaluation.fhauc.threshold_schedule import threshold_party_step
@@ -148,14 +152,21 @@ def _load_array(raw: bytes) -> np.ndarray:
     return values
 
 
+def consents(context: Context) -> tuple[Reveal, ...]:
+    """The reveal modes this node's operator consents to (node setting ``reveals``)."""
+    text = _setting(context, "reveals", Reveal.AUC.value)
+    return tuple(Reveal.parse(r.strip()) for r in text.split(",") if r.strip())
+
+
 def _party(context: Context) -> fhauc.Party | ThresholdFhaucParty:
     keys_dir, (scores, labels) = _party_files(context)
     keys = load_party_keys(keys_dir)
     if keys.keys == "threshold":
         return _threshold_party(context, keys, scores, labels)
     party = roles.make_party(
-        "single", keys.name, keys.identity, keys.roster, keys.key_holder, scores, labels
-    )
+        "single", keys.name, keys.identity, keys.roster, keys.key_holder, scores, labels,
+        reveal=consents(context),
+    )  # fmt: skip
     party.receive_bundle(keys.bundle)
     record = context.state.get(STATE)
     state = record.get("state") if isinstance(record, ConfigRecord) else None
@@ -169,8 +180,9 @@ def _threshold_party(
     """A threshold party (keys provisioned with ``--keys threshold``), its session progress
     and key share restored from the node-local state."""
     party = roles.make_party(
-        "threshold", keys.name, keys.identity, keys.roster, keys.key_holder, scores, labels
-    )
+        "threshold", keys.name, keys.identity, keys.roster, keys.key_holder, scores, labels,
+        reveal=consents(context),
+    )  # fmt: skip
     party.receive_bundle(keys.bundle)
     record = context.state.get(STATE)
     state = record.get("threshold") if isinstance(record, ConfigRecord) else None

@@ -11,6 +11,9 @@ Run configuration (``[tool.flwr.app.config]`` of the app, overridable with ``flw
                       the parties refuse a weaker one); ``splits`` (S, default 4)
 ``score-low``/``score-high``  declared score range (default 0 and 1)
 ``parties``           comma-separated party names expected (default: every party in the roster)
+``reveal``            ``"auc"`` (default), ``"curve"`` or ``"metrics"``: what the parties learn
+                      (each node refuses a mode its operator did not consent to, node setting
+                      ``reveals``); the parties write it to their result file, never here
 ``keys``              ``"threshold"`` or ``"single"`` (default ``""``: as provisioned; must
                       match the aggregator keys). Threshold keys add the rounds
                       ``fhauc_keygen``, ``fhauc_keycheck`` (joint key generation, checked by
@@ -43,6 +46,7 @@ from privfl.errors import InputError, MalformedMessageError, PrivflError, Protoc
 from privfl.evaluation import fhauc
 from privfl.evaluation.fhauc import roles
 from privfl.evaluation.fhauc.policy import Security
+from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.threshold_aggregator import ThresholdMixin
 from privfl.evaluation.fhauc.threshold_schedule import run_threshold_session
 from privfl.federation.flower.payload import pack
@@ -206,6 +210,7 @@ def _run(grid: Grid, context: Context) -> None:
         (float(_cfg(context, "score-low", 0.0)), float(_cfg(context, "score-high", 1.0))),
         security,
         int(_cfg(context, "splits", 4)),
+        Reveal.parse(str(_cfg(context, "reveal", Reveal.AUC.value)).strip()),
     )
     try:
         if isinstance(agg, ThresholdMixin):
