@@ -46,6 +46,7 @@ from privfl.evaluation.fhauc.aggregator import Aggregator
 from privfl.evaluation.fhauc.messages import AGGREGATOR
 from privfl.evaluation.fhauc.policy import Security
 from privfl.evaluation.fhauc.reveal import Reveal
+from privfl.evaluation.fhauc.session import check_joins
 from privfl.evaluation.fhauc.threshold_keys import ThresholdKeys
 from privfl.evaluation.fhauc.threshold_ops import ThresholdCiphertext
 from privfl.evaluation.fhauc.threshold_setup import ThresholdPublicSetup
@@ -67,6 +68,7 @@ class ThresholdMixin(Aggregator):
         self.server: th.ThresholdServer | None = None
         self.plan: tp.Plan | None = None
         self.lead = ""
+        self._commitments: tuple[bytes, ...] = ()
         self._requests: list[th.DecryptionRequest] = []
         self._uploads: dict[str, tmsg.ThresholdUpload] = {}
         self._keys_installed = False
@@ -106,7 +108,9 @@ class ThresholdMixin(Aggregator):
         cfg, plan = self._config(), self._plan()
         ctx = th.ThresholdContext.for_parameters(plan.params, len(cfg.parties))
         self.server = th.ThresholdServer(AGGREGATOR, ctx, tp.threshold_session(transcript))
-        self.lead = ""  # known after the key round (tp.lead_index)
+        self.lead = ""  # known once the key checks reveal the lead secrets (tp.lead_index)
+        checked = check_joins(cfg, [joins[p] for p in cfg.parties], self.roster)
+        self._commitments = tuple(j.nonce for j in checked)
         return start
 
     def add_keygen_share(self, party: str, data: bytes) -> None:
@@ -118,12 +122,7 @@ class ThresholdMixin(Aggregator):
     def finish_keygen(self) -> bytes:
         """Key generation round 1, end: the joint public and switching keys (every party's
         contribution must have been added)."""
-        joint = self._server().joint_public_keys()
-        cfg = self._config()
-        digest = tp.joint_digest(joint.public_key, joint.switch_key)
-        transcript = tp.threshold_transcript(self.transcript or b"")
-        self.lead = cfg.parties[tp.lead_index(transcript, len(cfg.parties), digest)]
-        return joint.to_bytes()
+        return self._server().joint_public_keys().to_bytes()
 
     def combine_keygen(self, shares: Mapping[str, bytes]) -> bytes:
         """Key generation round 1 from all contributions at once (:meth:`add_keygen_share`
@@ -133,11 +132,18 @@ class ThresholdMixin(Aggregator):
         return self.finish_keygen()
 
     def relay_checks(self, checks: Mapping[str, bytes]) -> bytes:
-        """Relay every party's signed key sketch (each party checks them itself)."""
+        """Relay every party's signed key sketch (each party checks them itself); the lead
+        secrets they reveal must open the joins' commitments, and fix the lead."""
         cfg = self._config()
+        reveals = []
         for p in cfg.parties:
-            if tmsg.KeyCheck.from_bytes(checks[p], cfg.session, self.roster).sender != p:
+            check = tmsg.KeyCheck.from_bytes(checks[p], cfg.session, self.roster)
+            if check.sender != p:
                 raise UnknownPartyError(f"the key check of {p!r} is signed by another party")
+            reveals.append(check.lead_secret)
+        seed = tp.check_reveals(cfg.parties, self._commitments, reveals)
+        transcript = tp.threshold_transcript(self.transcript or b"")
+        self.lead = cfg.parties[tp.lead_index(transcript, len(cfg.parties), seed)]
         items = tuple(checks[p] for p in cfg.parties)
         return tmsg.Relay(cfg.session, items, "th-keychecks").to_bytes()
 

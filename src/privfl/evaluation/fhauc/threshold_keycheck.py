@@ -22,9 +22,12 @@ def verify_joint_key(
     joint: th.JointPublicKeys,
     joint_bytes: bytes,
     items: tuple[bytes, ...],
-) -> None:
+) -> list[bytes]:
     """Refuse (``ProtocolError``) unless the signed key checks ``items`` come from exactly the
-    session's parties and their sketches add up to the sketch of ``joint``."""
+    session's parties and their sketches add up to the sketch of ``joint``; returns the lead
+    secrets they reveal, in party order (:func:`~.threshold_plan.check_reveals` opens them)."""
     checks = [tmsg.KeyCheck.from_bytes(item, config.session, roster) for item in items]
     sketches = [(c.sender, c.sketch) for c in checks]
     verify_sketches(keys.context, keys.session, config.parties, sketches, joint, joint_bytes)
+    by_sender = {c.sender: c.lead_secret for c in checks}
+    return [by_sender[p] for p in config.parties]

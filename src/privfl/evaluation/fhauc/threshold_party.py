@@ -12,7 +12,8 @@ contribution with coefficients derived from the joint key; ``upload`` checks tha
 sketches add up to the joint key's (a substituted key is caught except with probability
 ``2^-30`` per RNS row), then sends its relinearisation share and encrypted statistics;
 ``decrypt``: ``s_i c1 + e_i`` (noise flooding) per reply, to the aggregator; ``fuse`` (the
-lead, :func:`~.threshold_plan.lead_index` of the transcript and the joint key) fuses and
+lead, :func:`~.threshold_plan.lead_index`: the join nonce commits to a secret the key check
+reveals, and every party opens every commitment at ``upload``) fuses and
 sends the values under the parties' session key; ``finish`` opens that reveal and recovers
 the AUC with the variant's checks. The share and the record of abandoned sessions
 (:attr:`abandoned`) go only into the node's own state (:meth:`ThresholdFhaucParty.export_state`).
@@ -44,7 +45,7 @@ from privfl.evaluation.fhauc.messages import AGGREGATOR, Done, Join, SessionConf
 from privfl.evaluation.fhauc.party import PartyResult
 from privfl.evaluation.fhauc.policy import Policy
 from privfl.evaluation.fhauc.reveal import Reveal
-from privfl.evaluation.fhauc.session import check_start, new_nonce, session_key
+from privfl.evaluation.fhauc.session import check_start, session_key
 from privfl.evaluation.fhauc.threshold_keycheck import verify_joint_key
 from privfl.evaluation.fhauc.threshold_plan import reveal_key
 from privfl.evaluation.fhauc.threshold_setup import open_bundle
@@ -101,6 +102,8 @@ class ThresholdFhaucParty:
         self._joint_bytes = b""
         self._counts: PartyCounts | None = None
         self._lead_seed = b""
+        self._lead_secret = b""  # r_i: committed to in the join, revealed in the key check
+        self._commitments: tuple[bytes, ...] = ()
 
     # ------------------------------------------------------------------ setup
     def receive_bundle(self, data: bytes) -> None:
@@ -145,7 +148,8 @@ class ThresholdFhaucParty:
         self._reset()
         self._count(config)
         threshold_reveal.check_at_join(plan, config, self.policy)  # before any upload
-        self._config, self._plan, self._nonce = config, plan, new_nonce()
+        self._lead_secret = secrets.token_bytes(tp.LEAD_SECRET_BYTES)
+        self._config, self._plan, self._nonce = config, plan, tp.lead_commitment(self._lead_secret)
         self.stage = Stage.JOINED
         return Join(config.session, self.name, config.digest, self._nonce).seal(self._identity)
 
@@ -158,6 +162,7 @@ class ThresholdFhaucParty:
             raise ProtocolError("the start message carries another configuration than joined")
         checked = check_start(config, self.policy, start.joins, self.roster, self.name, self._nonce)
         self._transcript = tp.threshold_transcript(checked.transcript)
+        self._commitments = tuple(j.nonce for j in checked.joins)
         self._counts = self._count(config)
         ctx = th.ThresholdContext.for_parameters(self._p().params, len(config.parties))
         index = config.parties.index(self.name)
@@ -176,11 +181,11 @@ class ThresholdFhaucParty:
         if self._joint.sender != AGGREGATOR:
             raise ProtocolError("the joint key must come from the aggregator")
         self._joint_bytes = data
-        self._lead_seed = tp.joint_digest(self._joint.public_key, self._joint.switch_key)
         rows = self._rows_own()
         own = own_sketch(keys.context, keys.session, rows, data)
         self.stage = Stage.KEYCHECK
-        return tmsg.KeyCheck(self._cfg().session, self.name, own).seal(self._identity)
+        check = tmsg.KeyCheck(self._cfg().session, self.name, own, self._lead_secret)  # r_i
+        return check.seal(self._identity)  # every commitment was fixed by the relayed joins
 
     def upload(self, data: bytes) -> bytes:
         """Verify the joint key against every party's signed sketch, then use it: the
@@ -190,7 +195,8 @@ class ThresholdFhaucParty:
         if joint is None:
             raise ProtocolError(f"party {self.name} has no joint key for this session")
         relay = tmsg.Relay.from_bytes(data, "th-keychecks", config.session)
-        verify_joint_key(config, self.roster, keys, joint, self._joint_bytes, relay.items)
+        reveals = verify_joint_key(config, self.roster, keys, joint, self._joint_bytes, relay.items)
+        self._lead_seed = tp.check_reveals(config.parties, self._commitments, reveals)
         mult = keys.keygen_mult_share(joint)
         plan, counts = self._p(), self._c()
         view = PartyView(config, self.policy, self._key(), config.parties.index(self.name))
@@ -303,6 +309,8 @@ class ThresholdFhaucParty:
             self._joint_bytes,
             self._lead_seed,
             tuple(self.abandoned),
+            self._lead_secret,
+            b"".join(self._commitments),
         ).to_bytes()
 
     def restore(self, data: bytes | None) -> None:
@@ -318,7 +326,8 @@ class ThresholdFhaucParty:
         config.check_policy(self.policy)
         self._config, self._plan = config, tp.plan(config, self.policy)
         self._nonce, self._transcript = state.nonce, state.transcript
-        self._lead_seed = state.lead_seed
+        self._lead_seed, self._lead_secret = state.lead_seed, state.lead_secret
+        self._commitments = state.commitment_list(len(config.parties))
         try:
             self.stage = Stage(state.stage)
         except ValueError:
