@@ -36,6 +36,7 @@ collusion of the aggregator with any party is outside the model, as in single-ke
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from privfl.crypto import threshold as th
@@ -48,6 +49,7 @@ from privfl.evaluation.fhauc.policy import Security
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.session import check_joins
 from privfl.evaluation.fhauc.threshold_keys import ThresholdKeys
+from privfl.evaluation.fhauc.threshold_keyset import ServerKeySet
 from privfl.evaluation.fhauc.threshold_ops import ThresholdCiphertext
 from privfl.evaluation.fhauc.threshold_setup import ThresholdPublicSetup
 from privfl.evaluation.fhauc.uploads import Upload
@@ -72,6 +74,8 @@ class ThresholdMixin(Aggregator):
         self._requests: list[th.DecryptionRequest] = []
         self._uploads: dict[str, tmsg.ThresholdUpload] = {}
         self._keys_installed = False
+        self.key_set: ServerKeySet | None = None  # kept across sessions (.threshold_keyset)
+        self.reuse_keys = True  # announce the kept key set when it fits (False: re-key)
 
     def receive_setup(self, data: bytes) -> None:
         """Roster and public policy; there is no key material to receive."""
@@ -93,10 +97,15 @@ class ThresholdMixin(Aggregator):
         one the joint key cannot run (too many parties for the parameter set, more joint
         decryptions than the key set's budget)."""
         data = super().start_session(parties, thresholds, score_range, security, splits, reveal)
-        self.plan = tp.plan(self._config(), self._policy())
+        plan = self.plan = tp.plan(self._config(), self._policy())
         self._threshold_keys().install(None)
         self.server, self._requests = None, []
         self._uploads, self._keys_installed = {}, False
+        kept, need = self.key_set, plan.executions * plan.requests_per_execution
+        if self.reuse_keys and kept and kept.fits(self._config().parties, need, plan.params):
+            self.config = replace(self._config(), key_set=kept.key_id)  # no key rounds
+            self.server, self._keys_installed = kept.server, True
+            return self.config.to_bytes()
         return data
 
     def collect_joins(self, joins: Mapping[str, bytes]) -> bytes:
@@ -106,8 +115,9 @@ class ThresholdMixin(Aggregator):
             raise ProtocolError("the joins fixed no transcript")
         transcript = tp.threshold_transcript(self.transcript)
         cfg, plan = self._config(), self._plan()
-        ctx = th.ThresholdContext.for_parameters(plan.params, len(cfg.parties))
-        self.server = th.ThresholdServer(AGGREGATOR, ctx, tp.threshold_session(transcript))
+        if not cfg.key_set:  # a fresh key set for this session
+            ctx = th.ThresholdContext.for_parameters(plan.params, len(cfg.parties))
+            self.server = th.ThresholdServer(AGGREGATOR, ctx, tp.threshold_session(transcript))
         self.lead = ""  # known once the key checks reveal the lead secrets (tp.lead_index)
         checked = check_joins(cfg, [joins[p] for p in cfg.parties], self.roster)
         self._commitments = tuple(j.nonce for j in checked)
@@ -152,8 +162,9 @@ class ThresholdMixin(Aggregator):
         relinearisation share and add it into the joint key's sum; returns the signed
         ciphertext upload (checked by :meth:`finish_keys`)."""
         step = tmsg.UploadStep.from_bytes(data)
-        share = self._key_share(party, tmsg.MultShareUpload, th.MultKeyShare, step.mult)
-        self._server().add_mult_share(share)
+        if not self._config().key_set:  # a reused key set has its relinearisation key
+            share = self._key_share(party, tmsg.MultShareUpload, th.MultKeyShare, step.mult)
+            self._server().add_mult_share(share)
         return step.upload
 
     def finish_keys(self, uploads: Mapping[str, bytes]) -> None:
@@ -172,8 +183,12 @@ class ThresholdMixin(Aggregator):
     def install_keys(self) -> None:
         """Key generation round 2, end: install the joint evaluation keys (every party's
         relinearisation share must have been added by :meth:`add_mult_share`)."""
-        self._server().evaluation_keys()
+        cfg, server = self._config(), self._server()
+        if cfg.key_set:
+            return  # installed when the key set was generated
+        server.evaluation_keys()
         self._keys_installed = True
+        self.key_set = ServerKeySet(server.session, cfg.parties, server)
 
     def take_uploads(self, answers: Mapping[str, bytes]) -> None:
         """The whole upload step from all answers at once: :meth:`add_mult_share` for each
@@ -216,6 +231,8 @@ class ThresholdMixin(Aggregator):
             except (ValueError, RuntimeError, TypeError, AttributeError) as exc:
                 raise MalformedMessageError(f"the uploads cannot be combined ({exc})") from None
         items = tuple(r.to_bytes() for r in self._requests)
+        if self.key_set is not None and self.key_set.server is server:
+            self.key_set.used += len(items)  # every party spends one share per request
         return tmsg.Relay(cfg.session, items, "th-decrypt").to_bytes()
 
     def lead_requests(self, shares: Mapping[str, bytes]) -> bytes:

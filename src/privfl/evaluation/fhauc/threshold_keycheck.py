@@ -11,6 +11,7 @@ from collections.abc import Mapping
 
 from privfl.crypto import threshold as th
 from privfl.crypto.threshold_keycheck import verify_sketches
+from privfl.errors import ProtocolError
 from privfl.evaluation.fhauc import threshold_messages as tmsg
 from privfl.evaluation.fhauc.messages import SessionConfig
 
@@ -30,4 +31,17 @@ def verify_joint_key(
     sketches = [(c.sender, c.sketch) for c in checks]
     verify_sketches(keys.context, keys.session, config.parties, sketches, joint, joint_bytes)
     by_sender = {c.sender: c.lead_secret for c in checks}
+    return [by_sender[p] for p in config.parties]
+
+
+def lead_secrets(
+    config: SessionConfig, roster: Mapping[str, bytes], items: tuple[bytes, ...]
+) -> list[bytes]:
+    """A session reusing a checked key set: the lead secrets of the signed key checks
+    ``items``, exactly one per party of the session (``ProtocolError`` otherwise), in party
+    order."""
+    checks = [tmsg.KeyCheck.from_bytes(item, config.session, roster) for item in items]
+    by_sender = {c.sender: c.lead_secret for c in checks}
+    if len(checks) != len(by_sender) or set(by_sender) != set(config.parties):
+        raise ProtocolError("the key checks do not come from exactly the session's parties")
     return [by_sender[p] for p in config.parties]

@@ -30,7 +30,7 @@ from privfl.evaluation.fhauc.threshold_plan import Plan
 from privfl.evaluation.fhauc.variant import Malicious, Outcome, Packed, PartyView
 from privfl.evaluation.statistics import PartyCounts
 
-__all__ = ["check_at_join", "lead_plaintext", "pack", "recover"]
+__all__ = ["check_at_join", "encrypt", "lead_plaintext", "pack", "recover"]
 
 
 def _curve_layout(plan: Plan) -> curve.CurveLayout:
@@ -55,6 +55,27 @@ def pack(plan: Plan, counts: PartyCounts, view: PartyView) -> list[Packed]:
         return plan.variant.pack(counts, plan.layout, view)
     tp, fp = counts.tp.astype(np.float64), counts.fp.astype(np.float64)
     return curve.pack(tp, fp, _curve_layout(plan), view)
+
+
+Vectors = tuple[bytes, ...]
+
+
+def encrypt(
+    keys: th.ThresholdParty, plan: Plan, counts: PartyCounts, view: PartyView
+) -> tuple[tuple[Vectors, Vectors, Vectors], ...]:
+    """The party's upload: every execution's packed T, F and D vectors, shifted by
+    ``2^-k``, encrypted under the joint key at the plan's level (ciphertext messages)."""
+    factor = 2.0 ** (-plan.shift_k)
+
+    def seal(vec: Sequence[np.ndarray]) -> Vectors:
+        return tuple(
+            keys.encrypt(np.asarray(v) * factor, plan.upload_level)
+            .to_message(keys.session, keys.name)
+            .to_bytes()
+            for v in vec
+        )
+
+    return tuple((seal(p.t), seal(p.f), seal(p.d)) for p in pack(plan, counts, view))
 
 
 def lead_plaintext(
