@@ -188,7 +188,8 @@ def run_authenticated_deployment(
     """TLS + node authentication: three registered parties run FHAUC (threshold keys,
     malicious security, curve reveal), a rogue node with an unregistered key is refused;
     every check of the module docstring; each party's verified curve equals the binned
-    reference within 1e-6."""
+    reference within 1e-6, and the ServerApp's log holds no result (every node generated
+    its own key share in the run: the aggregator's folder holds no key bundle)."""
     files, expected = _provision(root)
     security = make_tls(root / "tls", address)
     keys = {name: make_node_key(root / "tls", name) for name in (*PARTIES, "rogue")}
@@ -213,8 +214,10 @@ def run_authenticated_deployment(
             "keys": "threshold", "security": "malicious", "reveal": "curve",
         }, timeout=300)  # fmt: skip
         assert outcome.ok, outcome.log[-3000:]
+        assert f"{expected.auc():.6f}"[:8] not in outcome.log  # the ServerApp never sees it
         assert fed.procs["rogue"].wait(timeout=120) != 0  # refused: it gave up
         assert fed.online_nodes() == len(PARTIES)
+    assert not (root / "keys" / "aggregator" / "bundle.bin").exists()  # nothing secret there
     rogue_log = (root / "rogue.log").read_text(errors="replace")
     assert "SuperNode ID" not in rogue_log and "Failed to activate" in rogue_log, rogue_log
     for name in PARTIES:

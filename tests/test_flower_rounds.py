@@ -1,9 +1,10 @@
 """The ServerApps' one round function (:mod:`privfl.federation.flower.rounds`), without
 processes: the FHAUC ServerApp's logic against the real FHAUC ClientApp through an in-memory
 grid that hands each pushed message to the ClientApp of its destination node (real keys, real
-ciphertexts, the same message bytes as over the network), with single and threshold keys.
-The process-level tests check the same apps across real SuperLink/SuperNode processes
-(``tests/test_flower_integration.py``, ``tests/test_flower_netns.py``, the README quickstart)."""
+ciphertexts, the same message bytes as over the network), with single keys. The
+process-level tests check the same apps across real SuperLink/SuperNode processes
+(``tests/test_flower_integration.py``; ``tests/test_flower_netns.py``: threshold keys, a
+malicious aggregator and the curve reveal; the README quickstart)."""
 
 from __future__ import annotations
 
@@ -90,26 +91,6 @@ def test_the_fhauc_server_app_runs_a_session_through_push_and_pull(federation, c
     assert kinds == ["fhauc_join", "fhauc_upload", "fhauc_result"]  # the join maps the parties
     upload = json.loads(logged[1].split(" ", 3)[3])
     assert upload["in"] > 100_000 and {"start", "load", "work", "flower"} <= set(upload)
-
-
-def test_threshold_fhauc_through_the_apps_reveals_the_auc_to_the_parties_only(tmp_path, caplog):
-    """Threshold keys: every node generates its own key share in the run (nothing secret
-    provisioned, no aggregator bundle); the AUC reaches each party's result, equals the
-    plaintext reference, and never appears in the ServerApp's log."""
-    pytest.importorskip("openfhe")
-    with task_identity(5):
-        grid, parts = write_parties(tmp_path, keys="threshold")
-        context = server_context(tmp_path, keys="threshold", thresholds=20)
-        with caplog.at_level(logging.DEBUG, logger="flwr"):
-            server_app._run(grid, context)
-    expected = privfl.binned_auc(parts, 20)
-    assert not (tmp_path / "keys" / "aggregator" / "bundle.bin").exists()
-    for name in PARTIES:
-        (found,) = (tmp_path / "out" / name).glob("fhauc-*.json")
-        result = json.loads(found.read_text())
-        assert result["auc"] == pytest.approx(expected, abs=1e-6)
-        assert 0 < result["precision"] <= 1e-6
-    assert f"{expected:.6f}"[:8] not in caplog.text
 
 
 def test_a_single_key_malicious_curve_session_through_the_apps_equals_the_reference(tmp_path):
