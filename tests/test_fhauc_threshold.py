@@ -16,6 +16,7 @@ pytest.importorskip("openfhe")
 
 import privfl
 from conftest import make_parties
+from privfl import threshold as tr
 from privfl.crypto import keywrap
 from privfl.crypto import threshold as th
 from privfl.crypto.threshold_ciphertext import fuse_and_decode
@@ -145,7 +146,7 @@ def test_aggregator_holds_no_key_share_and_never_a_fusable_set_of_shares(rng):
     def walk(obj, depth=0):
         if depth > 4:
             return
-        if isinstance(obj, th.ThresholdParty):
+        if isinstance(obj, tr.ThresholdParty):
             seen.append(obj)
         values = obj.values() if isinstance(obj, dict) else getattr(obj, "__dict__", {}).values()
         for v in list(values):

@@ -2,7 +2,7 @@
 ciphertexts under a joint key it helps assemble but can never decrypt.
 
 It holds the roster, the public policy and, per session, a
-:class:`~privfl.crypto.threshold.ThresholdServer` (sums of the parties' public key-generation
+:class:`~privfl.threshold.ThresholdServer` (sums of the parties' public key-generation
 contributions, the joint public and evaluation keys; no share). Steps:
 ``start_session`` / ``collect_joins`` (as single-key) · ``add_keygen_share`` per party
 and ``finish_keygen`` · ``relay_checks`` · ``add_mult_share`` per party, ``finish_keys`` and
@@ -39,6 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
+from privfl import threshold as tr
 from privfl.crypto import threshold as th
 from privfl.errors import MalformedMessageError, ProtocolError, UnknownPartyError
 from privfl.evaluation.fhauc import threshold_messages as tmsg
@@ -67,7 +68,7 @@ class ThresholdMixin(Aggregator):
     def _threshold_init(self) -> None:
         if not hasattr(self, "computation"):
             self.computation: Aggregator = self
-        self.server: th.ThresholdServer | None = None
+        self.server: tr.ThresholdServer | None = None
         self.plan: tp.Plan | None = None
         self.lead = ""
         self._commitments: tuple[bytes, ...] = ()
@@ -117,7 +118,7 @@ class ThresholdMixin(Aggregator):
         cfg, plan = self._config(), self._plan()
         if not cfg.key_set:  # a fresh key set for this session
             ctx = th.ThresholdContext.for_parameters(plan.params, len(cfg.parties))
-            self.server = th.ThresholdServer(AGGREGATOR, ctx, tp.threshold_session(transcript))
+            self.server = tr.ThresholdServer(AGGREGATOR, ctx, tp.threshold_session(transcript))
         self.lead = ""  # known once the key checks reveal the lead secrets (tp.lead_index)
         checked = check_joins(cfg, [joins[p] for p in cfg.parties], self.roster)
         self._commitments = tuple(j.nonce for j in checked)
@@ -332,8 +333,8 @@ class ThresholdMixin(Aggregator):
             raise ProtocolError("the threshold aggregator has not received its public setup")
         return self.keys
 
-    def _server(self) -> th.ThresholdServer:
-        server: th.ThresholdServer | None = getattr(self, "server", None)
+    def _server(self) -> tr.ThresholdServer:
+        server: tr.ThresholdServer | None = getattr(self, "server", None)
         if server is None:
             raise ProtocolError("no threshold session: collect the joins first")
         return server

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from privfl import threshold as tr
 from privfl.crypto import threshold as th
 from privfl.crypto.threshold_keycheck import verify_sketches
 from privfl.errors import ProtocolError
@@ -19,7 +20,7 @@ from privfl.evaluation.fhauc.messages import SessionConfig
 def verify_joint_key(
     config: SessionConfig,
     roster: Mapping[str, bytes],
-    keys: th.ThresholdParty,
+    keys: tr.ThresholdParty,
     joint: th.JointPublicKeys,
     joint_bytes: bytes,
     items: tuple[bytes, ...],

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from privfl import threshold as tr
 from privfl.crypto import threshold as th
 from privfl.errors import ProtocolError
 from privfl.evaluation.fhauc.messages import SessionConfig
@@ -37,13 +38,13 @@ __all__ = ["KeySet", "ServerKeySet", "check_reuse"]
 @dataclass
 class KeySet:
     """A party's kept key set: its id (the threshold session id it was generated under,
-    public), the parties in key order, and the :class:`~privfl.crypto.threshold.
+    public), the parties in key order, and the :class:`~privfl.threshold.
     ThresholdParty` holding this party's share, the joint public key and its count of the
     decryption shares it made (node-local; never sent)."""
 
     key_id: bytes
     parties: tuple[str, ...]
-    keys: th.ThresholdParty
+    keys: tr.ThresholdParty
 
     @property
     def remaining(self) -> int:
@@ -52,7 +53,7 @@ class KeySet:
         return max(0, budget - self.keys.decryption_shares_made)
 
 
-def check_reuse(key_set: KeySet | None, config: SessionConfig, need: int) -> th.ThresholdParty:
+def check_reuse(key_set: KeySet | None, config: SessionConfig, need: int) -> tr.ThresholdParty:
     """A party, at the join of a session announcing ``config.key_set``: the kept key share
     to use, or :class:`ProtocolError` before any upload when the party does not hold that key
     set for these parties, or when ``need`` more decryption shares would exceed its budget.
@@ -76,14 +77,14 @@ def check_reuse(key_set: KeySet | None, config: SessionConfig, need: int) -> th.
 @dataclass
 class ServerKeySet:
     """The aggregator's kept key set: its id, the parties in key order, the
-    :class:`~privfl.crypto.threshold.ThresholdServer` holding the joint public and evaluation
+    :class:`~privfl.threshold.ThresholdServer` holding the joint public and evaluation
     keys (no share), and the decryption shares each party spent under it, as the aggregator
     counts them (to announce reuse only when the parties will accept it; each party keeps its
     own count)."""
 
     key_id: bytes
     parties: tuple[str, ...]
-    server: th.ThresholdServer
+    server: tr.ThresholdServer
     used: int = 0
 
     def fits(self, parties: tuple[str, ...], need: int, params: th.ThresholdParameters) -> bool:

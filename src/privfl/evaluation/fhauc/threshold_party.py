@@ -30,6 +30,7 @@ import numpy.typing as npt
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from privfl import threshold as tr
 from privfl.crypto import keywrap
 from privfl.crypto import threshold as th
 from privfl.crypto.threshold_keycheck import joint_rows, own_sketch
@@ -85,7 +86,7 @@ class ThresholdFhaucParty:
         self._nonce = b""
         self._transcript = b""
         self._plan: tp.Plan | None = None
-        self._keys: th.ThresholdParty | None = None  # this session's key share lives here
+        self._keys: tr.ThresholdParty | None = None  # this session's key share lives here
         self._own_rows: npt.NDArray[np.uint64] | None = None
         self._joint: th.JointPublicKeys | None = None
         self._joint_bytes = b""
@@ -154,7 +155,7 @@ class ThresholdFhaucParty:
         ctx = th.ThresholdContext.for_parameters(self._p().params, len(config.parties))
         index = config.parties.index(self.name)
         session = tp.threshold_session(self._transcript)
-        self._keys = th.ThresholdParty(self.name, index, ctx, session)
+        self._keys = tr.ThresholdParty(self.name, index, ctx, session)
         share = self._keys.keygen_share()
         self._own_rows = joint_rows(ctx, share.public_key, share.switch_key)
         self.stage = Stage.KEYGEN
@@ -330,7 +331,7 @@ class ThresholdFhaucParty:
         if state.keys:
             ctx = th.ThresholdContext.for_parameters(self._p().params, len(config.parties))
             index = config.parties.index(self.name)
-            self._keys = th.ThresholdParty(
+            self._keys = tr.ThresholdParty(
                 self.name, index, ctx, tp.threshold_session(self._transcript)
             )
             self._keys.import_local_state(state.keys)
@@ -388,7 +389,7 @@ class ThresholdFhaucParty:
             raise ProtocolError(f"party {self.name} has no session")
         return self._plan
 
-    def _k(self) -> th.ThresholdParty:
+    def _k(self) -> tr.ThresholdParty:
         if self._keys is None:
             raise ProtocolError(f"party {self.name} has no key share for this session")
         return self._keys

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from privfl import threshold as tr
 from privfl.crypto import threshold as th
 from privfl.errors import ProtocolError
 from privfl.evaluation.fhauc import curve, threshold_curve
@@ -61,7 +62,7 @@ Vectors = tuple[bytes, ...]
 
 
 def encrypt(
-    keys: th.ThresholdParty, plan: Plan, counts: PartyCounts, view: PartyView
+    keys: tr.ThresholdParty, plan: Plan, counts: PartyCounts, view: PartyView
 ) -> tuple[tuple[Vectors, Vectors, Vectors], ...]:
     """The party's upload: every execution's packed T, F and D vectors, shifted by
     ``2^-k``, encrypted under the joint key at the plan's level (ciphertext messages)."""
@@ -79,7 +80,7 @@ def encrypt(
 
 
 def lead_plaintext(
-    keys: th.ThresholdParty, items: Sequence[bytes], plan: Plan, reveal: Reveal
+    keys: tr.ThresholdParty, items: Sequence[bytes], plan: Plan, reveal: Reveal
 ) -> bytes:
     """The lead: fuse its own share into every reply ciphertext and decode what the parties
     are entitled to (``auc``: the pair per execution; ``curve``: the used slots of every
@@ -96,7 +97,7 @@ def lead_plaintext(
     )
 
 
-def _fuse(keys: th.ThresholdParty, item: bytes, length: int) -> np.ndarray:
+def _fuse(keys: tr.ThresholdParty, item: bytes, length: int) -> np.ndarray:
     message = th.LeadDecryption.from_bytes(item, keys.context, keys.session)
     if message.sender != AGGREGATOR:
         raise ProtocolError("lead requests must come from the aggregator")

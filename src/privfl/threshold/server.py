@@ -1,6 +1,6 @@
 """The threshold CKKS server (aggregator, coordinator): it adds the parties' public
 contributions into the joint keys, evaluates, and relays decryptions; it never holds a secret
-share. The protocols are described in :mod:`privfl.crypto.threshold_roles`."""
+share. The protocols are described in :mod:`privfl.threshold.party`."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ from privfl.crypto import threshold_wire as wire
 from privfl.crypto.threshold_ciphertext import CiphertextHolder
 from privfl.crypto.threshold_context import ThresholdContext
 from privfl.crypto.threshold_params import DECRYPTION_TOWERS
-from privfl.crypto.threshold_rows import (
+from privfl.errors import ProtocolError
+from privfl.threshold.rows import (
     check_senders,
     coefficient_rows,
     install_evaluation_keys,
     payload_rows,
     sum_rows,
 )
-from privfl.errors import ProtocolError
 
 __all__ = ["ThresholdServer"]
 

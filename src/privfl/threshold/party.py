@@ -1,5 +1,5 @@
 """Roles of threshold CKKS: the party (holds only its own key share; the server is in
-:mod:`privfl.crypto.threshold_server`), and the protocols both run.
+:mod:`privfl.threshold.server`), and the protocols both run.
 
 Key generation (no dealer, star topology, two rounds, every party runs the same steps):
 
@@ -45,18 +45,18 @@ from privfl.crypto import threshold_wire as wire
 from privfl.crypto.threshold_ciphertext import CiphertextHolder, fuse_and_decode
 from privfl.crypto.threshold_context import ThresholdContext
 from privfl.crypto.threshold_params import DECRYPTION_TOWERS
-from privfl.crypto.threshold_rows import (
-    check_senders,
-    coefficient_rows,
-    install_evaluation_keys,
-    payload_rows,
-)
 from privfl.errors import (
     DecryptionNotPermittedError,
     MalformedMessageError,
     ProtocolError,
 )
 from privfl.messages import Reader, Writer
+from privfl.threshold.rows import (
+    check_senders,
+    coefficient_rows,
+    install_evaluation_keys,
+    payload_rows,
+)
 
 REQUEST_ID_SHIFT = 40
 
