@@ -6,17 +6,16 @@ Steps (bytes in, bytes out): ``join(config)`` · ``keygen(start)`` · ``keycheck
 ``finish(reveal)`` -> :class:`~.party.PartyResult` · ``done()``. A session reusing a key set
 skips ``keygen``; its ``keycheck(start)`` only checks the joins.
 
-What each step does and learns: ``keygen`` checks every signed join, derives the transcript,
-session key and threshold session id, samples its own share inside OpenFHE and sends the
-``b`` halves of its key contributions (RLWE samples); ``keycheck`` sketches its *own*
-contribution with coefficients derived from the joint key and reveals the lead secret its
-join nonce committed to; ``upload`` checks that the signed sketches add up to the joint key's
-(a substituted key is caught except with probability ``2^-30`` per RNS row) and opens every
-commitment (:func:`~.threshold_plan.lead_index`), then sends its relinearisation share and
-encrypted statistics; ``decrypt``: ``s_i c1 + e_i`` (noise flooding) per reply; ``fuse``
-(the lead) sends the values under the parties' session key; ``finish`` opens that reveal
-and recovers the result with the variant's checks. The share and the record of abandoned
-sessions (:attr:`abandoned`) go only into the node's own state (:meth:`export_state`).
+What each step does and learns: ``keygen`` checks the signed joins, derives the transcript,
+session key and threshold session id, samples its share in OpenFHE and sends the ``b`` halves
+of its key contributions (RLWE samples); ``keycheck`` sketches its *own* contribution against
+the joint key and reveals the lead secret its join nonce committed to; ``upload`` checks the
+signed sketches add up to the joint key's (a substituted key is caught except with
+probability ``2^-30`` per RNS row), opens every commitment (:func:`~.threshold_plan.
+lead_index`) and sends its relinearisation share and encrypted statistics; ``decrypt``:
+``s_i c1 + e_i`` (noise flooding) per reply; ``fuse`` (the lead) sends the values under the
+session key; ``finish`` opens it and recovers the result with the variant's checks. Share,
+key set and abandoned sessions go only to the node's own storage (:meth:`export_state`).
 """
 
 from __future__ import annotations
@@ -291,14 +290,15 @@ class ThresholdFhaucParty:
         return cfg.parties[tp.lead_index(self._transcript, len(cfg.parties), self._lead_seed)]
 
     def export_state(self) -> bytes:
-        """Progress, key share and abandoned sessions, for the node's own storage only."""
-        keys = self._keys
+        """Progress, share, abandoned sessions: node-local storage only (a kept key set's share
+        is stored once, with the set: :func:`~.threshold_keyset.export_key_set`)."""
+        keys, kept = self._keys, self.key_set.keys if self.key_set else None
         return ThresholdState(
             self.stage.value if self.stage else "",
             self._config.to_bytes() if self._config else b"",
             self._nonce,
             self._transcript,
-            keys.export_local_state() if keys is not None and keys.has_share else b"",
+            keys.export_local_state() if keys and keys.has_share and keys is not kept else b"",
             self._own_rows.tobytes() if self._own_rows is not None else b"",
             self._joint_bytes,
             self._lead_seed,
@@ -308,8 +308,8 @@ class ThresholdFhaucParty:
         ).to_bytes()
 
     def restore(self, data: bytes | None) -> None:
-        """Resume from :meth:`export_state` (config checked again, counts recomputed, key share
-        and the record of abandoned sessions reloaded)."""
+        """Resume from :meth:`export_state` (config checked, counts recomputed, share and
+        abandoned sessions reloaded; a kept key set must be in :attr:`key_set` already)."""
         self._reset()
         self.stage = None
         if not data:
@@ -328,12 +328,12 @@ class ThresholdFhaucParty:
             raise MalformedMessageError("threshold party state has an unknown stage") from None
         if state.transcript:
             self._counts = self._count(config)
-        if state.keys:
+        if config.key_set and self.stage not in (Stage.JOINED, Stage.FINISHED):
+            self._keys = check_reuse(self.key_set, config, 0)  # restore the key set first
+        elif state.keys:
             ctx = th.ThresholdContext.for_parameters(self._p().params, len(config.parties))
-            index = config.parties.index(self.name)
-            self._keys = tr.ThresholdParty(
-                self.name, index, ctx, tp.threshold_session(self._transcript)
-            )
+            index, session = config.parties.index(self.name), tp.threshold_session(state.transcript)
+            self._keys = tr.ThresholdParty(self.name, index, ctx, session)
             self._keys.import_local_state(state.keys)
             if state.own_rows:
                 rows = np.frombuffer(state.own_rows, dtype=np.uint64)

@@ -21,7 +21,10 @@ configuration (in a simulation one operator runs every node).
 With threshold keys (``privfl keys init --keys threshold``) the node answers the extra
 rounds ``fhauc_keygen``, ``fhauc_keycheck``, ``fhauc_decrypt`` and ``fhauc_fuse``; its key
 share, generated in the session, is kept in the node-local ``context.state`` between rounds
-(never sent).
+(never sent), and after the session as the node's key set (share, decryption count, joint
+public key: :mod:`privfl.evaluation.fhauc.threshold_keyset`), so a later ``flwr run`` on the
+same federation whose aggregator announces that set reuses it within the budget; a session
+that would exceed it is refused at the join (the aggregator then re-keys).
 
 Every handler rebuilds the party from its key folder and data (a ClientApp may be a fresh
 process per message); its progress through the session (which step it did last, its nonce)
@@ -57,6 +60,8 @@ from privfl.evaluation import fhauc
 from privfl.evaluation.fhauc import roles
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.steps import Step
+from privfl.evaluation.fhauc.threshold_keyset import export_key_set, import_key_set
+from privfl.evaluation.fhauc.threshold_ops import fhauc_parameters
 from privfl.evaluation.fhauc.threshold_party import ThresholdFhaucParty
 from privfl.evaluation.fhauc.threshold_schedule import threshold_party_step
 from privfl.federation.flower import timing
@@ -185,9 +190,19 @@ def _threshold_party(
     )  # fmt: skip
     party.receive_bundle(keys.bundle)
     record = context.state.get(STATE)
+    kept = record.get("key-set") if isinstance(record, ConfigRecord) else None
+    if isinstance(kept, bytes) and kept:  # the key set first: a reuse session's share is there
+        party.key_set = import_key_set(kept, party.name, fhauc_parameters())
     state = record.get("threshold") if isinstance(record, ConfigRecord) else None
     party.restore(state if isinstance(state, bytes) else None)
     return party
+
+
+def _save_threshold(context: Context, party: ThresholdFhaucParty) -> None:
+    """The party's session progress and its kept key set (with its decryption count), into
+    the node-local state: saved after every step, also a failed one, before any answer."""
+    kept = export_key_set(party.key_set) if party.key_set is not None else b""
+    context.state[STATE] = ConfigRecord({"threshold": party.export_state(), "key-set": kept})
 
 
 # What a party tells the server when a step fails: a fixed code, never the exception's text
@@ -244,7 +259,7 @@ def run_step(
         try:
             answer, result = threshold_party_step(party, step, data)
         finally:
-            context.state[STATE] = ConfigRecord({"threshold": party.export_state()})
+            _save_threshold(context, party)
         if result is not None:
             _write_result(context, result)
             log(INFO, "privfl FHAUC result for %s: AUC = %.8f", result.party, result.auc)

@@ -19,6 +19,13 @@ Run configuration (``[tool.flwr.app.config]`` of the app, overridable with ``flw
                       ``fhauc_keygen``, ``fhauc_keycheck`` (joint key generation, checked by
                       every party), ``fhauc_decrypt`` (every party but the lead) and
                       ``fhauc_fuse`` (the lead only) before ``fhauc_result``
+``key-set-file``      threshold keys: a file where the aggregator keeps the session's key set
+                      (public material and its count of the decryption shares spent; default
+                      ``""``: every run generates a fresh key set). A later run given the same
+                      file announces that key set while its budget lasts, and each node reuses
+                      the share kept in its node-local state (refused at the join, before any
+                      upload, by a node that no longer holds it: delete the file to re-key);
+                      when the budget is spent the run re-keys and overwrites the file
 ``timeout``           seconds to wait for each round's replies (default 120)
 ``step-pause``        seconds to sleep between rounds (0; for failure-injection tests)
 
@@ -33,9 +40,11 @@ malformed message, stops the run with an error naming it before any result is se
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping, Sequence
 from logging import ERROR, INFO
+from pathlib import Path
 from typing import Any
 
 from flwr.app import ConfigRecord, Context
@@ -48,6 +57,8 @@ from privfl.evaluation.fhauc import roles
 from privfl.evaluation.fhauc.policy import Security
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.threshold_aggregator import ThresholdMixin
+from privfl.evaluation.fhauc.threshold_keyset import export_server_key_set, import_server_key_set
+from privfl.evaluation.fhauc.threshold_ops import fhauc_parameters
 from privfl.evaluation.fhauc.threshold_schedule import run_threshold_session
 from privfl.federation.flower.payload import pack
 from privfl.federation.flower.rounds import NodeFailure, check_reply, exchange, node_label
@@ -199,6 +210,9 @@ def _run(grid: Grid, context: Context) -> None:
         )
     agg = roles.make_aggregator(keys.keys)
     agg.receive_setup(keys.public_setup)
+    kept = Path(str(_cfg(context, "key-set-file", "")).strip() or os.devnull)
+    if isinstance(agg, ThresholdMixin) and kept != Path(os.devnull) and kept.is_file():
+        agg.key_set = import_server_key_set(kept.read_bytes(), fhauc_parameters())
 
     nodes = _wait_for_nodes(grid, len(expected), timeout)
     log(INFO, "fhauc: %d SuperNodes connected, expecting %d parties", len(nodes), len(expected))
@@ -215,6 +229,8 @@ def _run(grid: Grid, context: Context) -> None:
     try:
         if isinstance(agg, ThresholdMixin):
             report = run_threshold_session(agg, transport, request).report
+            if kept != Path(os.devnull) and agg.key_set is not None:
+                kept.write_bytes(export_server_key_set(agg.key_set))
         else:
             report = fhauc.run_session(agg, transport, request)
     except MalformedMessageError as exc:
