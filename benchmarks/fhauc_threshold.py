@@ -223,6 +223,19 @@ def reuse_rows(args: argparse.Namespace) -> None:
                 f"{used:>11} {err:>8.1e} {wall:>7.1f} {load():>14}",
                 flush=True,
             )
+            print(f"{'':>7} {'':>7} bytes per party and step (largest):", where_bytes_go(runner))
+
+
+def where_bytes_go(runner: object) -> str:
+    """The largest message a party received (``down``) and sent (``up``) at each step, from
+    the runner's byte counts per channel: where a session's traffic per party goes."""
+    sizes: dict[str, list[int]] = getattr(runner, "sizes", {})
+    parts = []
+    for channel, seen in sorted(sizes.items()):
+        for prefix, arrow in (("to_party_", "down"), ("from_party_", "up")):
+            if channel.startswith(prefix) and seen:
+                parts.append(f"{channel[len(prefix) :]} {arrow} {max(seen)}")
+    return "; ".join(parts)
 
 
 def reveal_once(

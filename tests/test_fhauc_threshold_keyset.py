@@ -89,3 +89,23 @@ def test_a_party_refuses_a_key_set_it_does_not_hold_or_for_other_parties():
     config = agg.start_session(request.parties, request.thresholds, security=request.security)
     with pytest.raises(ProtocolError, match="does not hold"):
         parties[0].join(config)
+
+
+def test_a_semi_honest_upload_is_one_ciphertext_per_execution_and_a_malicious_one_keeps_two():
+    """Item 4 (session 2 under 2 MB per party): a semi-honest AUC upload carries T and F in
+    one ciphertext (the joint layout), half the bytes of the folded layout's two; the
+    malicious variant keeps two (its noise model has no rotation). Both equal the reference."""
+    from privfl.evaluation.fhauc import threshold_messages as tmsg
+
+    for security, shape in (("semi-honest", (1, 0, 0)), ("malicious", (1, 1, 0))):
+        data, parties, agg, _, request = deployment(np.random.default_rng(8), security=security)
+        rec = session(agg, parties, request)
+        config = SessionConfig.from_bytes(rec.down[Step.JOIN]["p0"])
+        roster = parties[0].roster
+        for answer in rec.up[Step.UPLOAD].values():
+            upload = tmsg.ThresholdUpload.from_bytes(
+                tmsg.UploadStep.from_bytes(answer).upload, config.session, roster
+            )
+            assert {tuple(len(v) for v in e) for e in upload.executions} == {shape}
+        expected = privfl.binned_auc(data, request.thresholds)
+        assert all(r.auc == pytest.approx(expected, abs=TOL) for r in rec.results.values())

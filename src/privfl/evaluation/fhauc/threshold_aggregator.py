@@ -99,6 +99,7 @@ class ThresholdMixin(Aggregator):
         decryptions than the key set's budget)."""
         data = super().start_session(parties, thresholds, score_range, security, splits, reveal)
         plan = self.plan = tp.plan(self._config(), self._policy())
+        self.layout = plan.layout  # the plan's (semi-honest AUC: T and F in one ciphertext)
         self._threshold_keys().install(None)
         self.server, self._requests = None, []
         self._uploads, self._keys_installed = {}, False
@@ -298,7 +299,7 @@ class ThresholdMixin(Aggregator):
         out = []
         for e, vectors in enumerate(msg.executions):
             shape = tuple(len(v) for v in vectors)
-            if shape != (layout.chunks, layout.chunks, layout.denominator_ciphertexts):
+            if shape != (layout.chunks, layout.f_ciphertexts, layout.denominator_ciphertexts):
                 raise MalformedMessageError(f"upload from {msg.sender}: {shape} ciphertexts")
             loaded = [[self._fresh(raw, msg.sender) for raw in vec] for vec in vectors]
             t, f, d = loaded

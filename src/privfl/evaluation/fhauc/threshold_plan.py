@@ -155,7 +155,11 @@ def plan(config: SessionConfig, policy: Policy) -> Plan:
     mode = config.security
     executions = policy.executions if mode is Security.MALICIOUS else 1
     parties = len(config.parties)
-    layout = check_session(params, parties, config.terms(), executions)
+    # semi-honest: T and F in one ciphertext (half the upload; as single keys, the malicious
+    # variant keeps the folded layout its noise model was calibrated for)
+    layout = check_session(
+        params, parties, config.terms(), executions, joint=mode is Security.SEMI_HONEST
+    )
     lo, hi = malicious.multiplier_bounds(policy.multiplier_bits)
     ring = ThresholdContext.for_parameters(params, parties).ring
     bad = mode is Security.MALICIOUS
