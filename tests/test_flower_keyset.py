@@ -8,6 +8,7 @@ SuperNode's do); insecure ``fhauc-test`` ring with a budget of 2 decryption shar
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -100,3 +101,46 @@ def test_a_node_refuses_a_reuse_its_own_count_does_not_allow_whatever_the_aggreg
         with pytest.raises(server_app.PartyFailure, match="refused"):
             server_app._run(grid, server_context(tmp_path, **context))
         assert shares_made(grid) == [2, 2, 2]  # no share made
+
+
+def test_stored_key_sets_are_read_with_bounded_reads_and_fail_typed(tmp_path):
+    """The stored key sets are the roles' own bytes, yet their decoders must fail with a typed
+    error on a truncated or garbled file (no numpy or OpenFHE traceback, no huge allocation):
+    every truncation, a garbled header, and another parameter set (dropped: re-key)."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from privfl.errors import PrivflError
+    from privfl.evaluation.fhauc.threshold_keyset import export_key_set, import_key_set
+
+    kept = tmp_path / "key-set.bin"
+    with task_identity(5):
+        grid, _ = write_parties(tmp_path, keys="threshold")
+        server_app._run(grid, server_context(tmp_path, **{"key-set-file": str(kept)}))
+    params = threshold_ops.fhauc_parameters()
+    server_bytes = kept.read_bytes()
+    record = grid.nodes[1].state["privfl-fhauc"]
+    party_bytes = record["key-set"]
+    assert export_key_set(import_key_set(party_bytes, PARTIES[0], params)) == party_bytes
+    assert export_server_key_set(import_server_key_set(server_bytes, params)) == server_bytes
+    other = dataclasses.replace(params, name="another-set")
+    assert import_key_set(party_bytes, PARTIES[0], other) is None
+    assert import_server_key_set(server_bytes, other) is None
+    with pytest.raises(PrivflError):
+        import_key_set(party_bytes, "site-z", params)  # not one of its parties
+
+    @settings(max_examples=60, deadline=None)
+    @given(cut=st.integers(0, 10**9), junk=st.binary(max_size=64), at=st.integers(0, 64))
+    def fuzz(cut, junk, at):
+        for data, read in (
+            (server_bytes, lambda b: import_server_key_set(b, params)),
+            (party_bytes, lambda b: import_key_set(b, PARTIES[0], params)),
+        ):
+            with pytest.raises(PrivflError):
+                read(data[: cut % len(data)])  # every truncation
+            garbled = data[:at] + junk + data[at + len(junk) :]
+            if garbled != data and at + len(junk) <= 64:  # the header only (never the share)
+                with contextlib.suppress(PrivflError):  # a typed refusal, or a valid set
+                    read(garbled)
+
+    fuzz()
