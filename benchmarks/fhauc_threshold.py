@@ -14,6 +14,14 @@ the key checks and the relinearisation share; single key: the wrapped key bundle
     nice -n 10 .venv/bin/python benchmarks/fhauc_threshold.py --parties 100 \
         --reveal curve,metrics [--security malicious]
 
+``--reuse S`` runs S threshold sessions with one key set (issue 27, item 4): session 1
+generates it, the next ones reuse it (no key generation) while the parties' decryption budget
+lasts: per session the aggregator's session and key-generation wall and CPU time, each
+party's total traffic (setup + session, up + down; the largest party), the decryption shares
+each party has spent and the error against the binned reference.
+
+    nice -n 10 .venv/bin/python benchmarks/fhauc_threshold.py --parties 100 --reuse 2
+
 ``--reveal curve,metrics`` measures those reveals instead (``privfl.metrics.roc_curve`` at
 N = 100, ``threshold_metrics`` at t = 0.5), single key next to threshold keys: the
 aggregator's wall and CPU time, the upload per party, the setup traffic per party
@@ -42,6 +50,7 @@ import time
 import numpy as np
 
 import privfl
+import privfl.evaluation.fhauc.reveal
 import privfl.metrics as pm
 from privfl.crypto.threshold import ThresholdContext, parameter_set
 
@@ -75,7 +84,11 @@ def main() -> None:
     ap.add_argument("--busy", type=int, default=0, help="competing CPU-bound processes")
     ap.add_argument("--sessions", type=int, default=1, help="threshold sessions per row")
     ap.add_argument("--reveal", default="auc", help="auc, or a list of curve,metrics")
+    ap.add_argument("--reuse", type=int, default=0, help="sessions on one kept key set")
     args = ap.parse_args()
+    if args.reuse:
+        reuse_rows(args)
+        return
     busy = [multiprocessing.Process(target=spin, daemon=True) for _ in range(args.busy)]
     for b in busy:
         b.start()
@@ -148,6 +161,81 @@ def rows(args: argparse.Namespace) -> None:
                 flush=True,
             )
     print(f"OpenMP: {threading_choice()}")
+
+
+def reuse_rows(args: argparse.Namespace) -> None:
+    """Sessions on one key set (module docstring, ``--reuse``)."""
+    from privfl.evaluation.fhauc.policy import Security
+    from privfl.evaluation.fhauc.schedule import SessionRequest
+    from privfl.evaluation.fhauc.sizing import in_process_policy
+    from privfl.evaluation.fhauc.threshold_schedule import run_threshold_session
+    from privfl.evaluation.statistics import interior_thresholds
+    from privfl.evaluation.threshold_federated import ThresholdTransport, run_in_process
+    from privfl.runner import InProcessRunner
+
+    n_points, mode = 100, Security.parse(args.security)
+    print(
+        f"FHAUC, threshold keys reused across sessions: N = {n_points}, 100 samples per "
+        f"party, security = {mode.value}; OpenFHE 'fhauc' set (ring 2^14, 128-bit)"
+    )
+    print(
+        f"{'parties':>7} {'session':>7} {'keygen':>6} {'agg s':>7} {'agg cpu s':>9} "
+        f"{'agg keygen s':>12} {'agg keygen cpu s':>16} {'party MB':>8} {'shares used':>11} "
+        f"{'|err|':>8} {'wall s':>7} {'load':>14}"
+    )
+    for m in [int(p) for p in args.parties.split(",")]:
+        data = synthetic(m, 100)
+        ref = privfl.binned_auc(data, n_points)
+        interior = interior_thresholds(n_points, (0.0, 1.0))
+        positives = float(sum(int(y.sum()) for _, y in data))
+        policy = in_process_policy(
+            mode, "threshold", privfl.evaluation.fhauc.reveal.Reveal.AUC, interior, 4,
+            [100] * m, positives, 100.0 * m - positives, max_samples=None, min_pairs=None,
+            executions=None, required_accuracy=1e-6, min_guarantee_bits=8.0,
+        )  # fmt: skip
+        names = tuple(f"party-{i}" for i in range(m))
+        request = SessionRequest(names, n_points, (0.0, 1.0), mode, 4)
+        t0 = time.perf_counter()
+        first = run_in_process(data, request, policy)
+        wall = time.perf_counter() - t0
+        agg, parties = first.aggregator, list(first.transport.parties.values())
+        runner, transport, results = first.runner, first.transport, first.results
+        for session in range(1, args.reuse + 1):
+            if session > 1:
+                runner = InProcessRunner()
+                transport = ThresholdTransport(parties, runner)
+                t0 = time.perf_counter()
+                run_threshold_session(agg, transport, request, runner.run)
+                wall = time.perf_counter() - t0
+                results = tuple(transport.results[n] for n in names)
+            cpu = runner.cpu
+            traffic = max(
+                t.get("setup", 0) + t.get("session", 0) for t in transport.traffic.values()
+            )
+            used = max(p.key_set.keys.decryption_shares_made for p in parties if p.key_set)
+            err = max(abs(r.auc - ref) for r in results)
+            keygen = "yes" if "party_keygen" in runner.seconds else "no"
+            print(
+                f"{m:>7} {session:>7} {keygen:>6} {runner.total_seconds('aggregator'):>7.2f} "
+                f"{sum(cpu.get('aggregator', [])):>9.2f} "
+                f"{runner.total_seconds('aggregator_keygen'):>12.2f} "
+                f"{sum(cpu.get('aggregator_keygen', [])):>16.2f} {mb(traffic):>8} "
+                f"{used:>11} {err:>8.1e} {wall:>7.1f} {load():>14}",
+                flush=True,
+            )
+            print(f"{'':>7} {'':>7} bytes per party and step (largest):", where_bytes_go(runner))
+
+
+def where_bytes_go(runner: object) -> str:
+    """The largest message a party received (``down``) and sent (``up``) at each step, from
+    the runner's byte counts per channel: where a session's traffic per party goes."""
+    sizes: dict[str, list[int]] = getattr(runner, "sizes", {})
+    parts = []
+    for channel, seen in sorted(sizes.items()):
+        for prefix, arrow in (("to_party_", "down"), ("from_party_", "up")):
+            if channel.startswith(prefix) and seen:
+                parts.append(f"{channel[len(prefix) :]} {arrow} {max(seen)}")
+    return "; ".join(parts)
 
 
 def reveal_once(

@@ -24,15 +24,14 @@ from typing import Any
 
 import numpy as np
 
-from privfl.crypto.threshold import (
-    Ciphertext,
+from privfl.crypto.threshold import Ciphertext, parameter_set
+from privfl.runner import InProcessRunner
+from privfl.threshold import (
     make_roles,
-    parameter_set,
     run_interactive_bootstrap,
     run_joint_decryption,
     run_key_generation,
 )
-from privfl.runner import InProcessRunner
 
 MB = 1e6
 PAPER = {  # SmartCryptNN Table IV (3 parties): seconds, MB

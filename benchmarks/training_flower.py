@@ -46,9 +46,10 @@ def load() -> str:
 
 
 def state(args: argparse.Namespace) -> dict[str, Any]:
-    from privfl.crypto.threshold import EvaluationKeys, ThresholdContext, ThresholdParty, make_roles
+    from privfl.crypto.threshold import EvaluationKeys, ThresholdContext
     from privfl.federation.flower.train_party import PartyProcess
     from privfl.federation.flower.train_wire import ask
+    from privfl.threshold import ThresholdParty, make_roles
     from privfl.training.config import secret_layout
     from privfl.training.params import training_parameters
     from privfl.training.twin import Schedule

@@ -406,7 +406,7 @@ def test_a_low_order_ephemeral_key_in_a_bundle_is_refused_as_unknown(rng):
 
 
 def test_a_restored_state_is_checked_against_the_policy_again(rng):
-    from privfl.evaluation.fhauc.party import SessionState, Stage
+    from privfl.evaluation.fhauc.party_state import SessionState, Stage
 
     d = Deployment(rng, security="malicious", n_points=20)
     cfg = SessionConfig.from_bytes(d.config)

@@ -23,7 +23,7 @@ from privfl.evaluation.fhauc.messages import (
     SessionConfig,
     Start,
 )
-from privfl.evaluation.fhauc.party import SessionState
+from privfl.evaluation.fhauc.party_state import SessionState
 from privfl.evaluation.fhauc.policy import Policy
 from privfl.evaluation.fhauc.uploads import PartyUpload, Result
 from privfl.messages import Reader, decode_message

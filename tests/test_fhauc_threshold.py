@@ -5,6 +5,8 @@ is revealed to the parties only. Runs on the insecure ring-2^12 ``fhauc-test`` s
 
 from __future__ import annotations
 
+import secrets
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -14,6 +16,7 @@ pytest.importorskip("openfhe")
 
 import privfl
 from conftest import make_parties
+from privfl import threshold as tr
 from privfl.crypto import keywrap
 from privfl.crypto import threshold as th
 from privfl.crypto.threshold_ciphertext import fuse_and_decode
@@ -24,11 +27,13 @@ from privfl.errors import (
     VerificationError,
 )
 from privfl.evaluation.fhauc import threshold_ops
+from privfl.evaluation.fhauc import threshold_plan as tp
 from privfl.evaluation.fhauc.messages import SessionConfig
 from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.evaluation.fhauc.schedule import SessionRequest
 from privfl.evaluation.fhauc.tamper import TAMPERS
 from privfl.evaluation.fhauc.threshold_aggregator import ThresholdAggregator
+from privfl.evaluation.fhauc.threshold_messages import KeyCheck, Relay
 from privfl.evaluation.fhauc.threshold_party import ThresholdFhaucParty
 from privfl.evaluation.fhauc.threshold_schedule import (
     run_threshold_session,
@@ -141,7 +146,7 @@ def test_aggregator_holds_no_key_share_and_never_a_fusable_set_of_shares(rng):
     def walk(obj, depth=0):
         if depth > 4:
             return
-        if isinstance(obj, th.ThresholdParty):
+        if isinstance(obj, tr.ThresholdParty):
             seen.append(obj)
         values = obj.values() if isinstance(obj, dict) else getattr(obj, "__dict__", {}).values()
         for v in list(values):
@@ -161,8 +166,6 @@ def test_aggregator_holds_no_key_share_and_never_a_fusable_set_of_shares(rng):
     # c0 plus the sum the aggregator built does not decrypt to the reply
     lead = next(p for p in parties if p.name == agg.lead)
     ctx = th.ThresholdContext.for_parameters(th.parameter_set("fhauc-test"), len(parties))
-    from privfl.evaluation.fhauc.threshold_messages import Relay
-
     relay = Relay.from_bytes(rec.down["fuse"][agg.lead], "th-lead", agg.config.session)
     msg = th.LeadDecryption.from_bytes(relay.items[0], ctx, agg.server.session)
     c1 = ctx.c1_layout(msg.level, msg.deg)
@@ -384,21 +387,39 @@ def test_the_product_error_bound_uses_the_global_floor_on_the_class_counts():
     assert floored < alone / 1000 and own <= floored
 
 
-def test_the_lead_is_fixed_by_the_joint_key_after_the_aggregator_committed_to_the_session(rng):
-    """Item 5 of issue 27: the lead is a hash of the transcript *and* the checked joint key,
-    so the aggregator does not know it when it relays the joins (it used to re-announce
-    until the transcript hash named the party it wanted), and a party records every session
-    it joined and never finished."""
-    _, parties, agg, _rec, request = deployment(rng)
+def _key_round(agg, parties, request):
+    """join -> keygen -> keycheck; returns the key checks (they reveal the lead secrets)."""
     config = agg.start_session(request.parties, 10, security=request.security, splits=1)
-    joins = {p.name: p.join(config) for p in parties}
-    start = agg.collect_joins(joins)
-    assert agg.lead == ""  # unknown to the aggregator until the key round is done
+    start = agg.collect_joins({p.name: p.join(config) for p in parties})
+    assert agg.lead == ""  # unknown to the aggregator when it relays the joins
     for p in parties:
         agg.add_keygen_share(p.name, p.keygen(start))
     joint = agg.finish_keygen()
+    assert agg.lead == ""  # and still unknown with the joint key
+    return config, {p.name: p.keycheck(joint) for p in parties}
+
+
+def test_the_lead_is_fixed_by_secrets_the_parties_committed_to_before_the_aggregator_saw_them(
+    rng,
+):
+    """Item 5 of issue 27: each party's join nonce commits to a secret ``r_i`` that its key
+    check reveals after every join was relayed; the lead is ``H(transcript, r_1..r_M) mod M``.
+    The aggregator learns it only from the key checks, every party opens every commitment,
+    and abandoning the session then is recorded by every party."""
+    _, parties, agg, _rec, request = deployment(rng)
+    config, checks = _key_round(agg, parties, request)
+    relay = agg.relay_checks(checks)
+    # the lead depends on the opened secrets and the transcript only (not on the joint key,
+    # which a party colluding with the aggregator could grind by re-sampling its share)
+    cfg = SessionConfig.from_bytes(config)
+    opened = [KeyCheck.from_bytes(checks[p], cfg.session, agg.roster).lead_secret
+              for p in cfg.parties]  # fmt: skip
+    commits = [tp.lead_commitment(r) for r in opened]
+    seed = tp.check_reveals(cfg.parties, commits, opened)
+    transcript = tp.threshold_transcript(agg.transcript)
+    assert agg.lead == cfg.parties[tp.lead_index(transcript, len(cfg.parties), seed)]
     for p in parties:
-        p.keycheck(joint)
+        p.upload(relay)
     assert [p.name for p in parties if p.is_lead] == [agg.lead]
     # abandoning now (to get another lead) is recorded by every party
     agg.start_session(request.parties, 10, security=request.security, splits=1)
@@ -406,6 +427,45 @@ def test_the_lead_is_fixed_by_the_joint_key_after_the_aggregator_committed_to_th
     for p in parties:
         p.join(again)
         assert p.abandoned == [SessionConfig.from_bytes(config).session.hex()]
+
+
+def test_a_lead_secret_that_does_not_open_its_commitment_aborts_the_session(rng):
+    """A party colluding with the aggregator sees the others' secrets in the relayed key
+    checks; a secret changed after that (to pick the lead) no longer opens its join's
+    commitment: the aggregator refuses it, and so does every honest party, before any
+    upload."""
+    _, parties, agg, _rec, request = deployment(rng)
+    config, checks = _key_round(agg, parties, request)
+    cfg = SessionConfig.from_bytes(config)
+    honest = KeyCheck.from_bytes(checks["p2"], cfg.session, parties[0].roster)
+    forged = KeyCheck(cfg.session, "p2", honest.sketch, bytes(32))
+    checks["p2"] = forged.seal(parties[2]._identity)
+    with pytest.raises(ProtocolError, match="'p2' does not open its join's commitment"):
+        agg.relay_checks(checks)
+    relayed = Relay(cfg.session, tuple(checks[p] for p in cfg.parties), "th-keychecks")
+    for p in parties[:2]:
+        with pytest.raises(ProtocolError, match="'p2' does not open"):
+            p.upload(relayed.to_bytes())
+        assert p.stage.value == "keycheck"  # nothing was uploaded
+
+
+def test_an_aggregator_steering_the_lead_by_silent_restarts_gets_it_at_chance_rate():
+    """Today's steering strategy: re-announce until the hash names the wanted lead. Before
+    the key checks the aggregator holds only commitments (the join nonces): whatever
+    transcript it settles for, the lead is uniform over the parties given one honest party's
+    secret. Here it picks, among 64 silent re-announcements per session, the transcript
+    whose hash it likes best (without the secrets that is all it can rank); over 3,000
+    sessions the target is lead at the 1/3 chance rate (binomial, 5 sigma)."""
+    parties, target, hits, sessions = 3, 0, 0, 3000
+    for _ in range(sessions):
+        transcripts = [secrets.token_bytes(32) for _ in range(64)]
+        chosen = min(transcripts, key=lambda t: tp.lead_index(t, parties, b"") != target)
+        opened = [secrets.token_bytes(tp.LEAD_SECRET_BYTES) for _ in range(parties)]
+        commits = [tp.lead_commitment(r) for r in opened]
+        seed = tp.check_reveals(["p0", "p1", "p2"], commits, opened)
+        hits += tp.lead_index(chosen, parties, seed) == target
+    sd = (sessions * (1 / 3) * (2 / 3)) ** 0.5
+    assert abs(hits - sessions / 3) < 5 * sd
 
 
 def test_the_record_of_abandoned_sessions_survives_the_node_state(rng):

@@ -26,19 +26,20 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import privfl
-
 pytestmark = pytest.mark.flower
 pytest.importorskip("flwr")
+pytest.importorskip("openfhe")  # the deployment runs threshold keys
 
 from cryptography import x509  # noqa: E402
 from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric import ec  # noqa: E402
 from cryptography.x509.oid import NameOID  # noqa: E402
 
-from privfl.evaluation.fhauc.policy import Policy, Security  # noqa: E402
+from privfl.evaluation.fhauc.policy import Security  # noqa: E402
+from privfl.evaluation.fhauc.reveal import Reveal, RevealedCurve  # noqa: E402
+from privfl.evaluation.metric_reference import binned_reference  # noqa: E402
 from privfl.federation.flower.local import LinkSecurity, LocalFederation  # noqa: E402
-from privfl.federation.flower.quickstart import APP_PYPROJECT  # noqa: E402
+from privfl.federation.flower.quickstart import APP_PYPROJECT, local_policy  # noqa: E402
 from privfl.federation.provisioning import provision  # noqa: E402
 
 PARTIES = ("site-a", "site-b", "site-c")
@@ -158,7 +159,12 @@ def namespaces_unavailable() -> str | None:
 
 
 # ---------------------------------------------------------------- the deployment
-def _provision(root: Path) -> tuple[dict[str, Path], float]:
+THRESHOLDS = 10  # N: small and fast; the keys, security and reveal are what users run
+
+
+def _provision(root: Path) -> tuple[dict[str, Path], RevealedCurve]:
+    """The hardest combination: threshold keys (the default 128-bit parameter set), a
+    malicious aggregator, the curve reveal; provisioned as ``privfl flower local`` does."""
     rng = np.random.default_rng(3)
     parts, files = [], {}
     for name in PARTIES:
@@ -168,17 +174,22 @@ def _provision(root: Path) -> tuple[dict[str, Path], float]:
         files[name].parent.mkdir(parents=True, exist_ok=True)
         pd.DataFrame({"score": s, "label": y}).to_csv(files[name], index=False)
         parts.append((s, y))
-    provision(list(PARTIES), root / "keys", Policy(security=Security.SEMI_HONEST))
+    labels = [y for _, y in parts]
+    policy = local_policy(labels, Security.MALICIOUS, "threshold", THRESHOLDS, Reveal.CURVE)
+    provision(list(PARTIES), root / "keys", policy, keys="threshold")
     (root / "app").mkdir()
     (root / "app" / "pyproject.toml").write_text(APP_PYPROJECT)
-    return files, privfl.federated_auc(parts, 100).auc
+    return files, binned_reference(parts, THRESHOLDS)
 
 
 def run_authenticated_deployment(
     root: Path, address: str, prefix: Callable[[str], list[str]] | None
 ) -> None:
-    """TLS + node authentication: three registered parties run FHAUC, a rogue node with an
-    unregistered key is refused; every check of the module docstring."""
+    """TLS + node authentication: three registered parties run FHAUC (threshold keys,
+    malicious security, curve reveal), a rogue node with an unregistered key is refused;
+    every check of the module docstring; each party's verified curve equals the binned
+    reference within 1e-6, and the ServerApp's log holds no result (every node generated
+    its own key share in the run: the aggregator's folder holds no key bundle)."""
     files, expected = _provision(root)
     security = make_tls(root / "tls", address)
     keys = {name: make_node_key(root / "tls", name) for name in (*PARTIES, "rogue")}
@@ -189,7 +200,7 @@ def run_authenticated_deployment(
         for name in PARTIES:
             fed.start_supernode(name, {
                 "keys-dir": str(root / "keys" / name), "data-file": str(files[name]),
-                "output-dir": str(root / "results" / name),
+                "output-dir": str(root / "results" / name), "reveals": "curve",
             }, auth_key=keys[name][0])  # fmt: skip
         fed.wait_for_nodes(len(PARTIES), timeout=180)
         # the rogue: a valid-looking SuperNode whose key the operator never registered; it
@@ -198,16 +209,24 @@ def run_authenticated_deployment(
                                       "data-file": str(files["site-a"])},
                             auth_key=keys["rogue"][0])  # fmt: skip
         assert all("--insecure" not in p.args for p in fed.procs.values())
-        outcome = fed.run(root / "app", {"aggregator-keys": str(root / "keys" / "aggregator")},
-                          timeout=300)  # fmt: skip
+        outcome = fed.run(root / "app", {
+            "aggregator-keys": str(root / "keys" / "aggregator"), "thresholds": THRESHOLDS,
+            "keys": "threshold", "security": "malicious", "reveal": "curve",
+        }, timeout=300)  # fmt: skip
         assert outcome.ok, outcome.log[-3000:]
+        assert f"{expected.auc():.6f}"[:8] not in outcome.log  # the ServerApp never sees it
         assert fed.procs["rogue"].wait(timeout=120) != 0  # refused: it gave up
         assert fed.online_nodes() == len(PARTIES)
+    assert not (root / "keys" / "aggregator" / "bundle.bin").exists()  # nothing secret there
     rogue_log = (root / "rogue.log").read_text(errors="replace")
     assert "SuperNode ID" not in rogue_log and "Failed to activate" in rogue_log, rogue_log
     for name in PARTIES:
         (found,) = (root / "results" / name).glob("fhauc-*.json")
-        assert json.loads(found.read_text())["auc"] == pytest.approx(expected, abs=1e-6)
+        result = json.loads(found.read_text())
+        assert result["verified"] is True and result["security"] == "malicious"
+        assert result["curve"]["tp"] == pytest.approx(list(expected.tp), abs=1e-6)
+        assert result["curve"]["fp"] == pytest.approx(list(expected.fp), abs=1e-6)
+        assert result["auc"] == pytest.approx(expected.auc(), abs=1e-6)
 
 
 @pytest.fixture(scope="module")

@@ -1,9 +1,10 @@
 """The ServerApps' one round function (:mod:`privfl.federation.flower.rounds`), without
 processes: the FHAUC ServerApp's logic against the real FHAUC ClientApp through an in-memory
 grid that hands each pushed message to the ClientApp of its destination node (real keys, real
-ciphertexts, the same message bytes as over the network), with single and threshold keys.
-The process-level tests check the same apps across real SuperLink/SuperNode processes
-(``tests/test_flower_integration.py``, ``tests/test_flower_netns.py``, the README quickstart)."""
+ciphertexts, the same message bytes as over the network), with single keys. The
+process-level tests check the same apps across real SuperLink/SuperNode processes
+(``tests/test_flower_integration.py``; ``tests/test_flower_netns.py``: threshold keys, a
+malicious aggregator and the curve reveal; the README quickstart)."""
 
 from __future__ import annotations
 
@@ -25,9 +26,12 @@ from flwr.app import ConfigRecord, Context, RecordDict
 from _memory_grid import MemoryGrid, node_context, task_identity
 from privfl.errors import MalformedMessageError, ProtocolError
 from privfl.evaluation.fhauc.policy import Policy, Security
+from privfl.evaluation.fhauc.reveal import Reveal
+from privfl.evaluation.metric_reference import binned_reference
 from privfl.federation.flower import client_app, server_app
 from privfl.federation.flower import rounds as rounds_mod
 from privfl.federation.flower.payload import frame, pack, unframe, unpack
+from privfl.federation.flower.quickstart import local_policy
 from privfl.federation.flower.rounds import NodeFailure, exchange
 from privfl.federation.flower.timing import Phases, phases, process_age
 from privfl.federation.provisioning import provision
@@ -35,14 +39,13 @@ from privfl.federation.provisioning import provision
 PARTIES = ("site-a", "site-b", "site-c")
 
 
-def write_parties(root, keys: str = "single"):
+def write_parties(root, keys: str = "single", policy=None, reveals="auc"):
     """Provision the keys, write each party's scores file; the grid of the parties' nodes
-    and their data. (Threshold keys: sized for 150 rows, as ``privfl flower local`` does.)"""
-    if keys == "threshold":
+    and their data. (Threshold keys: sized for 150 rows, as ``privfl flower local`` does.)
+    ``policy``: a Policy, or a function of the parties' labels returning one; ``reveals``:
+    each node's consent (node setting)."""
+    if keys == "threshold" and policy is None:
         policy = Policy(security=Security.SEMI_HONEST, max_samples_per_party=256)
-        provision(list(PARTIES), root / "keys", policy, keys="threshold")
-    else:
-        provision(list(PARTIES), root / "keys")
     rng = np.random.default_rng(8)
     nodes, parts = {}, []
     for k, name in enumerate(PARTIES):
@@ -52,8 +55,11 @@ def write_parties(root, keys: str = "single"):
         parts.append((s, y))
         nodes[k + 1] = node_context(5, k + 1, {
             "keys-dir": str(root / "keys" / name), "data-file": str(root / f"{name}.csv"),
-            "output-dir": str(root / "out" / name), "report-timings": "true",
+            "output-dir": str(root / "out" / name), "report-timings": "true", "reveals": reveals,
         })  # fmt: skip
+    if callable(policy):
+        policy = policy([y for _, y in parts])
+    provision(list(PARTIES), root / "keys", policy, keys=keys)
     return MemoryGrid(client_app.app, nodes), parts
 
 
@@ -87,24 +93,35 @@ def test_the_fhauc_server_app_runs_a_session_through_push_and_pull(federation, c
     assert upload["in"] > 100_000 and {"start", "load", "work", "flower"} <= set(upload)
 
 
-def test_threshold_fhauc_through_the_apps_reveals_the_auc_to_the_parties_only(tmp_path, caplog):
-    """Threshold keys: every node generates its own key share in the run (nothing secret
-    provisioned, no aggregator bundle); the AUC reaches each party's result, equals the
-    plaintext reference, and never appears in the ServerApp's log."""
-    pytest.importorskip("openfhe")
+def test_a_single_key_malicious_curve_session_through_the_apps_equals_the_reference(tmp_path):
+    """Single keys, the ``curve`` reveal against a malicious aggregator, through the same
+    ServerApp and ClientApp as a deployment (the real-process test runs threshold keys):
+    every party's result file holds the verified curve, equal to the binned reference."""
     with task_identity(5):
-        grid, parts = write_parties(tmp_path, keys="threshold")
-        context = server_context(tmp_path, keys="threshold", thresholds=20)
-        with caplog.at_level(logging.DEBUG, logger="flwr"):
-            server_app._run(grid, context)
-    expected = privfl.binned_auc(parts, 20)
-    assert not (tmp_path / "keys" / "aggregator" / "bundle.bin").exists()
+        grid, parts = write_parties(
+            tmp_path,
+            policy=lambda labels: local_policy(
+                labels, Security.MALICIOUS, "single", 12, Reveal.CURVE
+            ),
+            reveals="auc,curve",  # the node consents to both
+        )
+        context = server_context(tmp_path, thresholds=12, reveal="curve", security="malicious")
+        server_app._run(grid, context)
+    ref = binned_reference(parts, 12)
     for name in PARTIES:
         (found,) = (tmp_path / "out" / name).glob("fhauc-*.json")
         result = json.loads(found.read_text())
-        assert result["auc"] == pytest.approx(expected, abs=1e-6)
-        assert 0 < result["precision"] <= 1e-6
-    assert f"{expected:.6f}"[:8] not in caplog.text
+        assert result["verified"] is True and result["security"] == "malicious"
+        assert result["curve"]["tp"] == pytest.approx(list(ref.tp), abs=1e-6)
+        assert result["curve"]["fp"] == pytest.approx(list(ref.fp), abs=1e-6)
+        assert result["auc"] == pytest.approx(privfl.binned_auc(parts, 12), abs=1e-6)
+
+
+def test_a_node_refuses_a_reveal_its_operator_did_not_consent_to_before_any_upload(federation):
+    grid, root, _ = federation  # the nodes consent to the AUC only (the default)
+    with pytest.raises(server_app.PartyFailure, match="refused"):
+        server_app._run(grid, server_context(root, reveal="curve", thresholds=12))
+    assert not any((root / "out").rglob("fhauc-*.json"))
 
 
 def test_a_node_that_never_answers_stops_the_round_naming_it_within_the_timeout(federation):

@@ -64,9 +64,13 @@ ALLOWED: dict[str, set[str] | None] = {
     "messages": {"errors"},
     "datasets": {"errors", "_typing"},
     "crypto": {"errors", "messages", "_typing"},
-    **{p: CORE | {"crypto"} | PROTOCOLS for p in PROTOCOLS},
-    "federation": CORE | {"crypto"} | PROTOCOLS,
-    "studies": CORE | {"crypto", "federation"} | PROTOCOLS,
+    # threshold CKKS roles and drivers (ThresholdParty, ThresholdServer, run_*): protocol code
+    # shared by evaluation (threshold FHAUC) and training (SmartCryptNN), so it sits between
+    # crypto (primitives only) and the protocols, importing neither protocol
+    "threshold": CORE | {"crypto"},
+    **{p: CORE | {"crypto", "threshold"} | PROTOCOLS for p in PROTOCOLS},
+    "federation": CORE | {"crypto", "threshold"} | PROTOCOLS,
+    "studies": CORE | {"crypto", "threshold", "federation"} | PROTOCOLS,
     "cli": None,  # anything
     "metrics": {"evaluation"},  # the privfl.metrics facade (issue 18)
 }

@@ -14,7 +14,7 @@ from privfl.errors import InputError, MalformedMessageError, ProtocolError, Veri
 from privfl.evaluation import curves
 from privfl.evaluation.fhauc import curve_tamper
 from privfl.evaluation.fhauc.messages import CODEC, SessionConfig, Start
-from privfl.evaluation.fhauc.party import SessionState, Stage
+from privfl.evaluation.fhauc.party_state import SessionState, Stage
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.uploads import Reply, Result
 from privfl.messages import Writer

@@ -17,7 +17,6 @@ from privfl.crypto import threshold_wire as wire  # noqa: E402
 from privfl.crypto.threshold import (  # noqa: E402
     Ciphertext,
     CiphertextMessage,
-    DecryptionBudgetExhaustedError,
     DecryptionRequest,
     DecryptionShare,
     JointDecryptionError,
@@ -26,18 +25,21 @@ from privfl.crypto.threshold import (  # noqa: E402
     MaskedDecryption,
     ThresholdContext,
     estimate_noise_bits,
-    make_roles,
     parameter_set,
-    run_interactive_bootstrap,
-    run_joint_decryption,
-    run_key_generation,
-    run_masked_decryption,
 )
 from privfl.crypto.threshold_ciphertext import fuse_and_decode  # noqa: E402
 from privfl.crypto.threshold_params import DECRYPTION_TOWERS  # noqa: E402
 from privfl.errors import InputError, ProtocolError, WrongSessionError  # noqa: E402
 from privfl.messages import new_session_id  # noqa: E402
 from privfl.runner import InProcessRunner  # noqa: E402
+from privfl.threshold import (  # noqa: E402
+    DecryptionBudgetExhaustedError,
+    make_roles,
+    run_interactive_bootstrap,
+    run_joint_decryption,
+    run_key_generation,
+    run_masked_decryption,
+)
 
 PARAMS = parameter_set("test")
 M = 3

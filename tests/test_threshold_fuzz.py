@@ -24,8 +24,9 @@ require_openfhe_for_tests()
 
 from privfl.crypto import threshold_messages as tm  # noqa: E402
 from privfl.crypto import threshold_wire as wire  # noqa: E402
-from privfl.crypto.threshold import Ciphertext, ThresholdServer, make_roles, parameter_set  # noqa: E402
+from privfl.crypto.threshold import Ciphertext, parameter_set  # noqa: E402
 from privfl.errors import MalformedMessageError, PrivflError, ProtocolError  # noqa: E402
+from privfl.threshold import ThresholdServer, make_roles  # noqa: E402
 
 PARAMS = dataclasses.replace(parameter_set("test"), max_decryptions=1 << 16, name="fuzz")
 SEED = bytes(32)

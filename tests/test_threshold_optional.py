@@ -28,7 +28,7 @@ def test_every_privfl_module_imports_without_openfhe():
         names = [m.name for m in pkgutil.walk_packages(privfl.__path__, "privfl.")]
         for name in names:
             importlib.import_module(name)
-        assert "privfl.crypto.threshold" in names and "privfl.crypto.threshold_roles" in names
+        assert "privfl.crypto.threshold" in names and "privfl.threshold.party" in names
         print(len(names))
         """
     )
@@ -40,7 +40,8 @@ def test_using_threshold_ckks_without_openfhe_raises_input_error_naming_the_extr
     out = _run_without_openfhe(
         """
         from privfl.errors import InputError
-        from privfl.crypto.threshold import make_roles, require_openfhe
+        from privfl.crypto.threshold import require_openfhe
+        from privfl.threshold import make_roles
         for call in (lambda: make_roles("test", 3), require_openfhe):
             try:
                 call()

@@ -23,9 +23,9 @@ from privfl.crypto.threshold import (
     DecryptionShare,
 )
 from privfl.crypto.threshold_ciphertext import JointDecryptionError, fuse_and_decode
-from privfl.crypto.threshold_roles import REQUEST_ID_SHIFT, ThresholdParty
 from privfl.errors import DecryptionNotPermittedError, ProtocolError, UnknownPartyError
 from privfl.runner import InProcessRunner
+from privfl.threshold.party import REQUEST_ID_SHIFT, ThresholdParty
 from privfl.training.desk import ShareDesk
 from privfl.training.federated import _build
 from privfl.training.joint import REQUEST_DOMAIN, Consent, SealedShare, SignedRequest

@@ -15,16 +15,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from privfl.crypto.identity import IdentityKey
-from privfl.crypto.threshold import (
-    KeyGenShare,
-    ThresholdContext,
-    ThresholdParty,
-    ThresholdServer,
-)
+from privfl.crypto.threshold import KeyGenShare, ThresholdContext
 from privfl.crypto.threshold_keycheck import joint_rows, row_moduli, sketch, sketch_coefficients
 from privfl.errors import ProtocolError, UnknownPartyError
 from privfl.messages import Reader, Writer
 from privfl.runner import InProcessRunner
+from privfl.threshold import ThresholdParty, ThresholdServer
 from privfl.training.config import secret_layout
 from privfl.training.params import training_parameters
 from privfl.training.schedule import InProcessTransport

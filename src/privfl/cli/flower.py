@@ -65,6 +65,13 @@ def local(
             "privfl\\[threshold])."
         ),
     ] = "single",
+    reveal: Annotated[
+        str,
+        typer.Option(
+            help="What the parties learn: 'auc', 'curve' (every decision point's normalised "
+            "counts, written to each result file) or 'metrics'; every SuperNode consents to it."
+        ),
+    ] = "auc",
     workdir: Annotated[
         Path | None,
         typer.Option(
@@ -85,13 +92,15 @@ def local(
     party's result. Everything started is stopped at the end, also on failure or Ctrl-C.
 
     Example: privfl flower local scores.csv --party-column site -s score -l label
-    [--keys threshold]
+    [--keys threshold] [--security malicious] [--reveal curve]
     """
     from privfl.evaluation.fhauc.policy import Security
+    from privfl.evaluation.fhauc.reveal import Reveal
     from privfl.federation.flower.quickstart import LocalRunFailed, check_workdir, run_local
 
     check_output_path(json_out, "--json-out")
     Security.parse(security)
+    Reveal.parse(reveal)
     if thresholds < 3:
         raise InputError("--thresholds must be at least 3")
     if keys not in ("single", "threshold"):
@@ -111,7 +120,7 @@ def local(
             res = run_local(
                 file, party_column, score_column, label_column, security=security,
                 thresholds=thresholds, workdir=workdir, timeout=timeout, progress=bar.update,
-                keys=keys, pos_label=pos_label,
+                keys=keys, pos_label=pos_label, reveal=reveal,
             )  # fmt: skip
         except LocalRunFailed as exc:
             emit(exc.run, as_json, json_out)

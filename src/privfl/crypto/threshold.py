@@ -1,29 +1,16 @@
-"""Threshold CKKS on OpenFHE: N-out-of-N keys with no dealer, joint decryption with noise
-flooding, interactive bootstrapping. Optional: needs the ``[threshold]`` extra (OpenFHE);
-without it every entry point raises :class:`~privfl.errors.InputError` naming the extra.
+"""Threshold CKKS primitives on OpenFHE: parameters, context, ciphertexts, typed messages and
+the bounded wire format of N-out-of-N keys with no dealer, joint decryption with noise flooding
+and interactive bootstrapping. Optional: needs the ``[threshold]`` extra (OpenFHE); without it
+every entry point raises :class:`~privfl.errors.InputError` naming the extra.
 
 Modules: :mod:`~privfl.crypto.threshold_params` (named parameter sets, flooding budget),
 :mod:`~privfl.crypto.threshold_context` (OpenFHE context, layouts, CRPs),
 :mod:`~privfl.crypto.threshold_wire` (bounded transport of OpenFHE objects),
-:mod:`~privfl.crypto.threshold_messages` (typed messages),
-:mod:`~privfl.crypto.threshold_ciphertext` (ciphertexts, requests) and
-:mod:`~privfl.crypto.threshold_roles` (parties) and
-:mod:`~privfl.crypto.threshold_server` (the server). This module re-exports them and
-drives each protocol through :class:`privfl.runner.InProcessRunner`, which passes the real
-message bytes between the roles and records time per role and bytes per channel::
-
-    from privfl.crypto.threshold import make_roles, run_key_generation, run_joint_decryption
-    from privfl.runner import InProcessRunner
-
-    server, parties = make_roles("test", 3)
-    runner = InProcessRunner()
-    run_key_generation(server, parties, runner)
-    ct = server.encrypt([0.25, -1.5])
-    run_joint_decryption(parties[0], parties, ct, runner, length=2)   # ~[0.25, -1.5]
-
-Channels: ``keygen_share`` and ``keygen_mult_share`` (party -> server), ``keygen_joint`` and
-``eval_keys`` (server -> party), ``decrypt_request`` / ``decrypt_share`` /
-``masked_result``, ``boot_request`` / ``boot_share``; one ``send`` per message and recipient.
+:mod:`~privfl.crypto.threshold_messages` (typed messages) and
+:mod:`~privfl.crypto.threshold_ciphertext` (ciphertexts, requests); this module re-exports
+them. The *roles* that hold key shares and answer requests (``ThresholdParty``,
+``ThresholdServer``) and the in-process drivers (``make_roles``, ``run_*``) are protocol code
+and live in :mod:`privfl.threshold`, which evaluation and training both import.
 
 Deserialisation safety: see :mod:`~privfl.crypto.threshold_wire`. OpenFHE never parses a
 peer's bytes, so no crafted message reaches an OpenFHE deserialiser; the fuzz tests found no
@@ -31,12 +18,6 @@ crash (``tests/test_threshold_fuzz.py``).
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable, Sequence
-from typing import ParamSpec, Protocol, TypeVar
-
-import numpy as np
-import numpy.typing as npt
 
 from privfl.crypto.threshold_ciphertext import (
     Ciphertext,
@@ -56,7 +37,6 @@ from privfl.crypto.threshold_messages import (
     LeadDecryption,
     MaskedDecryption,
     MultKeyShare,
-    _Message,
 )
 from privfl.crypto.threshold_params import (
     PARAMETER_SETS,
@@ -64,9 +44,6 @@ from privfl.crypto.threshold_params import (
     parameter_set,
     require_openfhe,
 )
-from privfl.crypto.threshold_roles import DecryptionBudgetExhaustedError, ThresholdParty
-from privfl.crypto.threshold_server import ThresholdServer
-from privfl.messages import new_session_id
 
 __all__ = [
     "PARAMETER_SETS",
@@ -75,7 +52,6 @@ __all__ = [
     "Ciphertext",
     "CiphertextHolder",
     "CiphertextMessage",
-    "DecryptionBudgetExhaustedError",
     "DecryptionRequest",
     "DecryptionShare",
     "EvaluationKeys",
@@ -88,157 +64,7 @@ __all__ = [
     "MultKeyShare",
     "ThresholdContext",
     "ThresholdParameters",
-    "ThresholdParty",
-    "ThresholdServer",
     "estimate_noise_bits",
-    "make_roles",
     "parameter_set",
     "require_openfhe",
-    "run_interactive_bootstrap",
-    "run_joint_decryption",
-    "run_key_generation",
-    "run_masked_decryption",
 ]
-
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-class InProcessRunner(Protocol):
-    """What the round drivers need from :class:`privfl.runner.InProcessRunner` (crypto
-    imports nothing of privfl but errors and messages, so the runner is described, not
-    imported): time a role's step, pass bytes along a named channel."""
-
-    def run(self, key: str, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R: ...
-
-    def send(self, channel: str, data: bytes) -> bytes: ...
-
-
-def make_roles(
-    params: ThresholdParameters | str,
-    parties: int,
-    session: bytes | None = None,
-    names: Sequence[str] | None = None,
-) -> tuple[ThresholdServer, list[ThresholdParty]]:
-    """A server and ``parties`` parties for one session (nothing secret yet: each party
-    samples its own share in :func:`run_key_generation`)."""
-    if isinstance(params, str):
-        params = parameter_set(params)
-    ctx = ThresholdContext.for_parameters(params, parties)
-    session = session or new_session_id()
-    names = list(names) if names is not None else [f"party-{i}" for i in range(parties)]
-    if len(names) != parties or len(set(names)) != parties:
-        raise ValueError("names must be distinct, one per party")
-    roles = [ThresholdParty(n, i, ctx, session) for i, n in enumerate(names)]
-    return ThresholdServer("server", ctx, session), roles
-
-
-M = TypeVar("M", bound=_Message)
-
-
-def _exchange(
-    runner: InProcessRunner,
-    parties: Sequence[ThresholdParty],
-    outgoing: bytes | None,
-    step: tuple[str, str, str],
-    reply_type: type[M],
-    *extra: object,
-) -> list[M]:
-    """One star round: ``outgoing`` (if any) travels to every party on ``step[0]``, each
-    party runs its method named ``step[1]`` on the decoded message (timed as
-    ``party_<step[1]>``), and its reply travels back on ``step[2]`` and is decoded."""
-    channel_in, method, channel_out = step
-    ctx, session = parties[0].context, parties[0].session
-    replies = []
-    for p in parties:
-        args: list[object] = []
-        if outgoing is not None:
-            in_type = _REQUEST_TYPES[method]
-            args.append(in_type.from_bytes(runner.send(channel_in, outgoing), ctx, session))
-        reply = runner.run(f"party_{method}", getattr(p, method), *args, *extra)
-        data = runner.send(channel_out, reply.to_bytes())
-        replies.append(reply_type.from_bytes(data, ctx, session))
-    return replies
-
-
-_REQUEST_TYPES: dict[str, type[_Message]] = {
-    "keygen_mult_share": JointPublicKeys,
-    "decryption_share": DecryptionRequest,
-    "bootstrap_share": BootstrapRequest,
-}
-
-
-def run_key_generation(
-    server: ThresholdServer,
-    parties: Sequence[ThresholdParty],
-    runner: InProcessRunner,
-    evaluating_parties: bool = False,
-) -> None:
-    """The two key-generation rounds. With ``evaluating_parties`` the server also sends the
-    joint evaluation keys to every party (SmartCryptNN's parties compute on ciphertexts)."""
-    shares = _exchange(runner, parties, None, ("", "keygen_share", "keygen_share"), KeyGenShare)
-    joint = runner.run("server_keygen_combine", server.combine_keygen_shares, shares)
-    step = ("keygen_joint", "keygen_mult_share", "keygen_mult_share")
-    mult = _exchange(runner, parties, joint.to_bytes(), step, MultKeyShare)
-    keys = runner.run("server_keygen_mult_combine", server.combine_mult_shares, mult).to_bytes()
-    if evaluating_parties:
-        for p in parties:
-            ek = EvaluationKeys.from_bytes(runner.send("eval_keys", keys), p.context, p.session)
-            runner.run("party_install_keys", p.receive_evaluation_keys, ek)
-
-
-_DECRYPT = ("decrypt_request", "decryption_share", "decrypt_share")
-
-
-def run_joint_decryption(
-    requester: ThresholdParty,
-    parties: Sequence[ThresholdParty],
-    ct: Ciphertext,
-    runner: InProcessRunner,
-    length: int,
-) -> npt.NDArray[np.float64]:
-    """``requester`` decrypts its ciphertext with the other parties' shares (lead/main/fusion):
-    only the requester learns the plaintext; a relay sees ``c1`` and ``M - 1`` shares."""
-    request = runner.run("party_decrypt_request", requester.request_decryption, ct)
-    others = [p for p in parties if p is not requester]
-    shares = _exchange(runner, others, request.to_bytes(), _DECRYPT, DecryptionShare)
-    return runner.run("party_decrypt_fuse", requester.fuse, request, shares, length)
-
-
-def run_masked_decryption(
-    server: ThresholdServer,
-    parties: Sequence[ThresholdParty],
-    ct: Ciphertext,
-    mask_seed: bytes,
-    runner: InProcessRunner,
-    length: int,
-) -> list[npt.NDArray[np.float64]]:
-    """The server's ciphertext decrypted for the parties only (FHAUC's threshold mode): the
-    server relays ``c1``, adds ``c0`` and the shares, one of which carries the parties' mask
-    ``R`` (from ``mask_seed``, which the server does not know), and broadcasts the masked
-    result; each party removes ``R``. Per party: one ``c1`` down, one share up, one result
-    down (O(1) in the number of parties)."""
-    request = runner.run("server_decrypt_request", server.request_decryption, ct)
-    shares = _exchange(runner, parties, request.to_bytes(), _DECRYPT, DecryptionShare, mask_seed)
-    masked = runner.run("server_fuse_masked", server.fuse_masked, request, shares).to_bytes()
-    out = []
-    for p in parties:
-        msg = MaskedDecryption.from_bytes(
-            runner.send("masked_result", masked), p.context, p.session
-        )
-        out.append(runner.run("party_open_masked", p.open_masked, msg, mask_seed, length))
-    return out
-
-
-def run_interactive_bootstrap(
-    owner: CiphertextHolder,
-    parties: Sequence[ThresholdParty],
-    ct: Ciphertext,
-    runner: InProcessRunner,
-) -> Ciphertext:
-    """Refresh ``ct`` (owned by a party or the server) to level 0 with every party's shares."""
-    request = runner.run("owner_boot_request", owner.start_bootstrap, ct)
-    step = ("boot_request", "bootstrap_share", "boot_share")
-    shares = _exchange(runner, parties, request.to_bytes(), step, BootstrapShare)
-    return runner.run("owner_boot_finish", owner.finish_bootstrap, request, shares)

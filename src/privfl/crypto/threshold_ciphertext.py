@@ -181,6 +181,7 @@ class CiphertextHolder:
         self.context = context
         self.session = session
         self.public_key: Any | None = None
+        self.public_key_rows = b""  # the joint public key's b half (this holder's own copy)
         self._next_id = 0
         self._decryptions: dict[int, Any] = {}
         self._bootstraps: dict[int, Any] = {}
@@ -190,7 +191,13 @@ class CiphertextHolder:
         """OpenFHE key tag of every joint object of this session."""
         return self.session.hex()
 
+    def use_joint_public_key(self, b_payload: bytes) -> None:
+        """Encrypt under the joint public key whose ``b`` half is ``b_payload`` (the ``a``
+        half is the session's common random element): a key kept from an earlier session."""
+        self.public_key = self._load_joint_public_key(b_payload)
+
     def _load_joint_public_key(self, b_payload: bytes) -> Any:
+        self.public_key_rows = bytes(b_payload)
         ctx = self.context
         shape = ctx.public_key_shape
         b = np.frombuffer(b_payload, dtype=np.uint64).reshape(len(shape.b_index), ctx.ring)
@@ -207,6 +214,11 @@ class CiphertextHolder:
         vec = _plain_values(values, self.context.slots)
         plain = self.context.cc.MakeCKKSPackedPlaintext(vec, 1, level)
         return Ciphertext(self.context, self.context.cc.Encrypt(self.public_key, plain))
+
+    @property
+    def last_request_id(self) -> int:
+        """The last request id this holder used (a party answers each id once per key set)."""
+        return self._next_id
 
     def _request_id(self) -> int:
         self._next_id += 1

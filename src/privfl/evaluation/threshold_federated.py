@@ -101,6 +101,7 @@ class InProcessSession:
     transport: ThresholdTransport
     report: ThresholdReport
     results: tuple[PartyResult, ...]
+    aggregator: ThresholdMixin  # keeps the key set: run_threshold_session again reuses it
 
 
 def run_in_process(
@@ -137,7 +138,7 @@ def run_in_process(
     transport = ThresholdTransport(parties, runner)
     report = run_threshold_session(agg, transport, request, runner.run)
     results = tuple(transport.results[n] for n in names)
-    return InProcessSession(runner, transport, report, results)
+    return InProcessSession(runner, transport, report, results, agg)
 
 
 def run_threshold(

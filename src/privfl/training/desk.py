@@ -2,7 +2,7 @@
 another party's, seals its shares for the requester, and opens the shares sealed for it.
 
 Run by every party; holds the party's long-term identity key (X25519 + Ed25519) and uses its
-threshold key share through :class:`~privfl.crypto.threshold.ThresholdParty`.
+threshold key share through :class:`~privfl.threshold.ThresholdParty`.
 
 **Answering is a decision** (:meth:`ShareDesk.answer`). A share is made only if, in order:
 the request is signed by a party of the roster other than this one (the server is not in it:
@@ -11,7 +11,7 @@ allows that party, with that kind of share (:func:`~.tickets.check_ticket`); a r
 prediction carries every party's signed consent naming the requester; the ticket was never
 answered for that requester before; the threshold request inside is well formed, names the
 same requester and carries a request id from that requester's range
-(:data:`~privfl.crypto.threshold_roles.REQUEST_ID_SHIFT`) never answered before (two
+(:data:`~privfl.threshold.party.REQUEST_ID_SHIFT`) never answered before (two
 bootstrapping answers under one id share the CRP element ``a``: their difference would be a
 decryption share of a ciphertext of the requesters' choice). Every condition depends on
 public facts and on the message only, never on a secret. A refused request makes no share at
@@ -69,11 +69,11 @@ from privfl.crypto.threshold import (
     BootstrapShare,
     DecryptionRequest,
     DecryptionShare,
-    ThresholdParty,
 )
-from privfl.crypto.threshold_roles import REQUEST_ID_SHIFT
 from privfl.errors import DecryptionNotPermittedError, ProtocolError, UnknownPartyError
 from privfl.messages import Reader, Writer
+from privfl.threshold import ThresholdParty
+from privfl.threshold.party import REQUEST_ID_SHIFT
 from privfl.training.joint import (
     CONSENT_DOMAIN,
     REQUEST_DOMAIN,

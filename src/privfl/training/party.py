@@ -2,7 +2,7 @@
 
 What a party holds: its samples; the plaintext layers in the clear (the global ones each round,
 then its local updates); its own share of the threshold-CKKS secret key (inside its
-:class:`~privfl.crypto.threshold.ThresholdParty`, never serialised); a copy of the encrypted
+:class:`~privfl.threshold.ThresholdParty`, never serialised); a copy of the encrypted
 layers, ciphertexts it cannot decrypt alone.
 
 What a party learns: the global plaintext layers; for each of its own mini-batches the
@@ -44,9 +44,9 @@ from privfl.crypto.threshold import (
     CiphertextMessage,
     DecryptionRequest,
     DecryptionShare,
-    ThresholdParty,
 )
 from privfl.errors import PrivflError, ProtocolError
+from privfl.threshold import ThresholdParty
 from privfl.training import secret as enc
 from privfl.training.desk import ShareDesk
 from privfl.training.joint import Consent, SealedShare, SignedRequest

@@ -2,7 +2,7 @@
 
 What the server holds: the global plaintext layers; the encrypted layers (ciphertexts under
 the joint key); the joint public and evaluation keys (its
-:class:`~privfl.crypto.threshold.ThresholdServer`). It holds **no** key share, so it can
+:class:`~privfl.threshold.ThresholdServer`). It holds **no** key share, so it can
 neither decrypt nor take part in a decryption.
 
 Poisoning bound (optional, ``max_update_norm``): each party's plaintext-layer update is
@@ -22,8 +22,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from privfl._typing import FloatArray
-from privfl.crypto.threshold import Ciphertext, CiphertextMessage, ThresholdServer
+from privfl.crypto.threshold import Ciphertext, CiphertextMessage
 from privfl.errors import InputError, ProtocolError
+from privfl.threshold import ThresholdServer
 from privfl.training.messages import GlobalPlainLayers, PartyPlainLayers
 from privfl.training.packing import LayerLayout, TwoLayerPacking
 from privfl.training.twin import Schedule, initial_model

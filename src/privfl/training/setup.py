@@ -193,7 +193,8 @@ class NodeHost:
             self.stage = len(SETUP_STEPS)
             return _ack(plan.session, self.name)
         check_initial_range([(self.x, self.y)], s)
-        from privfl.crypto.threshold import ThresholdContext, ThresholdParty
+        from privfl.crypto.threshold import ThresholdContext
+        from privfl.threshold import ThresholdParty
         from privfl.training.params import check_levels, training_parameters
 
         params = training_parameters(layout, plan.parameters)
@@ -296,7 +297,8 @@ def run_setup(
         for n in names:
             _check_ack(got[n], session, n)
         return Server(schedule, session, None, None, max_update_norm), tplan
-    from privfl.crypto.threshold import KeyGenShare, MultKeyShare, ThresholdContext, ThresholdServer
+    from privfl.crypto.threshold import KeyGenShare, MultKeyShare, ThresholdContext
+    from privfl.threshold import ThresholdServer
     from privfl.training.params import check_levels, training_parameters
 
     params = training_parameters(layout, parameters)

@@ -100,6 +100,7 @@ class SessionConfig:
     splits: int = 1
     sender: str = AGGREGATOR
     reveal: Reveal = Reveal.AUC  # what the parties learn (fhauc.reveal); bound by the digest
+    key_set: bytes = b""  # threshold keys: the kept key set to reuse (b"": generate one)
 
     STEP = "config"
 
@@ -130,7 +131,7 @@ class SessionConfig:
         w.bytes_(np.asarray(self.thresholds, dtype="<f8").tobytes())
         w.f64(self.score_range[0]).f64(self.score_range[1])
         w.str_(self.security.value).u32(self.splits)
-        return w.str_(self.reveal.value).getvalue()
+        return w.str_(self.reveal.value).bytes_(self.key_set).getvalue()
 
     @functools.cached_property
     def digest(self) -> bytes:
@@ -151,6 +152,7 @@ class SessionConfig:
         thresholds = np.frombuffer(raw, dtype="<f8").astype(np.float64)
         lo, hi = r.f64_finite("score range low"), r.f64_finite("score range high")
         security, splits, reveal = r.str_(32), r.u32(), r.str_(16)
+        key_set = r.bytes_(SESSION_ID_BYTES)
         r.end()
         try:
             cfg = cls(
@@ -162,6 +164,7 @@ class SessionConfig:
                 splits,
                 header.sender,
                 Reveal.parse(reveal),
+                key_set,
             )
             cfg.validate()
         except InputError as exc:

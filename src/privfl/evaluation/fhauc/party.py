@@ -11,7 +11,8 @@ output) and, against a malicious aggregator, the size of ``TP·FP`` within a fac
 ``2^w`` (the verification needs a lower bound on it). Never another party's counts. With a
 ``curve``/``metrics`` reveal, which it must have consented to (``reveals=``), the global
 counts up to a common secret scale instead (:mod:`~privfl.evaluation.fhauc.reveal`).
-The party's progress through a session (:class:`SessionState`) can be exported and restored,
+The party's progress through a session (:class:`~.party_state.SessionState`) can be exported
+and restored,
 so that a deployment that runs each step in a fresh process (a Flower ClientApp) keeps the
 order checks; the state holds nothing secret beyond the party's own two totals.
 """
@@ -21,7 +22,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -34,13 +34,13 @@ from privfl.evaluation.fhauc import curve
 from privfl.evaluation.fhauc.key_holder import BUNDLE_PURPOSE
 from privfl.evaluation.fhauc.layout import Layout
 from privfl.evaluation.fhauc.messages import (
-    NONCE_BYTES,
     Done,
     Join,
     KeyBundle,
     SessionConfig,
     Start,
 )
+from privfl.evaluation.fhauc.party_state import SessionState, Stage
 from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.session import check_start, new_nonce, parse_config, session_key
@@ -54,42 +54,9 @@ from privfl.evaluation.statistics import (
     validate_weights,
     weighted_counts,
 )
-from privfl.messages import Reader, Writer
+from privfl.messages import Reader
 
 log = logging.getLogger(__name__)
-
-
-class Stage(StrEnum):
-    JOINED = "joined"
-    UPLOADED = "uploaded"
-    FINISHED = "finished"
-
-
-@dataclass(frozen=True)
-class SessionState:
-    """Where a party is in its current session (what it needs for the next step)."""
-
-    stage: Stage
-    config: bytes
-    nonce: bytes
-    transcript: bytes = b""
-    positives: int = 0
-    negatives: int = 0
-
-    def to_bytes(self) -> bytes:
-        w = Writer().str_(self.stage.value).bytes_(self.config).bytes_(self.nonce)
-        return w.bytes_(self.transcript).u64(self.positives).u64(self.negatives).getvalue()
-
-    @classmethod
-    def from_bytes(cls, data: bytes) -> SessionState:
-        r = Reader(data, "party session state")
-        try:
-            stage = Stage(r.str_(16))
-        except ValueError:
-            raise MalformedMessageError("party session state has an unknown stage") from None
-        out = cls(stage, r.bytes_(), r.bytes_(NONCE_BYTES), r.bytes_(32), r.u64(), r.u64())
-        r.end()
-        return out
 
 
 @dataclass(frozen=True)
@@ -114,14 +81,24 @@ class PartyResult:
         return self.outcome.verified
 
     def to_dict(self) -> dict[str, Any]:
+        """The result as JSON values; with a ``curve``/``metrics`` reveal also ``curve``:
+        the revealed counts normalised by the total (``tp``, ``fp``, decision points
+        ``0..N-1``) and the ROC points ``tpr``, ``fpr`` computed from them."""
         o = self.outcome
-        return {
+        out = {
             "party": self.party, "session": self.session, "auc": o.auc,
             "security": self.security, "thresholds": self.num_points,
             "parties": list(self.parties), "verified": o.verified,
             "executions": self.executions, "precision": o.precision,
             "tolerance": o.tolerance, "spread": o.spread, "guarantee_log2": o.guarantee_log2,
         }  # fmt: skip
+        if o.curve is not None:
+            tp, fp = o.curve.tp, o.curve.fp
+            out["curve"] = {
+                "tp": tp.tolist(), "fp": fp.tolist(),
+                "tpr": (tp / tp[-1]).tolist(), "fpr": (fp / fp[-1]).tolist(),
+            }  # fmt: skip
+        return out
 
 
 class Party:
@@ -307,6 +284,11 @@ class Party:
         if unknown:
             raise UnknownPartyError(f"session names parties outside the roster: {unknown}")
         config.check_policy(self.policy)
+        if config.key_set:  # public: a single-key party holds no threshold key set
+            raise ProtocolError(
+                "the session names a threshold key set to reuse; this party holds single keys "
+                "(provision threshold keys, or announce a single-key session)"
+            )
         if config.reveal not in self.reveals:
             raise ProtocolError(
                 f"the session would reveal {config.reveal.value!r} to the parties; party "

@@ -102,7 +102,7 @@ def make_party(
     scores: npt.ArrayLike,
     labels: npt.ArrayLike,
     weights: npt.ArrayLike | None = None,
-    reveal: Reveal = Reveal.AUC,
+    reveal: Reveal | Sequence[Reveal] = Reveal.AUC,
 ) -> Party: ...
 
 
@@ -116,7 +116,7 @@ def make_party(
     scores: npt.ArrayLike,
     labels: npt.ArrayLike,
     weights: npt.ArrayLike | None = None,
-    reveal: Reveal = Reveal.AUC,
+    reveal: Reveal | Sequence[Reveal] = Reveal.AUC,
 ) -> ThresholdFhaucParty: ...
 
 
@@ -129,19 +129,24 @@ def make_party(
     scores: npt.ArrayLike,
     labels: npt.ArrayLike,
     weights: npt.ArrayLike | None = None,
-    reveal: Reveal = Reveal.AUC,
+    reveal: Reveal | Sequence[Reveal] = Reveal.AUC,
 ) -> Party | ThresholdFhaucParty:
     """Party ``name`` (its identity key, the roster pinning every party, the provisioning
-    party whose bundle it accepts) holding its data; it consents to ``reveal`` only."""
-    check_combination(keys, reveal)
+    party whose bundle it accepts) holding its data; it consents to ``reveal`` only (one
+    mode, or several: a deployed node consents to what its operator configured)."""
+    reveals = (reveal,) if isinstance(reveal, str) else tuple(reveal)
+    if not reveals:
+        raise InputError("a party must consent to at least one reveal mode")
+    for mode in reveals:
+        check_combination(keys, mode)
     if keys == "threshold":
         if weights is not None:
             raise InputError("keys='threshold' takes no sample weights yet")
         return ThresholdFhaucParty(
-            name, identity, roster, provisioner, scores, labels, reveals=(reveal,)
+            name, identity, roster, provisioner, scores, labels, reveals=reveals
         )
     return Party(
-        name, identity, roster, provisioner, scores, labels, weights=weights, reveals=(reveal,)
+        name, identity, roster, provisioner, scores, labels, weights=weights, reveals=reveals
     )
 
 

@@ -2,7 +2,7 @@
 ciphertexts under a joint key it helps assemble but can never decrypt.
 
 It holds the roster, the public policy and, per session, a
-:class:`~privfl.crypto.threshold.ThresholdServer` (sums of the parties' public key-generation
+:class:`~privfl.threshold.ThresholdServer` (sums of the parties' public key-generation
 contributions, the joint public and evaluation keys; no share). Steps:
 ``start_session`` / ``collect_joins`` (as single-key) · ``add_keygen_share`` per party
 and ``finish_keygen`` · ``relay_checks`` · ``add_mult_share`` per party, ``finish_keys`` and
@@ -36,8 +36,10 @@ collusion of the aggregator with any party is outside the model, as in single-ke
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, TypeVar
 
+from privfl import threshold as tr
 from privfl.crypto import threshold as th
 from privfl.errors import MalformedMessageError, ProtocolError, UnknownPartyError
 from privfl.evaluation.fhauc import threshold_messages as tmsg
@@ -46,7 +48,9 @@ from privfl.evaluation.fhauc.aggregator import Aggregator
 from privfl.evaluation.fhauc.messages import AGGREGATOR
 from privfl.evaluation.fhauc.policy import Security
 from privfl.evaluation.fhauc.reveal import Reveal
+from privfl.evaluation.fhauc.session import check_joins
 from privfl.evaluation.fhauc.threshold_keys import ThresholdKeys
+from privfl.evaluation.fhauc.threshold_keyset import ServerKeySet
 from privfl.evaluation.fhauc.threshold_ops import ThresholdCiphertext
 from privfl.evaluation.fhauc.threshold_setup import ThresholdPublicSetup
 from privfl.evaluation.fhauc.uploads import Upload
@@ -64,12 +68,15 @@ class ThresholdMixin(Aggregator):
     def _threshold_init(self) -> None:
         if not hasattr(self, "computation"):
             self.computation: Aggregator = self
-        self.server: th.ThresholdServer | None = None
+        self.server: tr.ThresholdServer | None = None
         self.plan: tp.Plan | None = None
         self.lead = ""
+        self._commitments: tuple[bytes, ...] = ()
         self._requests: list[th.DecryptionRequest] = []
         self._uploads: dict[str, tmsg.ThresholdUpload] = {}
         self._keys_installed = False
+        self.key_set: ServerKeySet | None = None  # kept across sessions (.threshold_keyset)
+        self.reuse_keys = True  # announce the kept key set when it fits (False: re-key)
 
     def receive_setup(self, data: bytes) -> None:
         """Roster and public policy; there is no key material to receive."""
@@ -91,10 +98,16 @@ class ThresholdMixin(Aggregator):
         one the joint key cannot run (too many parties for the parameter set, more joint
         decryptions than the key set's budget)."""
         data = super().start_session(parties, thresholds, score_range, security, splits, reveal)
-        self.plan = tp.plan(self._config(), self._policy())
+        plan = self.plan = tp.plan(self._config(), self._policy())
+        self.layout = plan.layout  # the plan's (semi-honest AUC: T and F in one ciphertext)
         self._threshold_keys().install(None)
         self.server, self._requests = None, []
         self._uploads, self._keys_installed = {}, False
+        kept, need = self.key_set, plan.executions * plan.requests_per_execution
+        if self.reuse_keys and kept and kept.fits(self._config().parties, need, plan.params):
+            self.config = replace(self._config(), key_set=kept.key_id)  # no key rounds
+            self.server, self._keys_installed = kept.server, True
+            return self.config.to_bytes()
         return data
 
     def collect_joins(self, joins: Mapping[str, bytes]) -> bytes:
@@ -104,9 +117,12 @@ class ThresholdMixin(Aggregator):
             raise ProtocolError("the joins fixed no transcript")
         transcript = tp.threshold_transcript(self.transcript)
         cfg, plan = self._config(), self._plan()
-        ctx = th.ThresholdContext.for_parameters(plan.params, len(cfg.parties))
-        self.server = th.ThresholdServer(AGGREGATOR, ctx, tp.threshold_session(transcript))
-        self.lead = ""  # known after the key round (tp.lead_index)
+        if not cfg.key_set:  # a fresh key set for this session
+            ctx = th.ThresholdContext.for_parameters(plan.params, len(cfg.parties))
+            self.server = tr.ThresholdServer(AGGREGATOR, ctx, tp.threshold_session(transcript))
+        self.lead = ""  # known once the key checks reveal the lead secrets (tp.lead_index)
+        checked = check_joins(cfg, [joins[p] for p in cfg.parties], self.roster)
+        self._commitments = tuple(j.nonce for j in checked)
         return start
 
     def add_keygen_share(self, party: str, data: bytes) -> None:
@@ -118,12 +134,7 @@ class ThresholdMixin(Aggregator):
     def finish_keygen(self) -> bytes:
         """Key generation round 1, end: the joint public and switching keys (every party's
         contribution must have been added)."""
-        joint = self._server().joint_public_keys()
-        cfg = self._config()
-        digest = tp.joint_digest(joint.public_key, joint.switch_key)
-        transcript = tp.threshold_transcript(self.transcript or b"")
-        self.lead = cfg.parties[tp.lead_index(transcript, len(cfg.parties), digest)]
-        return joint.to_bytes()
+        return self._server().joint_public_keys().to_bytes()
 
     def combine_keygen(self, shares: Mapping[str, bytes]) -> bytes:
         """Key generation round 1 from all contributions at once (:meth:`add_keygen_share`
@@ -133,11 +144,18 @@ class ThresholdMixin(Aggregator):
         return self.finish_keygen()
 
     def relay_checks(self, checks: Mapping[str, bytes]) -> bytes:
-        """Relay every party's signed key sketch (each party checks them itself)."""
+        """Relay every party's signed key sketch (each party checks them itself); the lead
+        secrets they reveal must open the joins' commitments, and fix the lead."""
         cfg = self._config()
+        reveals = []
         for p in cfg.parties:
-            if tmsg.KeyCheck.from_bytes(checks[p], cfg.session, self.roster).sender != p:
+            check = tmsg.KeyCheck.from_bytes(checks[p], cfg.session, self.roster)
+            if check.sender != p:
                 raise UnknownPartyError(f"the key check of {p!r} is signed by another party")
+            reveals.append(check.lead_secret)
+        seed = tp.check_reveals(cfg.parties, self._commitments, reveals)
+        transcript = tp.threshold_transcript(self.transcript or b"")
+        self.lead = cfg.parties[tp.lead_index(transcript, len(cfg.parties), seed)]
         items = tuple(checks[p] for p in cfg.parties)
         return tmsg.Relay(cfg.session, items, "th-keychecks").to_bytes()
 
@@ -146,8 +164,9 @@ class ThresholdMixin(Aggregator):
         relinearisation share and add it into the joint key's sum; returns the signed
         ciphertext upload (checked by :meth:`finish_keys`)."""
         step = tmsg.UploadStep.from_bytes(data)
-        share = self._key_share(party, tmsg.MultShareUpload, th.MultKeyShare, step.mult)
-        self._server().add_mult_share(share)
+        if not self._config().key_set:  # a reused key set has its relinearisation key
+            share = self._key_share(party, tmsg.MultShareUpload, th.MultKeyShare, step.mult)
+            self._server().add_mult_share(share)
         return step.upload
 
     def finish_keys(self, uploads: Mapping[str, bytes]) -> None:
@@ -166,8 +185,12 @@ class ThresholdMixin(Aggregator):
     def install_keys(self) -> None:
         """Key generation round 2, end: install the joint evaluation keys (every party's
         relinearisation share must have been added by :meth:`add_mult_share`)."""
-        self._server().evaluation_keys()
+        cfg, server = self._config(), self._server()
+        if cfg.key_set:
+            return  # installed when the key set was generated
+        server.evaluation_keys()
         self._keys_installed = True
+        self.key_set = ServerKeySet(server.session, cfg.parties, server)
 
     def take_uploads(self, answers: Mapping[str, bytes]) -> None:
         """The whole upload step from all answers at once: :meth:`add_mult_share` for each
@@ -210,6 +233,8 @@ class ThresholdMixin(Aggregator):
             except (ValueError, RuntimeError, TypeError, AttributeError) as exc:
                 raise MalformedMessageError(f"the uploads cannot be combined ({exc})") from None
         items = tuple(r.to_bytes() for r in self._requests)
+        if self.key_set is not None and self.key_set.server is server:
+            self.key_set.used += len(items)  # every party spends one share per request
         return tmsg.Relay(cfg.session, items, "th-decrypt").to_bytes()
 
     def lead_requests(self, shares: Mapping[str, bytes]) -> bytes:
@@ -274,7 +299,7 @@ class ThresholdMixin(Aggregator):
         out = []
         for e, vectors in enumerate(msg.executions):
             shape = tuple(len(v) for v in vectors)
-            if shape != (layout.chunks, layout.chunks, layout.denominator_ciphertexts):
+            if shape != (layout.chunks, layout.f_ciphertexts, layout.denominator_ciphertexts):
                 raise MalformedMessageError(f"upload from {msg.sender}: {shape} ciphertexts")
             loaded = [[self._fresh(raw, msg.sender) for raw in vec] for vec in vectors]
             t, f, d = loaded
@@ -309,8 +334,8 @@ class ThresholdMixin(Aggregator):
             raise ProtocolError("the threshold aggregator has not received its public setup")
         return self.keys
 
-    def _server(self) -> th.ThresholdServer:
-        server: th.ThresholdServer | None = getattr(self, "server", None)
+    def _server(self) -> tr.ThresholdServer:
+        server: tr.ThresholdServer | None = getattr(self, "server", None)
         if server is None:
             raise ProtocolError("no threshold session: collect the joins first")
         return server

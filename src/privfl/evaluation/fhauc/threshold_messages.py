@@ -81,11 +81,13 @@ class KeyCheck:
     the ``b`` halves this party contributed to the joint public and switching keys. Sketches
     are linear, so the parties' sketches must add up to the sketch of the joint key the
     aggregator returned; the sketch's coefficients are derived from that joint key, after
-    it was fixed (:mod:`.threshold_party`)."""
+    it was fixed (:mod:`.threshold_party`). It also reveals the party's lead secret ``r_i``,
+    committed to in its join (:func:`~.threshold_plan.lead_commitment`)."""
 
     session: bytes
     sender: str
     sketch: tuple[int, ...]
+    lead_secret: bytes = b""
 
     STEP = "th-keycheck"
 
@@ -93,6 +95,7 @@ class KeyCheck:
         w = Writer().u32(len(self.sketch))
         for v in self.sketch:
             w.u64(v)
+        w.bytes_(self.lead_secret)
         return seal(identity, self.STEP, self.session, self.sender, w.getvalue())
 
     @classmethod
@@ -100,8 +103,9 @@ class KeyCheck:
         sender, sess, r = open_signed(data, cls.STEP, session, roster)
         rows = r.count(MAX_SKETCH_ROWS, "sketch rows")
         sketch = tuple(r.u64() for _ in range(rows))
+        secret = r.bytes_(64)
         r.end()
-        return cls(sess, sender, sketch)
+        return cls(sess, sender, sketch, secret)
 
 
 @dataclass(frozen=True)

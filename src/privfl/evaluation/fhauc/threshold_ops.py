@@ -11,8 +11,12 @@ operations (``+``, ``*`` by a ciphertext or an integer, ``rotate``, ``window_sum
   doubling and adding (no level, "at scale 1" as in single-key mode); ``scale_by`` multiplies
   by a real constant (one level). A reply decrypts as long as it has used at most 2 of the
   ``"fhauc"`` set's 3 levels (two towers stay for the flooding noise). Semi-honest uploads
-  are fresh ciphertexts at level 1 (three towers: 768 KB each), so the honest product ends at
-  level 2; malicious uploads are at level 0, one level to spare, so that a deviating
+  are fresh ciphertexts at level 1 (three towers: 738 KB each), so the honest product ends at
+  level 2; a semi-honest AUC upload is *one* such ciphertext per execution, T and F sharing it
+  in the joint layout (:mod:`~privfl.evaluation.fhauc.layout`: the aggregator rotates the sum
+  by ``W`` with the joint key's sum keys, adding key-switching noise once; the malicious
+  variant keeps the folded layout, whose noise model has no rotation); malicious uploads are
+  at level 0, one level to spare, so that a deviating
   aggregator's extra plaintext product still decrypts and is caught by the verification.
 * uploads stay *lazy* (checked coefficient rows) until an OpenFHE operation needs them;
   their sums are computed on the rows (:class:`ThresholdCiphertext`).
@@ -206,10 +210,14 @@ class ThresholdCiphertext:
 
 
 # ---------------------------------------------------------------------- session sizing
-def check_session(params: ThresholdParameters, parties: int, terms: int, executions: int) -> Layout:
-    """The session's layout, or :class:`InputError` when threshold mode cannot run it."""
+def check_session(
+    params: ThresholdParameters, parties: int, terms: int, executions: int, joint: bool = False
+) -> Layout:
+    """The session's layout, or :class:`InputError` when threshold mode cannot run it;
+    ``joint``: T and F in one ciphertext when they fit (:class:`~.layout.Layout`; the joint
+    key's sum keys hold every rotation by a power of two, so the rotation by ``W`` too)."""
     params.check(parties)
-    layout = Layout.for_terms(terms, params.batch_size)
+    layout = Layout.for_terms(terms, params.batch_size, joint and params.sum_keys)
     if executions > params.max_decryptions:
         raise InputError(
             f"{executions} executions need {executions} joint decryptions; the flooding noise "

@@ -1,24 +1,21 @@
-"""An FHAUC party with threshold keys: it generates its own key share in every session.
+"""An FHAUC party with threshold keys: its own key share, generated in a session and kept
+for later sessions within its decryption budget (:mod:`.threshold_keyset`).
 
-Steps (each takes the bytes it receives and returns the bytes it sends), in order:
-``join(config)`` (as single-key) · ``keygen(start)`` · ``keycheck(joint)`` ·
-``upload(checks)`` · ``decrypt(requests)`` (every party but the lead) · ``fuse(lead)`` (the
-lead only) · ``finish(reveal)`` -> :class:`~.party.PartyResult` · ``done()``.
+Steps (bytes in, bytes out): ``join(config)`` · ``keygen(start)`` · ``keycheck(joint)`` ·
+``upload(checks)`` · ``decrypt(requests)`` (all but the lead) · ``fuse(lead)`` (the lead) ·
+``finish(reveal)`` -> :class:`~.party.PartyResult` · ``done()``. A session reusing a key set
+skips ``keygen``; its ``keycheck(start)`` only checks the joins.
 
-What each step does and learns: ``keygen`` checks every signed join, derives the transcript,
-session key and threshold session id, samples its own share inside OpenFHE and sends the
-``b`` halves of its key contributions (RLWE samples); ``keycheck`` sketches its *own*
-contribution with coefficients derived from the joint key; ``upload`` checks that the signed
-sketches add up to the joint key's (a substituted key is caught except with probability
-``2^-30`` per RNS row), then sends its relinearisation share and encrypted statistics;
-``decrypt``: ``s_i c1 + e_i`` (noise flooding) per reply, to the aggregator; ``fuse`` (the
-lead, :func:`~.threshold_plan.lead_index` of the transcript and the joint key) fuses and
-sends the values under the parties' session key; ``finish`` opens that reveal and recovers
-the AUC with the variant's checks. The share and the record of abandoned sessions
-(:attr:`abandoned`) go only into the node's own state (:meth:`ThresholdFhaucParty.export_state`).
-
-The party holds its data, the seed, its identity key and its key share (inside a
-:class:`~privfl.crypto.threshold.ThresholdParty`, one per session; never sent).
+What each step does and learns: ``keygen`` checks the signed joins, derives the transcript,
+session key and threshold session id, samples its share in OpenFHE and sends the ``b`` halves
+of its key contributions (RLWE samples); ``keycheck`` sketches its *own* contribution against
+the joint key and reveals the lead secret its join nonce committed to; ``upload`` checks the
+signed sketches add up to the joint key's (a substituted key is caught except with
+probability ``2^-30`` per RNS row), opens every commitment (:func:`~.threshold_plan.
+lead_index`) and sends its relinearisation share and encrypted statistics; ``decrypt``:
+``s_i c1 + e_i`` (noise flooding) per reply; ``fuse`` (the lead) sends the values under the
+session key; ``finish`` opens it and recovers the result with the variant's checks. Share,
+key set and abandoned sessions go only to the node's own storage (:meth:`export_state`).
 """
 
 from __future__ import annotations
@@ -26,13 +23,13 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import Iterable
-from enum import StrEnum
 
 import numpy as np
 import numpy.typing as npt
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from privfl import threshold as tr
 from privfl.crypto import keywrap
 from privfl.crypto import threshold as th
 from privfl.crypto.threshold_keycheck import joint_rows, own_sketch
@@ -44,24 +41,16 @@ from privfl.evaluation.fhauc.messages import AGGREGATOR, Done, Join, SessionConf
 from privfl.evaluation.fhauc.party import PartyResult
 from privfl.evaluation.fhauc.policy import Policy
 from privfl.evaluation.fhauc.reveal import Reveal
-from privfl.evaluation.fhauc.session import check_start, new_nonce, session_key
-from privfl.evaluation.fhauc.threshold_keycheck import verify_joint_key
+from privfl.evaluation.fhauc.session import check_start, session_key
+from privfl.evaluation.fhauc.threshold_keycheck import lead_secrets, verify_joint_key
+from privfl.evaluation.fhauc.threshold_keyset import KeySet, check_reuse
 from privfl.evaluation.fhauc.threshold_plan import reveal_key
 from privfl.evaluation.fhauc.threshold_setup import open_bundle
-from privfl.evaluation.fhauc.threshold_state import ThresholdState
+from privfl.evaluation.fhauc.threshold_state import Stage, ThresholdState
 from privfl.evaluation.fhauc.variant import PartyView
 from privfl.evaluation.statistics import PartyCounts, party_counts, validate_bounded_party
 
 log = logging.getLogger(__name__)
-
-
-class Stage(StrEnum):
-    JOINED = "joined"
-    KEYGEN = "keygen"
-    KEYCHECK = "keycheck"
-    UPLOADED = "uploaded"
-    DECRYPTED = "decrypted"
-    FINISHED = "finished"
 
 
 class ThresholdFhaucParty:
@@ -88,6 +77,7 @@ class ThresholdFhaucParty:
         self._policy: Policy | None = None
         self.stage: Stage | None = None
         self.abandoned: list[str] = []  # sessions this party joined and never finished
+        self.key_set: KeySet | None = None  # kept across sessions (.threshold_keyset)
         self._reset()
 
     def _reset(self) -> None:
@@ -95,12 +85,14 @@ class ThresholdFhaucParty:
         self._nonce = b""
         self._transcript = b""
         self._plan: tp.Plan | None = None
-        self._keys: th.ThresholdParty | None = None  # this session's key share lives here
+        self._keys: tr.ThresholdParty | None = None  # this session's key share lives here
         self._own_rows: npt.NDArray[np.uint64] | None = None
         self._joint: th.JointPublicKeys | None = None
         self._joint_bytes = b""
         self._counts: PartyCounts | None = None
         self._lead_seed = b""
+        self._lead_secret = b""  # r_i: committed to in the join, revealed in the key check
+        self._commitments: tuple[bytes, ...] = ()
 
     # ------------------------------------------------------------------ setup
     def receive_bundle(self, data: bytes) -> None:
@@ -145,7 +137,10 @@ class ThresholdFhaucParty:
         self._reset()
         self._count(config)
         threshold_reveal.check_at_join(plan, config, self.policy)  # before any upload
-        self._config, self._plan, self._nonce = config, plan, new_nonce()
+        if config.key_set:  # a kept key set: only if held, for these parties, within budget
+            check_reuse(self.key_set, config, plan.executions * plan.requests_per_execution)
+        self._lead_secret = secrets.token_bytes(tp.LEAD_SECRET_BYTES)
+        self._config, self._plan, self._nonce = config, plan, tp.lead_commitment(self._lead_secret)
         self.stage = Stage.JOINED
         return Join(config.session, self.name, config.digest, self._nonce).seal(self._identity)
 
@@ -153,66 +148,67 @@ class ThresholdFhaucParty:
         """Check every join, derive the session, sample this party's key share (round 1)."""
         self._expect(Stage.JOINED, "generate its key share")
         config = self._cfg()
-        start = Start.from_bytes(data, config.session)
-        if start.config != config.to_bytes():
-            raise ProtocolError("the start message carries another configuration than joined")
-        checked = check_start(config, self.policy, start.joins, self.roster, self.name, self._nonce)
-        self._transcript = tp.threshold_transcript(checked.transcript)
-        self._counts = self._count(config)
+        if config.key_set:
+            raise ProtocolError("a session that reuses a key set has no key generation")
+        self._open_start(data)
         ctx = th.ThresholdContext.for_parameters(self._p().params, len(config.parties))
         index = config.parties.index(self.name)
         session = tp.threshold_session(self._transcript)
-        self._keys = th.ThresholdParty(self.name, index, ctx, session)
+        self._keys = tr.ThresholdParty(self.name, index, ctx, session)
         share = self._keys.keygen_share()
         self._own_rows = joint_rows(ctx, share.public_key, share.switch_key)
         self.stage = Stage.KEYGEN
         return tmsg.KeyShareUpload(config.session, self.name, share.to_bytes()).seal(self._identity)
 
     def keycheck(self, data: bytes) -> bytes:
-        """Sketch this party's own contribution with coefficients bound to the joint key."""
+        """Sketch this party's own contribution with coefficients bound to the joint key (a
+        session reusing a key set: check the joins instead; no sketch). Reveals r_i."""
+        if self._cfg().key_set:
+            self._expect(Stage.JOINED, "reveal its lead secret")
+            self._open_start(data)
+            self._keys = check_reuse(self.key_set, self._cfg(), 0)
+            self.stage = Stage.KEYCHECK
+            check = tmsg.KeyCheck(self._cfg().session, self.name, (), self._lead_secret)
+            return check.seal(self._identity)
         self._expect(Stage.KEYGEN, "check the joint key")
         keys = self._k()
         self._joint = th.JointPublicKeys.from_bytes(data, keys.context, keys.session)
         if self._joint.sender != AGGREGATOR:
             raise ProtocolError("the joint key must come from the aggregator")
         self._joint_bytes = data
-        self._lead_seed = tp.joint_digest(self._joint.public_key, self._joint.switch_key)
-        rows = self._rows_own()
+        rows = self._own_rows
+        if rows is None:
+            raise ProtocolError(f"party {self.name} has no key share for this session")
         own = own_sketch(keys.context, keys.session, rows, data)
         self.stage = Stage.KEYCHECK
-        return tmsg.KeyCheck(self._cfg().session, self.name, own).seal(self._identity)
+        check = tmsg.KeyCheck(self._cfg().session, self.name, own, self._lead_secret)  # r_i
+        return check.seal(self._identity)  # every commitment was fixed by the relayed joins
 
     def upload(self, data: bytes) -> bytes:
         """Verify the joint key against every party's signed sketch, then use it: the
         relinearisation share and the encrypted statistics of every execution, each signed."""
         self._expect(Stage.KEYCHECK, "upload")
         config, keys, joint = self._cfg(), self._k(), self._joint
-        if joint is None:
-            raise ProtocolError(f"party {self.name} has no joint key for this session")
         relay = tmsg.Relay.from_bytes(data, "th-keychecks", config.session)
-        verify_joint_key(config, self.roster, keys, joint, self._joint_bytes, relay.items)
-        mult = keys.keygen_mult_share(joint)
+        if config.key_set:  # checked when generated; its relinearisation key is installed
+            reveals, mult = lead_secrets(config, self.roster, relay.items), b""
+        elif joint is None:
+            raise ProtocolError(f"party {self.name} has no joint key for this session")
+        else:
+            reveals = verify_joint_key(
+                config, self.roster, keys, joint, self._joint_bytes, relay.items
+            )
+            mult = keys.keygen_mult_share(joint).to_bytes()
+        self._lead_seed = tp.check_reveals(config.parties, self._commitments, reveals)
         plan, counts = self._p(), self._c()
         view = PartyView(config, self.policy, self._key(), config.parties.index(self.name))
-        factor = 2.0 ** (-plan.shift_k)
-        executions = []
-        for packed in threshold_reveal.pack(plan, counts, view):
-            vectors = tuple(
-                tuple(
-                    keys.encrypt(np.asarray(v) * factor, plan.upload_level)
-                    .to_message(keys.session, self.name)
-                    .to_bytes()
-                    for v in vec
-                )
-                for vec in (packed.t, packed.f, packed.d)
-            )
-            executions.append((vectors[0], vectors[1], vectors[2]))
+        executions = threshold_reveal.encrypt(keys, plan, counts, view)
         self.stage = Stage.UPLOADED
         self._joint, self._joint_bytes, self._own_rows = None, b"", None  # used: not kept
         upload = tmsg.ThresholdUpload(
             config.session, self.name, self._transcript, tuple(executions)
         ).seal(self._identity)
-        key = tmsg.MultShareUpload(config.session, self.name, mult.to_bytes())
+        key = tmsg.MultShareUpload(config.session, self.name, mult)
         return tmsg.UploadStep(key.seal(self._identity), upload).to_bytes()
 
     def decrypt(self, data: bytes) -> bytes:
@@ -263,7 +259,10 @@ class ThresholdFhaucParty:
         if reveal.sender != lead:
             raise ProtocolError(f"the reveal must come from the lead {lead!r}")
         self.stage = Stage.FINISHED
-        self._keys = None  # the key share is used up: one session, one key set
+        keys = self._k()
+        if not config.key_set:  # a fresh key set is kept for later sessions, within budget
+            self.key_set = KeySet(keys.session, config.parties, keys)
+        self._keys = None
         try:
             plain = AESGCM(reveal_key(self._key())).decrypt(
                 reveal.nonce, reveal.sealed, self._aad()
@@ -291,23 +290,26 @@ class ThresholdFhaucParty:
         return cfg.parties[tp.lead_index(self._transcript, len(cfg.parties), self._lead_seed)]
 
     def export_state(self) -> bytes:
-        """Progress, key share and abandoned sessions, for the node's own storage only."""
-        keys = self._keys
+        """Progress, share, abandoned sessions: node-local storage only (a kept key set's share
+        is stored once, with the set: :func:`~.threshold_keyset.export_key_set`)."""
+        keys, kept = self._keys, self.key_set.keys if self.key_set else None
         return ThresholdState(
             self.stage.value if self.stage else "",
             self._config.to_bytes() if self._config else b"",
             self._nonce,
             self._transcript,
-            keys.export_local_state() if keys is not None and keys.has_share else b"",
+            keys.export_local_state() if keys and keys.has_share and keys is not kept else b"",
             self._own_rows.tobytes() if self._own_rows is not None else b"",
             self._joint_bytes,
             self._lead_seed,
             tuple(self.abandoned),
+            self._lead_secret,
+            b"".join(self._commitments),
         ).to_bytes()
 
     def restore(self, data: bytes | None) -> None:
-        """Resume from :meth:`export_state` (config checked again, counts recomputed, key share
-        and the record of abandoned sessions reloaded)."""
+        """Resume from :meth:`export_state` (config checked, counts recomputed, share and
+        abandoned sessions reloaded; a kept key set must be in :attr:`key_set` already)."""
         self._reset()
         self.stage = None
         if not data:
@@ -318,19 +320,20 @@ class ThresholdFhaucParty:
         config.check_policy(self.policy)
         self._config, self._plan = config, tp.plan(config, self.policy)
         self._nonce, self._transcript = state.nonce, state.transcript
-        self._lead_seed = state.lead_seed
+        self._lead_seed, self._lead_secret = state.lead_seed, state.lead_secret
+        self._commitments = state.commitment_list(len(config.parties))
         try:
             self.stage = Stage(state.stage)
         except ValueError:
             raise MalformedMessageError("threshold party state has an unknown stage") from None
         if state.transcript:
             self._counts = self._count(config)
-        if state.keys:
+        if config.key_set and self.stage not in (Stage.JOINED, Stage.FINISHED):
+            self._keys = check_reuse(self.key_set, config, 0)  # restore the key set first
+        elif state.keys:
             ctx = th.ThresholdContext.for_parameters(self._p().params, len(config.parties))
-            index = config.parties.index(self.name)
-            self._keys = th.ThresholdParty(
-                self.name, index, ctx, tp.threshold_session(self._transcript)
-            )
+            index, session = config.parties.index(self.name), tp.threshold_session(state.transcript)
+            self._keys = tr.ThresholdParty(self.name, index, ctx, session)
             self._keys.import_local_state(state.keys)
             if state.own_rows:
                 rows = np.frombuffer(state.own_rows, dtype=np.uint64)
@@ -340,6 +343,17 @@ class ThresholdFhaucParty:
                 self._joint_bytes = state.joint
 
     # ------------------------------------------------------------------ internals
+    def _open_start(self, data: bytes) -> None:
+        """Check every relayed join; fix the transcript, the commitments and the counts."""
+        config = self._cfg()
+        start = Start.from_bytes(data, config.session)
+        if start.config != config.to_bytes():
+            raise ProtocolError("the start message carries another configuration than joined")
+        checked = check_start(config, self.policy, start.joins, self.roster, self.name, self._nonce)
+        self._transcript = tp.threshold_transcript(checked.transcript)
+        self._commitments = tuple(j.nonce for j in checked.joins)
+        self._counts = self._count(config)
+
     def _aad(self) -> bytes:
         cfg = self._cfg()
         lead = self._lead()
@@ -375,7 +389,7 @@ class ThresholdFhaucParty:
             raise ProtocolError(f"party {self.name} has no session")
         return self._plan
 
-    def _k(self) -> th.ThresholdParty:
+    def _k(self) -> tr.ThresholdParty:
         if self._keys is None:
             raise ProtocolError(f"party {self.name} has no key share for this session")
         return self._keys
@@ -384,8 +398,3 @@ class ThresholdFhaucParty:
         if self._counts is None:
             raise ProtocolError(f"party {self.name} has no session")
         return self._counts
-
-    def _rows_own(self) -> npt.NDArray[np.uint64]:
-        if self._own_rows is None:
-            raise ProtocolError(f"party {self.name} has no key share for this session")
-        return self._own_rows

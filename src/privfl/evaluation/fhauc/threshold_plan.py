@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from privfl.crypto.threshold import ThresholdContext, ThresholdParameters
-from privfl.errors import InsufficientPrecisionError
+from privfl.errors import InsufficientPrecisionError, ProtocolError
 from privfl.evaluation.fhauc import curve, malicious, threshold_curve
 from privfl.evaluation.fhauc.layout import Layout
 from privfl.evaluation.fhauc.messages import SessionConfig
@@ -155,7 +155,11 @@ def plan(config: SessionConfig, policy: Policy) -> Plan:
     mode = config.security
     executions = policy.executions if mode is Security.MALICIOUS else 1
     parties = len(config.parties)
-    layout = check_session(params, parties, config.terms(), executions)
+    # semi-honest: T and F in one ciphertext (half the upload; as single keys, the malicious
+    # variant keeps the folded layout its noise model was calibrated for)
+    layout = check_session(
+        params, parties, config.terms(), executions, joint=mode is Security.SEMI_HONEST
+    )
     lo, hi = malicious.multiplier_bounds(policy.multiplier_bits)
     ring = ThresholdContext.for_parameters(params, parties).ring
     bad = mode is Security.MALICIOUS
@@ -226,19 +230,41 @@ def threshold_session(transcript: bytes) -> bytes:
     return _hash(b"session", transcript)[:SESSION_ID_BYTES]
 
 
-def joint_digest(public_key: bytes, switch_key: bytes) -> bytes:
-    """A digest of the joint key's checked rows: fixed by every party's fresh key share,
-    sampled after the transcript is, and verified by every party (key sketches)."""
-    return hashlib.sha256(LABEL + b"joint|" + public_key + b"|" + switch_key).digest()
+LEAD_SECRET_BYTES = 32
 
 
-def lead_index(transcript: bytes, parties: int, joint: bytes) -> int:
-    """The party that fuses the decryption: a hash of the transcript and of the joint key
-    (:func:`joint_digest`). Every party commits to its key share after the transcript is
-    fixed and the aggregator cannot change the joint key (parties check it), so the
-    aggregator learns the lead only after the key round and can influence it only by
-    abandoning the session then, which every party records."""
-    return int.from_bytes(_hash(b"lead", transcript + joint), "big") % parties
+def lead_commitment(secret: bytes) -> bytes:
+    """A party's commitment to its lead secret ``r_i``: ``SHA-256(label | r_i)``, sent as
+    its join nonce, so it is fixed (and signed) before the party sees anyone's secret."""
+    return hashlib.sha256(LABEL + b"lead-commit|" + secret).digest()
+
+
+def check_reveals(
+    parties: Sequence[str], commitments: Sequence[bytes], secrets_: Sequence[bytes]
+) -> bytes:
+    """The lead seed ``SHA-256(r_1 | ... | r_M)`` once every party's revealed secret opens
+    the commitment of its signed join; :class:`ProtocolError` naming the first party whose
+    reveal does not match (every honest party then aborts the session)."""
+    if not len(parties) == len(commitments) == len(secrets_):
+        raise ProtocolError("the lead reveals do not match the session's parties")
+    for name, commit, secret in zip(parties, commitments, secrets_, strict=True):
+        if len(secret) != LEAD_SECRET_BYTES or lead_commitment(secret) != commit:
+            raise ProtocolError(
+                f"the lead secret revealed by {name!r} does not open its join's commitment"
+            )
+    return hashlib.sha256(LABEL + b"lead-seed|" + b"".join(secrets_)).digest()
+
+
+def lead_index(transcript: bytes, parties: int, seed: bytes) -> int:
+    """The party that fuses the decryption: ``H(transcript, r_1..r_M) mod M``, where every
+    party committed to its secret ``r_i`` in its signed join and reveals it (in its signed
+    key check) only after the aggregator relayed every join, i.e. after all commitments are
+    fixed. No role can steer it while one party is honest: the aggregator sees nothing of
+    the secrets before it relays the joins, and a party colluding with it cannot change its
+    secret after seeing the others'. The aggregator learns the lead when the key checks
+    arrive and can only abandon the session then, which every party records (the
+    abandoned sessions). Bias of the reduction mod ``M``: below ``M / 2^256``."""
+    return int.from_bytes(_hash(b"lead", transcript + seed), "big") % parties
 
 
 def reveal_key(key: bytes) -> bytes:

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from privfl import threshold as tr
 from privfl.crypto import threshold as th
 from privfl.errors import ProtocolError
 from privfl.evaluation.fhauc import curve, threshold_curve
@@ -30,7 +31,7 @@ from privfl.evaluation.fhauc.threshold_plan import Plan
 from privfl.evaluation.fhauc.variant import Malicious, Outcome, Packed, PartyView
 from privfl.evaluation.statistics import PartyCounts
 
-__all__ = ["check_at_join", "lead_plaintext", "pack", "recover"]
+__all__ = ["check_at_join", "encrypt", "lead_plaintext", "pack", "recover"]
 
 
 def _curve_layout(plan: Plan) -> curve.CurveLayout:
@@ -57,8 +58,29 @@ def pack(plan: Plan, counts: PartyCounts, view: PartyView) -> list[Packed]:
     return curve.pack(tp, fp, _curve_layout(plan), view)
 
 
+Vectors = tuple[bytes, ...]
+
+
+def encrypt(
+    keys: tr.ThresholdParty, plan: Plan, counts: PartyCounts, view: PartyView
+) -> tuple[tuple[Vectors, Vectors, Vectors], ...]:
+    """The party's upload: every execution's packed T, F and D vectors, shifted by
+    ``2^-k``, encrypted under the joint key at the plan's level (ciphertext messages)."""
+    factor = 2.0 ** (-plan.shift_k)
+
+    def seal(vec: Sequence[np.ndarray]) -> Vectors:
+        return tuple(
+            keys.encrypt(np.asarray(v) * factor, plan.upload_level)
+            .to_message(keys.session, keys.name)
+            .to_bytes()
+            for v in vec
+        )
+
+    return tuple((seal(p.t), seal(p.f), seal(p.d)) for p in pack(plan, counts, view))
+
+
 def lead_plaintext(
-    keys: th.ThresholdParty, items: Sequence[bytes], plan: Plan, reveal: Reveal
+    keys: tr.ThresholdParty, items: Sequence[bytes], plan: Plan, reveal: Reveal
 ) -> bytes:
     """The lead: fuse its own share into every reply ciphertext and decode what the parties
     are entitled to (``auc``: the pair per execution; ``curve``: the used slots of every
@@ -75,7 +97,7 @@ def lead_plaintext(
     )
 
 
-def _fuse(keys: th.ThresholdParty, item: bytes, length: int) -> np.ndarray:
+def _fuse(keys: tr.ThresholdParty, item: bytes, length: int) -> np.ndarray:
     message = th.LeadDecryption.from_bytes(item, keys.context, keys.session)
     if message.sender != AGGREGATOR:
         raise ProtocolError("lead requests must come from the aggregator")

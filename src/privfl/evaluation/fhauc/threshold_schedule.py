@@ -6,7 +6,8 @@ Steps (``messages`` go to every party unless stated)::
 
     "join"      config          -> Join
     "keygen"    Start           -> KeyShareUpload     (round 1 of the joint key)
-    "keycheck"  JointPublicKeys -> KeyCheck
+    "keycheck"  JointPublicKeys -> KeyCheck           (reusing a kept key set: Start -> KeyCheck,
+                                                       no keygen; :mod:`.threshold_keyset`)
     "upload"    KeyChecks       -> UploadStep         (relinearisation share, ciphertexts)
     "decrypt"   DecryptRequests -> DecryptShares      (every party but the lead)
     "fuse"      LeadRequests    -> Reveal             (the lead only)
@@ -68,9 +69,11 @@ def run_threshold_session(
     def add_share(party: str, data: bytes) -> None:
         run(keys, aggregator.add_keygen_share, party, data)
 
-    stream(transport, Step.KEYGEN, {p: start for p in parties}, parties, add_share)
-    joint = run(keys, aggregator.finish_keygen)
-    checks = everyone(Step.KEYCHECK, joint)
+    if aggregator.session_config.key_set:  # a kept key set: no key generation
+        checks = everyone(Step.KEYCHECK, start)
+    else:
+        stream(transport, Step.KEYGEN, {p: start for p in parties}, parties, add_share)
+        checks = everyone(Step.KEYCHECK, run(keys, aggregator.finish_keygen))
     relay = run(keys, aggregator.relay_checks, checks)
     uploads: dict[str, bytes] = {}
 

@@ -13,12 +13,24 @@ node that survives the ClientApp's processes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from privfl.errors import MalformedMessageError
 from privfl.messages import Reader, Writer
 
 MAX_STATE_FIELD = 1 << 27
 MAX_ABANDONED = 64
+
+
+class Stage(StrEnum):
+    """A threshold party's progress through one session."""
+
+    JOINED = "joined"
+    KEYGEN = "keygen"
+    KEYCHECK = "keycheck"
+    UPLOADED = "uploaded"
+    DECRYPTED = "decrypted"
+    FINISHED = "finished"
 
 
 @dataclass(frozen=True)
@@ -30,15 +42,18 @@ class ThresholdState:
     keys: bytes
     own_rows: bytes
     joint: bytes
-    lead_seed: bytes = b""  # digest of the checked joint key (the lead's choice)
+    lead_seed: bytes = b""  # hash of every party's opened lead secret (the lead's choice)
     abandoned: tuple[str, ...] = ()  # sessions joined and never finished (hex ids, newest last)
+    lead_secret: bytes = b""  # this party's r_i, committed to by its join nonce
+    commitments: bytes = b""  # every party's join nonce (its commitment), in party order
 
     def to_bytes(self) -> bytes:
         w = Writer().str_(self.stage)
         for field in (self.config, self.nonce, self.transcript, self.keys, self.own_rows):
             w.bytes_(field)
         w.bytes_(self.joint).bytes_(self.lead_seed)
-        return w.list_([a.encode("ascii") for a in self.abandoned[-MAX_ABANDONED:]]).getvalue()
+        w.list_([a.encode("ascii") for a in self.abandoned[-MAX_ABANDONED:]])
+        return w.bytes_(self.lead_secret).bytes_(self.commitments).getvalue()
 
     @classmethod
     def from_bytes(cls, data: bytes) -> ThresholdState:
@@ -47,9 +62,20 @@ class ThresholdState:
         fields = [r.bytes_(MAX_STATE_FIELD) for _ in range(6)]
         fields.append(r.bytes_(32))
         raw = r.list_(MAX_ABANDONED)
+        secret, commitments = r.bytes_(32), r.bytes_(MAX_STATE_FIELD)
         r.end()
         if any(len(a) > 64 or not a.isascii() for a in raw):
             raise MalformedMessageError("threshold party state: a malformed session id")
         config, nonce, transcript, keys, own_rows, joint, lead_seed = fields
         abandoned = tuple(a.decode("ascii") for a in raw)
-        return cls(stage, config, nonce, transcript, keys, own_rows, joint, lead_seed, abandoned)
+        return cls(
+            stage, config, nonce, transcript, keys, own_rows, joint, lead_seed, abandoned,
+            secret, commitments,
+        )  # fmt: skip
+
+    def commitment_list(self, parties: int) -> tuple[bytes, ...]:
+        """:attr:`commitments` split per party (empty before the joins were checked)."""
+        raw, size = self.commitments, 32
+        if raw and len(raw) != size * parties:
+            raise MalformedMessageError("threshold party state: malformed commitments")
+        return tuple(raw[i : i + size] for i in range(0, len(raw), size))

@@ -8,6 +8,9 @@ from here, never from the server's run configuration:
 ``data-file``      CSV or Parquet with the party's scores and labels
 ``score-column``, ``label-column``   column names (default ``score`` and ``label``)
 ``output-dir``     where the result JSON is written (default: the current directory)
+``reveals``        comma-separated disclosures this node consents to: ``auc`` (default),
+                   ``curve``, ``metrics`` (:mod:`privfl.evaluation.fhauc.reveal`); a session
+                   announcing another is refused at the join, before any upload
 
 Simulation only (a virtual node has no ``keys-dir``, only ``partition-id`` and
 ``num-partitions``): virtual node ``k`` plays ``party-k`` with keys from
@@ -18,7 +21,10 @@ configuration (in a simulation one operator runs every node).
 With threshold keys (``privfl keys init --keys threshold``) the node answers the extra
 rounds ``fhauc_keygen``, ``fhauc_keycheck``, ``fhauc_decrypt`` and ``fhauc_fuse``; its key
 share, generated in the session, is kept in the node-local ``context.state`` between rounds
-(never sent).
+(never sent), and after the session as the node's key set (share, decryption count, joint
+public key: :mod:`privfl.evaluation.fhauc.threshold_keyset`), so a later ``flwr run`` on the
+same federation whose aggregator announces that set reuses it within the budget; a session
+that would exceed it is refused at the join (the aggregator then re-keys).
 
 Every handler rebuilds the party from its key folder and data (a ClientApp may be a fresh
 process per message); its progress through the session (which step it did last, its nonce)
@@ -52,7 +58,10 @@ from privfl.errors import (
 )
 from privfl.evaluation import fhauc
 from privfl.evaluation.fhauc import roles
+from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.steps import Step
+from privfl.evaluation.fhauc.threshold_keyset import export_key_set, import_key_set
+from privfl.evaluation.fhauc.threshold_ops import fhauc_parameters
 from privfl.evaluation.fhauc.threshold_party import ThresholdFhaucParty
 from privfl.evaluation.fhauc.threshold_schedule import threshold_party_step
 from privfl.federation.flower import timing
@@ -148,14 +157,21 @@ def _load_array(raw: bytes) -> np.ndarray:
     return values
 
 
+def consents(context: Context) -> tuple[Reveal, ...]:
+    """The reveal modes this node's operator consents to (node setting ``reveals``)."""
+    text = _setting(context, "reveals", Reveal.AUC.value)
+    return tuple(Reveal.parse(r.strip()) for r in text.split(",") if r.strip())
+
+
 def _party(context: Context) -> fhauc.Party | ThresholdFhaucParty:
     keys_dir, (scores, labels) = _party_files(context)
     keys = load_party_keys(keys_dir)
     if keys.keys == "threshold":
         return _threshold_party(context, keys, scores, labels)
     party = roles.make_party(
-        "single", keys.name, keys.identity, keys.roster, keys.key_holder, scores, labels
-    )
+        "single", keys.name, keys.identity, keys.roster, keys.key_holder, scores, labels,
+        reveal=consents(context),
+    )  # fmt: skip
     party.receive_bundle(keys.bundle)
     record = context.state.get(STATE)
     state = record.get("state") if isinstance(record, ConfigRecord) else None
@@ -169,13 +185,24 @@ def _threshold_party(
     """A threshold party (keys provisioned with ``--keys threshold``), its session progress
     and key share restored from the node-local state."""
     party = roles.make_party(
-        "threshold", keys.name, keys.identity, keys.roster, keys.key_holder, scores, labels
-    )
+        "threshold", keys.name, keys.identity, keys.roster, keys.key_holder, scores, labels,
+        reveal=consents(context),
+    )  # fmt: skip
     party.receive_bundle(keys.bundle)
     record = context.state.get(STATE)
+    kept = record.get("key-set") if isinstance(record, ConfigRecord) else None
+    if isinstance(kept, bytes) and kept:  # the key set first: a reuse session's share is there
+        party.key_set = import_key_set(kept, party.name, fhauc_parameters())
     state = record.get("threshold") if isinstance(record, ConfigRecord) else None
     party.restore(state if isinstance(state, bytes) else None)
     return party
+
+
+def _save_threshold(context: Context, party: ThresholdFhaucParty) -> None:
+    """The party's session progress and its kept key set (with its decryption count), into
+    the node-local state: saved after every step, also a failed one, before any answer."""
+    kept = export_key_set(party.key_set) if party.key_set is not None else b""
+    context.state[STATE] = ConfigRecord({"threshold": party.export_state(), "key-set": kept})
 
 
 # What a party tells the server when a step fails: a fixed code, never the exception's text
@@ -232,7 +259,7 @@ def run_step(
         try:
             answer, result = threshold_party_step(party, step, data)
         finally:
-            context.state[STATE] = ConfigRecord({"threshold": party.export_state()})
+            _save_threshold(context, party)
         if result is not None:
             _write_result(context, result)
             log(INFO, "privfl FHAUC result for %s: AUC = %.8f", result.party, result.auc)

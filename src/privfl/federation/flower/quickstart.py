@@ -23,16 +23,20 @@ import json
 import re
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from privfl.crypto.threshold_params import require_openfhe
 from privfl.datasets import check_party_names, read_table, typed_pos_label
 from privfl.errors import InputError, ProtocolError
 from privfl.evaluation.curves import binarize_labels
 from privfl.evaluation.fhauc.policy import Policy, Security
+from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.sizing import data_bounds, sized_policy
 from privfl.evaluation.reference import validate_parties
 from privfl.evaluation.statistics import interior_thresholds
@@ -45,8 +49,8 @@ APP_PYPROJECT = app_pyproject(
     "Private federated ROC-AUC (FHAUC, privfl) as a Flower App",
     "server_app:client_app",
     {"aggregator-keys": "keys/aggregator", "thresholds": 100, "security": "", "keys": "",
-     "splits": 4, "score-low": 0.0, "score-high": 1.0, "parties": "", "timeout": 120.0,
-     "step-pause": 0.0},
+     "splits": 4, "score-low": 0.0, "score-high": 1.0, "parties": "", "reveal": "auc",
+     "timeout": 120.0, "step-pause": 0.0},
 )  # fmt: skip
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -156,12 +160,16 @@ def run_local(
     progress: Callable[[str], None] | None = None,
     keys: str = "single",
     pos_label: str | None = None,
+    reveal: str = "auc",
 ) -> LocalRun:
     """Run FHAUC over a local Flower deployment (see the module docstring). ``keys=
     "threshold"``: no key holder; every SuperNode generates its own key share in the run.
-    ``pos_label``: the positive class, as for :func:`split_by_party`."""
+    ``pos_label``: the positive class, as for :func:`split_by_party`. ``reveal``: what the
+    parties learn (``auc``, ``curve``, ``metrics``); every node consents to it (node setting
+    ``reveals``) and each result file holds it."""
     say = progress or (lambda _msg: None)
     mode = Security.parse(security)
+    shown = Reveal.parse(reveal)
     if keys not in ("single", "threshold"):
         raise InputError(f"keys must be 'single' or 'threshold', not {keys!r}")
     if keys == "threshold":
@@ -172,20 +180,8 @@ def run_local(
     started = time.perf_counter()
     files = split_by_party(file, party_column, score_column, label_column, root / "data", pos_label)
     names = sorted(files)
-    policy = Policy(security=mode)
-    if mode is Security.MALICIOUS or keys == "threshold":
-        # the launcher holds every party's file, so it provisions as privfl.federated_auc
-        # sizes an in-process run: a size bound near the real sizes (the malicious masks and
-        # the threshold flooding noise scale with it) and min_pairs, the global positives x
-        # negatives rounded down (the malicious parties' join check uses it, never their
-        # own counts), then the executions that check needs
-        labels = [read_table(f)["label"].to_numpy() for f in files.values()]
-        positives = float(sum(int(y.sum()) for y in labels))
-        negatives = float(sum(len(y) for y in labels)) - positives
-        size, pairs = data_bounds([len(y) for y in labels], positives, negatives, mode, keys)
-        policy = Policy(security=mode, max_samples_per_party=size, min_pairs=pairs)
-        points = interior_thresholds(thresholds, (0.0, 1.0))
-        policy = sized_policy(policy, len(names), points, 4, keys)
+    labels = [read_table(f)["label"].to_numpy() for f in files.values()]
+    policy = local_policy(labels, mode, keys, thresholds, shown)
     say(f"provisioning {keys} keys for {len(names)} parties in {root / 'keys'}")
     provision(names, root / "keys", policy, keys=keys)
     (root / "app").mkdir()
@@ -197,7 +193,7 @@ def run_local(
             fed.start_supernode(
                 name,
                 {"keys-dir": str(root / "keys" / name), "data-file": str(files[name]),
-                 "output-dir": str(root / "results" / name)},
+                 "output-dir": str(root / "results" / name), "reveals": shown.value},
             )  # fmt: skip
         say(f"waiting for {len(names)} SuperNodes")
         fed.wait_for_nodes(len(names))
@@ -205,11 +201,34 @@ def run_local(
         outcome = fed.run(
             root / "app",
             {"aggregator-keys": str(root / "keys" / "aggregator"), "thresholds": thresholds,
-             "security": mode.value, "keys": keys, "timeout": 120.0},
+             "security": mode.value, "keys": keys, "reveal": shown.value, "timeout": 120.0},
             timeout=timeout,
         )  # fmt: skip
     (root / "run.log").write_text(outcome.log)
     return _collect(root, names, outcome, time.perf_counter() - started, mode, thresholds)
+
+
+def local_policy(
+    labels: Sequence[npt.NDArray[Any]],
+    mode: Security,
+    keys: str,
+    thresholds: int,
+    reveal: Reveal = Reveal.AUC,
+    splits: int = 4,
+) -> Policy:
+    """The policy a launcher holding every party's labels provisions, as
+    :func:`privfl.federated_auc` sizes an in-process run: a size bound near the real sizes
+    (the malicious masks and the threshold flooding noise scale with it) and ``min_pairs``,
+    the global positives x negatives rounded down (the malicious parties' join check uses
+    it, never their own counts), then the executions that check needs for ``reveal``."""
+    if mode is not Security.MALICIOUS and keys != "threshold":
+        return Policy(security=mode)
+    positives = float(sum(int(np.sum(y)) for y in labels))
+    negatives = float(sum(len(y) for y in labels)) - positives
+    size, pairs = data_bounds([len(y) for y in labels], positives, negatives, mode, keys)
+    policy = Policy(security=mode, max_samples_per_party=size, min_pairs=pairs)
+    points = interior_thresholds(thresholds, (0.0, 1.0))
+    return sized_policy(policy, len(labels), points, splits, keys, reveal)
 
 
 def _collect(

@@ -11,11 +11,21 @@ Run configuration (``[tool.flwr.app.config]`` of the app, overridable with ``flw
                       the parties refuse a weaker one); ``splits`` (S, default 4)
 ``score-low``/``score-high``  declared score range (default 0 and 1)
 ``parties``           comma-separated party names expected (default: every party in the roster)
+``reveal``            ``"auc"`` (default), ``"curve"`` or ``"metrics"``: what the parties learn
+                      (each node refuses a mode its operator did not consent to, node setting
+                      ``reveals``); the parties write it to their result file, never here
 ``keys``              ``"threshold"`` or ``"single"`` (default ``""``: as provisioned; must
                       match the aggregator keys). Threshold keys add the rounds
                       ``fhauc_keygen``, ``fhauc_keycheck`` (joint key generation, checked by
                       every party), ``fhauc_decrypt`` (every party but the lead) and
                       ``fhauc_fuse`` (the lead only) before ``fhauc_result``
+``key-set-file``      threshold keys: a file where the aggregator keeps the session's key set
+                      (public material and its count of the decryption shares spent; default
+                      ``""``: every run generates a fresh key set). A later run given the same
+                      file announces that key set while its budget lasts, and each node reuses
+                      the share kept in its node-local state (refused at the join, before any
+                      upload, by a node that no longer holds it: delete the file to re-key);
+                      when the budget is spent the run re-keys and overwrites the file
 ``timeout``           seconds to wait for each round's replies (default 120)
 ``step-pause``        seconds to sleep between rounds (0; for failure-injection tests)
 
@@ -30,9 +40,11 @@ malformed message, stops the run with an error naming it before any result is se
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping, Sequence
 from logging import ERROR, INFO
+from pathlib import Path
 from typing import Any
 
 from flwr.app import ConfigRecord, Context
@@ -43,7 +55,10 @@ from privfl.errors import InputError, MalformedMessageError, PrivflError, Protoc
 from privfl.evaluation import fhauc
 from privfl.evaluation.fhauc import roles
 from privfl.evaluation.fhauc.policy import Security
+from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.threshold_aggregator import ThresholdMixin
+from privfl.evaluation.fhauc.threshold_keyset import export_server_key_set, import_server_key_set
+from privfl.evaluation.fhauc.threshold_ops import fhauc_parameters
 from privfl.evaluation.fhauc.threshold_schedule import run_threshold_session
 from privfl.federation.flower.payload import pack
 from privfl.federation.flower.rounds import NodeFailure, check_reply, exchange, node_label
@@ -195,6 +210,9 @@ def _run(grid: Grid, context: Context) -> None:
         )
     agg = roles.make_aggregator(keys.keys)
     agg.receive_setup(keys.public_setup)
+    kept = Path(str(_cfg(context, "key-set-file", "")).strip() or os.devnull)
+    if isinstance(agg, ThresholdMixin) and kept != Path(os.devnull) and kept.is_file():
+        agg.key_set = import_server_key_set(kept.read_bytes(), fhauc_parameters())
 
     nodes = _wait_for_nodes(grid, len(expected), timeout)
     log(INFO, "fhauc: %d SuperNodes connected, expecting %d parties", len(nodes), len(expected))
@@ -206,10 +224,13 @@ def _run(grid: Grid, context: Context) -> None:
         (float(_cfg(context, "score-low", 0.0)), float(_cfg(context, "score-high", 1.0))),
         security,
         int(_cfg(context, "splits", 4)),
+        Reveal.parse(str(_cfg(context, "reveal", Reveal.AUC.value)).strip()),
     )
     try:
         if isinstance(agg, ThresholdMixin):
             report = run_threshold_session(agg, transport, request).report
+            if kept != Path(os.devnull) and agg.key_set is not None:
+                kept.write_bytes(export_server_key_set(agg.key_set))
         else:
             report = fhauc.run_session(agg, transport, request)
     except MalformedMessageError as exc:

@@ -1,5 +1,5 @@
 """Roles of threshold CKKS: the party (holds only its own key share; the server is in
-:mod:`privfl.crypto.threshold_server`), and the protocols both run.
+:mod:`privfl.threshold.server`), and the protocols both run.
 
 Key generation (no dealer, star topology, two rounds, every party runs the same steps):
 
@@ -45,18 +45,18 @@ from privfl.crypto import threshold_wire as wire
 from privfl.crypto.threshold_ciphertext import CiphertextHolder, fuse_and_decode
 from privfl.crypto.threshold_context import ThresholdContext
 from privfl.crypto.threshold_params import DECRYPTION_TOWERS
-from privfl.crypto.threshold_rows import (
-    check_senders,
-    coefficient_rows,
-    install_evaluation_keys,
-    payload_rows,
-)
 from privfl.errors import (
     DecryptionNotPermittedError,
     MalformedMessageError,
     ProtocolError,
 )
 from privfl.messages import Reader, Writer
+from privfl.threshold.rows import (
+    check_senders,
+    coefficient_rows,
+    install_evaluation_keys,
+    payload_rows,
+)
 
 REQUEST_ID_SHIFT = 40
 
@@ -97,14 +97,15 @@ class ThresholdParty(CiphertextHolder):
         return self._secret
 
     def export_local_state(self) -> bytes:
-        """This party's share and decryption bookkeeping, for its **own node-local storage**
-        only (a deployment that runs each step in a fresh process, e.g. a Flower ClientApp);
-        never a message. The share is OpenFHE's serialisation of the key."""
+        """This party's share, decryption bookkeeping and joint public key (once received), for
+        its **own node-local storage** only (a deployment that runs each step in a fresh
+        process, e.g. a Flower ClientApp); never a message. The share is OpenFHE's
+        serialisation of the key."""
         w = Writer().bytes_(self.context.serialize(self._share()))
         w.u32(self.decryption_shares_made).u32(len(self._answered))
         for sender, rid in sorted(self._answered):
             w.str_(sender).u64(rid)
-        return w.getvalue()
+        return w.bytes_(self.public_key_rows).getvalue()  # the joint public key, once known
 
     def import_local_state(self, data: bytes) -> None:
         """Restore what :meth:`export_local_state` wrote (this node's own bytes: they are
@@ -115,12 +116,15 @@ class ThresholdParty(CiphertextHolder):
         raw = r.bytes_(1 << 26)
         made, count = r.u32(), r.count(1 << 16, "answered requests")
         answered = {(r.str_(), r.u64()) for _ in range(count)}
+        rows = r.bytes_(1 << 26)
         r.end()
         try:
             key = self.context.fhe.DeserializePrivateKeyString(raw, self.context.fhe.BINARY)
         except Exception as exc:
             raise MalformedMessageError(f"unreadable local key share: {exc}") from None
         self._secret, self.decryption_shares_made, self._answered = key, made, answered
+        if rows:
+            self.use_joint_public_key(rows)
 
     # ------------------------------------------------------------------ key generation
     def keygen_share(self) -> tm.KeyGenShare:

@@ -1,5 +1,5 @@
-"""Coefficient-row helpers shared by the threshold roles (:mod:`threshold_roles`,
-:mod:`threshold_server`): OpenFHE objects as rows of ``uint64`` coefficients modulo each
+"""Coefficient-row helpers shared by the threshold roles (:mod:`~privfl.threshold.party`,
+:mod:`~privfl.threshold.server`): OpenFHE objects as rows of ``uint64`` coefficients modulo each
 RNS prime, their sums, and the checks every fusing role runs on a set of decryption shares."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The threshold CKKS server (aggregator, coordinator): it adds the parties' public
 contributions into the joint keys, evaluates, and relays decryptions; it never holds a secret
-share. The protocols are described in :mod:`privfl.crypto.threshold_roles`."""
+share. The protocols are described in :mod:`privfl.threshold.party`."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ from privfl.crypto import threshold_wire as wire
 from privfl.crypto.threshold_ciphertext import CiphertextHolder
 from privfl.crypto.threshold_context import ThresholdContext
 from privfl.crypto.threshold_params import DECRYPTION_TOWERS
-from privfl.crypto.threshold_rows import (
+from privfl.errors import ProtocolError
+from privfl.threshold.rows import (
     check_senders,
     coefficient_rows,
     install_evaluation_keys,
     payload_rows,
     sum_rows,
 )
-from privfl.errors import ProtocolError
 
 __all__ = ["ThresholdServer"]
 
@@ -39,6 +39,7 @@ class ThresholdServer(CiphertextHolder):
         self._joint_auto_b: bytes = b""
         self._mult_senders: list[str] = []
         self._mult_sum: npt.NDArray[np.uint64] | None = None
+        self.joint_evaluation_keys: tm.EvaluationKeys | None = None  # public, kept to reuse
 
     # ------------------------------------------------------------------ key generation
     def add_keygen_share(self, share: tm.KeyGenShare) -> None:
@@ -119,7 +120,23 @@ class ThresholdServer(CiphertextHolder):
         keys = tm.EvaluationKeys(self.session, self.name, joint, self._joint_auto_b)
         install_evaluation_keys(self.context, self.session, keys)
         self._mult_sum = None
+        self.joint_evaluation_keys = keys
         return keys
+
+    def reuse_keys(
+        self, public_key_rows: bytes, keys: tm.EvaluationKeys, last_request_id: int
+    ) -> None:
+        """Install a key set generated in an earlier session (public material only: the joint
+        public key's ``b`` half and the joint evaluation keys, this server's own copy), so a
+        later session evaluates and relays decryptions without key rounds. Request ids go on
+        after ``last_request_id``: each party answers an id once per key set."""
+        if self.public_key is not None or self._keygen_senders:
+            raise ProtocolError("this server already holds or is generating a key set")
+        self.use_joint_public_key(public_key_rows)
+        install_evaluation_keys(self.context, self.session, keys)
+        self._round_one_done = True
+        self.joint_evaluation_keys = keys
+        self._next_id = last_request_id
 
     def combine_mult_shares(self, shares: Sequence[tm.MultKeyShare]) -> tm.EvaluationKeys:
         """Round 2 (server): sum the relinearisation-key shares, install the joint evaluation

@@ -1,0 +1,48 @@
+"""A single-key FHAUC party's progress through one session (:class:`SessionState`), for its
+own node-local storage between steps (a Flower ClientApp may be a fresh process per message):
+stage, the config it joined, its nonce, the transcript and its own two totals. Nothing secret
+beyond those totals; parsed with bounded reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from privfl.errors import MalformedMessageError
+from privfl.evaluation.fhauc.messages import NONCE_BYTES
+from privfl.messages import Reader, Writer
+
+__all__ = ["SessionState", "Stage"]
+
+
+class Stage(StrEnum):
+    JOINED = "joined"
+    UPLOADED = "uploaded"
+    FINISHED = "finished"
+
+
+@dataclass(frozen=True)
+class SessionState:
+    """Where a party is in its current session (what it needs for the next step)."""
+
+    stage: Stage
+    config: bytes
+    nonce: bytes
+    transcript: bytes = b""
+    positives: int = 0
+    negatives: int = 0
+
+    def to_bytes(self) -> bytes:
+        w = Writer().str_(self.stage.value).bytes_(self.config).bytes_(self.nonce)
+        return w.bytes_(self.transcript).u64(self.positives).u64(self.negatives).getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> SessionState:
+        r = Reader(data, "party session state")
+        try:
+            stage = Stage(r.str_(16))
+        except ValueError:
+            raise MalformedMessageError("party session state has an unknown stage") from None
+        out = cls(stage, r.bytes_(), r.bytes_(NONCE_BYTES), r.bytes_(32), r.u64(), r.u64())
+        r.end()
+        return out

@@ -1,0 +1,184 @@
+"""Threshold key sets kept across FHAUC sessions, within their decryption budget.
+
+A key set is what the key rounds of one session produce: every party's own key share (never
+sent), the joint public key, and the aggregator's joint evaluation keys. Its noise flooding
+is sized for ``max_decryptions`` decryption shares per party (:class:`~privfl.crypto.
+threshold.ThresholdParameters`); a session spends ``executions x requests_per_execution``
+of them at every party (the lead's fusion counts like a share).
+
+Reuse: the aggregator announces a kept key set by its id in the session config
+(``SessionConfig.key_set``; bound by the config's digest, so every party sees the same). A
+party joins such a session only if it holds that key set, for exactly the session's parties
+in the same order, and its *own* count of the shares it made leaves enough budget for the
+session's plan; otherwise it refuses at the join, before any upload, and names the fix
+(announce a session that generates a fresh key set: re-key). The count is the party's, never
+the aggregator's. A reuse session skips key generation and the key check: its ``keycheck``
+step only reveals the lead secret (:mod:`.threshold_plan`); the joint key was checked by every
+party when it was generated.
+
+What reuse changes for each role: the aggregator links the sessions that share a key set
+(it chose them); a party learns nothing new (the key set's shares and joint key are what it
+already held). Every session still has its own transcript, session key, masks and lead.
+Kept by the role objects in process; in a deployment that runs every step in a fresh process
+(Flower) each role stores its key set in its own storage between sessions: a party in its
+node-local state (:func:`export_key_set`: its share, its count, the joint public key; never
+sent), the aggregator in a file of its own (:func:`export_server_key_set`: public material and
+its count of the shares spent). Both are read back with bounded reads and rebuilt for the
+parameter set in force; a stored set for another parameter set is dropped (the next session
+generates a fresh one).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from privfl import threshold as tr
+from privfl.crypto import threshold as th
+from privfl.errors import MalformedMessageError, ProtocolError
+from privfl.evaluation.fhauc.messages import AGGREGATOR, SessionConfig
+from privfl.messages import Reader, Writer
+
+__all__ = [
+    "KeySet",
+    "ServerKeySet",
+    "check_reuse",
+    "export_key_set",
+    "export_server_key_set",
+    "import_key_set",
+    "import_server_key_set",
+]
+
+MAX_KEY_FIELD = 1 << 27
+MAX_PARTIES = 1 << 16
+
+
+@dataclass
+class KeySet:
+    """A party's kept key set: its id (the threshold session id it was generated under,
+    public), the parties in key order, and the :class:`~privfl.threshold.
+    ThresholdParty` holding this party's share, the joint public key and its count of the
+    decryption shares it made (node-local; never sent)."""
+
+    key_id: bytes
+    parties: tuple[str, ...]
+    keys: tr.ThresholdParty
+
+    @property
+    def remaining(self) -> int:
+        """Decryption shares this party may still make under the key set."""
+        budget = self.keys.context.params.max_decryptions
+        return max(0, budget - self.keys.decryption_shares_made)
+
+
+def check_reuse(key_set: KeySet | None, config: SessionConfig, need: int) -> tr.ThresholdParty:
+    """A party, at the join of a session announcing ``config.key_set``: the kept key share
+    to use, or :class:`ProtocolError` before any upload when the party does not hold that key
+    set for these parties, or when ``need`` more decryption shares would exceed its budget.
+    The conditions depend on public values and the party's own count only."""
+    if key_set is None or key_set.key_id != config.key_set:
+        raise ProtocolError(
+            "the session reuses a key set this party does not hold: announce a session that "
+            "generates a fresh key set"
+        )
+    if key_set.parties != config.parties:
+        raise ProtocolError("the session's parties differ from the reused key set's parties")
+    if need > key_set.remaining:
+        raise ProtocolError(
+            f"the session needs {need} decryption shares and the reused key set allows "
+            f"{key_set.remaining} more (budget {key_set.keys.context.params.max_decryptions}): "
+            "re-key (announce a session that generates a fresh key set)"
+        )
+    return key_set.keys
+
+
+@dataclass
+class ServerKeySet:
+    """The aggregator's kept key set: its id, the parties in key order, the
+    :class:`~privfl.threshold.ThresholdServer` holding the joint public and evaluation
+    keys (no share), and the decryption shares each party spent under it, as the aggregator
+    counts them (to announce reuse only when the parties will accept it; each party keeps its
+    own count)."""
+
+    key_id: bytes
+    parties: tuple[str, ...]
+    server: tr.ThresholdServer
+    used: int = 0
+
+    def fits(self, parties: tuple[str, ...], need: int, params: th.ThresholdParameters) -> bool:
+        """Whether a session of ``parties`` spending ``need`` shares can reuse this set."""
+        same = self.server.context.params == params and self.parties == parties
+        return same and self.used + need <= params.max_decryptions
+
+
+def _write_header(w: Writer, key_id: bytes, parties: tuple[str, ...], name: str) -> Writer:
+    return w.bytes_(key_id).list_([p.encode() for p in parties]).str_(name)
+
+
+def _read_header(
+    r: Reader, params: th.ThresholdParameters
+) -> tuple[bytes, tuple[str, ...], th.ThresholdContext] | None:
+    key_id = r.bytes_(64)
+    raw = r.list_(MAX_PARTIES)
+    name = r.str_(64)
+    try:
+        parties = tuple(p.decode() for p in raw)
+    except UnicodeDecodeError:
+        raise MalformedMessageError("stored key set: a party name is not UTF-8") from None
+    if not key_id or not parties or len(set(parties)) != len(parties):
+        raise MalformedMessageError("stored key set: no id or malformed parties")
+    if name != params.name:
+        return None  # kept under another parameter set: re-key
+    return key_id, parties, th.ThresholdContext.for_parameters(params, len(parties))
+
+
+def export_key_set(key_set: KeySet) -> bytes:
+    """A party's key set for its **own node-local storage** (it holds the party's key share):
+    id, parties, parameter set, and the share with its count and the joint public key."""
+    keys = key_set.keys
+    w = _write_header(Writer(), key_set.key_id, key_set.parties, keys.context.params.name)
+    return w.bytes_(keys.export_local_state()).getvalue()  # share, count, joint public key
+
+
+def import_key_set(data: bytes, name: str, params: th.ThresholdParameters) -> KeySet | None:
+    """Party ``name``'s key set from :func:`export_key_set` (this node's own bytes), or None
+    when it was kept under another parameter set than ``params``."""
+    r = Reader(data, "stored key set")
+    header = _read_header(r, params)
+    local = r.bytes_(MAX_KEY_FIELD)
+    r.end()
+    if header is None:
+        return None
+    key_id, parties, ctx = header
+    if name not in parties:
+        raise MalformedMessageError(f"stored key set: {name!r} is not one of its parties")
+    keys = tr.ThresholdParty(name, parties.index(name), ctx, key_id)
+    keys.import_local_state(local)
+    return KeySet(key_id, parties, keys)
+
+
+def export_server_key_set(key_set: ServerKeySet) -> bytes:
+    """The aggregator's key set for its own storage: public material (the joint public key and
+    evaluation keys), its count of the decryption shares each party spent and its last
+    request id."""
+    server = key_set.server
+    if server.joint_evaluation_keys is None:
+        raise ProtocolError("the key set has no evaluation keys yet")
+    w = _write_header(Writer(), key_set.key_id, key_set.parties, server.context.params.name)
+    w.u64(key_set.used).u64(server.last_request_id).bytes_(server.public_key_rows)
+    return w.bytes_(server.joint_evaluation_keys.to_bytes()).getvalue()
+
+
+def import_server_key_set(data: bytes, params: th.ThresholdParameters) -> ServerKeySet | None:
+    """The aggregator's key set from :func:`export_server_key_set`, installed in a fresh
+    :class:`~privfl.threshold.ThresholdServer` (None: kept under another parameter set)."""
+    r = Reader(data, "stored aggregator key set")
+    header = _read_header(r, params)
+    used, last_id = r.u64(), r.u64()
+    rows, keys = r.bytes_(MAX_KEY_FIELD), r.bytes_(MAX_KEY_FIELD)
+    r.end()
+    if header is None:
+        return None
+    key_id, parties, ctx = header
+    server = tr.ThresholdServer(AGGREGATOR, ctx, key_id)
+    server.reuse_keys(rows, th.EvaluationKeys.from_bytes(keys, ctx, key_id), last_id)
+    return ServerKeySet(key_id, parties, server, used)

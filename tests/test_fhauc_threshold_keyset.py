@@ -1,0 +1,111 @@
+"""Threshold key sets reused across FHAUC sessions within their decryption budget (issue 27,
+item 4): a second session generates no key and costs each party little traffic; each party
+counts its own decryption shares and refuses a session that would exceed the budget, before
+any upload, whatever the aggregator counts; re-keying then works. Insecure ``fhauc-test``
+ring (fast)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("openfhe")
+
+import privfl
+from privfl.errors import ProtocolError
+from privfl.evaluation.fhauc import threshold_ops
+from privfl.evaluation.fhauc.messages import SessionConfig
+from privfl.evaluation.fhauc.steps import Step
+from privfl.evaluation.fhauc.threshold_schedule import run_threshold_session
+from test_fhauc_threshold import Recorder, deployment
+
+TOL = 1e-6
+
+
+@pytest.fixture(autouse=True)
+def fast_ring(monkeypatch):
+    monkeypatch.setattr(threshold_ops, "FHAUC_PARAMETER_SET", "fhauc-test")  # fast, insecure
+
+
+def traffic(rec: Recorder, party: str) -> int:
+    """Bytes a party received and sent in one session."""
+    return sum(len(m.get(party, b"")) for box in (rec.down, rec.up) for m in box.values())
+
+
+def session(agg, parties, request):
+    rec = Recorder(parties)
+    run_threshold_session(agg, rec, request)
+    return rec
+
+
+def test_a_second_session_reuses_the_key_set_without_key_generation():
+    data, parties, agg, _, request = deployment(np.random.default_rng(5))
+    first = session(agg, parties, request)
+    key_id = agg.key_set.key_id
+    second = session(agg, parties, request)
+    assert Step.KEYGEN in first.down and Step.KEYGEN not in second.down  # no key generation
+    config = SessionConfig.from_bytes(second.down[Step.JOIN]["p0"])
+    assert config.key_set == key_id and all(p.key_set.key_id == key_id for p in parties)
+    expected = privfl.binned_auc(data, request.thresholds)
+    for rec in (first, second):
+        assert all(r.auc == pytest.approx(expected, abs=TOL) for r in rec.results.values())
+    assert max(traffic(second, p.name) for p in parties) < 2_000_000
+    assert max(traffic(second, p.name) for p in parties) < min(
+        traffic(first, p.name) for p in parties
+    )
+    assert agg.key_set.used == 2 and all(
+        p.key_set.keys.decryption_shares_made == 2 for p in parties
+    )
+
+
+def test_a_party_refuses_a_reused_key_set_beyond_its_own_budget_and_re_keying_works():
+    data, parties, agg, _, request = deployment(np.random.default_rng(6))
+    session(agg, parties, request)
+    budget = agg.key_set.server.context.params.max_decryptions
+    while agg.key_set.used < budget:  # honest sessions until the budget is spent
+        session(agg, parties, request)
+    assert all(p.key_set.remaining == 0 for p in parties)
+    # an aggregator that miscounts (or cheats) and announces the spent key set again
+    agg.key_set.used = 0
+    spent = agg.key_set.key_id
+    config = agg.start_session(request.parties, request.thresholds, security=request.security)
+    assert SessionConfig.from_bytes(config).key_set == spent
+    for p in parties:
+        with pytest.raises(ProtocolError, match="re-key"):
+            p.join(config)
+    # re-keying: the honest aggregator's own count refuses reuse and generates a fresh set
+    agg.key_set.used = budget
+    rec = session(agg, parties, request)
+    assert Step.KEYGEN in rec.down and agg.key_set.key_id != spent
+    assert all(p.key_set.key_id == agg.key_set.key_id for p in parties)
+    expected = privfl.binned_auc(data, request.thresholds)
+    assert all(r.auc == pytest.approx(expected, abs=TOL) for r in rec.results.values())
+
+
+def test_a_party_refuses_a_key_set_it_does_not_hold_or_for_other_parties():
+    _, parties, agg, _, request = deployment(np.random.default_rng(7))
+    session(agg, parties, request)
+    agg.key_set.key_id = bytes(len(agg.key_set.key_id))  # a key set nobody generated
+    config = agg.start_session(request.parties, request.thresholds, security=request.security)
+    with pytest.raises(ProtocolError, match="does not hold"):
+        parties[0].join(config)
+
+
+def test_a_semi_honest_upload_is_one_ciphertext_per_execution_and_a_malicious_one_keeps_two():
+    """Item 4 (session 2 under 2 MB per party): a semi-honest AUC upload carries T and F in
+    one ciphertext (the joint layout), half the bytes of the folded layout's two; the
+    malicious variant keeps two (its noise model has no rotation). Both equal the reference."""
+    from privfl.evaluation.fhauc import threshold_messages as tmsg
+
+    for security, shape in (("semi-honest", (1, 0, 0)), ("malicious", (1, 1, 0))):
+        data, parties, agg, _, request = deployment(np.random.default_rng(8), security=security)
+        rec = session(agg, parties, request)
+        config = SessionConfig.from_bytes(rec.down[Step.JOIN]["p0"])
+        roster = parties[0].roster
+        for answer in rec.up[Step.UPLOAD].values():
+            upload = tmsg.ThresholdUpload.from_bytes(
+                tmsg.UploadStep.from_bytes(answer).upload, config.session, roster
+            )
+            assert {tuple(len(v) for v in e) for e in upload.executions} == {shape}
+        expected = privfl.binned_auc(data, request.thresholds)
+        assert all(r.auc == pytest.approx(expected, abs=TOL) for r in rec.results.values())

@@ -1,0 +1,146 @@
+"""Threshold key sets kept across ``flwr run``s (issue 27, item 4 in a deployment): each node
+keeps its key share and its own decryption count in its node-local ``context.state``, the
+aggregator its public key set in its ``key-set-file``; a second run reuses the set (no key
+rounds), a run past the budget re-keys, and a node refuses at the join, before any upload, a
+reuse its own count does not allow, whatever the aggregator's file says. Through the real
+ServerApp and ClientApp on an in-memory grid (the nodes' Contexts outlive the runs, as a
+SuperNode's do); insecure ``fhauc-test`` ring with a budget of 2 decryption shares (fast)."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+
+import pytest
+
+pytest.importorskip("openfhe")
+pytest.importorskip("flwr")
+
+from flwr.app import ConfigRecord
+
+import privfl
+from _memory_grid import task_identity
+from privfl.crypto import threshold_params
+from privfl.evaluation.fhauc import threshold_ops
+from privfl.evaluation.fhauc.threshold_keyset import export_server_key_set, import_server_key_set
+from privfl.federation.flower import server_app
+from test_flower_rounds import PARTIES, server_context, write_parties
+
+
+@pytest.fixture(autouse=True)
+def small_budget(monkeypatch):
+    """``fhauc-test`` with a budget of 2 shares: a semi-honest AUC session spends 1."""
+    small = dataclasses.replace(threshold_params.parameter_set("fhauc-test"), name="fhauc-b2",
+                                max_decryptions=2)  # fmt: skip
+    monkeypatch.setitem(threshold_params.PARAMETER_SETS, "fhauc-b2", small)
+    monkeypatch.setattr(threshold_ops, "FHAUC_PARAMETER_SET", "fhauc-b2")
+
+
+def rounds(caplog) -> list[str]:
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("privfl round")]
+    caplog.clear()
+    return [line.split()[2] for line in lines]
+
+
+def shares_made(grid) -> list[int]:
+    """Each node's own count, read back from its node-local key set."""
+    from privfl.evaluation.fhauc.threshold_keyset import import_key_set
+
+    out = []
+    for k, node in grid.nodes.items():
+        record = node.state["privfl-fhauc"]
+        assert isinstance(record, ConfigRecord)
+        kept = import_key_set(record["key-set"], PARTIES[k - 1], threshold_ops.fhauc_parameters())
+        out.append(kept.keys.decryption_shares_made)
+    return out
+
+
+def test_a_second_flwr_run_reuses_the_nodes_key_sets_and_a_spent_set_is_re_keyed(tmp_path, caplog):
+    kept = tmp_path / "key-set.bin"
+    with task_identity(5), caplog.at_level(logging.INFO, logger="flwr"):
+        grid, parts = write_parties(tmp_path, keys="threshold")
+        expected = privfl.binned_auc(parts, 100)
+
+        def run() -> None:  # a fresh ServerApp Context each time: a new `flwr run`
+            server_app._run(grid, server_context(tmp_path, **{"key-set-file": str(kept)}))
+
+        run()
+        assert "fhauc_keygen" in rounds(caplog) and kept.is_file()
+        first = import_server_key_set(kept.read_bytes(), threshold_ops.fhauc_parameters())
+        assert shares_made(grid) == [1, 1, 1]
+        run()  # reuses the kept set: no key rounds
+        assert "fhauc_keygen" not in rounds(caplog)
+        assert shares_made(grid) == [2, 2, 2]
+        second = import_server_key_set(kept.read_bytes(), threshold_ops.fhauc_parameters())
+        assert second.key_id == first.key_id and second.used == 2
+        run()  # the budget is spent: the aggregator re-keys
+        assert "fhauc_keygen" in rounds(caplog)
+        third = import_server_key_set(kept.read_bytes(), threshold_ops.fhauc_parameters())
+        assert third.key_id != first.key_id and shares_made(grid) == [1, 1, 1]
+    for name in PARTIES:
+        results = [json.loads(f.read_text()) for f in (tmp_path / "out" / name).glob("fhauc-*")]
+        assert len(results) == 3
+        assert all(r["auc"] == pytest.approx(expected, abs=1e-6) for r in results)
+
+
+def test_a_node_refuses_a_reuse_its_own_count_does_not_allow_whatever_the_aggregator_says(
+    tmp_path,
+):
+    kept = tmp_path / "key-set.bin"
+    with task_identity(5):
+        grid, _ = write_parties(tmp_path, keys="threshold")
+        context = {"key-set-file": str(kept)}
+        server_app._run(grid, server_context(tmp_path, **context))
+        server_app._run(grid, server_context(tmp_path, **context))
+        assert shares_made(grid) == [2, 2, 2]
+        lying = import_server_key_set(kept.read_bytes(), threshold_ops.fhauc_parameters())
+        lying.used = 0  # the aggregator's file claims the set is fresh
+        kept.write_bytes(export_server_key_set(lying))
+        with pytest.raises(server_app.PartyFailure, match="refused"):
+            server_app._run(grid, server_context(tmp_path, **context))
+        assert shares_made(grid) == [2, 2, 2]  # no share made
+
+
+def test_stored_key_sets_are_read_with_bounded_reads_and_fail_typed(tmp_path):
+    """The stored key sets are the roles' own bytes, yet their decoders must fail with a typed
+    error on a truncated or garbled file (no numpy or OpenFHE traceback, no huge allocation):
+    every truncation, a garbled header, and another parameter set (dropped: re-key)."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from privfl.errors import PrivflError
+    from privfl.evaluation.fhauc.threshold_keyset import export_key_set, import_key_set
+
+    kept = tmp_path / "key-set.bin"
+    with task_identity(5):
+        grid, _ = write_parties(tmp_path, keys="threshold")
+        server_app._run(grid, server_context(tmp_path, **{"key-set-file": str(kept)}))
+    params = threshold_ops.fhauc_parameters()
+    server_bytes = kept.read_bytes()
+    record = grid.nodes[1].state["privfl-fhauc"]
+    party_bytes = record["key-set"]
+    assert export_key_set(import_key_set(party_bytes, PARTIES[0], params)) == party_bytes
+    assert export_server_key_set(import_server_key_set(server_bytes, params)) == server_bytes
+    other = dataclasses.replace(params, name="another-set")
+    assert import_key_set(party_bytes, PARTIES[0], other) is None
+    assert import_server_key_set(server_bytes, other) is None
+    with pytest.raises(PrivflError):
+        import_key_set(party_bytes, "site-z", params)  # not one of its parties
+
+    @settings(max_examples=60, deadline=None)
+    @given(cut=st.integers(0, 10**9), junk=st.binary(max_size=64), at=st.integers(0, 64))
+    def fuzz(cut, junk, at):
+        for data, read in (
+            (server_bytes, lambda b: import_server_key_set(b, params)),
+            (party_bytes, lambda b: import_key_set(b, PARTIES[0], params)),
+        ):
+            with pytest.raises(PrivflError):
+                read(data[: cut % len(data)])  # every truncation
+            garbled = data[:at] + junk + data[at + len(junk) :]
+            if garbled != data and at + len(junk) <= 64:  # the header only (never the share)
+                with contextlib.suppress(PrivflError):  # a typed refusal, or a valid set
+                    read(garbled)
+
+    fuzz()
