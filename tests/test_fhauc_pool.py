@@ -1,0 +1,140 @@
+"""The aggregator's upload workers (issue 30): same checks, same sum, bit for bit."""
+
+import numpy as np
+import pytest
+
+import privfl
+from conftest import make_parties
+from privfl.errors import InputError, ProtocolError, UnknownPartyError
+from privfl.evaluation import fhauc
+from privfl.evaluation.fhauc import aggregator as aggregator_module
+from privfl.evaluation.fhauc.upload_pool import (
+    MIN_PARALLEL_CIPHERTEXTS,
+    default_workers,
+    resolve_workers,
+    shared_pool,
+)
+
+PARTIES = MIN_PARALLEL_CIPHERTEXTS + 2  # one joint ciphertext per party: above the crossover
+
+
+class BothWays(fhauc.Aggregator):
+    """Handles the same uploads with 2 workers, then in process; optionally tampered."""
+
+    def __init__(self, tamper=None):
+        super().__init__(workers=2)
+        self.tamper = tamper or (lambda uploads: uploads)
+        self.outcomes = []
+
+    def handle_uploads(self, uploads):
+        uploads = self.tamper(dict(uploads))
+        for workers in (2, 1):
+            self.workers = workers
+            try:
+                self.outcomes.append(("ok", super().handle_uploads(uploads), self.worker_cpu))
+            except ProtocolError as exc:
+                self.outcomes.append((type(exc), str(exc), self.worker_cpu))
+        self.workers = 2
+        if self.outcomes[0][0] != "ok":
+            raise self.outcomes[0][0](self.outcomes[0][1])
+        return self.outcomes[0][1]
+
+
+@pytest.fixture
+def unit_multiplier(monkeypatch):
+    """c = 1 in both runs, so the two results can be compared byte for byte."""
+    monkeypatch.setattr(aggregator_module, "random_multiplier", lambda low, high: 1)
+
+
+@pytest.fixture(scope="module")
+def parties():
+    return make_parties(np.random.default_rng(3), PARTIES, 40)  # not secret: test data
+
+
+def test_pool_result_is_bit_identical_to_the_in_process_sum(unit_multiplier, parties):
+    agg = BothWays()
+    res = privfl.federated_auc(parties, 20, aggregator=agg)
+    (s2, r2, cpu2), (s1, r1, cpu1) = agg.outcomes
+    assert s2 == s1 == "ok"
+    assert r2 == r1
+    assert cpu2 > 0 and cpu1 == 0.0  # the workers did the loading
+    assert res.auc == pytest.approx(privfl.binned_auc(parties, 20), abs=1e-9)
+
+
+def swap_two(uploads):
+    names = list(uploads)
+    uploads[names[0]], uploads[names[1]] = uploads[names[1]], uploads[names[0]]
+    return uploads
+
+
+def flip_a_ciphertext_byte(uploads):
+    name = list(uploads)[-1]
+    data = bytearray(uploads[name])
+    data[len(data) // 2] ^= 1  # inside the signed body: the signature no longer verifies
+    uploads[name] = bytes(data)
+    return uploads
+
+
+def drop_one(uploads):
+    uploads.pop(list(uploads)[PARTIES // 2])
+    return uploads
+
+
+@pytest.mark.parametrize(
+    "tamper, error",
+    [
+        (swap_two, UnknownPartyError),
+        (flip_a_ciphertext_byte, ProtocolError),
+        (drop_one, ProtocolError),
+    ],
+)
+def test_pool_refuses_what_the_in_process_checks_refuse(parties, tamper, error):
+    agg = BothWays(tamper)
+    with pytest.raises(error):
+        privfl.federated_auc(parties, 20, aggregator=agg)
+    (kind2, msg2, _), (kind1, msg1, _) = agg.outcomes
+    assert kind2 is kind1 and issubclass(kind2, error)
+    assert msg2 == msg1
+
+
+def test_pool_survives_a_refused_session_and_serves_the_next(parties):
+    with pytest.raises(UnknownPartyError):
+        privfl.federated_auc(parties, 20, aggregator=BothWays(swap_two))
+    agg = BothWays()
+    res = privfl.federated_auc(parties, 20, aggregator=agg)
+    assert [o[0] for o in agg.outcomes] == ["ok", "ok"]
+    assert res.auc == pytest.approx(privfl.binned_auc(parties, 20), abs=1e-9)
+
+
+def test_a_dead_worker_is_reported_and_replaced(parties):
+    pool = shared_pool(2)
+    pool._procs[0].kill()
+    pool._procs[0].join()
+    agg = fhauc.Aggregator(workers=2)
+    res = privfl.federated_auc(parties, 20, aggregator=agg)  # a fresh pool serves it
+    assert agg.worker_cpu > 0
+    assert res.auc == pytest.approx(privfl.binned_auc(parties, 20), abs=1e-9)
+
+
+def test_a_subclass_overriding_aggregate_still_gets_every_party(parties):
+    seen = []
+
+    class Counting(fhauc.Aggregator):
+        def aggregate(self, uploads):
+            seen.append(len(uploads))
+            return super().aggregate(uploads)
+
+    privfl.federated_auc(parties, 20, aggregator=Counting(workers=2))
+    assert seen == [PARTIES]
+
+
+@pytest.mark.parametrize("bad", [0, -1, 65, True, 2.0, "2"])
+def test_workers_is_validated(bad):
+    with pytest.raises(InputError, match="workers"):
+        fhauc.Aggregator(workers=bad)
+
+
+def test_default_workers_follows_the_usable_cores():
+    assert resolve_workers(None) == default_workers()
+    assert 1 <= default_workers() <= 8
+    assert fhauc.Aggregator(workers=1).workers == 1
