@@ -108,8 +108,8 @@ def test_pool_survives_a_refused_session_and_serves_the_next(parties):
 
 def test_a_dead_worker_is_reported_and_replaced(parties):
     pool = shared_pool(2)
-    pool._procs[0].kill()
-    pool._procs[0].join()
+    pool._helpers[0].proc.kill()
+    pool._helpers[0].proc.wait()
     agg = fhauc.Aggregator(workers=2)
     res = privfl.federated_auc(parties, 20, aggregator=agg)  # a fresh pool serves it
     assert agg.worker_cpu > 0

@@ -198,21 +198,12 @@ class Aggregator:
             and type(self).aggregate is Aggregator.aggregate
             and len(uploads) * per_upload >= MIN_PARALLEL_CIPHERTEXTS
         ):
-            pool = shared_pool(self.workers)
-            partials, self.worker_cpu = pool.sum_uploads(
-                self._public_context, check, list(uploads.items())
+            partials, self.worker_cpu = shared_pool(self.workers).sum_uploads(
+                ctx, self._public_context, check, list(uploads.items())
             )
             if missing:  # every upload was verified to come from the party it arrived as
                 raise ProtocolError(f"no upload from {missing}")
-            out: list[list[Upload]] = [[] for _ in range(check.executions)]
-            for w, partial in enumerate(partials):
-                for e, (t, f, d) in enumerate(partial):
-                    cts: list[list[HECiphertext]] = [
-                        [ctx.ciphertext_from_bytes(b) for b in v] for v in (t, f, d)
-                    ]
-                    label = f"partial sum {w}"
-                    out[e].append(Upload(label, cfg.session, cts[0], cts[1], cts[2], e))
-            return out
+            return [[p[e] for p in partials] for e in range(check.executions)]
         self.worker_cpu = 0.0
         by_party = {claimed: check.open(ctx, claimed, data) for claimed, data in uploads.items()}
         if missing:

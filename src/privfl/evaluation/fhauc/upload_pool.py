@@ -1,14 +1,17 @@
 """The aggregator's upload workers: verify, load and sum party uploads on every core.
 
 TenSEAL's SEAL bindings hold the GIL, so threads cannot load ciphertexts in parallel; a
-persistent pool of worker *processes* can. :func:`shared_pool` starts the workers once per
-process (``forkserver`` context: safe in notebooks and next to OpenFHE/TenSEAL threads),
-and keeps them for every later session and aggregator. Per session the aggregator hands each
-worker a contiguous chunk of the uploads (as received) and the public
-:class:`~privfl.evaluation.fhauc.upload_checks.UploadCheck`; the worker verifies and loads
-each upload exactly as the aggregator would (:meth:`UploadCheck.open`), adds them and returns
-one serialised partial sum per ciphertext. The aggregator adds the partial sums: SEAL's
-additions are exact modulo each prime, so the result is bit-identical to the in-process sum.
+persistent pool of helper *processes* can. :func:`shared_pool` starts them once per process
+(fresh interpreters, ``python -m``: safe in notebooks, in scripts without a
+``__main__`` guard and next to OpenFHE/TenSEAL threads) and keeps
+them for every later session and aggregator. Per session the uploads (as received) are cut
+into contiguous chunks, one for the aggregator's own process and one per helper; each helper
+gets its chunk through a pipe with the public
+:class:`~privfl.evaluation.fhauc.upload_checks.UploadCheck`, verifies and loads each upload
+exactly as the aggregator would (:meth:`UploadCheck.open`), adds them and returns one
+serialised partial sum per ciphertext. The aggregator adds the partial sums: SEAL's additions
+are exact modulo each prime, so the result is bit-identical to the in-process sum. Pipes
+beat shared memory here (``benchmarks/fhauc_scale.py --transfer``).
 
 What a worker holds: the public CKKS context (evaluation keys, no secret key) and the
 session's public facts; it learns what the aggregator learns (nothing in plaintext). The
@@ -19,18 +22,21 @@ from __future__ import annotations
 
 import atexit
 import hashlib
-import multiprocessing
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from multiprocessing.process import BaseProcess
 
+import privfl
 from privfl import errors
 from privfl.crypto.ckks import CKKSContext
 from privfl.errors import InputError, PrivflError, ProtocolError
-from privfl.evaluation.fhauc.ciphertext import as_seal
+from privfl.evaluation.fhauc.ciphertext import HECiphertext, as_seal
 from privfl.evaluation.fhauc.upload_checks import UploadCheck, sum_uploads
+from privfl.evaluation.fhauc.uploads import Upload
 from privfl.messages import Reader, Writer
 
 __all__ = ["MAX_WORKERS", "UploadPool", "default_workers", "resolve_workers", "shared_pool"]
@@ -101,9 +107,10 @@ def _sum_chunk(context: CKKSContext | None, job: Reader, items: list[bytes]) -> 
     return w
 
 
-def _worker_main(conn: Connection) -> None:
-    """One upload worker's loop (runs in its own process): a ``context`` job replaces the
-    public context; a ``sum`` job verifies, loads and sums a chunk of uploads."""
+def worker_main(conn: Connection, out: Connection) -> None:
+    """One upload worker's loop (runs in its own process, reads ``conn``, answers on
+    ``out``): a ``context`` job replaces the public context; a ``sum`` job verifies, loads
+    and sums a chunk of uploads."""
     context: CKKSContext | None = None
     while True:
         try:
@@ -123,7 +130,14 @@ def _worker_main(conn: Connection) -> None:
         except (ValueError, RuntimeError, TypeError) as exc:  # SEAL refused to combine them
             w = Writer().str_("error").str_("MalformedMessageError")
             w.str_(f"the uploads cannot be combined ({exc})"[:2000])
-        conn.send_bytes(w.f64(time.process_time() - c0).getvalue())
+        out.send_bytes(w.f64(time.process_time() - c0).getvalue())
+
+
+def _load(
+    context: CKKSContext, *vectors: list[bytes]
+) -> tuple[list[HECiphertext], list[HECiphertext], list[HECiphertext]]:
+    t, f, d = ([context.ciphertext_from_bytes(b) for b in v] for v in vectors)
+    return list[HECiphertext](t), list[HECiphertext](f), list[HECiphertext](d)
 
 
 def _read_reply(data: bytes, executions: int) -> tuple[list[Sums], float]:
@@ -141,92 +155,140 @@ def _read_reply(data: bytes, executions: int) -> tuple[list[Sums], float]:
     return sums, cpu
 
 
-class UploadPool:
-    """``workers`` persistent upload worker processes (see the module docstring)."""
+@dataclass
+class _Helper:
+    """One helper process and the two pipe ends the caller talks to it through."""
 
-    def __init__(self, workers: int) -> None:
-        ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["privfl.evaluation.fhauc.upload_pool"])
-        self.workers = workers
-        self._conns: list[Connection] = []
-        self._procs: list[BaseProcess] = []
-        self._context_key: list[bytes] = []
-        for _ in range(workers):
-            mine, theirs = ctx.Pipe(duplex=True)
-            proc = ctx.Process(target=_worker_main, args=(theirs,), daemon=True)
-            proc.start()
-            theirs.close()
-            self._conns.append(mine)
-            self._procs.append(proc)
-            self._context_key.append(b"")
+    proc: subprocess.Popen[bytes]
+    send: Connection
+    recv: Connection
+    context_key: bytes = b""
+
+
+HELPER_MODULE = "privfl.evaluation.fhauc.upload_helper"
+
+
+def _start_helper() -> _Helper:
+    """A fresh interpreter running :func:`worker_main` (``python -m`` :data:`HELPER_MODULE`,
+    which the package never imports): unlike
+    ``multiprocessing``'s spawn and forkserver it never re-imports the caller's ``__main__``
+    script, and it inherits no thread and no lock of the caller."""
+    to_child, from_child = os.pipe(), os.pipe()
+    src = os.path.dirname(os.path.dirname(os.path.abspath(privfl.__file__)))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
+    proc = subprocess.Popen(  # noqa: S603 - this interpreter, a fixed module, two fd numbers
+        [sys.executable, "-m", HELPER_MODULE, str(to_child[0]), str(from_child[1])],
+        pass_fds=(to_child[0], from_child[1]),
+        stdin=subprocess.DEVNULL,
+        env=env,
+    )
+    os.close(to_child[0])
+    os.close(from_child[1])
+    return _Helper(
+        proc, Connection(to_child[1], readable=False), Connection(from_child[0], writable=False)
+    )
+
+
+class UploadPool:
+    """``helpers`` persistent upload worker processes next to the caller's (see the module
+    docstring): with ``helpers + 1`` chunks the caller loads one itself."""
+
+    def __init__(self, helpers: int) -> None:
+        self._helpers = [_start_helper() for _ in range(helpers)]
 
     @property
     def alive(self) -> bool:
         """True while every worker process runs."""
-        return bool(self._procs) and all(p.is_alive() for p in self._procs)
+        return bool(self._helpers) and all(h.proc.poll() is None for h in self._helpers)
 
     def warm(self, public_context: bytes) -> None:
         """Hand the public context to every worker now (each loads it while the caller goes
         on), so that the first session does not wait for it."""
         key = hashlib.sha256(public_context).digest()
-        for w, conn in enumerate(self._conns):
-            if self._context_key[w] != key:
-                conn.send_bytes(Writer().str_("context").bytes_(public_context).getvalue())
-                self._context_key[w] = key
+        for helper in self._helpers:
+            if helper.context_key != key:
+                job = Writer().str_("context").bytes_(public_context).getvalue()
+                helper.send.send_bytes(job)
+                helper.context_key = key
 
     def sum_uploads(
-        self, public_context: bytes, check: UploadCheck, items: Sequence[tuple[str, bytes]]
-    ) -> tuple[list[list[Sums]], float]:
-        """Split ``items`` ((claimed sender, upload bytes), in order) into contiguous chunks,
-        one per worker; returns each worker's serialised partial sums per execution and the
-        workers' CPU seconds. The first refusal, in the order of ``items``, is raised as the
-        worker raised it (every worker's answer is read first, so the pipes stay in step)."""
-        n = min(self.workers, len(items))
+        self,
+        context: CKKSContext,
+        public_context: bytes,
+        check: UploadCheck,
+        items: Sequence[tuple[str, bytes]],
+    ) -> tuple[list[list[Upload]], float]:
+        """Split ``items`` ((claimed sender, upload bytes), in order) into contiguous chunks:
+        the first for this process (``context``: the caller's public context), one for each
+        helper. Returns per chunk and execution the partial sum as an :class:`Upload`, and
+        the helpers' CPU seconds. The first refusal, in the order of ``items``, is raised as
+        it was raised (every helper's answer is read first, so the pipes stay in step)."""
+        n = min(len(self._helpers) + 1, len(items))
         bounds = [len(items) * w // n for w in range(n + 1)]
         header = check.to_bytes()
         try:
             self.warm(public_context)
-            for w in range(n):
+            for w in range(1, n):
                 chunk = items[bounds[w] : bounds[w + 1]]
                 job = Writer().str_("sum").u32(len(chunk)).bytes_(header).u32(len(chunk))
                 for name, _ in chunk:
                     job.str_(name)
-                self._conns[w].send_bytes(job.getvalue())
+                self._helpers[w - 1].send.send_bytes(job.getvalue())
                 for _, data in chunk:
-                    self._conns[w].send_bytes(data)
-            replies = [self._conns[w].recv_bytes() for w in range(n)]
+                    self._helpers[w - 1].send.send_bytes(data)
+            local: list[Upload] | PrivflError
+            try:
+                own = [check.open(context, name, data) for name, data in items[: bounds[1]]]
+                local = sum_uploads(own, "partial sum 0")
+            except PrivflError as exc:
+                local = exc
+            replies = [self._helpers[w - 1].recv.recv_bytes() for w in range(1, n)]
         except (EOFError, OSError) as exc:
             self.close()
             raise ProtocolError(f"an upload worker stopped ({exc!r})") from None
-        partials, cpu = [], 0.0
-        for data in replies:
+        if isinstance(local, PrivflError):
+            raise local
+        partials, cpu = [local], 0.0
+        for w, data in enumerate(replies, 1):
             sums, seconds = _read_reply(data, check.executions)
-            partials.append(sums)
             cpu += seconds
+            partials.append(
+                [
+                    Upload(f"partial sum {w}", check.session, *_load(context, t, f, d), e)
+                    for e, (t, f, d) in enumerate(sums)
+                ]
+            )
         return partials, cpu
 
     def close(self) -> None:
-        """Stop the workers (their loops end when the pipe closes)."""
-        for conn in self._conns:
-            conn.close()
-        for proc in self._procs:
-            proc.join(timeout=2)
-            if proc.is_alive():
-                proc.terminate()
-        self._conns, self._procs, self._context_key = [], [], []
+        """Stop the helpers (their loops end when their pipe closes)."""
+        for helper in self._helpers:
+            helper.send.close()
+            helper.recv.close()
+        for helper in self._helpers:
+            try:
+                helper.proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                helper.proc.kill()
+                helper.proc.wait()
+        self._helpers = []
 
 
 _POOLS: dict[int, UploadPool] = {}
 
 
 def shared_pool(workers: int) -> UploadPool:
-    """This process's pool of ``workers`` upload workers, started on first use and reused by
-    every later session and aggregator (a pool whose worker died is replaced)."""
+    """This process's pool for ``workers`` loading processes in all (``workers - 1`` helper
+    processes next to the caller's), started on first use and reused by every later session
+    and aggregator (a pool whose helper died is replaced)."""
+    if workers < 2:
+        raise InputError("an upload pool needs at least 2 workers (1: in process)")
     pool = _POOLS.get(workers)
     if pool is None or not pool.alive:
         if pool is not None:
             pool.close()
-        pool = _POOLS[workers] = UploadPool(workers)
+        pool = _POOLS[workers] = UploadPool(workers - 1)
     return pool
 
 
