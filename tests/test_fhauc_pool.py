@@ -41,9 +41,12 @@ class BothWays(fhauc.Aggregator):
 
 
 @pytest.fixture
-def unit_multiplier(monkeypatch):
-    """c = 1 in both runs, so the two results can be compared byte for byte."""
-    monkeypatch.setattr(aggregator_module, "random_multiplier", lambda low, high: 1)
+def fixed_multiplier(monkeypatch):
+    """The same c (inside the session's range) in both runs, so that the two results can be
+    compared byte for byte."""
+    monkeypatch.setattr(
+        aggregator_module, "random_multiplier", lambda low, high: int(2 ** ((low + high) / 2))
+    )
 
 
 @pytest.fixture(scope="module")
@@ -51,14 +54,26 @@ def parties():
     return make_parties(np.random.default_rng(3), PARTIES, 40)  # not secret: test data
 
 
-def test_pool_result_is_bit_identical_to_the_in_process_sum(unit_multiplier, parties):
+def test_pool_result_is_bit_identical_to_the_in_process_sum(fixed_multiplier, parties):
     agg = BothWays()
     res = privfl.federated_auc(parties, 20, aggregator=agg)
     (s2, r2, cpu2), (s1, r1, cpu1) = agg.outcomes
     assert s2 == s1 == "ok"
     assert r2 == r1
-    assert cpu2 > 0 and cpu1 == 0.0  # the workers did the loading
+    assert cpu2 > 0 and cpu1 == 0.0  # the helper did its share
     assert res.auc == pytest.approx(privfl.binned_auc(parties, 20), abs=1e-9)
+
+
+def test_pool_result_is_bit_identical_in_the_malicious_variant(fixed_multiplier):
+    # K = 3 executions of two ciphertexts: 10 parties are 60 upload ciphertexts
+    parties = make_parties(np.random.default_rng(4), 10, 40)  # not secret: test data
+    agg = BothWays()
+    res = privfl.federated_auc(parties, 20, security="malicious", aggregator=agg)
+    (s2, r2, cpu2), (s1, r1, cpu1) = agg.outcomes
+    assert s2 == s1 == "ok"
+    assert r2 == r1
+    assert cpu2 > 0 and cpu1 == 0.0
+    assert res.auc == pytest.approx(privfl.binned_auc(parties, 20), abs=1e-6)
 
 
 def swap_two(uploads):

@@ -10,12 +10,12 @@ learns the ciphertext sizes and who sent them, nothing in plaintext: it never de
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from privfl.crypto.ckks import CKKSContext
 from privfl.errors import MalformedMessageError, ProtocolError, UnknownPartyError
-from privfl.evaluation.fhauc.ciphertext import HECiphertext, add_all
+from privfl.evaluation.fhauc.ciphertext import HECiphertext
 from privfl.evaluation.fhauc.uploads import PartyUpload, Upload
 from privfl.messages import Reader, Writer
 
@@ -83,28 +83,25 @@ class UploadCheck:
         return message.open(context, t, d, self.scale_bits, f)
 
 
-def sum_uploads(per_party: Sequence[Sequence[Upload]], label: str) -> list[Upload]:
+def sum_uploads(per_party: Iterable[Sequence[Upload]], label: str) -> list[Upload]:
     """Per execution, the slot-wise sum over parties of each T, F and D ciphertext, as one
-    :class:`Upload` named ``label`` (``per_party[i][e]``: party ``i``'s upload for execution
-    ``e``, all of one session's shape). Additions are exact modulo each prime, so the sum of
-    partial sums equals the sum over all parties bit for bit."""
-    if not per_party:
+    :class:`Upload` named ``label`` (``per_party`` yields each party's uploads, one per
+    execution, all of one session's shape). Consumed one party at a time, so a generator
+    keeps only the running sums in memory. Additions are exact modulo each prime, so a sum
+    of partial sums equals the sum over all parties bit for bit."""
+    sums: list[list[list[HECiphertext]]] | None = None
+    first: Sequence[Upload] = ()
+    for uploads in per_party:
+        vectors = [[list(u.t), list(u.f), list(u.d)] for u in uploads]
+        if sums is None:
+            sums, first = vectors, uploads
+            continue
+        for acc, vec in zip(sums, vectors, strict=True):
+            for k in range(3):
+                acc[k] = [a + b for a, b in zip(acc[k], vec[k], strict=True)]
+    if sums is None:
         raise ValueError("nothing to add")
-    first = per_party[0]
-    out = []
-    for e, shape in enumerate(first):
-
-        def total(vec: int, k: int, e: int = e) -> HECiphertext:
-            return add_all([(u[e].t, u[e].f, u[e].d)[vec][k] for u in per_party])
-
-        out.append(
-            Upload(
-                label,
-                shape.session,
-                [total(0, k) for k in range(len(shape.t))],
-                [total(1, k) for k in range(len(shape.f))],
-                [total(2, k) for k in range(len(shape.d))],
-                e,
-            )
-        )
-    return out
+    return [
+        Upload(label, u.session, t, f, d, e)
+        for e, (u, (t, f, d)) in enumerate(zip(first, sums, strict=True))
+    ]

@@ -98,10 +98,11 @@ def _sum_chunk(context: CKKSContext | None, job: Reader, items: list[bytes]) -> 
         raise ProtocolError("upload worker: no public context")
     if len(claimed) != len(items):
         raise ProtocolError("upload worker: the chunk does not match its names")
-    opened = [check.open(context, name, data) for name, data in zip(claimed, items, strict=True)]
+    opened = (check.open(context, name, data) for name, data in zip(claimed, items, strict=True))
+    sums = sum_uploads(opened, "partial sum")
     del items[:]
-    w = Writer().str_("ok").u32(len(opened[0]))
-    for u in sum_uploads(opened, "partial sum"):
+    w = Writer().str_("ok").u32(len(sums))
+    for u in sums:
         for vec in (u.t, u.f, u.d):
             w.list_([as_seal(c).to_bytes() for c in vec])
     return w
@@ -239,7 +240,7 @@ class UploadPool:
                     self._helpers[w - 1].send.send_bytes(data)
             local: list[Upload] | PrivflError
             try:
-                own = [check.open(context, name, data) for name, data in items[: bounds[1]]]
+                own = (check.open(context, name, data) for name, data in items[: bounds[1]])
                 local = sum_uploads(own, "partial sum 0")
             except PrivflError as exc:
                 local = exc
