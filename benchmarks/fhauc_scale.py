@@ -129,36 +129,48 @@ def rotation_noise(samples: int = 10) -> None:
 
 
 class Replaying(TimedAggregator):
-    """Handles the same uploads ``repeats`` times with each worker count (wall seconds)."""
+    """Handles the same uploads ``repeats`` times with each worker count: wall seconds, this
+    process's CPU seconds and the helpers' CPU seconds of each run."""
 
     def __init__(self, counts: list[int], repeats: int) -> None:
         super().__init__()
         self.counts, self.repeats = counts, repeats
-        self.walls: dict[int, list[float]] = {w: [] for w in counts}
+        self.runs: dict[int, list[tuple[float, float, float]]] = {w: [] for w in counts}
 
     def handle_uploads(self, uploads):  # type: ignore[no-untyped-def]
         for _ in range(self.repeats):
             for w in self.counts:
                 self.workers = w
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 out = super().handle_uploads(uploads)
-                self.walls[w].append(time.perf_counter() - t0)
+                wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+                self.runs[w].append((wall, cpu, self.worker_cpu))
         return out
 
 
 def crossover(parties: list[int], security: str, repeats: int) -> None:
-    """handle_uploads wall time in process (1) and with 2 workers, on the same uploads."""
+    """handle_uploads in process (1) and with 2 workers (this process and one helper), on the
+    same uploads: wall, and CPU of this process / of the helper. On a loaded machine the wall
+    mostly measures the wait for a core; max(this CPU, helper CPU) is what two idle cores
+    would need."""
     from privfl.evaluation.fhauc import aggregator
 
     aggregator.MIN_PARALLEL_CIPHERTEXTS = 1  # type: ignore[attr-defined]  # both ways at every size
-    print(f"handle_uploads wall s, medians of {repeats}, security = {security}")
-    print(f"{'parties':>7} {'1 (in process)':>15} {'2 workers':>10}  load avg (1/5/15)")
+    print(f"handle_uploads, medians of {repeats}, security = {security}")
+    print(
+        f"{'parties':>7} {'1: wall s':>9} {'cpu s':>7} {'2: wall s':>9} {'own cpu':>8} "
+        f"{'helper cpu':>10}  load avg (1/5/15)"
+    )
     for m in parties:
         agg = Replaying([1, 2], repeats)
         privfl.federated_auc(synthetic(m, 100), 100, security=security, aggregator=agg)
-        med = {w: statistics.median(v) for w, v in agg.walls.items()}
+        med = {w: [statistics.median(x) for x in zip(*v)] for w, v in agg.runs.items()}
         load = "/".join(f"{x:.2f}" for x in os.getloadavg())
-        print(f"{m:>7} {med[1]:>15.4f} {med[2]:>10.4f}  {load}", flush=True)
+        print(
+            f"{m:>7} {med[1][0]:>9.4f} {med[1][1]:>7.4f} {med[2][0]:>9.4f} {med[2][1]:>8.4f} "
+            f"{med[2][2]:>10.4f}  {load}",
+            flush=True,
+        )
 
 
 def transfer(parties: int, size: int = 183_800, repeats: int = 3) -> None:

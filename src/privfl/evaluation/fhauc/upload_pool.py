@@ -25,8 +25,9 @@ import hashlib
 import os
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
@@ -90,17 +91,31 @@ _ERRORS: dict[str, type[PrivflError]] = {
 }
 
 
-def _sum_chunk(context: CKKSContext | None, job: Reader, items: list[bytes]) -> Writer:
-    """A worker's answer to one ``sum`` job: per execution the serialised (T, F, D) sums."""
-    check = UploadCheck.from_bytes(job.bytes_())
-    claimed = [job.str_() for _ in range(job.count(1 << 20, "uploads"))]
-    if context is None:
-        raise ProtocolError("upload worker: no public context")
-    if len(claimed) != len(items):
-        raise ProtocolError("upload worker: the chunk does not match its names")
-    opened = (check.open(context, name, data) for name, data in zip(claimed, items, strict=True))
-    sums = sum_uploads(opened, "partial sum")
-    del items[:]
+def _sum_chunk(context: CKKSContext | None, job: Reader, count: int, conn: Connection) -> Writer:
+    """A helper's answer to one ``sum`` job of ``count`` uploads, read from ``conn`` one at a
+    time and added as they come (the aggregator's process works on its own chunk meanwhile):
+    per execution the serialised (T, F, D) sums. Every upload of the job is read off the pipe,
+    even after a refusal, so that the next job starts in step."""
+    received = 0
+
+    def opened(check: UploadCheck, ctx: CKKSContext, claimed: list[str]) -> Iterator[list[Upload]]:
+        nonlocal received
+        for name in claimed:
+            data = conn.recv_bytes()
+            received += 1
+            yield check.open(ctx, name, data)
+
+    try:
+        check = UploadCheck.from_bytes(job.bytes_())
+        claimed = [job.str_() for _ in range(job.count(1 << 20, "uploads"))]
+        if context is None:
+            raise ProtocolError("upload worker: no public context")
+        if len(claimed) != count:
+            raise ProtocolError("upload worker: the chunk does not match its names")
+        sums = sum_uploads(opened(check, context, claimed), "partial sum")
+    finally:
+        for _ in range(count - received):
+            conn.recv_bytes()
     w = Writer().str_("ok").u32(len(sums))
     for u in sums:
         for vec in (u.t, u.f, u.d):
@@ -120,18 +135,18 @@ def worker_main(conn: Connection, out: Connection) -> None:
             if kind == "context":
                 context = CKKSContext.deserialize(job.bytes_())
                 continue
-            items = [conn.recv_bytes() for _ in range(job.u32())]  # the chunk, then work
+            count = job.u32()
+            c0 = time.process_time()
+            try:
+                w = _sum_chunk(context, job, count, conn)
+            except PrivflError as exc:
+                w = Writer().str_("error").str_(type(exc).__name__).str_(str(exc)[:2000])
+            except (ValueError, RuntimeError, TypeError) as exc:  # SEAL refused to combine
+                w = Writer().str_("error").str_("MalformedMessageError")
+                w.str_(f"the uploads cannot be combined ({exc})"[:2000])
+            out.send_bytes(w.f64(time.process_time() - c0).getvalue())
         except (EOFError, OSError):
             return
-        c0 = time.process_time()
-        try:
-            w = _sum_chunk(context, job, items)
-        except PrivflError as exc:
-            w = Writer().str_("error").str_(type(exc).__name__).str_(str(exc)[:2000])
-        except (ValueError, RuntimeError, TypeError) as exc:  # SEAL refused to combine them
-            w = Writer().str_("error").str_("MalformedMessageError")
-            w.str_(f"the uploads cannot be combined ({exc})"[:2000])
-        out.send_bytes(w.f64(time.process_time() - c0).getvalue())
 
 
 def _load(
@@ -191,6 +206,15 @@ def _start_helper() -> _Helper:
     )
 
 
+def _send_all(conn: Connection, items: list[bytes], failures: list[OSError]) -> None:
+    """Write ``items`` to a helper's pipe (in a sender thread); a broken pipe is recorded."""
+    try:
+        for data in items:
+            conn.send_bytes(data)
+    except OSError as exc:
+        failures.append(exc)
+
+
 class UploadPool:
     """``helpers`` persistent upload worker processes next to the caller's (see the module
     docstring): with ``helpers + 1`` chunks the caller loads one itself."""
@@ -228,6 +252,8 @@ class UploadPool:
         n = min(len(self._helpers) + 1, len(items))
         bounds = [len(items) * w // n for w in range(n + 1)]
         header = check.to_bytes()
+        senders: list[threading.Thread] = []
+        failures: list[OSError] = []
         try:
             self.warm(public_context)
             for w in range(1, n):
@@ -235,19 +261,32 @@ class UploadPool:
                 job = Writer().str_("sum").u32(len(chunk)).bytes_(header).u32(len(chunk))
                 for name, _ in chunk:
                     job.str_(name)
-                self._helpers[w - 1].send.send_bytes(job.getvalue())
-                for _, data in chunk:
-                    self._helpers[w - 1].send.send_bytes(data)
+                conn = self._helpers[w - 1].send
+                conn.send_bytes(job.getvalue())
+                # a thread feeds the helper (the writes release the GIL) while this process
+                # works on its own chunk: no waiting for the helper to drain each pipe buffer
+                sender = threading.Thread(
+                    target=_send_all, args=(conn, [d for _, d in chunk], failures), daemon=True
+                )
+                sender.start()
+                senders.append(sender)
             local: list[Upload] | PrivflError
             try:
                 own = (check.open(context, name, data) for name, data in items[: bounds[1]])
                 local = sum_uploads(own, "partial sum 0")
             except PrivflError as exc:
                 local = exc
+            for sender in senders:
+                sender.join()
+            if failures:
+                raise failures[0]
             replies = [self._helpers[w - 1].recv.recv_bytes() for w in range(1, n)]
         except (EOFError, OSError) as exc:
             self.close()
             raise ProtocolError(f"an upload worker stopped ({exc!r})") from None
+        except BaseException:  # the pipes may be out of step: start afresh next time
+            self.close()
+            raise
         if isinstance(local, PrivflError):
             raise local
         partials, cpu = [local], 0.0
