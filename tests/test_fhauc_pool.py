@@ -90,6 +90,12 @@ def flip_a_ciphertext_byte(uploads):
     return uploads
 
 
+def arrive_under_a_long_name(uploads):
+    name = list(uploads)[-1]
+    uploads["é" * 3000] = uploads.pop(name)  # 6 KB of UTF-8: longer than any message field
+    return uploads
+
+
 def drop_one(uploads):
     uploads.pop(list(uploads)[PARTIES // 2])
     return uploads
@@ -101,6 +107,7 @@ def drop_one(uploads):
         (swap_two, UnknownPartyError),
         (flip_a_ciphertext_byte, ProtocolError),
         (drop_one, ProtocolError),
+        (arrive_under_a_long_name, UnknownPartyError),
     ],
 )
 def test_pool_refuses_what_the_in_process_checks_refuse(parties, tamper, error):

@@ -56,8 +56,8 @@ class UploadCheck:
         session, transcript, executions = r.bytes_(), r.bytes_(), r.u32()
         shape = (r.u32(), r.u32(), r.u32())
         scale = r.f64_finite("scale")
-        roster = {r.str_(): r.bytes_() for _ in range(r.count(1 << 20, "roster"))}
-        parties = frozenset(r.str_() for _ in range(r.count(1 << 20, "parties")))
+        roster = {r.str_(1 << 16): r.bytes_() for _ in range(r.count(1 << 20, "roster"))}
+        parties = frozenset(r.str_(1 << 16) for _ in range(r.count(1 << 20, "parties")))
         r.end()
         return cls(session, roster, transcript, parties, executions, shape, scale)
 

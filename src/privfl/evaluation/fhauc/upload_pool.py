@@ -47,6 +47,8 @@ MAX_WORKERS = 64
 # transfer and the partial sums cost more than they save
 # (``benchmarks/fhauc_scale.py --crossover``).
 MIN_PARALLEL_CIPHERTEXTS = 48
+NAME_BYTES = 1 << 16  # a claimed sender's name, as the transport delivered it
+MESSAGE_BYTES = 1 << 14  # a refusal's text, as the helper raised it
 # An aggregator provisioned for at least this many parties starts its workers at key setup.
 WARM_ROSTER = 16
 
@@ -91,6 +93,10 @@ _ERRORS: dict[str, type[PrivflError]] = {
 }
 
 
+def _text(message: str) -> bytes:
+    return message.encode("utf-8")[:MESSAGE_BYTES]
+
+
 def _sum_chunk(context: CKKSContext | None, job: Reader, count: int, conn: Connection) -> Writer:
     """A helper's answer to one ``sum`` job of ``count`` uploads, read from ``conn`` one at a
     time and added as they come (the aggregator's process works on its own chunk meanwhile):
@@ -107,7 +113,7 @@ def _sum_chunk(context: CKKSContext | None, job: Reader, count: int, conn: Conne
 
     try:
         check = UploadCheck.from_bytes(job.bytes_())
-        claimed = [job.str_() for _ in range(job.count(1 << 20, "uploads"))]
+        claimed = [job.str_(NAME_BYTES) for _ in range(job.count(1 << 20, "uploads"))]
         if context is None:
             raise ProtocolError("upload worker: no public context")
         if len(claimed) != count:
@@ -140,10 +146,10 @@ def worker_main(conn: Connection, out: Connection) -> None:
             try:
                 w = _sum_chunk(context, job, count, conn)
             except PrivflError as exc:
-                w = Writer().str_("error").str_(type(exc).__name__).str_(str(exc)[:2000])
+                w = Writer().str_("error").str_(type(exc).__name__).bytes_(_text(str(exc)))
             except (ValueError, RuntimeError, TypeError) as exc:  # SEAL refused to combine
                 w = Writer().str_("error").str_("MalformedMessageError")
-                w.str_(f"the uploads cannot be combined ({exc})"[:2000])
+                w.bytes_(_text(f"the uploads cannot be combined ({exc})"))
             out.send_bytes(w.f64(time.process_time() - c0).getvalue())
         except (EOFError, OSError):
             return
@@ -161,7 +167,8 @@ def _read_reply(data: bytes, executions: int) -> tuple[list[Sums], float]:
     raised it."""
     r = Reader(data, "upload worker reply")
     if r.str_() == "error":
-        cls, message = _ERRORS.get(r.str_(), ProtocolError), r.str_()
+        cls = _ERRORS.get(r.str_(), ProtocolError)
+        message = r.bytes_(MESSAGE_BYTES).decode("utf-8", errors="replace")
         raise cls(message)
     if r.u32() != executions:
         raise ProtocolError("upload worker: wrong number of executions")
@@ -179,6 +186,19 @@ class _Helper:
     send: Connection
     recv: Connection
     context_key: bytes = b""
+
+
+def _widen(fd: int) -> None:
+    """Give the pipe to a helper Linux's largest buffer (``/proc/sys/fs/pipe-max-size``,
+    1 MiB by default): the sender thread then hands over several uploads per write instead of
+    waiting for the GIL between 64 KiB pieces while this process loads ciphertexts."""
+    try:
+        import fcntl
+
+        with open("/proc/sys/fs/pipe-max-size") as fh:
+            fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, int(fh.read()))
+    except (ImportError, AttributeError, OSError, ValueError):  # pragma: no cover - not Linux
+        pass
 
 
 HELPER_MODULE = "privfl.evaluation.fhauc.upload_helper"
@@ -201,6 +221,7 @@ def _start_helper() -> _Helper:
     )
     os.close(to_child[0])
     os.close(from_child[1])
+    _widen(to_child[1])
     return _Helper(
         proc, Connection(to_child[1], readable=False), Connection(from_child[0], writable=False)
     )
@@ -221,6 +242,8 @@ class UploadPool:
 
     def __init__(self, helpers: int) -> None:
         self._helpers = [_start_helper() for _ in range(helpers)]
+        self._lock = threading.RLock()  # one session (or warm-up) at a time on the pipes
+        self.pid = os.getpid()
 
     @property
     def alive(self) -> bool:
@@ -229,13 +252,18 @@ class UploadPool:
 
     def warm(self, public_context: bytes) -> None:
         """Hand the public context to every worker now (each loads it while the caller goes
-        on), so that the first session does not wait for it."""
+        on), so that the first session does not wait for it. A helper that died is noticed
+        by the next session (:func:`shared_pool` replaces the pool)."""
         key = hashlib.sha256(public_context).digest()
-        for helper in self._helpers:
-            if helper.context_key != key:
-                job = Writer().str_("context").bytes_(public_context).getvalue()
-                helper.send.send_bytes(job)
-                helper.context_key = key
+        with self._lock:
+            for helper in self._helpers:
+                if helper.context_key != key:
+                    job = Writer().str_("context").bytes_(public_context).getvalue()
+                    try:
+                        helper.send.send_bytes(job)
+                    except OSError:
+                        continue
+                    helper.context_key = key
 
     def sum_uploads(
         self,
@@ -249,6 +277,16 @@ class UploadPool:
         helper. Returns per chunk and execution the partial sum as an :class:`Upload`, and
         the helpers' CPU seconds. The first refusal, in the order of ``items``, is raised as
         it was raised (every helper's answer is read first, so the pipes stay in step)."""
+        with self._lock:
+            return self._sum_uploads(context, public_context, check, items)
+
+    def _sum_uploads(
+        self,
+        context: CKKSContext,
+        public_context: bytes,
+        check: UploadCheck,
+        items: Sequence[tuple[str, bytes]],
+    ) -> tuple[list[list[Upload]], float]:
         n = min(len(self._helpers) + 1, len(items))
         bounds = [len(items) * w // n for w in range(n + 1)]
         header = check.to_bytes()
@@ -325,6 +363,8 @@ def shared_pool(workers: int) -> UploadPool:
     if workers < 2:
         raise InputError("an upload pool needs at least 2 workers (1: in process)")
     pool = _POOLS.get(workers)
+    if pool is not None and pool.pid != os.getpid():  # a forked child: its own helpers
+        pool = None
     if pool is None or not pool.alive:
         if pool is not None:
             pool.close()
