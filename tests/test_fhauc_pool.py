@@ -27,6 +27,7 @@ class BothWays(fhauc.Aggregator):
         self.outcomes = []
 
     def handle_uploads(self, uploads):
+        self.received = dict(uploads)
         uploads = self.tamper(dict(uploads))
         for workers in (2, 1):
             self.workers = workers
@@ -54,14 +55,23 @@ def parties():
     return make_parties(np.random.default_rng(3), PARTIES, 40)  # not secret: test data
 
 
-def test_pool_result_is_bit_identical_to_the_in_process_sum(fixed_multiplier, parties):
+@pytest.fixture(scope="module")
+def session(parties):
+    """One honest session's aggregator (its state kept) and the uploads it received: each
+    refusal test replays tampered copies through handle_uploads, both ways."""
     agg = BothWays()
-    res = privfl.federated_auc(parties, 20, aggregator=agg)
-    (s2, r2, cpu2), (s1, r1, cpu1) = agg.outcomes
+    agg.result_auc = privfl.federated_auc(parties, 20, aggregator=agg).auc
+    return agg
+
+
+def test_pool_result_is_bit_identical_to_the_in_process_sum(fixed_multiplier, session, parties):
+    session.outcomes = []
+    session.handle_uploads(session.received)
+    (s2, r2, cpu2), (s1, r1, cpu1) = session.outcomes
     assert s2 == s1 == "ok"
     assert r2 == r1
     assert cpu2 > 0 and cpu1 == 0.0  # the helper did its share
-    assert res.auc == pytest.approx(privfl.binned_auc(parties, 20), abs=1e-9)
+    assert session.result_auc == pytest.approx(privfl.binned_auc(parties, 20), abs=1e-9)
 
 
 def test_pool_result_is_bit_identical_in_the_malicious_variant(fixed_multiplier):
@@ -110,32 +120,39 @@ def drop_one(uploads):
         (arrive_under_a_long_name, UnknownPartyError),
     ],
 )
-def test_pool_refuses_what_the_in_process_checks_refuse(parties, tamper, error):
-    agg = BothWays(tamper)
-    with pytest.raises(error):
-        privfl.federated_auc(parties, 20, aggregator=agg)
-    (kind2, msg2, _), (kind1, msg1, _) = agg.outcomes
+def test_pool_refuses_what_the_in_process_checks_refuse(session, tamper, error):
+    session.outcomes, session.tamper = [], tamper
+    try:
+        with pytest.raises(error):
+            session.handle_uploads(session.received)
+    finally:
+        session.tamper = lambda uploads: uploads
+    (kind2, msg2, _), (kind1, msg1, _) = session.outcomes
     assert kind2 is kind1 and issubclass(kind2, error)
     assert msg2 == msg1
 
 
-def test_pool_survives_a_refused_session_and_serves_the_next(parties):
-    with pytest.raises(UnknownPartyError):
-        privfl.federated_auc(parties, 20, aggregator=BothWays(swap_two))
-    agg = BothWays()
-    res = privfl.federated_auc(parties, 20, aggregator=agg)
-    assert [o[0] for o in agg.outcomes] == ["ok", "ok"]
-    assert res.auc == pytest.approx(privfl.binned_auc(parties, 20), abs=1e-9)
+def test_pool_survives_a_refused_session_and_serves_the_next(session):
+    session.tamper = swap_two
+    try:
+        with pytest.raises(UnknownPartyError):
+            session.handle_uploads(session.received)
+    finally:
+        session.tamper = lambda uploads: uploads
+    session.outcomes = []
+    session.handle_uploads(session.received)
+    assert [o[0] for o in session.outcomes] == ["ok", "ok"]
+    assert session.worker_cpu == 0.0 and session.outcomes[0][2] > 0
 
 
-def test_a_dead_worker_is_reported_and_replaced(parties):
+def test_a_dead_helper_is_replaced_by_the_next_session(session):
     pool = shared_pool(2)
     pool._helpers[0].proc.kill()
     pool._helpers[0].proc.wait()
-    agg = fhauc.Aggregator(workers=2)
-    res = privfl.federated_auc(parties, 20, aggregator=agg)  # a fresh pool serves it
-    assert agg.worker_cpu > 0
-    assert res.auc == pytest.approx(privfl.binned_auc(parties, 20), abs=1e-9)
+    session.outcomes = []
+    session.handle_uploads(session.received)  # a fresh pool serves it
+    assert session.outcomes[0][0] == "ok" and session.outcomes[0][2] > 0
+    assert shared_pool(2) is not pool
 
 
 def test_a_subclass_overriding_aggregate_still_gets_every_party(parties):
