@@ -1,5 +1,7 @@
 """The aggregator's upload workers (issue 30): same checks, same sum, bit for bit."""
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -106,6 +108,11 @@ def arrive_under_a_long_name(uploads):
     return uploads
 
 
+def arrive_under_an_unencodable_name(uploads):
+    uploads["\udc80"] = uploads.pop(next(iter(uploads)))  # a lone surrogate: no UTF-8 for it
+    return uploads
+
+
 def drop_one(uploads):
     uploads.pop(list(uploads)[PARTIES // 2])
     return uploads
@@ -118,6 +125,7 @@ def drop_one(uploads):
         (flip_a_ciphertext_byte, ProtocolError),
         (drop_one, ProtocolError),
         (arrive_under_a_long_name, UnknownPartyError),
+        (arrive_under_an_unencodable_name, UnknownPartyError),
     ],
 )
 def test_pool_refuses_what_the_in_process_checks_refuse(session, tamper, error):
@@ -177,3 +185,19 @@ def test_default_workers_follows_the_usable_cores():
     assert resolve_workers(None) == default_workers()
     assert 1 <= default_workers() <= 8
     assert fhauc.Aggregator(workers=1).workers == 1
+
+
+def test_helpers_get_the_public_context_at_key_setup_for_a_large_roster(monkeypatch):
+    from privfl.crypto import keywrap
+
+    warmed = []
+    monkeypatch.setattr(
+        aggregator_module, "shared_pool", lambda w: SimpleNamespace(warm=warmed.append)
+    )
+    names = [f"p{i}" for i in range(16)]
+    ids = {n: keywrap.IdentityKey() for n in names}
+    roster = {n: k.public_bytes for n, k in ids.items()}
+    public, _ = fhauc.KeyHolder(names[0], ids[names[0]], roster).provision(fhauc.Policy())
+    fhauc.Aggregator(workers=2).receive_setup(public)
+    fhauc.Aggregator(workers=1).receive_setup(public)
+    assert len(warmed) == 1  # once, for the aggregator with helpers

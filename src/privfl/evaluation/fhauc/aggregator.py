@@ -85,10 +85,10 @@ class Aggregator:
         setup = PublicSetup.from_bytes(data)
         context = CKKSContext.deserialize(setup.public_context)
         self.keys = SingleKey(context)  # refuses a private context
+        self.context, self.roster, self.policy = context, dict(setup.roster), setup.policy
         self._public_context = setup.public_context
         if self.workers > 1 and len(self.roster) >= WARM_ROSTER:
             shared_pool(self.workers).warm(setup.public_context)
-        self.context, self.roster, self.policy = context, dict(setup.roster), setup.policy
 
     # ------------------------------------------------------------------ steps
     def start_session(

@@ -113,7 +113,10 @@ def _sum_chunk(context: CKKSContext | None, job: Reader, count: int, conn: Conne
 
     try:
         check = UploadCheck.from_bytes(job.bytes_())
-        claimed = [job.str_(NAME_BYTES) for _ in range(job.count(1 << 20, "uploads"))]
+        claimed = [
+            job.bytes_(NAME_BYTES).decode("utf-8", "surrogatepass")
+            for _ in range(job.count(1 << 20, "uploads"))
+        ]
         if context is None:
             raise ProtocolError("upload worker: no public context")
         if len(claimed) != count:
@@ -298,7 +301,7 @@ class UploadPool:
                 chunk = items[bounds[w] : bounds[w + 1]]
                 job = Writer().str_("sum").u32(len(chunk)).bytes_(header).u32(len(chunk))
                 for name, _ in chunk:
-                    job.str_(name)
+                    job.bytes_(name.encode("utf-8", "surrogatepass"))  # as it arrived
                 conn = self._helpers[w - 1].send
                 conn.send_bytes(job.getvalue())
                 # a thread feeds the helper (the writes release the GIL) while this process
