@@ -5,17 +5,21 @@ persistent pool of helper *processes* can. :func:`shared_pool` starts them once 
 (fresh interpreters, ``python -m``: safe in notebooks, in scripts without a
 ``__main__`` guard and next to OpenFHE/TenSEAL threads) and keeps
 them for every later session and aggregator. Per session the uploads (as received) are cut
-into contiguous chunks, one for the aggregator's own process and one per helper; each helper
-gets its chunk through a pipe with the public
-:class:`~privfl.evaluation.fhauc.upload_checks.UploadCheck`, verifies and loads each upload
-exactly as the aggregator would (:meth:`UploadCheck.open`), adds them and returns one
-serialised partial sum per ciphertext. The aggregator adds the partial sums: SEAL's additions
-are exact modulo each prime, so the result is bit-identical to the in-process sum. Pipes
-beat shared memory here (``benchmarks/fhauc_scale.py --transfer``).
+into contiguous chunks, one for the aggregator's own process and one per helper. Each
+helper's chunk is written back to back into a memory file (``memfd``) the helper reads at its
+own pace, and a short job (the public
+:class:`~privfl.evaluation.fhauc.upload_checks.UploadCheck`, the claimed senders, the sizes)
+goes through a pipe; the helper verifies and loads each upload exactly as the aggregator would
+(:meth:`UploadCheck.open`), adds them as they come and returns one serialised partial sum per
+ciphertext. The aggregator adds the partial sums: SEAL's additions are exact modulo each
+prime, so the result is bit-identical to the in-process sum. (Feeding the uploads through the
+pipe itself was slower: the sending thread waited for the GIL between pipe buffers while this
+process loaded ciphertexts, which starved the helper of the 1.1 MB malicious uploads.)
 
 What a worker holds: the public CKKS context (evaluation keys, no secret key) and the
 session's public facts; it learns what the aggregator learns (nothing in plaintext). The
-pipe between the aggregator and its workers is local and private to the process tree.
+pipes and memory files between the aggregator and its helpers are local to the process tree
+(a memory file is reachable only by processes of the same user).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -97,39 +102,62 @@ def _text(message: str) -> bytes:
     return message.encode("utf-8")[:MESSAGE_BYTES]
 
 
-def _sum_chunk(context: CKKSContext | None, job: Reader, count: int, conn: Connection) -> Writer:
-    """A helper's answer to one ``sum`` job of ``count`` uploads, read from ``conn`` one at a
-    time and added as they come (the aggregator's process works on its own chunk meanwhile):
-    per execution the serialised (T, F, D) sums. Every upload of the job is read off the pipe,
-    even after a refusal, so that the next job starts in step."""
-    received = 0
-
-    def opened(check: UploadCheck, ctx: CKKSContext, claimed: list[str]) -> Iterator[list[Upload]]:
-        nonlocal received
-        for name in claimed:
-            data = conn.recv_bytes()
-            received += 1
-            yield check.open(ctx, name, data)
-
+def _sum_chunk(context: CKKSContext | None, job: Reader) -> Writer:
+    """A helper's answer to one ``sum`` job: per execution the serialised (T, F, D) sums of
+    the job's uploads, read one at a time from the file the aggregator's process wrote them
+    to (:func:`_spool`) and added as they come."""
+    check = UploadCheck.from_bytes(job.bytes_())
+    count = job.count(1 << 20, "uploads")
+    claimed = [job.bytes_(NAME_BYTES).decode("utf-8", "surrogatepass") for _ in range(count)]
+    path = job.bytes_(4096).decode()
+    sizes = [job.u64() for _ in range(count)]
+    job.end()
+    if context is None:
+        raise ProtocolError("upload worker: no public context")
+    fd = os.open(path, os.O_RDONLY)
     try:
-        check = UploadCheck.from_bytes(job.bytes_())
-        claimed = [
-            job.bytes_(NAME_BYTES).decode("utf-8", "surrogatepass")
-            for _ in range(job.count(1 << 20, "uploads"))
-        ]
-        if context is None:
-            raise ProtocolError("upload worker: no public context")
-        if len(claimed) != count:
-            raise ProtocolError("upload worker: the chunk does not match its names")
-        sums = sum_uploads(opened(check, context, claimed), "partial sum")
+
+        def opened() -> Iterator[list[Upload]]:
+            offset = 0
+            for name, size in zip(claimed, sizes, strict=True):
+                data = os.pread(fd, size, offset)
+                offset += size
+                yield check.open(ctx, name, data)
+
+        ctx = context
+        sums = sum_uploads(opened(), "partial sum")
     finally:
-        for _ in range(count - received):
-            conn.recv_bytes()
+        os.close(fd)
     w = Writer().str_("ok").u32(len(sums))
     for u in sums:
         for vec in (u.t, u.f, u.d):
             w.list_([as_seal(c).to_bytes() for c in vec])
     return w
+
+
+def _spool(chunk: Sequence[bytes]) -> tuple[int, str]:
+    """Write ``chunk`` back to back into a memory file (``memfd``; elsewhere a temporary
+    file) a helper reads at its own pace: one ``writev`` per 1,024 uploads, no waiting for the
+    helper and no GIL hand-over per pipe buffer while this process loads ciphertexts. Returns
+    the open descriptor and the path the helper opens (the caller closes the descriptor and,
+    where it is not ``/proc/...``, removes the file)."""
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create("privfl-uploads")
+        path = f"/proc/{os.getpid()}/fd/{fd}"
+    else:  # pragma: no cover - not Linux: a private temporary file, removed by the caller
+        fd, path = tempfile.mkstemp(prefix="privfl-uploads-")
+    try:
+        for i in range(0, len(chunk), 1024):
+            part = list(chunk[i : i + 1024])
+            want, done = sum(len(b) for b in part), os.writev(fd, part)
+            if done != want:  # a short write: finish the rest one by one
+                rest = b"".join(part)[done:]
+                while rest:
+                    rest = rest[os.write(fd, rest) :]
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, path
 
 
 def worker_main(conn: Connection, out: Connection) -> None:
@@ -144,10 +172,9 @@ def worker_main(conn: Connection, out: Connection) -> None:
             if kind == "context":
                 context = CKKSContext.deserialize(job.bytes_())
                 continue
-            count = job.u32()
             c0 = time.process_time()
             try:
-                w = _sum_chunk(context, job, count, conn)
+                w = _sum_chunk(context, job)
             except PrivflError as exc:
                 w = Writer().str_("error").str_(type(exc).__name__).bytes_(_text(str(exc)))
             except (ValueError, RuntimeError, TypeError) as exc:  # SEAL refused to combine
@@ -230,15 +257,6 @@ def _start_helper() -> _Helper:
     )
 
 
-def _send_all(conn: Connection, items: list[bytes], failures: list[OSError]) -> None:
-    """Write ``items`` to a helper's pipe (in a sender thread); a broken pipe is recorded."""
-    try:
-        for data in items:
-            conn.send_bytes(data)
-    except OSError as exc:
-        failures.append(exc)
-
-
 class UploadPool:
     """``helpers`` persistent upload worker processes next to the caller's (see the module
     docstring): with ``helpers + 1`` chunks the caller loads one itself."""
@@ -293,34 +311,26 @@ class UploadPool:
         n = min(len(self._helpers) + 1, len(items))
         bounds = [len(items) * w // n for w in range(n + 1)]
         header = check.to_bytes()
-        senders: list[threading.Thread] = []
-        failures: list[OSError] = []
+        spools: list[tuple[int, str]] = []
         try:
             self.warm(public_context)
             for w in range(1, n):
                 chunk = items[bounds[w] : bounds[w + 1]]
-                job = Writer().str_("sum").u32(len(chunk)).bytes_(header).u32(len(chunk))
+                fd, path = _spool([data for _, data in chunk])
+                spools.append((fd, path))
+                job = Writer().str_("sum").bytes_(header).u32(len(chunk))
                 for name, _ in chunk:
                     job.bytes_(name.encode("utf-8", "surrogatepass"))  # as it arrived
-                conn = self._helpers[w - 1].send
-                conn.send_bytes(job.getvalue())
-                # a thread feeds the helper (the writes release the GIL) while this process
-                # works on its own chunk: no waiting for the helper to drain each pipe buffer
-                sender = threading.Thread(
-                    target=_send_all, args=(conn, [d for _, d in chunk], failures), daemon=True
-                )
-                sender.start()
-                senders.append(sender)
+                job.bytes_(path.encode())
+                for _, data in chunk:
+                    job.u64(len(data))
+                self._helpers[w - 1].send.send_bytes(job.getvalue())
             local: list[Upload] | PrivflError
             try:
                 own = (check.open(context, name, data) for name, data in items[: bounds[1]])
                 local = sum_uploads(own, "partial sum 0")
             except PrivflError as exc:
                 local = exc
-            for sender in senders:
-                sender.join()
-            if failures:
-                raise failures[0]
             replies = [self._helpers[w - 1].recv.recv_bytes() for w in range(1, n)]
         except (EOFError, OSError) as exc:
             self.close()
@@ -328,6 +338,11 @@ class UploadPool:
         except BaseException:  # the pipes may be out of step: start afresh next time
             self.close()
             raise
+        finally:
+            for fd, path in spools:
+                os.close(fd)
+                if not path.startswith("/proc/"):  # pragma: no cover - not Linux
+                    os.unlink(path)
         if isinstance(local, PrivflError):
             raise local
         partials, cpu = [local], 0.0
