@@ -39,7 +39,7 @@ from multiprocessing.connection import Connection
 import privfl
 from privfl import errors
 from privfl.crypto.ckks import CKKSContext
-from privfl.errors import InputError, PrivflError, ProtocolError
+from privfl.errors import InputError, MalformedMessageError, PrivflError, ProtocolError
 from privfl.evaluation.fhauc.ciphertext import HECiphertext, as_seal
 from privfl.evaluation.fhauc.upload_checks import UploadCheck, sum_uploads
 from privfl.evaluation.fhauc.uploads import Upload
@@ -220,8 +220,7 @@ class _Helper:
 
 def _widen(fd: int) -> None:
     """Give the pipe to a helper Linux's largest buffer (``/proc/sys/fs/pipe-max-size``,
-    1 MiB by default): the sender thread then hands over several uploads per write instead of
-    waiting for the GIL between 64 KiB pieces while this process loads ciphertexts."""
+    1 MiB by default): the public context (several MB) goes over in fewer round trips."""
     try:
         import fcntl
 
@@ -331,6 +330,8 @@ class UploadPool:
                 local = sum_uploads(own, "partial sum 0")
             except PrivflError as exc:
                 local = exc
+            except (ValueError, RuntimeError) as exc:  # SEAL refused to combine them
+                local = MalformedMessageError(f"the uploads cannot be combined ({exc})")
             replies = [self._helpers[w - 1].recv.recv_bytes() for w in range(1, n)]
         except (EOFError, OSError) as exc:
             self.close()
