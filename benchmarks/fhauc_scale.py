@@ -15,6 +15,10 @@ load average is printed with every row; with ``--repeats R`` the times are media
 (cProfile with CPU time); ``--rotation-noise`` the key-switching noise a rotation adds, next
 to a fresh encryption's (the joint layout rotates the summed ciphertext once).
 
+``--crossover`` times ``handle_uploads`` on the same uploads in process and with 2 upload
+workers (the size from which the workers pay); ``--transfer M`` the cost of moving ``M``
+uploads to a worker through a pipe and through shared memory.
+
 ``--compare`` runs the same rows with each listed source tree first on ``PYTHONPATH``
 (one subprocess per tree and row, trees alternating row by row so that both see the same
 load): a before/after side by side in one run.
@@ -47,8 +51,8 @@ def synthetic(parties: int, size: int, seed: int = 0) -> list[tuple[np.ndarray, 
 class TimedAggregator(fhauc.Aggregator):
     """The honest aggregator, recording the CPU seconds of each ``handle_uploads``."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, workers: int | None = None) -> None:
+        super().__init__(workers) if workers else super().__init__()
         self.upload_cpu: list[float] = []
 
     def handle_uploads(self, uploads):  # type: ignore[no-untyped-def]
@@ -56,7 +60,8 @@ class TimedAggregator(fhauc.Aggregator):
         try:
             return super().handle_uploads(uploads)
         finally:
-            self.upload_cpu.append(time.process_time() - c0)
+            # the upload workers' CPU too, where the tree has them
+            self.upload_cpu.append(time.process_time() - c0 + getattr(self, "worker_cpu", 0.0))
 
 
 HEADER = (
@@ -123,6 +128,104 @@ def rotation_noise(samples: int = 10) -> None:
     print(f"ratio of the stds: {a.std() / f.std():.1f}")
 
 
+class Replaying(TimedAggregator):
+    """Handles the same uploads ``repeats`` times with each worker count: wall seconds, this
+    process's CPU seconds and the helpers' CPU seconds of each run."""
+
+    def __init__(self, counts: list[int], repeats: int) -> None:
+        super().__init__()
+        self.counts, self.repeats = counts, repeats
+        self.runs: dict[int, list[tuple[float, float, float]]] = {w: [] for w in counts}
+
+    def handle_uploads(self, uploads):  # type: ignore[no-untyped-def]
+        for _ in range(self.repeats):
+            for w in self.counts:
+                self.workers = w
+                t0, c0 = time.perf_counter(), time.process_time()
+                out = super().handle_uploads(uploads)
+                wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+                self.runs[w].append((wall, cpu, self.worker_cpu))
+        return out
+
+
+def crossover(parties: list[int], security: str, repeats: int) -> None:
+    """handle_uploads in process (1) and with 2 workers (this process and one helper), on the
+    same uploads: wall, and CPU of this process / of the helper. On a loaded machine the wall
+    mostly measures the wait for a core; max(this CPU, helper CPU) is what two idle cores
+    would need."""
+    from privfl.evaluation.fhauc import aggregator
+
+    aggregator.MIN_PARALLEL_CIPHERTEXTS = 1  # type: ignore[attr-defined]  # both ways at every size
+    print(f"handle_uploads, medians of {repeats}, security = {security}")
+    print(
+        f"{'parties':>7} {'1: wall s':>9} {'cpu s':>7} {'2: wall s':>9} {'own cpu':>8} "
+        f"{'helper cpu':>10}  load avg (1/5/15)"
+    )
+    for m in parties:
+        agg = Replaying([1, 2], repeats)
+        privfl.federated_auc(synthetic(m, 100), 100, security=security, aggregator=agg)
+        med = {w: [statistics.median(x) for x in zip(*v)] for w, v in agg.runs.items()}
+        load = "/".join(f"{x:.2f}" for x in os.getloadavg())
+        print(
+            f"{m:>7} {med[1][0]:>9.4f} {med[1][1]:>7.4f} {med[2][0]:>9.4f} {med[2][1]:>8.4f} "
+            f"{med[2][2]:>10.4f}  {load}",
+            flush=True,
+        )
+
+
+def transfer(parties: int, size: int = 183_800, repeats: int = 3) -> None:
+    """CPU and wall of moving ``parties`` uploads to a worker: a pipe vs shared memory."""
+    import multiprocessing as mp
+    from multiprocessing import shared_memory
+
+    blobs = [os.urandom(size) for _ in range(parties)]
+    ctx = mp.get_context("forkserver")
+    for how in ("pipe", "shared memory"):
+        walls, cpus = [], []
+        for _ in range(repeats):
+            mine, theirs = ctx.Pipe()
+            proc = ctx.Process(target=_sink, args=(theirs, how, parties))
+            proc.start()
+            mine.recv_bytes()  # the worker is up
+            w0, c0 = time.perf_counter(), time.process_time()
+            if how == "pipe":
+                for b in blobs:
+                    mine.send_bytes(b)
+            else:
+                shm = shared_memory.SharedMemory(create=True, size=size * parties)
+                for i, b in enumerate(blobs):
+                    shm.buf[i * size : (i + 1) * size] = b
+                mine.send_bytes(shm.name.encode())
+            worker_cpu = float(mine.recv_bytes())
+            walls.append(time.perf_counter() - w0)
+            cpus.append(time.process_time() - c0 + worker_cpu)
+            if how != "pipe":
+                shm.close()
+                shm.unlink()
+            proc.join()
+        print(
+            f"{how:>13}: {parties} x {size / 1e3:.1f} KB, wall {statistics.median(walls):.4f} s,"
+            f" CPU both sides {statistics.median(cpus):.4f} s, load "
+            + "/".join(f"{x:.2f}" for x in os.getloadavg())
+        )
+
+
+def _sink(conn, how, parties):  # type: ignore[no-untyped-def]
+    from multiprocessing import shared_memory
+
+    conn.send_bytes(b"up")
+    c0 = time.process_time()
+    if how == "pipe":
+        got = [conn.recv_bytes() for _ in range(parties)]
+    else:
+        shm = shared_memory.SharedMemory(name=conn.recv_bytes().decode())
+        size = shm.size // parties
+        got = [bytes(shm.buf[i * size : (i + 1) * size]) for i in range(parties)]
+        shm.close()
+    conn.send_bytes(str(time.process_time() - c0).encode())
+    del got
+
+
 def compare(trees: list[str], parties: list[int], security: str, repeats: int) -> None:
     print(f"side by side, N = 100, security = {security}, medians of {repeats}")
     print(f"{'tree':<24} {HEADER}")
@@ -145,6 +248,8 @@ def main() -> None:
     ap.add_argument("--compare", help="comma-separated source trees to run side by side")
     ap.add_argument("--profile", type=int, help="profile the aggregator at this many parties")
     ap.add_argument("--rotation-noise", action="store_true")
+    ap.add_argument("--crossover", action="store_true", help="1 vs 2 upload workers")
+    ap.add_argument("--transfer", type=int, help="pipe vs shared memory for this many uploads")
     ap.add_argument("--row", type=int, help=argparse.SUPPRESS)  # one row, for --compare
     args = ap.parse_args()
     if args.profile:
@@ -154,6 +259,12 @@ def main() -> None:
         rotation_noise()
         return
     parties = [int(p) for p in args.parties.split(",")]
+    if args.crossover:
+        crossover(parties, args.security, args.repeats)
+        return
+    if args.transfer:
+        transfer(args.transfer)
+        return
     if args.row is not None:
         print(row(args.row, args.security, args.repeats))
         return

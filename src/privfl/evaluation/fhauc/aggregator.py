@@ -28,7 +28,14 @@ from privfl.evaluation.fhauc.messages import AGGREGATOR, Done, PublicSetup, Sess
 from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.session import check_joins, transcript_hash
-from privfl.evaluation.fhauc.uploads import PartyUpload, Reply, Result, Upload, summed_vectors
+from privfl.evaluation.fhauc.upload_checks import UploadCheck
+from privfl.evaluation.fhauc.upload_pool import (
+    MIN_PARALLEL_CIPHERTEXTS,
+    WARM_ROSTER,
+    resolve_workers,
+    shared_pool,
+)
+from privfl.evaluation.fhauc.uploads import Reply, Result, Upload, summed_vectors
 from privfl.evaluation.fhauc.variant import variant_for
 from privfl.evaluation.statistics import DEFAULT_THRESHOLDS, ScoreRange, interior_thresholds
 from privfl.messages import new_session_id
@@ -47,11 +54,20 @@ class Aggregator:
     Attributes a subclass may read in :meth:`aggregate`: ``keys`` (the
     :class:`~privfl.evaluation.fhauc.keys.KeyBackend`: slots, public encryption),
     ``config`` (:class:`SessionConfig`), ``layout`` (:class:`Layout`), ``execution`` (the
-    execution being aggregated) and ``multiplier_range``."""
+    execution being aggregated) and ``multiplier_range``.
+
+    ``workers``: processes that verify, load and sum the uploads
+    (:mod:`~privfl.evaluation.fhauc.upload_pool`; started once per process, at key setup
+    for a roster of 16 parties or more, else on the first session large enough to gain).
+    Default: the cores this process may use, at most 8; ``1``: everything in this process.
+    The result is the same bit for bit."""
 
     name = AGGREGATOR
 
-    def __init__(self) -> None:
+    def __init__(self, workers: int | None = None) -> None:
+        self.workers = resolve_workers(workers)
+        self.worker_cpu = 0.0  # the upload workers' CPU seconds in the last handle_uploads
+        self._public_context = b""
         self.context: CKKSContext | None = None  # single keys: the public context
         self.keys: KeyBackend | None = None
         self.roster: dict[str, bytes] = {}
@@ -70,6 +86,9 @@ class Aggregator:
         context = CKKSContext.deserialize(setup.public_context)
         self.keys = SingleKey(context)  # refuses a private context
         self.context, self.roster, self.policy = context, dict(setup.roster), setup.policy
+        self._public_context = setup.public_context
+        if self.workers > 1 and len(self.roster) >= WARM_ROSTER:
+            shared_pool(self.workers).warm(setup.public_context)
 
     # ------------------------------------------------------------------ steps
     def start_session(
@@ -144,34 +163,52 @@ class Aggregator:
             scale = variant.upload_scale_bits(ctx.params, cfg, policy)
         else:
             scale = curve.upload_scale_bits(ctx.params, cfg, policy)
-        by_party: dict[str, list[Upload]] = {}
-        for claimed, data in uploads.items():
-            message = PartyUpload.from_bytes(data, cfg.session, self.roster)
-            if message.sender != claimed or message.sender not in cfg.parties:
-                raise UnknownPartyError(
-                    f"an upload signed by {message.sender!r} arrived as {claimed!r}'s"
-                )
-            if message.transcript != self.transcript:
-                raise ProtocolError(f"the upload of {message.sender} belongs to another session")
-            if len(message.executions) != executions:
-                raise MalformedMessageError(
-                    f"upload from {message.sender} has {len(message.executions)} executions, "
-                    f"expected {executions}"
-                )
-            by_party[message.sender] = message.open(
-                ctx, layout.chunks, layout.denominator_ciphertexts, scale, layout.f_ciphertexts
-            )
-        missing = [p for p in cfg.parties if p not in by_party]
-        if missing:
-            raise ProtocolError(f"no upload from {missing}")
+        check = UploadCheck(
+            cfg.session,
+            self.roster,
+            self.transcript,
+            frozenset(cfg.parties),
+            executions,
+            (layout.chunks, layout.f_ciphertexts, layout.denominator_ciphertexts),
+            scale,
+        )
+        per_execution = self._open_uploads(ctx, check, uploads)
         replies = []
         for e in range(executions):
             self.execution = e
             try:
-                replies.append(self.aggregate([by_party[p][e] for p in cfg.parties]))
+                replies.append(self.aggregate(per_execution[e]))
             except (ValueError, RuntimeError) as exc:  # SEAL refused to combine them
                 raise MalformedMessageError(f"the uploads cannot be combined ({exc})") from None
         return Result(cfg.session, tuple(replies), self.name).to_bytes()
+
+    def _open_uploads(
+        self, ctx: CKKSContext, check: UploadCheck, uploads: Mapping[str, bytes]
+    ) -> list[list[Upload]]:
+        """Per execution, the uploads :meth:`aggregate` combines: every party's, in the
+        config's order; or, with :attr:`workers` > 1, enough ciphertexts and the honest
+        :meth:`aggregate` (a subclass overriding it always gets every party's upload), one
+        partial sum per upload worker: the same checks, run in the workers
+        (:mod:`~privfl.evaluation.fhauc.upload_pool`), and the same sum, bit for bit."""
+        cfg = self._config()
+        missing = [p for p in cfg.parties if p not in uploads]
+        per_upload = check.executions * sum(check.shape)
+        if (
+            self.workers > 1
+            and type(self).aggregate is Aggregator.aggregate
+            and len(uploads) * per_upload >= MIN_PARALLEL_CIPHERTEXTS
+        ):
+            partials, self.worker_cpu = shared_pool(self.workers).sum_uploads(
+                ctx, self._public_context, check, list(uploads.items())
+            )
+            if missing:  # every upload was verified to come from the party it arrived as
+                raise ProtocolError(f"no upload from {missing}")
+            return [[p[e] for p in partials] for e in range(check.executions)]
+        self.worker_cpu = 0.0
+        by_party = {claimed: check.open(ctx, claimed, data) for claimed, data in uploads.items()}
+        if missing:
+            raise ProtocolError(f"no upload from {missing}")
+        return [[by_party[p][e] for p in cfg.parties] for e in range(check.executions)]
 
     def collect_done(self, dones: Mapping[str, bytes]) -> list[str]:
         """Check each party's signed status; returns the parties that reported success."""

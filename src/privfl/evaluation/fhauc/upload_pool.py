@@ -1,0 +1,398 @@
+"""The aggregator's upload workers: verify, load and sum party uploads on every core.
+
+TenSEAL's SEAL bindings hold the GIL, so threads cannot load ciphertexts in parallel; a
+persistent pool of helper *processes* can. :func:`shared_pool` starts them once per process
+(fresh interpreters, ``python -m``: safe in notebooks, in scripts without a
+``__main__`` guard and next to OpenFHE/TenSEAL threads) and keeps
+them for every later session and aggregator. Per session the uploads (as received) are cut
+into contiguous chunks, one for the aggregator's own process and one per helper. Each
+helper's chunk is written back to back into a memory file (``memfd``) the helper reads at its
+own pace, and a short job (the public
+:class:`~privfl.evaluation.fhauc.upload_checks.UploadCheck`, the claimed senders, the sizes)
+goes through a pipe; the helper verifies and loads each upload exactly as the aggregator would
+(:meth:`UploadCheck.open`), adds them as they come and returns one serialised partial sum per
+ciphertext. The aggregator adds the partial sums: SEAL's additions are exact modulo each
+prime, so the result is bit-identical to the in-process sum. (Feeding the uploads through the
+pipe itself was slower: the sending thread waited for the GIL between pipe buffers while this
+process loaded ciphertexts, which starved the helper of the 1.1 MB malicious uploads.)
+
+What a worker holds: the public CKKS context (evaluation keys, no secret key) and the
+session's public facts; it learns what the aggregator learns (nothing in plaintext). The
+pipes and memory files between the aggregator and its helpers are local to the process tree
+(a memory file is reachable only by processes of the same user).
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+
+import privfl
+from privfl import errors
+from privfl.crypto.ckks import CKKSContext
+from privfl.errors import InputError, MalformedMessageError, PrivflError, ProtocolError
+from privfl.evaluation.fhauc.ciphertext import HECiphertext, as_seal
+from privfl.evaluation.fhauc.upload_checks import UploadCheck, sum_uploads
+from privfl.evaluation.fhauc.uploads import Upload
+from privfl.messages import Reader, Writer
+
+__all__ = ["MAX_WORKERS", "UploadPool", "default_workers", "resolve_workers", "shared_pool"]
+
+MAX_WORKERS = 64
+# Parallel only from this many upload ciphertexts on (all executions): below, the pipe
+# transfer and the partial sums cost more than they save
+# (``benchmarks/fhauc_scale.py --crossover``).
+MIN_PARALLEL_CIPHERTEXTS = 48
+NAME_BYTES = 1 << 16  # a claimed sender's name, as the transport delivered it
+MESSAGE_BYTES = 1 << 14  # a refusal's text, as the helper raised it
+# An aggregator provisioned for at least this many parties starts its workers at key setup.
+WARM_ROSTER = 16
+
+# one worker's partial sums for one execution: the serialised T, F and D sums
+Sums = tuple[list[bytes], list[bytes], list[bytes]]
+
+
+def default_workers() -> int:
+    """The cores this process may run on (``os.sched_getaffinity``, else ``os.cpu_count``),
+    at most 8: 1 means the aggregator loads the uploads in its own process."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, 8))
+
+
+def resolve_workers(workers: int | None) -> int:
+    """``workers`` validated (an int in 1..64), or :func:`default_workers` for ``None``."""
+    if workers is None:
+        return default_workers()
+    if isinstance(workers, bool) or not isinstance(workers, int):
+        raise InputError(f"workers must be an integer, got {type(workers).__name__}")
+    if not 1 <= workers <= MAX_WORKERS:
+        raise InputError(f"workers must be between 1 and {MAX_WORKERS}, got {workers}")
+    return workers
+
+
+_ERRORS: dict[str, type[PrivflError]] = {
+    cls.__name__: cls
+    for cls in (
+        errors.ProtocolError,
+        errors.MalformedMessageError,
+        errors.WrongProtocolError,
+        errors.WrongSessionError,
+        errors.UnexpectedStepError,
+        errors.UnknownPartyError,
+        errors.DecryptionNotPermittedError,
+        errors.VerificationError,
+        errors.InputError,
+    )
+}
+
+
+def _text(message: str) -> bytes:
+    return message.encode("utf-8")[:MESSAGE_BYTES]
+
+
+def _sum_chunk(context: CKKSContext | None, job: Reader) -> Writer:
+    """A helper's answer to one ``sum`` job: per execution the serialised (T, F, D) sums of
+    the job's uploads, read one at a time from the file the aggregator's process wrote them
+    to (:func:`_spool`) and added as they come."""
+    check = UploadCheck.from_bytes(job.bytes_())
+    count = job.count(1 << 20, "uploads")
+    claimed = [job.bytes_(NAME_BYTES).decode("utf-8", "surrogatepass") for _ in range(count)]
+    path = job.bytes_(4096).decode()
+    sizes = [job.u64() for _ in range(count)]
+    job.end()
+    if context is None:
+        raise ProtocolError("upload worker: no public context")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+
+        def opened() -> Iterator[list[Upload]]:
+            offset = 0
+            for name, size in zip(claimed, sizes, strict=True):
+                data = os.pread(fd, size, offset)
+                offset += size
+                yield check.open(ctx, name, data)
+
+        ctx = context
+        sums = sum_uploads(opened(), "partial sum")
+    finally:
+        os.close(fd)
+    w = Writer().str_("ok").u32(len(sums))
+    for u in sums:
+        for vec in (u.t, u.f, u.d):
+            w.list_([as_seal(c).to_bytes() for c in vec])
+    return w
+
+
+def _spool(chunk: Sequence[bytes]) -> tuple[int, str]:
+    """Write ``chunk`` back to back into a memory file (``memfd``; elsewhere a temporary
+    file) a helper reads at its own pace: one ``writev`` per 1,024 uploads, no waiting for the
+    helper and no GIL hand-over per pipe buffer while this process loads ciphertexts. Returns
+    the open descriptor and the path the helper opens (the caller closes the descriptor and,
+    where it is not ``/proc/...``, removes the file)."""
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create("privfl-uploads")
+        path = f"/proc/{os.getpid()}/fd/{fd}"
+    else:  # pragma: no cover - not Linux: a private temporary file, removed by the caller
+        fd, path = tempfile.mkstemp(prefix="privfl-uploads-")
+    try:
+        for i in range(0, len(chunk), 1024):
+            part = list(chunk[i : i + 1024])
+            want, done = sum(len(b) for b in part), os.writev(fd, part)
+            if done != want:  # a short write: finish the rest one by one
+                rest = b"".join(part)[done:]
+                while rest:
+                    rest = rest[os.write(fd, rest) :]
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, path
+
+
+def worker_main(conn: Connection, out: Connection) -> None:
+    """One upload worker's loop (runs in its own process, reads ``conn``, answers on
+    ``out``): a ``context`` job replaces the public context; a ``sum`` job verifies, loads
+    and sums a chunk of uploads."""
+    context: CKKSContext | None = None
+    while True:
+        try:
+            job = Reader(conn.recv_bytes(), "upload job")
+            kind = job.str_()
+            if kind == "context":
+                context = CKKSContext.deserialize(job.bytes_())
+                continue
+            c0 = time.process_time()
+            try:
+                w = _sum_chunk(context, job)
+            except PrivflError as exc:
+                w = Writer().str_("error").str_(type(exc).__name__).bytes_(_text(str(exc)))
+            except (ValueError, RuntimeError, TypeError) as exc:  # SEAL refused to combine
+                w = Writer().str_("error").str_("MalformedMessageError")
+                w.bytes_(_text(f"the uploads cannot be combined ({exc})"))
+            out.send_bytes(w.f64(time.process_time() - c0).getvalue())
+        except (EOFError, OSError):
+            return
+
+
+def _load(
+    context: CKKSContext, *vectors: list[bytes]
+) -> tuple[list[HECiphertext], list[HECiphertext], list[HECiphertext]]:
+    t, f, d = ([context.ciphertext_from_bytes(b) for b in v] for v in vectors)
+    return list[HECiphertext](t), list[HECiphertext](f), list[HECiphertext](d)
+
+
+def _read_reply(data: bytes, executions: int) -> tuple[list[Sums], float]:
+    """A worker's reply: its partial sums and CPU seconds; a refusal is raised as the worker
+    raised it."""
+    r = Reader(data, "upload worker reply")
+    if r.str_() == "error":
+        cls = _ERRORS.get(r.str_(), ProtocolError)
+        message = r.bytes_(MESSAGE_BYTES).decode("utf-8", errors="replace")
+        raise cls(message)
+    if r.u32() != executions:
+        raise ProtocolError("upload worker: wrong number of executions")
+    sums = [(r.list_(), r.list_(), r.list_()) for _ in range(executions)]
+    cpu = r.f64()
+    r.end()
+    return sums, cpu
+
+
+@dataclass
+class _Helper:
+    """One helper process and the two pipe ends the caller talks to it through."""
+
+    proc: subprocess.Popen[bytes]
+    send: Connection
+    recv: Connection
+    context_key: bytes = b""
+
+
+def _widen(fd: int) -> None:
+    """Give the pipe to a helper Linux's largest buffer (``/proc/sys/fs/pipe-max-size``,
+    1 MiB by default): the public context (several MB) goes over in fewer round trips."""
+    try:
+        import fcntl
+
+        with open("/proc/sys/fs/pipe-max-size") as fh:
+            fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, int(fh.read()))
+    except (ImportError, AttributeError, OSError, ValueError):  # pragma: no cover - not Linux
+        pass
+
+
+HELPER_MODULE = "privfl.evaluation.fhauc.upload_helper"
+
+
+def _start_helper() -> _Helper:
+    """A fresh interpreter running :func:`worker_main` (``python -m`` :data:`HELPER_MODULE`,
+    which the package never imports): unlike
+    ``multiprocessing``'s spawn and forkserver it never re-imports the caller's ``__main__``
+    script, and it inherits no thread and no lock of the caller."""
+    to_child, from_child = os.pipe(), os.pipe()
+    src = os.path.dirname(os.path.dirname(os.path.abspath(privfl.__file__)))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
+    proc = subprocess.Popen(  # noqa: S603 - this interpreter, a fixed module, two fd numbers
+        [sys.executable, "-m", HELPER_MODULE, str(to_child[0]), str(from_child[1])],
+        pass_fds=(to_child[0], from_child[1]),
+        stdin=subprocess.DEVNULL,
+        env=env,
+    )
+    os.close(to_child[0])
+    os.close(from_child[1])
+    _widen(to_child[1])
+    return _Helper(
+        proc, Connection(to_child[1], readable=False), Connection(from_child[0], writable=False)
+    )
+
+
+class UploadPool:
+    """``helpers`` persistent upload worker processes next to the caller's (see the module
+    docstring): with ``helpers + 1`` chunks the caller loads one itself."""
+
+    def __init__(self, helpers: int) -> None:
+        self._helpers = [_start_helper() for _ in range(helpers)]
+        self._lock = threading.RLock()  # one session (or warm-up) at a time on the pipes
+        self.pid = os.getpid()
+
+    @property
+    def alive(self) -> bool:
+        """True while every worker process runs."""
+        return bool(self._helpers) and all(h.proc.poll() is None for h in self._helpers)
+
+    def warm(self, public_context: bytes) -> None:
+        """Hand the public context to every worker now (each loads it while the caller goes
+        on), so that the first session does not wait for it. A helper that died is noticed
+        by the next session (:func:`shared_pool` replaces the pool)."""
+        key = hashlib.sha256(public_context).digest()
+        with self._lock:
+            for helper in self._helpers:
+                if helper.context_key != key:
+                    job = Writer().str_("context").bytes_(public_context).getvalue()
+                    try:
+                        helper.send.send_bytes(job)
+                    except OSError:
+                        continue
+                    helper.context_key = key
+
+    def sum_uploads(
+        self,
+        context: CKKSContext,
+        public_context: bytes,
+        check: UploadCheck,
+        items: Sequence[tuple[str, bytes]],
+    ) -> tuple[list[list[Upload]], float]:
+        """Split ``items`` ((claimed sender, upload bytes), in order) into contiguous chunks:
+        the first for this process (``context``: the caller's public context), one for each
+        helper. Returns per chunk and execution the partial sum as an :class:`Upload`, and
+        the helpers' CPU seconds. The first refusal, in the order of ``items``, is raised as
+        it was raised (every helper's answer is read first, so the pipes stay in step)."""
+        with self._lock:
+            return self._sum_uploads(context, public_context, check, items)
+
+    def _sum_uploads(
+        self,
+        context: CKKSContext,
+        public_context: bytes,
+        check: UploadCheck,
+        items: Sequence[tuple[str, bytes]],
+    ) -> tuple[list[list[Upload]], float]:
+        n = min(len(self._helpers) + 1, len(items))
+        bounds = [len(items) * w // n for w in range(n + 1)]
+        header = check.to_bytes()
+        spools: list[tuple[int, str]] = []
+        try:
+            self.warm(public_context)
+            for w in range(1, n):
+                chunk = items[bounds[w] : bounds[w + 1]]
+                fd, path = _spool([data for _, data in chunk])
+                spools.append((fd, path))
+                job = Writer().str_("sum").bytes_(header).u32(len(chunk))
+                for name, _ in chunk:
+                    job.bytes_(name.encode("utf-8", "surrogatepass"))  # as it arrived
+                job.bytes_(path.encode())
+                for _, data in chunk:
+                    job.u64(len(data))
+                self._helpers[w - 1].send.send_bytes(job.getvalue())
+            local: list[Upload] | PrivflError
+            try:
+                own = (check.open(context, name, data) for name, data in items[: bounds[1]])
+                local = sum_uploads(own, "partial sum 0")
+            except PrivflError as exc:
+                local = exc
+            except (ValueError, RuntimeError) as exc:  # SEAL refused to combine them
+                local = MalformedMessageError(f"the uploads cannot be combined ({exc})")
+            replies = [self._helpers[w - 1].recv.recv_bytes() for w in range(1, n)]
+        except (EOFError, OSError) as exc:
+            self.close()
+            raise ProtocolError(f"an upload worker stopped ({exc!r})") from None
+        except BaseException:  # the pipes may be out of step: start afresh next time
+            self.close()
+            raise
+        finally:
+            for fd, path in spools:
+                os.close(fd)
+                if not path.startswith("/proc/"):  # pragma: no cover - not Linux
+                    os.unlink(path)
+        if isinstance(local, PrivflError):
+            raise local
+        partials, cpu = [local], 0.0
+        for w, data in enumerate(replies, 1):
+            sums, seconds = _read_reply(data, check.executions)
+            cpu += seconds
+            partials.append(
+                [
+                    Upload(f"partial sum {w}", check.session, *_load(context, t, f, d), e)
+                    for e, (t, f, d) in enumerate(sums)
+                ]
+            )
+        return partials, cpu
+
+    def close(self) -> None:
+        """Stop the helpers (their loops end when their pipe closes)."""
+        for helper in self._helpers:
+            helper.send.close()
+            helper.recv.close()
+        for helper in self._helpers:
+            try:
+                helper.proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                helper.proc.kill()
+                helper.proc.wait()
+        self._helpers = []
+
+
+_POOLS: dict[int, UploadPool] = {}
+
+
+def shared_pool(workers: int) -> UploadPool:
+    """This process's pool for ``workers`` loading processes in all (``workers - 1`` helper
+    processes next to the caller's), started on first use and reused by every later session
+    and aggregator (a pool whose helper died is replaced)."""
+    if workers < 2:
+        raise InputError("an upload pool needs at least 2 workers (1: in process)")
+    pool = _POOLS.get(workers)
+    if pool is not None and pool.pid != os.getpid():  # a forked child: its own helpers
+        pool = None
+    if pool is None or not pool.alive:
+        if pool is not None:
+            pool.close()
+        pool = _POOLS[workers] = UploadPool(workers - 1)
+    return pool
+
+
+@atexit.register
+def _close_pools() -> None:
+    for pool in _POOLS.values():
+        pool.close()
+    _POOLS.clear()
