@@ -58,7 +58,7 @@ def test_train_json_has_one_schema_in_both_modes(tmp_path):
     )  # fmt: skip
     assert plain["encrypted_layers"] == 0 and encrypted["encrypted_layers"] == 1
     assert encrypted["model_file"] == str(model) and "model_file" not in plain
-    assert plain["parties"] == encrypted["parties"] == ["0", "1"]
+    assert plain["party_names"] == encrypted["party_names"] == ["0", "1"]
     for key, kind in kinds(plain).items():
         assert kind == kinds(encrypted)[key] or "null" in (kind, kinds(encrypted)[key]), key
     assert [kinds(r) for r in plain["history"]] == [kinds(r) for r in encrypted["history"]]

@@ -189,7 +189,8 @@ def test_a_connected_node_outside_the_session_does_not_stop_it_and_learns_no_res
     assert list((root / "out" / "site-c").glob("fhauc-*.json")) == []
     results = [json.loads(next((root / "out" / p).glob("fhauc-*.json")).read_text()) for p in
                ("site-a", "site-b")]  # fmt: skip
-    assert results[0]["auc"] == results[1]["auc"] and results[0]["parties"] == ["site-a", "site-b"]
+    assert results[0]["auc"] == results[1]["auc"]
+    assert results[0]["party_names"] == ["site-a", "site-b"]
 
 
 def test_two_nodes_claiming_one_party_stop_the_run_at_the_join(federation):

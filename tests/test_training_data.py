@@ -70,7 +70,7 @@ def test_csv_with_string_labels_trains_through_the_cli_with_the_last_layer_encry
     assert code == 0, text
     res = json.loads((tmp_path / "out.json").read_text())
     assert res["classes"] == list(ANIMALS)
-    assert res["parties"] == list(SITES)
+    assert res["party_names"] == list(SITES)
     assert res["layers"] == [4, *DEFAULT_HIDDEN, 3] and res["encrypted_layers"] == 1
     assert res["test_rows"] == 12 and 0 <= res["test_accuracy"] <= 1
     assert res["dataset"].endswith("train.csv")

@@ -80,7 +80,7 @@ TRAINING_RESULT: dict[str, Schema] = {
     "wall_seconds": SECONDS,
     "warnings": _array(TEXT),
     "classes": {"type": "array", "items": {"type": ["integer", "string"]}},
-    "parties": {**evaluation.NAMES_LIST, "uniqueItems": True},
+    "party_names": {**evaluation.NAMES_LIST, "uniqueItems": True},
 }
 TRAIN: Schema = {
     **_closed(
@@ -236,8 +236,8 @@ FOREST_LOCAL: Schema = _closed(
 
 # ----------------------------------------------------------------------------- FHAUC on Flower
 # What each party's ClientApp wrote: its own result of the session (the AUC it decrypted).
-# NOTE: here "parties" lists the names, where AUCResult has "parties" (a count) and
-# "party_names"; open (more fields come with the Flower curve/metrics reveals).
+# "party_names" lists the names, as in AUCResult; open (more fields come with the Flower
+# curve/metrics reveals).
 PARTY_RESULT: Schema = {
     "type": "object",
     "properties": {
@@ -246,7 +246,7 @@ PARTY_RESULT: Schema = {
         "auc": UNIT,
         "security": evaluation.SECURITY,
         "thresholds": {"type": "integer", "minimum": 2},
-        "parties": evaluation.NAMES_LIST,
+        "party_names": evaluation.NAMES_LIST,
         "verified": {"enum": [True, None]},
         "executions": POSITIVE,
         "precision": NUMBER_OR_NULL,
@@ -254,7 +254,7 @@ PARTY_RESULT: Schema = {
         "spread": NUMBER_OR_NULL,
         "guarantee_log2": NUMBER_OR_NULL,
     },
-    "required": ["party", "session", "security", "thresholds", "parties", "verified"],
+    "required": ["party", "session", "security", "thresholds", "party_names", "verified"],
     **evaluation.MODES,  # semi-honest: verified null; malicious: true, with its bounds
 }
 FLOWER_LOCAL: Schema = _closed(

@@ -186,7 +186,7 @@ class TrainingResult:
             "wall_seconds": self.wall_seconds,
             "warnings": list(self.warnings),
             "classes": list(self.classes),
-            "parties": list(self.party_names),
+            "party_names": list(self.party_names),
         }
 
     def save(

@@ -88,7 +88,7 @@ class PartyResult:
         out = {
             "party": self.party, "session": self.session, "auc": o.auc,
             "security": self.security, "thresholds": self.num_points,
-            "parties": list(self.parties), "verified": o.verified,
+            "party_names": list(self.parties), "verified": o.verified,
             "executions": self.executions, "precision": o.precision,
             "tolerance": o.tolerance, "spread": o.spread, "guarantee_log2": o.guarantee_log2,
         }  # fmt: skip

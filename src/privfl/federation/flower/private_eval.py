@@ -97,7 +97,7 @@ class RoundRecord:
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
-        out["parties"] = list(self.parties)
+        out["party_names"] = list(self.parties)
         return out
 
 
@@ -271,7 +271,7 @@ class PrivateAUC:
         (a ``flwr.serverapp.strategy.Result``)."""
         out: dict[str, Any] = {
             "reveal": self.reveal, "every": self.every, "thresholds": self.thresholds,
-            "parties": list(self.parties), "rounds": [r.to_dict() for r in self.records],
+            "party_names": list(self.parties), "rounds": [r.to_dict() for r in self.records],
         }  # fmt: skip
         if result is not None:
             out["train_metrics"] = {
