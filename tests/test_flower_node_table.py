@@ -100,3 +100,15 @@ def test_a_plain_csv_is_read_without_importing_pandas(tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["[0.1,", "0.9]", "[0.0,", "1.0]", "False"]
+
+
+def test_a_large_csv_goes_to_pandas_whose_parser_repays_its_import(tmp_path, monkeypatch):
+    from privfl.federation.flower import node_table
+
+    path = tmp_path / "d.csv"
+    pd.DataFrame({"score": [0.1, 0.9], "label": [0, 1]}).to_csv(path, index=False)
+    assert numeric_columns(path, COLS) is not None
+    monkeypatch.setattr(node_table, "PLAIN_MAX_BYTES", path.stat().st_size - 1)
+    assert numeric_columns(path, COLS) is None
+    scores, labels = read_columns(path, COLS)
+    assert scores.tolist() == [0.1, 0.9] and labels.tolist() == [0, 1]
