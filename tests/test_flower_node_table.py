@@ -61,6 +61,8 @@ def test_a_plain_numeric_csv_reads_exactly_as_pandas_reads_it(
         "score,label\n",  # no rows
         "id,score,label\na,0.5,1\nb,0.2,0\n",  # another column is not numbers
         "score,label\n#0.5,1\n0.2,0\n",  # a '#' is data for pandas, not a comment
+        "score,label\n" + "0" * 70000 + ".5,1\n0.2,0\n",  # a first row too long to peek at
+        "score,label",  # a header and nothing else, no newline
     ],
 )
 def test_what_numpy_cannot_read_exactly_goes_to_pandas(tmp_path, text):

@@ -6,9 +6,8 @@ read the columns from the node-local state). A plain numeric CSV of at most 16 M
 (``.csv``, ``.csv.gz``, ``.txt``, comma separated, one header line, every field a finite
 number, every row as wide as the header) is read with numpy's C reader instead; anything
 else (a larger file, Parquet, a column that is not numbers, a missing value, quotes, a
-ragged row, a missing column) goes to
-:func:`privfl.datasets.read_table` exactly as before, so every error and every non-numeric
-value is what pandas makes of it.
+ragged row, a missing column) goes to :func:`privfl.datasets.read_table` exactly as before,
+so every error and every non-numeric value is what pandas makes of it.
 
 Runs on a party's node, on the party's own file; it learns nothing beyond that file.
 """
@@ -31,17 +30,21 @@ PLAIN_SUFFIXES = (".csv", ".csv.gz", ".txt")
 # 10^6 rows (about 40 MB) took 0.48 s of CPU with numpy against 0.41 s with pandas, import
 # included; 1,000 rows 0.02 s against 0.30 s (benchmarks/fhauc_node_load.py).
 PLAIN_MAX_BYTES = 16 << 20
+LINE_MAX_CHARS = 1 << 16  # the header and first row are read at most this long (a .gz expands)
 
 
 def _header(path: Path) -> list[str] | None:
     """The first line's comma-separated names, or None when the file is not plainly
     readable (quotes, no data line, a first data line with another number of fields, which
-    pandas would read as an index column, not UTF-8): the caller then lets pandas read it."""
+    pandas would read as an index column, a line of ``LINE_MAX_CHARS`` or more, not UTF-8):
+    the caller then lets pandas read it."""
     opener = gzip.open if path.name.lower().endswith(".gz") else open
     try:
         with opener(path, "rt", encoding="utf-8", newline="") as fh:
-            line, first = fh.readline(), fh.readline()
+            line, first = fh.readline(LINE_MAX_CHARS), fh.readline(LINE_MAX_CHARS)
     except (OSError, UnicodeDecodeError, EOFError):
+        return None
+    if not line.endswith("\n") or len(first) >= LINE_MAX_CHARS:
         return None
     line, first = line.rstrip("\r\n"), first.rstrip("\r\n")
     if not line or not first or any(q in line + first for q in "\"'"):
