@@ -46,9 +46,9 @@ demo: $(STAMP)
 # tests/test_threshold_threads.py checks that choice in a clean environment, as users get it.
 # tests/test_docs.py runs every code block of README.md and docs/ and builds the site (`make docs`).
 # tests/conftest.py starts the longest tests first, one at the head of each worker's share.
-# 828 s user + 112 s system CPU (-n 2, 52 min wall on 2 cores shared with other jobs, load
-# 12-25); half of it is the real-process Flower tests, mostly idle SuperExecs polling every
-# 0.05 s: docs/reproducing.md has the figures per test.
+# Last measured (issue 31): 640 s user + 87 s system CPU, 18 min 23 s wall on 2 cores shared
+# with other jobs (load average up to 34); the real-process Flower tests and the training
+# pages hold half of it: docs/reproducing.md has the figures per test.
 test: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/pytest -q -n 4 --dist worksteal
 

@@ -34,21 +34,26 @@ def rng():
 # others' shares, so a long test started last would run alone at the end. The hook puts one
 # long test at the head of each worker's share, in turn, so they start at once and overlap
 # with the short ones (which are what the other workers steal).
-# test_flower_train_processes.py, the longest of a measured run (496 s wall, 66 s CPU at load
-# average 12-25, docs/reproducing.md), was missing here and started near the end.
+# Ordered by the wall time of a measured run (issue 31: `-n 4 --dist worksteal`, load average
+# 10-22 from other jobs, docs/reproducing.md): training-deployment.md (303 s) ranked 11th and
+# started near the end; the refused-settings training CLI case (102 s) and the FHAUC property
+# tests (60 s each) were missing.
 LONGEST = (
     "test_flower_train_processes.py",
+    "test_flower_forest_local.py",
+    "runs_as_written[docs/guide/training-deployment.md]",
     "test_flower_train_private_auc.py",
     "runs_as_written[docs/guide/training.md]",
-    "test_flower_revfrf.py::",
-    "test_flower_forest_local.py",
-    "test_flower_integration.py::test_a_supernode_killed",
     "test_flower_netns.py::test_fhauc_across_namespaces",
-    "runs_as_written[README.md]",
-    "runs_as_written[docs/deploy/",
+    "test_flower_revfrf.py::",
+    "test_flower_integration.py::test_a_supernode_killed",
     "no_oracle_at_2048_bits",
-    "runs_as_written[docs/guide/training-deployment.md]",
+    "runs_as_written[README.md]",
+    "test_bad_training_settings_are_refused_before_key_generation[args4",
+    "test_fhauc.py::test_protocol_equals_binned_reference_on_random_data",
+    "test_random_honest_malicious_auc_sessions_are_accepted",
     "runs_as_written[docs/guide/training-data.md]",
+    "runs_as_written[docs/deploy/",
 )
 
 

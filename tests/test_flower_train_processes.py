@@ -1,9 +1,12 @@
 """Encrypted training across real Flower processes on 127.0.0.1, as a newcomer runs it:
-``privfl flower train`` on one CSV with string labels starts 3 party processes, a SuperLink and
-3 SuperNodes, trains one epoch on the insecure test ring (fast parameters) and stops
-everything. The model the nodes wrote equals the in-process run with the same seed. About 20
-Flower rounds: Flower's own cost per round (its 3 s SuperNode poll and a fresh ClientApp
-process per message) dominates, so the test is marked slow (it still runs in ``make test``).
+``privfl flower train`` on one CSV with string labels starts 2 party processes, a SuperLink and
+2 SuperNodes, trains one epoch on the insecure test ring (fast parameters) and stops
+everything. The model the nodes wrote equals the in-process run with the same seed. Two
+parties, the fewest training accepts: every extra node costs a fresh ClientApp process per
+round (issue 31); three parties run through the same apps without processes in
+``tests/test_flower_train.py``. About 20 Flower rounds: Flower's own cost per round (its 3 s
+SuperNode poll and a fresh ClientApp process per message) dominates, so the test is marked
+slow (it still runs in ``make test``).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ SETTINGS = dict(epochs=1, batch_size=4, learning_rate=1.0, seed=5, parameters="t
 def test_privfl_flower_train_writes_on_each_node_the_in_process_model():
     rng = np.random.default_rng(11)  # not secret: test data
     rows = []
-    for site in ("north", "south", "east"):
+    for site in ("north", "south"):
         for _ in range(4):
             rows.append({"site": site, **{f"f{j}": rng.uniform() for j in range(6)},
                          "animal": str(rng.choice(["cat", "dog", "owl", "fox"]))})  # fmt: skip
@@ -53,7 +56,7 @@ def test_privfl_flower_train_writes_on_each_node_the_in_process_model():
         assert out.returncode == 0, out.stderr[-3000:]
         res = json.loads(out.stdout)
         assert res["status"] == "finished:completed"
-        assert sorted(res["parties"]) == ["party-0", "party-1", "party-2"]
+        assert sorted(res["parties"]) == ["party-0", "party-1"]
         table = load_table(root / "data.csv", "animal", "site")
         ref = privfl.train_federated(
             list(table.parties.values()), layers=(6, 5, 4), encrypted_layers=1, reveal=True,

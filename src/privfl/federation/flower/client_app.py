@@ -48,6 +48,7 @@ from flwr.clientapp import ClientApp
 from flwr.common.logger import log
 
 from privfl._typing import FloatArray, Int8Array
+from privfl.datasets import deal
 from privfl.errors import (
     InputError,
     InsufficientPrecisionError,
@@ -65,6 +66,7 @@ from privfl.evaluation.fhauc.threshold_ops import fhauc_parameters
 from privfl.evaluation.fhauc.threshold_party import ThresholdFhaucParty
 from privfl.evaluation.fhauc.threshold_schedule import threshold_party_step
 from privfl.federation.flower import timing
+from privfl.federation.flower.node_table import read_columns
 from privfl.federation.flower.payload import pack, unpack
 from privfl.federation.flower.timing import Phases
 from privfl.federation.provisioning import PartyKeys, load_party_keys
@@ -106,13 +108,7 @@ def _party_files(context: Context) -> tuple[Path, tuple[FloatArray, Int8Array]]:
 def _read_columns(
     path: str, columns: tuple[str, str], partition: tuple[int, int] | None
 ) -> tuple[FloatArray, Int8Array]:
-    from privfl.datasets import deal, read_table  # pandas: only when the cache misses
-
-    df = read_table(path)
-    for col in columns:
-        if col not in df.columns:
-            raise InputError(f"the data file has no column {col!r}")
-    scores, labels = df[columns[0]].to_numpy(), df[columns[1]].to_numpy()
+    scores, labels = read_columns(path, columns)  # pandas only for what numpy cannot read
     if partition is None:
         return scores, labels
     pid, parts = partition
