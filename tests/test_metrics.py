@@ -463,3 +463,16 @@ def test_cli_reveal_and_label_errors_exit_2(tmp_path, extra, message):
     out = CliRunner().invoke(app, ["auc", str(path), "-s", "score", "-l", "label",
                                    "--parties", "2", *extra])  # fmt: skip
     assert out.exit_code == 2 and message in out.output, out.output
+
+
+@pytest.mark.parametrize("labels", [[0, 256, 1, 0], [0, 0.5, 1, 0], [0, float("nan"), 1, 0]])
+def test_deal_refuses_labels_an_int8_cast_would_change(labels):
+    """`deal` keeps labels as int8: 256 became 0 and 0.5 became 0, silently relabelling rows."""
+    with pytest.raises(InputError, match="small integers"):
+        deal([0.1, 0.2, 0.3, 0.4], labels, 2)
+
+
+def test_deal_keeps_zero_one_and_minus_one_one_labels():
+    for labels in ([0, 1, 1, 0], [-1, 1, 1, -1], [False, True, True, False]):
+        dealt = deal([0.1, 0.2, 0.3, 0.4], labels, 2, seed=1)
+        assert sorted(np.concatenate([y for _, y in dealt]).tolist()) == sorted(map(int, labels))

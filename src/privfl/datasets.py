@@ -127,7 +127,15 @@ def deal(
     DPAUC's skewed split): contiguous blocks after a stable sort by score, so party 0 holds the
     lowest scores; ``seed`` is then unused."""
     s = np.asarray(scores, dtype=np.float64).ravel()
-    y = np.asarray(labels).ravel().astype(np.int8)
+    raw = np.asarray(labels).ravel()
+    if raw.dtype.kind not in "biuf":
+        raise InputError(f"deal takes numeric labels (0/1 or -1/1), got {raw.dtype} values")
+    with np.errstate(invalid="ignore"):
+        y = raw.astype(np.int8)
+    changed = np.flatnonzero(y != raw)
+    if changed.size:  # 256 -> 0 and 0.5 -> 0 would silently relabel rows
+        row = int(changed[0])
+        raise InputError(f"labels must be small integers (0/1 or -1/1); row {row} is {raw[row]!r}")
     check_seed(seed)
     if isinstance(parties, bool) or not isinstance(parties, int | np.integer) or parties < 1:
         raise InputError(f"the number of parties must be an integer >= 1, got {parties!r}")
