@@ -135,7 +135,8 @@ def deal(
     changed = np.flatnonzero(y != raw)
     if changed.size:  # 256 -> 0 and 0.5 -> 0 would silently relabel rows
         row = int(changed[0])
-        raise InputError(f"labels must be small integers (0/1 or -1/1); row {row} is {raw[row]!r}")
+        value = raw[row].item()
+        raise InputError(f"labels must be small integers (0/1 or -1/1); row {row} is {value!r}")
     check_seed(seed)
     if isinstance(parties, bool) or not isinstance(parties, int | np.integer) or parties < 1:
         raise InputError(f"the number of parties must be an integer >= 1, got {parties!r}")
