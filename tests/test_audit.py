@@ -124,11 +124,15 @@ def test_fresh_disjoint_halves_stay_near_chance():
     x, y, order = _digits_split(0, seed=1)
     model = MLP([64, 30, 20, 10], seed=0).train(x[order[:100]], y[order[:100]], 100, 10, 3.0)
     a, b = order[200:300], order[300:400]
+    events = []
     rows = membership_inference(
         model, (x[a], y[a]), (x[b], y[b]), layers=[2, 3], runs=2, epochs=40,
-        features=("output", "gradient", "label"),
+        features=("output", "gradient", "label"), progress=events.append,
     )  # fmt: skip
     assert len(rows) == 4  # the loss is filtered out on the last layer
+    # one ProgressEvent per attack run, with the total known up front (filtered sets excluded)
+    seen = [(e.step, e.done, e.total) for e in events]
+    assert seen == [("membership", k, 8) for k in range(1, 9)]
     for r in rows:
         assert abs(r.accuracy - 0.5) < 0.15, r
 
@@ -173,8 +177,13 @@ def test_model_inversion_needs_the_first_layer_and_raises_confidence():
     image, conf = invert_class(model, 3, steps=200, lr=0.05)
     assert conf > max(before, 0.5)
     assert image.min() >= 0 and image.max() <= 1
-    res = model_inversion(snaps, s.x_members, s.y_members, exposed=[1], classes=[0, 1], steps=50)
+    events = []
+    res = model_inversion(
+        snaps, s.x_members, s.y_members, exposed=[1], classes=[0, 1], steps=50,
+        progress=events.append,
+    )  # fmt: skip
     assert [r.classes for r in res] == [[0, 1]] and len(res[0].rmse) == 2
+    assert [(e.step, e.done, e.total) for e in events] == [("inversion", 1, 2), ("inversion", 2, 2)]
     with pytest.raises(InputError):
         invert_class(model, 10)
     with pytest.raises(InputError):
@@ -189,8 +198,10 @@ def test_property_inference_sees_an_input_correlated_property_in_layer_one():
     x[:, 0] = prop * 1.0
     y = (x[:, 1] > 0.5).astype(int)
     model = MLP([6, 5, 2], seed=0).train(x, y, 5, 10, 1.0)
-    rows = property_inference([(5, model)], x, y, prop, batches=60, runs=1)
+    events = []
+    rows = property_inference([(5, model)], x, y, prop, batches=60, runs=1, progress=events.append)
     assert [r.layer for r in rows] == [1, 2]
+    assert [(e.step, e.done, e.total) for e in events] == [("property", 1, 2), ("property", 2, 2)]
     assert rows[0].accuracy > 0.8
     b, lab = sample_batches(prop, 3, 10, 0.5, rng)
     assert len(b) == 6 and lab.tolist() == [1, 1, 1, 0, 0, 0]

@@ -35,3 +35,16 @@ class ProgressEvent:
 
 
 Progress = Callable[[ProgressEvent], None]
+
+
+class Steps:
+    """The steps of one call, counted: :meth:`tick` after each reports a
+    :class:`ProgressEvent` (``step``, steps done, ``total``) to ``progress`` if there is one."""
+
+    def __init__(self, progress: Progress | None, step: str, total: int | None) -> None:
+        self.progress, self.step, self.total, self.done = progress, step, total, 0
+
+    def tick(self) -> None:
+        self.done += 1
+        if self.progress is not None:
+            self.progress(ProgressEvent(self.step, self.done, self.total))

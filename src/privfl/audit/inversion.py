@@ -24,7 +24,7 @@ the reconstruction correlates best with its own class mean among all class means
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +34,7 @@ import numpy.typing as npt
 from privfl._typing import FloatArray
 from privfl.audit.membership import exposed_layers
 from privfl.errors import InputError
+from privfl.progress import Progress, Steps
 from privfl.training.mlp import MLP
 
 NOT_POSSIBLE = "not possible in this setting"
@@ -107,12 +108,14 @@ def model_inversion(
     classes: Sequence[int] | None = None,
     steps: int = 2000,
     lr: float = 0.1,
-    progress: Callable[[int], None] | None = None,
+    progress: Progress | None = None,
 ) -> list[InversionResult] | str:
     """Reconstruct each class (default: all) from every ``(epoch, model)`` snapshot.
 
     ``exposed`` lists the layers the attacker sees (1-based; default all): without layer 1 the
-    result is the string :data:`NOT_POSSIBLE`."""
+    result is the string :data:`NOT_POSSIBLE`. ``progress`` gets a
+    :class:`~privfl.progress.ProgressEvent` (step ``"inversion"``) after each class of each
+    snapshot."""
     if not snapshots:
         raise InputError("model_inversion needs at least one (epoch, model) snapshot")
     seen = exposed_layers(exposed, snapshots[0][1].layers)  # a layer the model lacks: refused
@@ -125,6 +128,7 @@ def model_inversion(
     keys = list(means)
     mean_matrix = np.stack([means[k] for k in keys])
     out = []
+    reported = Steps(progress, "inversion", len(snapshots) * len(labels))
     for epoch, model in snapshots:
         images, rmse, base, ident, corr, conf = [], [], [], [], [], []
         for k in labels:
@@ -137,8 +141,7 @@ def model_inversion(
             corr.append(float(r[row]))
             ident.append(bool(int(np.argmax(r)) == row))
             conf.append(c)
-            if progress:
-                progress(1)
+            reported.tick()
         out.append(InversionResult(epoch, labels, rmse, base, ident, corr, conf, np.stack(images)))
     return out
 

@@ -16,7 +16,7 @@ PyTorch is needed only here (extra ``privfl[audit]``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +26,7 @@ import numpy.typing as npt
 from privfl._typing import FloatArray, IntArray
 from privfl.audit.recommend import recommend_layers
 from privfl.errors import InputError
+from privfl.progress import Progress, Steps
 from privfl.training.mlp import MLP, one_hot
 
 __all__ = [
@@ -222,29 +223,26 @@ def membership_inference(
     runs: int = 4,
     epochs: int = 100,
     seed: int = 0,
-    progress: Callable[[int], None] | None = None,
+    progress: Progress | None = None,
 ) -> list[MembershipRow]:
     """Per exposed layer: the attack with the output alone, then with output, gradient and
-    label (and the loss on the output layer), restricted to ``features``."""
+    label (and the loss on the output layer), restricted to ``features``. ``progress`` gets a
+    :class:`~privfl.progress.ProgressEvent` (step ``"membership"``) after each attack run."""
     torch = _torch()
     torch.set_num_threads(1)  # these attack models are small: threads cost more than they save
     layer_list = exposed_layers(layers, model.layers)
+    plan = {layer: _feature_sets(layer == model.layers, features) for layer in layer_list}
+    steps = Steps(progress, "membership", sum(map(len, plan.values())) * runs)
     rows = []
     for layer in layer_list:
         fin = layer_features(model, np.asarray(members[0], float), members[1], layer)
         fout = layer_features(model, np.asarray(non_members[0], float), non_members[1], layer)
-        sets = ["output", "output+gradient+label"]
-        if layer == model.layers:
-            sets.append("output+gradient+label+loss")
-        for key in sets:
-            names = [n for n in FEATURE_SETS[key] if n in features]
-            if list(names) != list(FEATURE_SETS[key]):
-                continue
+        for key in plan[layer]:
+            names = list(FEATURE_SETS[key])
             res = []
             for r in range(runs):
                 res.append(attack_once(fin, fout, names, seed + 1000 * r + layer, epochs))
-                if progress:
-                    progress(1)
+                steps.tick()
             arr = np.asarray(res)
             rows.append(
                 MembershipRow(
@@ -259,3 +257,10 @@ def membership_inference(
                 )
             )
     return rows
+
+
+def _feature_sets(output_layer: bool, features: Sequence[str]) -> list[str]:
+    """The feature sets attacked at a layer: output alone, output + gradient + label, and
+    on the output layer also with the loss; only those whose features are all allowed."""
+    sets = ["output", "output+gradient+label"] + (["output+gradient+label+loss"] * output_layer)
+    return [k for k in sets if all(n in features for n in FEATURE_SETS[k])]

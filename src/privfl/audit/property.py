@@ -14,7 +14,7 @@ during training, as the attacker sees updates over time.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +24,7 @@ import numpy.typing as npt
 from privfl._typing import BoolArray, FloatArray, IntArray
 from privfl.audit.membership import exposed_layers
 from privfl.errors import InputError
+from privfl.progress import Progress, Steps
 from privfl.training.mlp import MLP, one_hot
 
 PROPERTY_DESCRIPTION = (
@@ -131,10 +132,12 @@ def property_inference(
     fraction: float = 0.5,
     runs: int = 4,
     seed: int = 0,
-    progress: Callable[[int], None] | None = None,
+    progress: Progress | None = None,
 ) -> list[PropertyRow]:
     """Per exposed layer, a 50-tree random forest on batch gradients of every snapshot: half of
-    the batches train it, the other half (fresh batches) measure accuracy and AUC."""
+    the batches train it, the other half (fresh batches) measure accuracy and AUC.
+    ``progress`` gets a :class:`~privfl.progress.ProgressEvent` (step ``"property"``) after
+    each run."""
     from sklearn.ensemble import RandomForestClassifier
     from sklearn.metrics import roc_auc_score
 
@@ -148,6 +151,7 @@ def property_inference(
     if not (x.shape[0] == y_arr.size == p.size):
         raise InputError("x, y and the property must have the same number of rows")
     layer_list = exposed_layers(layers, snapshots[0][1].layers)
+    steps = Steps(progress, "property", len(layer_list) * runs)
     rows = []
     for layer in layer_list:
         res = []
@@ -164,8 +168,7 @@ def property_inference(
             forest.fit(f[tr], lab[tr])
             score = forest.predict_proba(f[te])[:, 1]
             res.append((float(((score >= 0.5) == lab[te]).mean()), roc_auc_score(lab[te], score)))
-            if progress:
-                progress(1)
+            steps.tick()
         arr = np.asarray(res)
         rows.append(
             PropertyRow(

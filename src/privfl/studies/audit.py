@@ -18,9 +18,18 @@ from privfl.audit.membership import MembershipRow, exposed_layers
 from privfl.audit.property import PropertyRow
 from privfl.datasets import check_seed
 from privfl.errors import InputError
+from privfl.progress import ProgressEvent
 from privfl.training.mlp import MLP
 
-Progress = Callable[[int], None]
+Progress = Callable[[int], None]  # the CLI's bar: called with the steps just finished
+
+
+def ticks(advance: Progress | None) -> Callable[[ProgressEvent], None] | None:
+    """An audit function's :class:`~privfl.progress.ProgressEvent` callback that advances
+    the CLI's bar by one step per event (the bar's total is set from the whole study)."""
+    if advance is None:
+        return None
+    return lambda _event: advance(1)
 
 
 @dataclass(frozen=True)
@@ -217,7 +226,7 @@ def membership_audit(
             runs=runs,
             epochs=attack_epochs,
             seed=seed,
-            progress=progress,
+            progress=ticks(progress),
         )
         over += [(epoch, r) for r in rows]
     return MembershipAudit(
@@ -279,7 +288,7 @@ def inversion_audit(
     if on_total:
         on_total(len(snaps) * len(wanted))
     res = model_inversion(
-        snaps, xtr, ytr, exposed=list(seen), classes=wanted, steps=steps, progress=progress
+        snaps, xtr, ytr, exposed=list(seen), classes=wanted, steps=steps, progress=ticks(progress)
     )
     snapshots: tuple[InversionResult, ...] = () if isinstance(res, str) else tuple(res)
     if snapshots and plot and shape[0] * shape[1] == target.sizes[0]:
@@ -325,7 +334,7 @@ def property_audit(
         on_total(len(layer_list) * runs)
     rows = property_inference(
         snaps, x, y, prop, layers=layer_list, batches=batches, runs=runs, seed=seed,
-        progress=progress,
+        progress=ticks(progress),
     )  # fmt: skip
     return PropertyAudit(
         "adult",

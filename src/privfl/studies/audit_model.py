@@ -15,6 +15,7 @@ from privfl.studies.audit import (
     TargetModel,
     _accuracy,
     _check_count,
+    ticks,
 )
 
 
@@ -66,7 +67,7 @@ def membership_audit_of_model(
         runs=runs,
         epochs=attack_epochs,
         seed=seed,
-        progress=progress,
+        progress=ticks(progress),
     )
     nan = float("nan")
     exposed = "all layers (revealed)" if saved.revealed else f"layers 1..{saved.exposed_layers}"
