@@ -205,9 +205,35 @@ def test_processes_die_with_the_python_process_that_started_them(tmp_path):
 def test_a_closed_federation_leaves_no_watchdog_and_kills_nothing_later(tmp_path):
     with LocalFederation(tmp_path) as fed:
         fed._start("sleeper", ["sleep", "120"])
-        reaper = fed._reaper
-        assert reaper is not None and reaper._proc is not None
-        watchdog = reaper._proc
-    assert fed._reaper is None and watchdog.poll() == 0  # told to forget, then stopped
+        watchdog = fed._reaper._proc
+        assert watchdog is not None and watchdog.poll() is None
+    assert fed._reaper._proc is None and watchdog.poll() == 0  # told to forget, then stopped
     assert fed.procs["sleeper"].poll() is not None
     assert _gone(fed.procs["sleeper"].pid, 5.0)
+
+
+def test_the_watchdog_spares_a_group_it_was_told_to_forget():
+    """A group this process killed itself is forgotten (its id may be reused later by an
+    unrelated process); only the groups still watched die when the parent's pipe closes."""
+    import contextlib
+    import os
+    import signal
+
+    from privfl.federation.flower.reaper import Reaper
+
+    spared, killed = (subprocess.Popen(["sleep", "120"], start_new_session=True) for _ in "ab")
+    reaper = Reaper()
+    try:
+        reaper.watch(spared.pid)
+        reaper.watch(killed.pid)
+        reaper.forget(spared.pid)
+        assert reaper._proc is not None and reaper._proc.stdin is not None
+        reaper._proc.stdin.close()  # what the parent's death does to the pipe
+        reaper._proc.wait(timeout=10)
+        assert killed.wait(timeout=10) == -signal.SIGKILL
+        assert spared.poll() is None
+    finally:
+        for proc in (spared, killed):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)

@@ -105,11 +105,10 @@ class LocalFederation:
         self._simulation = 0
         self._supernodes: dict[str, tuple[dict[str, ConfigValue], Path | None]] = {}
         self._restarts: dict[str, int] = {}
-        self._reaper: Reaper | None = None  # kills the groups if this process dies first
-
-    def _watch(self, proc: subprocess.Popen[bytes] | subprocess.Popen[str]) -> None:
-        self._reaper = self._reaper or Reaper()
-        self._reaper.watch(proc.pid)  # its own session: the group id is its pid
+        # kills every process group it watches (a group's id is its leader's pid: each process
+        # has its own session) if this process dies before close(); told to forget a group
+        # once this object killed it whole
+        self._reaper = Reaper()
 
     # ------------------------------------------------------------------ processes
     def _write_connection(self, num_supernodes: int = 0) -> None:
@@ -130,7 +129,7 @@ class LocalFederation:
             [*self.prefix(name), *args], env=self.env, stdout=log, stderr=subprocess.STDOUT,
             cwd=self.root, start_new_session=True,
         )  # fmt: skip
-        self._watch(self.procs[name])
+        self._reaper.watch(self.procs[name].pid)
 
     def start_superlink(self, *, simulation: int = 0, timeout: float = 60.0) -> None:
         """Start the SuperLink (``simulation=K``: a simulation runtime with K virtual nodes)
@@ -180,6 +179,7 @@ class LocalFederation:
             return False
         with contextlib.suppress(ProcessLookupError, PermissionError):  # its children too
             os.killpg(self.procs[name].pid, signal.SIGKILL)
+        self._reaper.forget(self.procs[name].pid)
         if name == "superlink":
             self._restarts[name] = self._restarts.get(name, 0) + 1
             self.port = free_port()
@@ -297,7 +297,7 @@ class LocalFederation:
             stderr=subprocess.STDOUT, text=True, start_new_session=True,
         )  # fmt: skip
         self.procs[f"flwr-run-{len(self.procs)}"] = proc  # type: ignore[assignment]
-        self._watch(proc)
+        self._reaper.watch(proc.pid)
         return proc
 
     def run(
@@ -361,6 +361,7 @@ class LocalFederation:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
+            self._reaper.forget(proc.pid)
 
     def close(self) -> None:
         """Stop everything this object started: SIGTERM, then SIGKILL after 5 s."""
@@ -379,9 +380,7 @@ class LocalFederation:
         for log in self._logs:
             log.close()
         self._logs.clear()
-        reaper, self._reaper = self._reaper, None
-        if reaper is not None:
-            reaper.close()
+        self._reaper.close()
 
     def __enter__(self) -> LocalFederation:
         return self
@@ -390,7 +389,5 @@ class LocalFederation:
         self.close()
 
 
-__all__ = [
-    "CONNECTION", "ConfigValue", "LinkSecurity", "LocalFederation", "RunOutcome",
-    "config_string", "flower_bin", "free_port",
-]  # fmt: skip
+__all__ = ["CONNECTION", "ConfigValue", "LinkSecurity", "LocalFederation", "RunOutcome",
+           "config_string", "flower_bin", "free_port"]  # fmt: skip

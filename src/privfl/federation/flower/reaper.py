@@ -24,18 +24,30 @@ from typing import IO
 # The watchdog's whole program (run with ``python -S -c``: no site, nothing of privfl). Lines:
 # "+PGID" remember a group, "-PGID" forget it, "-" forget all; at end-of-file, SIGKILL the
 # remembered ones.
+# A group's id is its leader's pid, which the kernel does not reuse while the group has a
+# member; it may be reused once the group is gone. So the watchdog notes the leader's start
+# time and, at the end, spares a group whose leader's pid now belongs to a later process.
 _PROGRAM = """
 import os, signal, sys
-groups = set()
+def started(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+groups = {}
 for line in sys.stdin:
     line = line.strip()
     if line[:1] == "+" and line[1:].isdigit():
-        groups.add(int(line[1:]))
+        groups[int(line[1:])] = started(int(line[1:]))
     elif line == "-":
         groups.clear()
     elif line[:1] == "-" and line[1:].isdigit():
-        groups.discard(int(line[1:]))
-for pgid in groups:
+        groups.pop(int(line[1:]), None)
+for pgid, start in groups.items():
+    now = started(pgid)
+    if now is not None and now != start:
+        continue
     try:
         os.killpg(pgid, signal.SIGKILL)
     except OSError:
