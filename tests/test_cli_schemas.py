@@ -110,8 +110,8 @@ def test_forest_run_json_matches_its_schema():
         "cli.forest.run", "forest", "run", "--dataset", "wine", "--trees", "1", "--depth", "2",
         "--key-bits", "512", "--insecure-key-bits",  # INSECURE, for speed only
     )  # fmt: skip
-    assert [d["dataset"] for d in res] == ["wine"]
-    assert {"accuracy", "recall", "f1"} <= set(res[0]["rows"][0])
+    assert [d["dataset"] for d in res["datasets"]] == ["wine"]  # one object, as every command
+    assert {"accuracy", "recall", "f1"} <= set(res["datasets"][0]["rows"][0])
 
 
 def test_the_property_split_keeps_both_kinds_in_each_half_or_refuses():

@@ -266,7 +266,7 @@ def test_cli_forest_run_prints_the_effectiveness_table(tmp_path):
              "--insecure-key-bits"]  # fmt: skip
     out = forest_cli(*small, "--revoke", "0,1", "--json-out", str(tmp_path / "f.json"))
     assert out.exit_code == 0, out.output
-    res = json.loads((tmp_path / "f.json").read_text())[0]
+    res = json.loads((tmp_path / "f.json").read_text())["datasets"][0]
     assert [r["revoked"] for r in res["rows"]] == [0, 0, 1]
     assert res["rows"][1]["accuracy"] > 0.6 and "scikit-learn" in out.stdout
     assert res["report"]["nodes_per_participant"] and res["revoked_participants"]
@@ -274,7 +274,8 @@ def test_cli_forest_run_prints_the_effectiveness_table(tmp_path):
         *small, "--revoke", "0", "--diagnostics", "--json-out", str(tmp_path / "d.json")
     )
     assert out.exit_code == 0, out.output
-    models = [r["model"] for r in json.loads((tmp_path / "d.json").read_text())[0]["rows"]]
+    rows = json.loads((tmp_path / "d.json").read_text())["datasets"][0]["rows"]
+    models = [r["model"] for r in rows]
     assert models == [
         "scikit-learn RF (non-federated)",
         "scikit-learn RF, majority vote of the trees",

@@ -119,4 +119,4 @@ def forest_run(
             cells = [f"{row.metrics[c]:.4f}" for c in res.metric_names]
             table.add_row(row.model, str(row.revoked), *cells)
         (err_console if as_json else console).print(table)
-    emit(results, as_json, json_out)
+    emit({"datasets": results}, as_json, json_out)  # one JSON object, like every command

@@ -277,7 +277,7 @@ SCHEMAS: dict[str, Schema] = {
     "cli.audit.property": PROPERTY,
     "cli.audit.recommend": RECOMMEND,
     # one object per dataset of --dataset, in its order
-    "cli.forest.run": {**_array(EFFECTIVENESS), "minItems": 1},
+    "cli.forest.run": _closed({"datasets": {**_array(EFFECTIVENESS), "minItems": 1}}),
     "cli.forest.local": FOREST_LOCAL,
 }
 NAMES = (*evaluation.NAMES, *SCHEMAS)
