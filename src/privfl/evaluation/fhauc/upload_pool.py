@@ -297,66 +297,57 @@ class UploadPool:
         helper. Returns per chunk and execution the partial sum as an :class:`Upload`, and
         the helpers' CPU seconds. The first refusal, in the order of ``items``, is raised as
         it was raised (every helper's answer is read first, so the pipes stay in step)."""
-        with self._lock:
-            return self._sum_uploads(context, public_context, check, items)
-
-    def _sum_uploads(
-        self,
-        context: CKKSContext,
-        public_context: bytes,
-        check: UploadCheck,
-        items: Sequence[tuple[str, bytes]],
-    ) -> tuple[list[list[Upload]], float]:
-        n = min(len(self._helpers) + 1, len(items))
-        bounds = [len(items) * w // n for w in range(n + 1)]
-        header = check.to_bytes()
-        spools: list[tuple[int, str]] = []
-        try:
-            self.warm(public_context)
-            for w in range(1, n):
-                chunk = items[bounds[w] : bounds[w + 1]]
-                fd, path = _spool([data for _, data in chunk])
-                spools.append((fd, path))
-                job = Writer().str_("sum").bytes_(header).u32(len(chunk))
-                for name, _ in chunk:
-                    job.bytes_(name.encode("utf-8", "surrogatepass"))  # as it arrived
-                job.bytes_(path.encode())
-                for _, data in chunk:
-                    job.u64(len(data))
-                self._helpers[w - 1].send.send_bytes(job.getvalue())
-            local: list[Upload] | PrivflError
+        with self._lock:  # one session at a time on the pipes
+            n = min(len(self._helpers) + 1, len(items))
+            bounds = [len(items) * w // n for w in range(n + 1)]
+            header = check.to_bytes()
+            spools: list[tuple[int, str]] = []
             try:
-                own = (check.open(context, name, data) for name, data in items[: bounds[1]])
-                local = sum_uploads(own, "partial sum 0")
-            except PrivflError as exc:
-                local = exc
-            except (ValueError, RuntimeError) as exc:  # SEAL refused to combine them
-                local = MalformedMessageError(f"the uploads cannot be combined ({exc})")
-            replies = [self._helpers[w - 1].recv.recv_bytes() for w in range(1, n)]
-        except (EOFError, OSError) as exc:
-            self.close()
-            raise ProtocolError(f"an upload worker stopped ({exc!r})") from None
-        except BaseException:  # the pipes may be out of step: start afresh next time
-            self.close()
-            raise
-        finally:
-            for fd, path in spools:
-                os.close(fd)
-                if not path.startswith("/proc/"):  # pragma: no cover - not Linux
-                    os.unlink(path)
-        if isinstance(local, PrivflError):
-            raise local
-        partials, cpu = [local], 0.0
-        for w, data in enumerate(replies, 1):
-            sums, seconds = _read_reply(data, check.executions)
-            cpu += seconds
-            partials.append(
-                [
-                    Upload(f"partial sum {w}", check.session, *_load(context, t, f, d), e)
-                    for e, (t, f, d) in enumerate(sums)
-                ]
-            )
-        return partials, cpu
+                self.warm(public_context)
+                for w in range(1, n):
+                    chunk = items[bounds[w] : bounds[w + 1]]
+                    fd, path = _spool([data for _, data in chunk])
+                    spools.append((fd, path))
+                    job = Writer().str_("sum").bytes_(header).u32(len(chunk))
+                    for name, _ in chunk:
+                        job.bytes_(name.encode("utf-8", "surrogatepass"))  # as it arrived
+                    job.bytes_(path.encode())
+                    for _, data in chunk:
+                        job.u64(len(data))
+                    self._helpers[w - 1].send.send_bytes(job.getvalue())
+                local: list[Upload] | PrivflError
+                try:
+                    own = (check.open(context, name, data) for name, data in items[: bounds[1]])
+                    local = sum_uploads(own, "partial sum 0")
+                except PrivflError as exc:
+                    local = exc
+                except (ValueError, RuntimeError) as exc:  # SEAL refused to combine them
+                    local = MalformedMessageError(f"the uploads cannot be combined ({exc})")
+                replies = [self._helpers[w - 1].recv.recv_bytes() for w in range(1, n)]
+            except (EOFError, OSError) as exc:
+                self.close()
+                raise ProtocolError(f"an upload worker stopped ({exc!r})") from None
+            except BaseException:  # the pipes may be out of step: start afresh next time
+                self.close()
+                raise
+            finally:
+                for fd, path in spools:
+                    os.close(fd)
+                    if not path.startswith("/proc/"):  # pragma: no cover - not Linux
+                        os.unlink(path)
+            if isinstance(local, PrivflError):
+                raise local
+            partials, cpu = [local], 0.0
+            for w, data in enumerate(replies, 1):
+                sums, seconds = _read_reply(data, check.executions)
+                cpu += seconds
+                partials.append(
+                    [
+                        Upload(f"partial sum {w}", check.session, *_load(context, t, f, d), e)
+                        for e, (t, f, d) in enumerate(sums)
+                    ]
+                )
+            return partials, cpu
 
     def close(self) -> None:
         """Stop the helpers (their loops end when their pipe closes)."""
