@@ -139,7 +139,8 @@ def test_the_sealed_reveal_holds_the_used_slots_only_and_the_aggregator_sees_no_
     ref = binned_reference(data, 10)
     for result in rec.results.values():
         assert result.outcome.curve.tp == pytest.approx(ref.tp, abs=TOL)
-    assert not any(isinstance(v, float | np.ndarray) for v in vars(agg).values())
+    held = {k: v for k, v in vars(agg).items() if k != "worker_cpu"}  # a timing, not a value
+    assert not any(isinstance(v, float | np.ndarray) for v in held.values())
 
 
 class ExtraDecryption(ThresholdAggregator):

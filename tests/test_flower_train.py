@@ -169,3 +169,27 @@ def test_the_example_app_is_the_app_privfl_flower_train_runs():
 
     example = Path(__file__).parents[1] / "examples" / "flower-train" / "pyproject.toml"
     assert example.read_text() == APP_PYPROJECT
+
+
+def test_a_party_socket_appears_only_once_it_accepts(root, monkeypatch):
+    """The launcher and the tests wait for the socket file, then send the first message; the
+    file used to appear at bind(), before listen(), and a connect in between was refused
+    ("no party process listens", seen as bad-local-input in a loaded CI run)."""
+    import socket
+
+    from privfl.federation.flower.train_wire import ask
+
+    listen = socket.socket.listen
+
+    def slow_listen(self, *args):
+        time.sleep(0.3)  # a loaded machine between bind() and listen()
+        return listen(self, *args)
+
+    monkeypatch.setattr(socket.socket, "listen", slow_listen)
+    (root / "p").mkdir()
+    proc = PartyProcess(root / "p", "party-0", None, parameters="test")
+    threading.Thread(target=proc.serve, args=(5.0,), daemon=True).start()
+    while not proc.socket_path.exists():
+        time.sleep(0.005)
+    status, _, _ = ask(proc.socket_path, "step", b"not an envelope", 5.0)  # connects at once
+    assert status != "ok"  # answered (a refusal of the bad envelope), not refused to connect

@@ -168,17 +168,20 @@ class PartyProcess:
         from privfl.federation.flower.client_app import failure_code
 
         path = self.socket_path
-        if len(str(path)) > MAX_SOCKET_PATH:
+        bound = path.with_name(path.name + ".new")  # renamed once listening: no refused connect
+        if len(str(bound)) > MAX_SOCKET_PATH:
             raise InputError(f"the node folder's path is too long for a socket: {path}")
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
+        for stale in (path, bound):
+            with contextlib.suppress(FileNotFoundError):
+                stale.unlink()
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as srv:
             old = os.umask(0o177)
             try:
-                srv.bind(str(path))
+                srv.bind(str(bound))
             finally:
                 os.umask(old)
             srv.listen(4)
+            os.replace(bound, path)  # the socket's name appears only when it accepts
             srv.settimeout(idle_timeout)
             try:
                 while not self.closed:
