@@ -180,7 +180,7 @@ def test_a_run_failing_after_the_decryption_relay_leaves_the_deployment_usable(
         assert stored.used == 2 and max(shares_made(grid)) == 2  # never behind any party
         run()  # reuses the set: fresh request ids, a count that fits
         assert "fhauc_keygen" not in rounds(caplog)
-        assert sorted(shares_made(grid)) == [2, 3, 3] or shares_made(grid) == [3, 3, 3]
+        assert sorted(shares_made(grid)) == [2, 3, 3]  # the lead never fused in run 2
     expected = privfl.binned_auc(parts, 100)
     for name in PARTIES:
         results = [json.loads(f.read_text()) for f in (tmp_path / "out" / name).glob("fhauc-*")]

@@ -300,7 +300,7 @@ def _run(grid: Grid, context: Context) -> None:
             keep = KeptKeySet(kept, agg)
             try:
                 report = run_threshold_session(agg, transport, request, spent=keep.spent).report
-            except PrivflError:
+            except Exception:  # any failure: keep the file in step with the parties
                 keep.failed(joined=transport.node_of is not None)
                 raise
             keep.save()
