@@ -216,8 +216,9 @@ class KeptKeySet:
       file's count is never below a party's, and no later run repeats a request id a party
       already answered;
     - a session generating a fresh set stores it once every party has finished (each party
-      keeps a fresh set only when it finishes; a failed fresh session leaves the old file,
-      whose set the parties still hold);
+      keeps a fresh set only when it finishes; a fresh session failing earlier leaves the old
+      file, whose set the parties still hold; one failing at the result step, after some
+      parties kept the new set, costs one more run: theirs refuse the old set at the join);
     - a reuse session refused or failed at the join (a node that no longer holds the set, lost
       its node-local state, or reached its abandoned-session limit on it) removes the file,
       with a log line saying so: the next run re-keys. No failure leaves a deployment stuck.
