@@ -210,3 +210,43 @@ def test_a_reuse_run_refused_at_the_join_removes_the_file_and_the_next_run_re_ke
         server_app._run(grid, server_context(tmp_path, **context))
         assert "fhauc_keygen" in rounds(caplog) and kept.is_file()
         assert shares_made(grid) == [1, 1, 1]
+
+
+def test_nodes_refuse_a_kept_set_after_two_abandoned_sessions_and_the_next_run_re_keys(
+    tmp_path, monkeypatch, caplog
+):
+    """The abandon limit through the real apps: each node's count of sessions on the kept set
+    abandoned after the lead draw lives in its node-local state; after ABANDON_LIMIT (2) the
+    nodes refuse the set at the join, the ServerApp removes its file, and the next run
+    re-keys and succeeds."""
+    from privfl.errors import ProtocolError
+    from privfl.evaluation.fhauc.threshold_keyset import ABANDON_LIMIT
+    from privfl.evaluation.fhauc.threshold_party import ThresholdFhaucParty
+
+    wider = dataclasses.replace(threshold_params.parameter_set("fhauc-b2"), max_decryptions=8)
+    monkeypatch.setitem(threshold_params.PARAMETER_SETS, "fhauc-b2", wider)
+    kept = tmp_path / "key-set.bin"
+    with task_identity(5), caplog.at_level(logging.INFO, logger="flwr"):
+        grid, _ = write_parties(tmp_path, keys="threshold")
+
+        def run() -> None:
+            server_app._run(grid, server_context(tmp_path, **{"key-set-file": str(kept)}))
+
+        run()
+
+        def refuse(self, data):
+            raise ProtocolError("the lead stops after the lead draw")
+
+        with monkeypatch.context() as m:
+            m.setattr(ThresholdFhaucParty, "fuse", refuse)
+            for _ in range(ABANDON_LIMIT):  # abandoned after the key checks drew the lead
+                with pytest.raises(server_app.PartyFailure, match="fhauc_fuse"):
+                    run()
+        caplog.clear()
+        with pytest.raises(server_app.PartyFailure, match="fhauc_join"):
+            run()  # every node notes the second abandon and refuses the set
+        assert not kept.exists()
+        assert any("abandoned after the lead was drawn" in r.getMessage() for r in caplog.records)
+        caplog.clear()
+        run()  # re-keys
+        assert "fhauc_keygen" in rounds(caplog) and kept.is_file()
