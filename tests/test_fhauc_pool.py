@@ -140,6 +140,21 @@ def test_pool_refuses_what_the_in_process_checks_refuse(session, tamper, error):
     assert msg2 == msg1
 
 
+def test_the_aggregators_own_chunk_refuses_a_type_error_as_the_helpers_do(session, monkeypatch):
+    """SEAL may refuse to combine ciphertexts with a TypeError: the aggregator's own chunk
+    turns it into the same typed refusal as its helpers (never a bare TypeError)."""
+    from privfl.errors import MalformedMessageError
+    from privfl.evaluation.fhauc import upload_pool
+
+    def refuse(*args, **kwargs):
+        raise TypeError("incompatible function arguments")
+
+    monkeypatch.setattr(upload_pool, "sum_uploads", refuse)  # the aggregator's own chunk only
+    session.outcomes = []
+    with pytest.raises(MalformedMessageError, match="the uploads cannot be combined"):
+        session.handle_uploads(session.received)
+
+
 def test_pool_survives_a_refused_session_and_serves_the_next(session):
     session.tamper = swap_two
     try:

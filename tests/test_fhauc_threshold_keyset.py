@@ -91,6 +91,62 @@ def test_a_party_refuses_a_key_set_it_does_not_hold_or_for_other_parties():
         parties[0].join(config)
 
 
+def restart_after_the_lead_draw(agg, parties, request) -> str:
+    """A steering aggregator's cheap try: announce a reuse session, relay the joins and the key
+    checks (the lead is now known to it), then abandon the session."""
+    config = agg.start_session(request.parties, request.thresholds, security=request.security)
+    assert SessionConfig.from_bytes(config).key_set == agg.key_set.key_id
+    start = agg.collect_joins({p.name: p.join(config) for p in parties})
+    agg.relay_checks({p.name: p.keycheck(start) for p in parties})
+    return agg.lead
+
+
+def test_a_steering_aggregator_restarting_reuse_sessions_is_refused_after_the_abandon_limit():
+    """Item 2 of the review: with a kept key set the lead is drawn one cheap round after the
+    join. Each party counts the sessions on the set abandoned after it revealed its lead secret
+    (not those abandoned before: nothing was drawn), shows the count in its result, and refuses
+    the set at the join, before any upload, once ABANDON_LIMIT were abandoned; re-keying then
+    works and starts a clean count."""
+    from privfl.evaluation.fhauc.threshold_keyset import (
+        ABANDON_LIMIT,
+        export_key_set,
+        import_key_set,
+    )
+
+    assert ABANDON_LIMIT == 2  # the documented default
+    data, parties, agg, _, request = deployment(np.random.default_rng(8))
+    expected = privfl.binned_auc(data, request.thresholds)
+    session(agg, parties, request)  # generates the key set
+    kept = agg.key_set.key_id
+    config = agg.start_session(request.parties, request.thresholds, security=request.security)
+    for p in parties:  # abandoned right after the join: the lead was not drawn, not counted
+        p.join(config)
+    restart_after_the_lead_draw(agg, parties, request)  # abandon 1
+    rec = session(agg, parties, request)  # a completed session reports the count
+    assert Step.KEYGEN not in rec.down and agg.key_set.key_id == kept
+    assert all(r.abandoned == 1 and r.to_dict()["abandoned_sessions"] == 1
+               for r in rec.results.values())  # fmt: skip
+    assert all(r.auc == pytest.approx(expected, abs=TOL) for r in rec.results.values())
+    restart_after_the_lead_draw(agg, parties, request)  # abandon 2: the limit
+    config = agg.start_session(request.parties, request.thresholds, security=request.security)
+    assert SessionConfig.from_bytes(config).key_set == kept  # the aggregator tries again
+    made = [p.key_set.keys.decryption_shares_made for p in parties]
+    for p in parties:  # the join notes abandon 2 and refuses
+        with pytest.raises(ProtocolError, match=r"abandoned after the lead was drawn.*re-key"):
+            p.join(config)
+    assert [p.key_set.keys.decryption_shares_made for p in parties] == made
+    params = threshold_ops.fhauc_parameters()
+    for p in parties:  # the count survives the node-local storage
+        assert import_key_set(export_key_set(p.key_set), p.name, params).abandoned == 2
+        with pytest.raises(ProtocolError, match="abandoned"):
+            p.join(config)  # and stays: no new abandon, still refused
+    agg.reuse_keys = False  # re-keying works, with a clean count
+    rec = session(agg, parties, request)
+    assert Step.KEYGEN in rec.down and agg.key_set.key_id != kept
+    assert all(r.abandoned == 0 for r in rec.results.values())
+    assert all(r.auc == pytest.approx(expected, abs=TOL) for r in rec.results.values())
+
+
 def test_a_semi_honest_upload_is_one_ciphertext_per_execution_and_a_malicious_one_keeps_two():
     """Item 4 (session 2 under 2 MB per party): a semi-honest AUC upload carries T and F in
     one ciphertext (the joint layout), half the bytes of the folded layout's two; the

@@ -144,3 +144,109 @@ def test_stored_key_sets_are_read_with_bounded_reads_and_fail_typed(tmp_path):
                     read(garbled)
 
     fuzz()
+
+
+def test_a_run_failing_after_the_decryption_relay_leaves_the_deployment_usable(
+    tmp_path, monkeypatch, caplog
+):
+    """The aggregator stores its key set's count and last request id before it relays the
+    decryption requests: a run whose lead fails to fuse (after every other party made its
+    share) does not leave the file behind the parties' counts, so the next run reuses the set
+    (fresh request ids, a count that fits) instead of being refused at the decrypt step."""
+    from privfl.errors import ProtocolError
+    from privfl.evaluation.fhauc.threshold_party import ThresholdFhaucParty
+
+    wider = dataclasses.replace(threshold_params.parameter_set("fhauc-b2"), max_decryptions=3)
+    monkeypatch.setitem(threshold_params.PARAMETER_SETS, "fhauc-b2", wider)
+    kept = tmp_path / "key-set.bin"
+    with task_identity(5), caplog.at_level(logging.INFO, logger="flwr"):
+        grid, parts = write_parties(tmp_path, keys="threshold")
+
+        def run() -> None:
+            server_app._run(grid, server_context(tmp_path, **{"key-set-file": str(kept)}))
+
+        run()
+        assert "fhauc_keygen" in rounds(caplog)
+
+        def refuse(self, data):
+            raise ProtocolError("the lead fails after the decryption relay")
+
+        with monkeypatch.context() as m:
+            m.setattr(ThresholdFhaucParty, "fuse", refuse)
+            with pytest.raises(server_app.PartyFailure, match="fhauc_fuse"):
+                run()
+        assert "fhauc_decrypt" in rounds(caplog)
+        stored = import_server_key_set(kept.read_bytes(), threshold_ops.fhauc_parameters())
+        assert stored.used == 2 and max(shares_made(grid)) == 2  # never behind any party
+        run()  # reuses the set: fresh request ids, a count that fits
+        assert "fhauc_keygen" not in rounds(caplog)
+        assert sorted(shares_made(grid)) == [2, 3, 3]  # the lead never fused in run 2
+    expected = privfl.binned_auc(parts, 100)
+    for name in PARTIES:
+        results = [json.loads(f.read_text()) for f in (tmp_path / "out" / name).glob("fhauc-*")]
+        assert len(results) == 2 and all(r["auc"] == pytest.approx(expected, abs=1e-6)
+                                         for r in results)  # fmt: skip
+    assert not list(tmp_path.glob(".key-set.bin.*"))  # no temporary file left behind
+
+
+def test_a_reuse_run_refused_at_the_join_removes_the_file_and_the_next_run_re_keys(
+    tmp_path, caplog
+):
+    """A node that lost its node-local key set refuses the reuse at the join: the aggregator
+    removes its key-set file and says so, and the next run re-keys (no stuck deployment)."""
+    kept = tmp_path / "key-set.bin"
+    with task_identity(5), caplog.at_level(logging.INFO, logger="flwr"):
+        grid, _ = write_parties(tmp_path, keys="threshold")
+        context = {"key-set-file": str(kept)}
+        server_app._run(grid, server_context(tmp_path, **context))
+        del grid.nodes[2].state["privfl-fhauc"]  # a node lost its state
+        caplog.clear()
+        with pytest.raises(server_app.PartyFailure, match="fhauc_join"):
+            server_app._run(grid, server_context(tmp_path, **context))
+        assert not kept.exists()
+        assert any("the next run generates a fresh key set" in r.getMessage()
+                   for r in caplog.records)  # fmt: skip
+        caplog.clear()
+        server_app._run(grid, server_context(tmp_path, **context))
+        assert "fhauc_keygen" in rounds(caplog) and kept.is_file()
+        assert shares_made(grid) == [1, 1, 1]
+
+
+def test_nodes_refuse_a_kept_set_after_two_abandoned_sessions_and_the_next_run_re_keys(
+    tmp_path, monkeypatch, caplog
+):
+    """The abandon limit through the real apps: each node's count of sessions on the kept set
+    abandoned after the lead draw lives in its node-local state; after ABANDON_LIMIT (2) the
+    nodes refuse the set at the join, the ServerApp removes its file, and the next run
+    re-keys and succeeds."""
+    from privfl.errors import ProtocolError
+    from privfl.evaluation.fhauc.threshold_keyset import ABANDON_LIMIT
+    from privfl.evaluation.fhauc.threshold_party import ThresholdFhaucParty
+
+    wider = dataclasses.replace(threshold_params.parameter_set("fhauc-b2"), max_decryptions=8)
+    monkeypatch.setitem(threshold_params.PARAMETER_SETS, "fhauc-b2", wider)
+    kept = tmp_path / "key-set.bin"
+    with task_identity(5), caplog.at_level(logging.INFO, logger="flwr"):
+        grid, _ = write_parties(tmp_path, keys="threshold")
+
+        def run() -> None:
+            server_app._run(grid, server_context(tmp_path, **{"key-set-file": str(kept)}))
+
+        run()
+
+        def refuse(self, data):
+            raise ProtocolError("the lead stops after the lead draw")
+
+        with monkeypatch.context() as m:
+            m.setattr(ThresholdFhaucParty, "fuse", refuse)
+            for _ in range(ABANDON_LIMIT):  # abandoned after the key checks drew the lead
+                with pytest.raises(server_app.PartyFailure, match="fhauc_fuse"):
+                    run()
+        caplog.clear()
+        with pytest.raises(server_app.PartyFailure, match="fhauc_join"):
+            run()  # every node notes the second abandon and refuses the set
+        assert not kept.exists()
+        assert any("abandoned after the lead was drawn" in r.getMessage() for r in caplog.records)
+        caplog.clear()
+        run()  # re-keys
+        assert "fhauc_keygen" in rounds(caplog) and kept.is_file()

@@ -70,6 +70,7 @@ class PartyResult:
     parties: tuple[str, ...]
     executions: int
     outcome: Outcome
+    abandoned: int = 0  # threshold reuse: sessions on the key set abandoned after the lead draw
 
     @property
     def auc(self) -> float:
@@ -90,6 +91,7 @@ class PartyResult:
             "security": self.security, "thresholds": self.num_points,
             "party_names": list(self.parties), "verified": o.verified,
             "executions": self.executions, "precision": o.precision,
+            "abandoned_sessions": self.abandoned,
             "tolerance": o.tolerance, "spread": o.spread, "guarantee_log2": o.guarantee_log2,
         }  # fmt: skip
         if o.curve is not None:

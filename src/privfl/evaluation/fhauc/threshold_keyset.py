@@ -16,6 +16,28 @@ the aggregator's. A reuse session skips key generation and the key check: its ``
 step only reveals the lead secret (:mod:`.threshold_plan`); the joint key was checked by every
 party when it was generated.
 
+Steering the lead by abandoning sessions: in a reuse session the lead is fixed at the key-check
+relay, one cheap round after the join and before any upload, key generation or decryption
+share (the lead is :func:`~.threshold_plan.lead_index` of the parties' lead secrets, each
+committed to in its join nonce, so the aggregator cannot *choose* it, but it sees it before it
+has spent anything). An aggregator could abandon and restart until a party it colludes with is
+lead. So each party counts, per kept key set, the sessions on that set it abandoned after it
+revealed its lead secret (:attr:`KeySet.abandoned`, node-local, never reset until the set is
+replaced) and refuses to join a session on the set once the count reaches
+:data:`ABANDON_LIMIT` (``ProtocolError`` at the join, before any upload, naming the cause and
+the fix: re-key). Sessions abandoned before the party revealed its secret are not counted: the
+aggregator learnt nothing of the lead from them. The refusal depends on the party's own record
+of public events only (the aggregator knows which sessions it abandoned).
+
+What remains: over the life of a key set the aggregator sees at most ``ABANDON_LIMIT`` leads
+it can discard (with ``c`` colluding parties among ``M``, it gets one of them as lead of some
+completed session with probability at most ``1 - (1 - c/M)^(ABANDON_LIMIT + 1)`` per key set,
+against ``c/M`` with no abandon); honest failures after the key check (a node crashing at the
+decrypt step) count the same, so a deployment that fails twice on a set re-keys; and an
+aggregator willing to pay a full key generation per try can still re-key and abandon fresh
+sessions, where the lead is fixed after the key rounds and every party records the abandoned
+session (:attr:`~.threshold_party.ThresholdFhaucParty.abandoned`).
+
 What reuse changes for each role: the aggregator links the sessions that share a key set
 (it chose them); a party learns nothing new (the key set's shares and joint key are what it
 already held). Every session still has its own transcript, session key, masks and lead.
@@ -39,6 +61,7 @@ from privfl.evaluation.fhauc.messages import AGGREGATOR, SessionConfig
 from privfl.messages import Reader, Writer
 
 __all__ = [
+    "ABANDON_LIMIT",
     "KeySet",
     "ServerKeySet",
     "check_reuse",
@@ -50,6 +73,11 @@ __all__ = [
 
 MAX_KEY_FIELD = 1 << 27
 MAX_PARTIES = 1 << 16
+ABANDON_LIMIT = 2
+"""Policy: the sessions on one kept key set a party lets the aggregator abandon after the
+party revealed its lead secret; at this count it refuses every further session on the set
+until the parties re-key (see the module docstring)."""
+_REVEALED = frozenset({"keycheck", "uploaded", "decrypted"})  # stages after the lead secret
 
 
 @dataclass
@@ -62,6 +90,7 @@ class KeySet:
     key_id: bytes
     parties: tuple[str, ...]
     keys: tr.ThresholdParty
+    abandoned: int = 0  # sessions on this set abandoned after this party revealed r_i
 
     @property
     def remaining(self) -> int:
@@ -70,10 +99,18 @@ class KeySet:
         return max(0, budget - self.keys.decryption_shares_made)
 
 
+def note_abandoned(key_set: KeySet | None, config: SessionConfig, stage: str) -> None:
+    """A party abandons the session ``config`` at ``stage``: count it against the kept key set
+    when the session ran on that set and the party had revealed its lead secret."""
+    if key_set is not None and config.key_set == key_set.key_id and stage in _REVEALED:
+        key_set.abandoned += 1
+
+
 def check_reuse(key_set: KeySet | None, config: SessionConfig, need: int) -> tr.ThresholdParty:
     """A party, at the join of a session announcing ``config.key_set``: the kept key share
     to use, or :class:`ProtocolError` before any upload when the party does not hold that key
-    set for these parties, or when ``need`` more decryption shares would exceed its budget.
+    set for these parties, when ``need`` more decryption shares would exceed its budget, or
+    (at the join: ``need > 0``) when :data:`ABANDON_LIMIT` sessions on the set were abandoned.
     The conditions depend on public values and the party's own count only."""
     if key_set is None or key_set.key_id != config.key_set:
         raise ProtocolError(
@@ -82,6 +119,12 @@ def check_reuse(key_set: KeySet | None, config: SessionConfig, need: int) -> tr.
         )
     if key_set.parties != config.parties:
         raise ProtocolError("the session's parties differ from the reused key set's parties")
+    if need and key_set.abandoned >= ABANDON_LIMIT:  # at the join (need 0: a later step)
+        raise ProtocolError(
+            f"{key_set.abandoned} sessions on the reused key set were abandoned after the lead "
+            f"was drawn (limit {ABANDON_LIMIT}: an aggregator may be steering the lead): re-key "
+            "(announce a session that generates a fresh key set)"
+        )
     if need > key_set.remaining:
         raise ProtocolError(
             f"the session needs {need} decryption shares and the reused key set allows "
@@ -133,10 +176,12 @@ def _read_header(
 
 def export_key_set(key_set: KeySet) -> bytes:
     """A party's key set for its **own node-local storage** (it holds the party's key share):
-    id, parties, parameter set, and the share with its count and the joint public key."""
+    id, parties, parameter set, the share with its count and the joint public key, and its
+    count of abandoned sessions on the set."""
     keys = key_set.keys
     w = _write_header(Writer(), key_set.key_id, key_set.parties, keys.context.params.name)
-    return w.bytes_(keys.export_local_state()).getvalue()  # share, count, joint public key
+    w.bytes_(keys.export_local_state())  # share, count, joint public key
+    return w.u32(key_set.abandoned).getvalue()
 
 
 def import_key_set(data: bytes, name: str, params: th.ThresholdParameters) -> KeySet | None:
@@ -144,7 +189,7 @@ def import_key_set(data: bytes, name: str, params: th.ThresholdParameters) -> Ke
     when it was kept under another parameter set than ``params``."""
     r = Reader(data, "stored key set")
     header = _read_header(r, params)
-    local = r.bytes_(MAX_KEY_FIELD)
+    local, abandoned = r.bytes_(MAX_KEY_FIELD), r.u32()
     r.end()
     if header is None:
         return None
@@ -153,7 +198,7 @@ def import_key_set(data: bytes, name: str, params: th.ThresholdParameters) -> Ke
         raise MalformedMessageError(f"stored key set: {name!r} is not one of its parties")
     keys = tr.ThresholdParty(name, parties.index(name), ctx, key_id)
     keys.import_local_state(local)
-    return KeySet(key_id, parties, keys)
+    return KeySet(key_id, parties, keys, abandoned)
 
 
 def export_server_key_set(key_set: ServerKeySet) -> bytes:

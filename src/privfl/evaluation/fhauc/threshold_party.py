@@ -10,13 +10,12 @@ What each step does and learns: ``keygen`` checks the signed joins, derives the 
 session key and threshold session id, samples its share in OpenFHE and sends the ``b`` halves
 of its key contributions (RLWE samples); ``keycheck`` sketches its *own* contribution against
 the joint key and reveals the lead secret its join nonce committed to; ``upload`` checks the
-signed sketches add up to the joint key's (a substituted key is caught except with
-probability ``2^-30`` per RNS row), opens every commitment (:func:`~.threshold_plan.
-lead_index`) and sends its relinearisation share and encrypted statistics; ``decrypt``:
-``s_i c1 + e_i`` (noise flooding) per reply; ``fuse`` (the lead) sends the values under the
-session key; ``finish`` opens it and recovers the result with the variant's checks. Share,
-key set and abandoned sessions go only to the node's own storage (:meth:`export_state`).
-"""
+sketches add up to the joint key's (a substituted key is caught except w.p. ``2^-30`` per RNS
+row), opens every commitment (:func:`~.threshold_plan.lead_index`), sends its relinearisation
+share and statistics; ``decrypt``: ``s_i c1 + e_i`` (noise flooding) per reply; ``fuse`` (the
+lead) sends the values under the session key; ``finish`` opens them with the variant's checks.
+Share, key set, abandoned sessions (:func:`~.threshold_keyset.note_abandoned`: the limit on
+lead steering): the node's own storage only (:meth:`export_state`)."""
 
 from __future__ import annotations
 
@@ -43,7 +42,7 @@ from privfl.evaluation.fhauc.policy import Policy
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.session import check_start, session_key
 from privfl.evaluation.fhauc.threshold_keycheck import lead_secrets, verify_joint_key
-from privfl.evaluation.fhauc.threshold_keyset import KeySet, check_reuse
+from privfl.evaluation.fhauc.threshold_keyset import KeySet, check_reuse, note_abandoned
 from privfl.evaluation.fhauc.threshold_plan import reveal_key
 from privfl.evaluation.fhauc.threshold_setup import open_bundle
 from privfl.evaluation.fhauc.threshold_state import Stage, ThresholdState
@@ -134,6 +133,7 @@ class ThresholdFhaucParty:
         if self._config is not None and self.stage is not Stage.FINISHED:
             self.abandoned.append(self._config.session.hex())
             log.info("party %s abandons session %s", self.name, self.abandoned[-1][:8])
+            note_abandoned(self.key_set, self._config, self.stage or "")  # lead steering
         self._reset()
         self._count(config)
         threshold_reveal.check_at_join(plan, config, self.policy)  # before any upload
@@ -259,9 +259,9 @@ class ThresholdFhaucParty:
         if reveal.sender != lead:
             raise ProtocolError(f"the reveal must come from the lead {lead!r}")
         self.stage = Stage.FINISHED
-        keys = self._k()
+        keys, kept = self._k(), self.key_set
         if not config.key_set:  # a fresh key set is kept for later sessions, within budget
-            self.key_set = KeySet(keys.session, config.parties, keys)
+            self.key_set = kept = KeySet(keys.session, config.parties, keys)
         self._keys = None
         try:
             plain = AESGCM(reveal_key(self._key())).decrypt(
@@ -273,7 +273,7 @@ class ThresholdFhaucParty:
         outcome = threshold_reveal.recover(plain, plan, self._c(), view)
         return PartyResult(
             self.name, config.session.hex(), config.security.value, config.num_points,
-            config.parties, plan.executions, outcome,
+            config.parties, plan.executions, outcome, kept.abandoned if kept else 0,
         )  # fmt: skip
 
     def done(self, status: str = "ok") -> bytes:
@@ -312,10 +312,10 @@ class ThresholdFhaucParty:
         abandoned sessions reloaded; a kept key set must be in :attr:`key_set` already)."""
         self._reset()
         self.stage = None
-        if not data:
+        state = ThresholdState.from_bytes(data) if data else None
+        self.abandoned = list(state.abandoned) if state else self.abandoned  # outlives it
+        if state is None or not state.config:  # none joined yet (or the last join refused)
             return
-        state = ThresholdState.from_bytes(data)
-        self.abandoned = list(state.abandoned)  # the record outlives the session
         config = SessionConfig.from_bytes(state.config)
         config.check_policy(self.policy)
         self._config, self._plan = config, tp.plan(config, self.policy)

@@ -50,8 +50,12 @@ def run_threshold_session(
     transport: Transport,
     request: SessionRequest,
     run: StepRunner = _direct,
+    spent: Callable[[], None] | None = None,
 ) -> ThresholdReport:
-    """Drive one threshold session; ``run(key, fn, *args)`` executes the aggregator's steps."""
+    """Drive one threshold session; ``run(key, fn, *args)`` executes the aggregator's steps.
+    ``spent()`` runs once the decryption requests are made and before they are relayed: the
+    moment the key set's count and request ids move on (a deployment stores them then, so its
+    count never lags the parties' whatever fails later)."""
     agg = "aggregator"
     parties = request.parties
     config = run(
@@ -85,6 +89,8 @@ def run_threshold_session(
     run(keys, aggregator.install_keys)  # the relinearisation key rode with the uploads
     uploads.clear()
     requests = run(agg, aggregator.request_decryptions)
+    if spent is not None:
+        spent()
     others = tuple(p for p in parties if p != aggregator.lead)
     decrypted = _answers(transport, Step.DECRYPT, {p: requests for p in others}, others)
     lead_request = run(agg, aggregator.lead_requests, decrypted)

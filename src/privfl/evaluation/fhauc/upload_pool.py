@@ -321,7 +321,7 @@ class UploadPool:
                     local = sum_uploads(own, "partial sum 0")
                 except PrivflError as exc:
                     local = exc
-                except (ValueError, RuntimeError) as exc:  # SEAL refused to combine them
+                except (ValueError, RuntimeError, TypeError) as exc:  # as the helpers refuse
                     local = MalformedMessageError(f"the uploads cannot be combined ({exc})")
                 replies = [self._helpers[w - 1].recv.recv_bytes() for w in range(1, n)]
             except (EOFError, OSError) as exc:

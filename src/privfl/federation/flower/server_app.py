@@ -23,9 +23,10 @@ Run configuration (``[tool.flwr.app.config]`` of the app, overridable with ``flw
                       (public material and its count of the decryption shares spent; default
                       ``""``: every run generates a fresh key set). A later run given the same
                       file announces that key set while its budget lasts, and each node reuses
-                      the share kept in its node-local state (refused at the join, before any
-                      upload, by a node that no longer holds it: delete the file to re-key);
-                      when the budget is spent the run re-keys and overwrites the file
+                      the share kept in its node-local state; when the budget is spent the
+                      run re-keys and overwrites the file. Written atomically, and before the
+                      decryption requests go out (:class:`KeptKeySet`); a reuse run failing
+                      at the join removes it (the next run re-keys)
 ``timeout``           seconds to wait for each round's replies (default 120)
 ``step-pause``        seconds to sleep between rounds (0; for failure-injection tests)
 
@@ -40,7 +41,9 @@ malformed message, stops the run with an error naming it before any result is se
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from logging import ERROR, INFO
@@ -183,6 +186,73 @@ def _claims(first: Mapping[int, tuple[list[bytes], dict[str, Any]]]) -> dict[str
     return node_of
 
 
+def store_atomically(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that a crash leaves the old file or the new one, never a
+    torn one: a temporary file in the same folder, fsync, ``os.replace``, fsync the folder."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    folder = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
+
+
+class KeptKeySet:
+    """The aggregator's ``key-set-file`` across runs (threshold keys), kept in step with the
+    parties' own counts whatever fails:
+
+    - a session reusing the kept set stores the set's new count and last request id right
+      after the decryption requests are made, *before* they are relayed (:meth:`spent`): the
+      file's count is never below a party's, and no later run repeats a request id a party
+      already answered;
+    - a session generating a fresh set stores it once every party has finished (each party
+      keeps a fresh set only when it finishes; a fresh session failing earlier leaves the old
+      file, whose set the parties still hold; one failing at the result step, after some
+      parties kept the new set, costs one more run: theirs refuse the old set at the join);
+    - a reuse session refused or failed at the join (a node that no longer holds the set, lost
+      its node-local state, or reached its abandoned-session limit on it) removes the file,
+      with a log line saying so: the next run re-keys. No failure leaves a deployment stuck.
+    """
+
+    def __init__(self, path: Path, agg: ThresholdMixin) -> None:
+        self.path, self.agg = path, agg
+        self.enabled = path != Path(os.devnull)
+
+    def _reusing(self) -> bool:
+        return self.agg.config is not None and bool(self.agg.config.key_set)
+
+    def save(self) -> None:
+        """Store the aggregator's current key set (no-op without a ``key-set-file``)."""
+        if self.enabled and self.agg.key_set is not None:
+            store_atomically(self.path, export_server_key_set(self.agg.key_set))
+
+    def spent(self) -> None:
+        """The decryption requests of a reuse session are made: store the count first."""
+        if self._reusing():
+            self.save()
+
+    def failed(self, joined: bool) -> None:
+        """The session failed; ``joined``: whether every party answered the join."""
+        if self.enabled and self._reusing() and not joined:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
+            log(ERROR,
+                "fhauc: the session reusing the kept key set failed at the join (a node no "
+                "longer holds that set, or refuses more abandoned sessions on it): %s removed, "
+                "the next run generates a fresh key set", self.path,
+            )  # fmt: skip
+
+
 @app.main()
 def main(grid: Grid, context: Context) -> None:
     """Drive one FHAUC evaluation over the connected SuperNodes."""
@@ -228,9 +298,13 @@ def _run(grid: Grid, context: Context) -> None:
     )
     try:
         if isinstance(agg, ThresholdMixin):
-            report = run_threshold_session(agg, transport, request).report
-            if kept != Path(os.devnull) and agg.key_set is not None:
-                kept.write_bytes(export_server_key_set(agg.key_set))
+            keep = KeptKeySet(kept, agg)
+            try:
+                report = run_threshold_session(agg, transport, request, spent=keep.spent).report
+            except Exception:  # any failure: keep the file in step with the parties
+                keep.failed(joined=transport.node_of is not None)
+                raise
+            keep.save()
         else:
             report = fhauc.run_session(agg, transport, request)
     except MalformedMessageError as exc:
