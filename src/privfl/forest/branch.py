@@ -10,13 +10,19 @@ A provider therefore answers test row r at node n of tree t only:
     (``split-request``) and that no ``forget`` or ``reopen`` has dropped since;
 (b) for a node other than the root, when shown the parent's provider's :class:`RoutedRows`
     for n containing r: signed (Ed25519, the provisioned key pinned in every participant's
-    roster) over the session, the test round, the tree, n and the rows the parent's split
-    sent to n, by the participant whose split receipt created n (as this provider saw it
-    when it split n; not a revoked one); the root needs no parent. One statement per child,
-    so a provider sees only the rows that reach its own node (what being asked tells it);
+    roster) over the session, the test round, the tree, n, the rows the parent's split
+    sent to n, **the parent's split** (SHA-256 of the signer's split receipt there) and
+    **the test rows' identity** (:meth:`TestGate.load`), by the participant whose split
+    receipt created n (as this provider saw it when it split n; not a revoked one); the
+    root needs no parent. The two digests are not sent: this provider verifies with its own
+    record of the parent's receipt and its own rows' identity, so a statement about a split
+    a reopen dropped (the CS replaying it after an honest regrowth), about a split made
+    after a reopen this provider was never shown, or about other rows (a restarted test
+    PSI: row i is then another person) routes nothing. One statement per child, so a
+    provider sees only the rows that reach its own node (what being asked tells it);
 (c) once per (round, row, tree, node). The CS numbers its test rounds; a provider accepts a
-    round only at or above the last one it answered, and after it loads new rows only above
-    it, so a statement about earlier rows routes no later row.
+    round only at or above the last one it answered, and after it loads rows of another
+    identity or is shown a reopen only above it.
 
 Whether a request is refused depends only on what the CS sent, on signed statements and on
 the provider's splits (which the CS chose), never on a test value.
