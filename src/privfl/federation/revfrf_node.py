@@ -7,11 +7,10 @@ in-process runner uses (:class:`~privfl.forest.participant.Participant`,
 :class:`~privfl.forest.participant.Requester`, :mod:`~privfl.forest.psi`). A message is
 routed by its header: the ``revfrf`` protocol goes to the role's ``handle``, ``psi`` to the
 node's PSI party, and the node-control codec ``revfrf-node`` (:data:`CONTROL`) carries what
-the in-process facade does by calling methods: "start a PSI", "give me your revocation
-request", "encrypt your query", "here is your prediction", "compare these PSI lists" (CC),
-"a participant left" (CC). A node's progress through a run (its PSI scalar and order, its
-aligned rows, its pending candidates and thresholds, the CC's revocations) lives in
-``state``, a mapping of bytes the Flower ClientApp keeps in the node-local
+the in-process facade does by calling methods (start a PSI, your revocation request, encrypt
+your query, your prediction; to the CC: compare PSI lists, a participant left). A node's
+progress through a run (PSI scalar and order, aligned rows, pending candidates, thresholds,
+the CC's revocations) lives in ``state``, bytes the Flower ClientApp keeps in the node-local
 ``context.state``; nothing of it leaves the node.
 """
 
@@ -236,11 +235,13 @@ class Node:
             config = self.session.config(len(rows), self.run)
             p = Participant(self.name, x[rows], config, signing_key=self.keys.signing_key)
             p.install_keys(self.keys.grant)
-            test = _rows(self.state, "test")
-            if test is not None and test.size:
-                p.load_rows(self._table("test")[1][test])
-            if "participant" in self.state:  # after load_rows: one evaluation round per run
+            if "participant" in self.state:  # before the rows, whose identity may be new
                 p.restore_state(self.state["participant"])
+            test = _rows(self.state, "test")
+            if test is not None and test.size:  # identity: the aligned ids in agreed order
+                ids, x_test = self._table("test")
+                aligned = Writer().list_([ids[i].encode() for i in test]).getvalue()
+                p.load_rows(x_test[test], hashlib.sha256(aligned).digest())
             self._participant = p
             self.load_s = loaded + time.perf_counter() - start  # the tables' time included
         return self._participant

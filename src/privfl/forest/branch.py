@@ -10,13 +10,19 @@ A provider therefore answers test row r at node n of tree t only:
     (``split-request``) and that no ``forget`` or ``reopen`` has dropped since;
 (b) for a node other than the root, when shown the parent's provider's :class:`RoutedRows`
     for n containing r: signed (Ed25519, the provisioned key pinned in every participant's
-    roster) over the session, the test round, the tree, n and the rows the parent's split
-    sent to n, by the participant whose split receipt created n (as this provider saw it
-    when it split n; not a revoked one); the root needs no parent. One statement per child,
-    so a provider sees only the rows that reach its own node (what being asked tells it);
+    roster) over the session, the test round, the tree, n, the rows the parent's split
+    sent to n, **the parent's split** (SHA-256 of the signer's split receipt there) and
+    **the test rows' identity** (:meth:`TestGate.load`), by the participant whose split
+    receipt created n (as this provider saw it when it split n; not a revoked one); the
+    root needs no parent. The two digests are not sent: this provider verifies with its own
+    record of the parent's receipt and its own rows' identity, so a statement about a split
+    a reopen dropped (the CS replaying it after an honest regrowth), about a split made
+    after a reopen this provider was never shown, or about other rows (a restarted test
+    PSI: row i is then another person) routes nothing. One statement per child, so a
+    provider sees only the rows that reach its own node (what being asked tells it);
 (c) once per (round, row, tree, node). The CS numbers its test rounds; a provider accepts a
-    round only at or above the last one it answered, and after it loads new rows only above
-    it, so a statement about earlier rows routes no later row.
+    round only at or above the last one it answered, and after it loads rows of another
+    identity or is shown a reopen only above it.
 
 Whether a request is refused depends only on what the CS sent, on signed statements and on
 the provider's splits (which the CS chose), never on a test value.
@@ -55,10 +61,12 @@ from privfl.forest.messages import (
     seal,
     unseal,
 )
-from privfl.forest.provenance import children
+from privfl.forest.provenance import NodeGate, children
 from privfl.messages import Reader, Writer
 
 SIGNATURE_BYTES = 64
+ID_BYTES = 32
+Bound = tuple[bytes, bytes]  # (parent's split digest, test rows' identity), both 32 bytes
 
 
 @dataclass(frozen=True, eq=False)
@@ -74,28 +82,35 @@ class RoutedRows:
     rows: BoolArray
     signature: bytes = b""
 
-    def signed_bytes(self, session: bytes) -> bytes:
-        w = Writer().str_("privfl revfrf routed-rows").bytes_(session).str_(self.signer)
+    def signed_bytes(self, session: bytes, bound: Bound) -> bytes:
+        """What is signed: the session, the signer, the round, the tree, the child node, the
+        rows, and ``bound``: the parent's split (SHA-256 of the signer's split receipt at the
+        parent, :mod:`.provenance`) and the test rows' identity (:meth:`TestGate.load`). The
+        two are not sent: the child's provider verifies with its own record of each."""
+        w = Writer().str_("privfl revfrf routed-rows/2").bytes_(session).str_(self.signer)
         w.u32(self.round).u32(self.tree).u32(self.node).u32(self.rows.size)
-        return w.bytes_(pack_mask(self.rows)).getvalue()
+        return w.bytes_(pack_mask(self.rows)).bytes_(bound[0]).bytes_(bound[1]).getvalue()
 
     @classmethod
     def sign(
         cls, key: Ed25519PrivateKey, session: bytes, signer: str,
-        ids: tuple[int, int, int], rows: BoolArray,
+        ids: tuple[int, int, int], rows: BoolArray, bound: Bound,
     ) -> RoutedRows:  # fmt: skip
-        """``ids``: (round, tree, child node)."""
+        """``ids``: (round, tree, child node); ``bound``: (parent split, test rows' id)."""
         unsigned = cls(signer, *ids, rows)
-        return cls(signer, *ids, rows, key.sign(unsigned.signed_bytes(session)))
+        return cls(signer, *ids, rows, key.sign(unsigned.signed_bytes(session, bound)))
 
-    def verify(self, keys: Mapping[str, Ed25519PublicKey], session: bytes) -> None:
+    def verify(self, keys: Mapping[str, Ed25519PublicKey], session: bytes, bound: Bound) -> None:
         key = keys.get(self.signer)
         if key is None:
             raise UnknownPartyError(f"routed rows of {self.signer!r}, not a participant")
         try:
-            key.verify(self.signature, self.signed_bytes(session))
+            key.verify(self.signature, self.signed_bytes(session, bound))
         except InvalidSignature:
-            raise UnknownPartyError(f"routed rows not signed by {self.signer!r}") from None
+            raise UnknownPartyError(
+                f"routed rows not signed by {self.signer!r} for the parent's split and the "
+                "test rows this provider holds"
+            ) from None
 
     def write(self, w: Writer) -> Writer:
         w.str_(self.signer).u32(self.round).u32(self.tree).u32(self.node)
@@ -180,16 +195,17 @@ def _split_rows(rows: BoolArray, left: BoolArray) -> tuple[BoolArray, BoolArray]
 
 def answer(
     request: TestRequest, config: SessionConfig, sender: str, key: Ed25519PrivateKey,
-    lefts: list[BoolArray],
+    lefts: list[BoolArray], splits: list[bytes], batch: bytes,
 ) -> bytes:  # fmt: skip
     """The provider's ``plain-compared``: per item, the bits and a signed statement per
-    child of the rows sent there."""
+    child of the rows sent there, bound to its split there (``splits``, per item: SHA-256 of
+    its receipt) and to the test rows' identity ``batch``."""
     w = Writer().u32(request.round).u32(len(request.items))
-    for item, left in zip(request.items, lefts, strict=True):
+    for item, left, split in zip(request.items, lefts, splits, strict=True):
         w.u32(item.tree).u32(item.node).bytes_(pack_mask(left))
         for child, rows in zip(children(item.node), _split_rows(item.rows, left), strict=True):
-            ids = (request.round, item.tree, child)
-            w.bytes_(RoutedRows.sign(key, config.session, sender, ids, rows).signature)
+            ids, bound = (request.round, item.tree, child), (split, batch)
+            w.bytes_(RoutedRows.sign(key, config.session, sender, ids, rows, bound).signature)
     return seal("plain-compared", config, sender, w)
 
 
@@ -214,25 +230,37 @@ def read_answer(
 
 @dataclass
 class TestGate:
-    """A provider's record of FRF-Test: the current round, the lowest round it accepts and,
-    per (tree, node), the rows it answered in the current round."""
+    """A provider's record of FRF-Test: the current round, the lowest round it accepts, the
+    identity of its test rows (``batch``) and, per (tree, node), the rows it answered in
+    the current round."""
 
     round: int = 0
     floor: int = 1
     answered: dict[tuple[int, int], BoolArray] = field(default_factory=dict)
+    batch: bytes = bytes(ID_BYTES)
 
     def reload(self) -> None:
-        """New test rows: only a round above every round seen may ask about them."""
-        self.floor = self.round + 1
+        """After new rows or a reopen: only a round above every round seen is accepted."""
+        self.floor, self.answered = self.round + 1, {}
+
+    def load(self, batch: bytes) -> None:
+        """Test rows whose identity is ``batch`` (32 bytes every participant derives alike,
+        e.g. SHA-256 of the aligned test ids in their agreed order); a new identity also
+        raises the floor (:meth:`reload`). Statements name the identity they route."""
+        if len(batch) != ID_BYTES:
+            raise MalformedMessageError(f"a test rows' identity of {len(batch)} bytes, not 32")
+        if batch != self.batch:
+            self.batch = batch
+            self.reload()
 
     def admit(
         self, request: TestRequest, splits: Collection[tuple[int, int]],
-        via: Mapping[tuple[int, int], str], revoked: Collection[str],
-        keys: Mapping[str, Ed25519PublicKey], session: bytes,
+        tree: NodeGate, keys: Mapping[str, Ed25519PublicKey], session: bytes,
     ) -> None:  # fmt: skip
         """Check every item of ``request`` against (a), (b), (c) of the module docstring
         (typed errors, nothing recorded on a refusal), then record the rows as answered.
-        ``splits``: where this provider splits; ``via``: who split each such node's parent."""
+        ``splits``: where this provider splits; ``tree``: its node gate's record of who split
+        each such node's parent (``via``), how (``parents``) and who was revoked."""
         if request.round < max(self.floor, self.round):
             raise StaleMessageError(f"test round {request.round}; this provider is past it")
         answered = {} if request.round > self.round else dict(self.answered)
@@ -244,7 +272,7 @@ class TestGate:
                 if item.parent is not None:
                     raise ProtocolError("the root has no parent")
             else:
-                self._check_parent(item, request.round, via.get(key), revoked, keys, session)
+                self._check_parent(item, request.round, tree, keys, (session, self.batch))
             before = answered.get(key, np.zeros(item.rows.size, dtype=bool))
             if (before & item.rows).any():
                 raise ProtocolError(f"a test row was already compared at node {key}")
@@ -253,22 +281,25 @@ class TestGate:
 
     @staticmethod
     def _check_parent(
-        item: TestItem, rnd: int, via: str | None, revoked: Collection[str],
-        keys: Mapping[str, Ed25519PublicKey], session: bytes,
+        item: TestItem, rnd: int, tree: NodeGate,
+        keys: Mapping[str, Ed25519PublicKey], ids: tuple[bytes, bytes],
     ) -> None:  # fmt: skip
-        parent = item.parent
+        parent, key = item.parent, (item.tree, item.node)
         if parent is None:
-            raise ProtocolError(f"node {item.tree, item.node} needs its parent's signed rows")
+            raise ProtocolError(f"node {key} needs its parent's signed rows")
         if (parent.round, parent.tree, parent.node) != (rnd, item.tree, item.node):
             raise ProtocolError(f"rows routed in another round or to another node than {item.node}")
-        if parent.signer != via or parent.signer in revoked:
+        if parent.signer != tree.via.get(key) or parent.signer in tree.revoked:
             raise ProtocolError(f"rows routed by {parent.signer!r}, who did not split the parent")
-        parent.verify(keys, session)
+        split = tree.parents.get((item.tree, (item.node - 1) // 2))
+        if split is None:
+            raise ProtocolError(f"no record of the split at node {key}'s parent")
+        parent.verify(keys, ids[0], (split, ids[1]))
         if (item.rows & ~parent.rows).any():
             raise ProtocolError(f"test rows the parent did not route to node {item.node}")
 
     def to_bytes(self) -> bytes:
-        w = Writer().u32(self.round).u32(self.floor).u32(len(self.answered))
+        w = Writer().u32(self.round).u32(self.floor).bytes_(self.batch).u32(len(self.answered))
         for (tree, node), rows in sorted(self.answered.items()):
             w.u32(tree).u32(node).u32(rows.size).bytes_(pack_mask(rows))
         return w.getvalue()
@@ -277,6 +308,9 @@ class TestGate:
     def from_bytes(cls, data: bytes) -> TestGate:
         r = Reader(data, "a test gate")
         gate = cls(r.u32(), r.u32())
+        gate.batch = r.bytes_(ID_BYTES)
+        if len(gate.batch) != ID_BYTES:
+            raise MalformedMessageError("a saved test rows' identity must be 32 bytes")
         for _ in range(r.count(1 << 32, "answered nodes")):
             key, size = (r.u32(), r.u32()), r.u32()
             gate.answered[key] = read_mask(r, size, "answered rows")

@@ -14,6 +14,7 @@ the CS; it never uploads an encrypted test value, so a test row is no decryption
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 import time
 
@@ -69,6 +70,7 @@ class Participant:
         self._pending: dict[tuple[int, int], tuple[BoolArray, list[tuple[int, float]]]] = {}
         self._gate: NodeGate | None = None  # which node requests follow from the tree
         self._splits: dict[tuple[int, int], tuple[int, float]] = {}  # (tree, node) -> (col, s)
+        self._split_ids: dict[tuple[int, int], bytes] = {}  # -> SHA-256 of its receipt there
         self._receipted: set[tuple[int, int]] = set()  # every node it ever signed a split of
         self._rows: FloatArray | None = None  # local test rows (FRF-Test)
         self._tests = branch.TestGate()  # which rows it compared where (FRF-Test, :mod:`.branch`)
@@ -104,18 +106,22 @@ class Participant:
         )
         self._sk = sk
 
-    def load_rows(self, rows: object) -> None:
-        """This participant's columns of the rows to predict (its own local data)."""
-        self._rows = check_matrix(rows, f"rows of participant {self.name!r}")
-        if self._rows.shape[1] != self.n_columns:
+    def load_rows(self, rows: object, batch: bytes | None = None) -> None:
+        """This participant's columns of the rows to predict (its own local data). ``batch``:
+        the rows' identity, 32 bytes every participant derives alike from the same aligned
+        rows (a deployment: SHA-256 of the aligned test ids in their agreed order); default
+        a fresh random one. FRF-Test statements route only rows of the same identity."""
+        loaded = check_matrix(rows, f"rows of participant {self.name!r}")
+        if loaded.shape[1] != self.n_columns:
             raise InputError(f"participant {self.name!r}: expected {self.n_columns} columns")
-        self._tests.reload()
+        self._tests.load(secrets.token_bytes(branch.ID_BYTES) if batch is None else batch)
+        self._rows = loaded
 
     def revocation_request(self) -> bytes:
         """A fresh signed request to leave (a random nonce and the current time). It drops
         its thresholds and pending candidates: the CS regrows its subtrees without it, and
         it compares no test row at its old nodes any more (:mod:`.branch`)."""
-        self._splits, self._pending = {}, {}
+        self._splits, self._pending, self._split_ids = {}, {}, {}
         ms = int(time.time() * 1000)
         request = RevocationRequest.sign(
             self._signing_key, self._config, self.name, secrets.token_bytes(16), ms
@@ -151,6 +157,9 @@ class Participant:
         w.u32(len(self._released))
         for (col, mu), s in sorted(self._released.items()):
             w.u32(col).bytes_(mu).f64(s)
+        w.u32(len(self._split_ids))
+        for (tree, node), split in sorted(self._split_ids.items()):
+            w.u32(tree).u32(node).bytes_(split)
         return w.getvalue()
 
     def restore_state(self, data: bytes) -> None:
@@ -177,14 +186,17 @@ class Participant:
         for _ in range(r.count(1 << 32, "released thresholds")):
             col, mu = r.u32(), r.bytes_(32)
             released[(col, mu)] = r.f64_finite("threshold")
+        split_ids = {(r.u32(), r.u32()): r.bytes_(32) for _ in range(r.count(limit, "splits"))}
         r.end()
-        if any(len(seed) != 32 for seed in (*roots.values(), *seen.values())):
+        if any(len(d) != 32 for d in (*roots.values(), *seen.values(), *split_ids.values())):
             raise MalformedMessageError(f"{self.name}'s saved state has a short root seed")
         if any(c >= self.n_columns for c, _ in splits.values()):
             raise MalformedMessageError(f"{self.name}'s saved state names a missing column")
         self._pending, self._splits = pending, splits
         self._budget, self._receipted = budget, receipted
-        self._tests, self._released = tests, released
+        if self._rows is not None:  # the rows loaded now keep their identity
+            tests.load(self._tests.batch)
+        self._tests, self._released, self._split_ids = tests, released, split_ids
         if self._gate is not None:
             self._gate.roots, self._gate.seen, self._gate.depths = roots, seen, depths
             self._gate.load_extra(gate)
@@ -270,6 +282,8 @@ class Participant:
             self._signing_key, self._config.session, self.name,
             (req.tree, req.node, *req.children), members & ~right, right, depth,
         )  # fmt: skip
+        split_id = hashlib.sha256(receipt.signed_bytes(self._config.session)).digest()
+        self._split_ids[(req.tree, req.node)] = split_id  # what its FRF-Test statements name
         value = self._encrypt(sk, s)
         reply = CiphertextReply(req.tree, req.node, 0, value, "split-upload", receipt)
         return reply.to_bytes(self._config, self.name)
@@ -297,19 +311,21 @@ class Participant:
         req = branch.TestRequest.from_bytes(data, cfg, len(self._splits), rows.shape[0])
         if self._gate is None:
             raise ProtocolError(f"{self.name} has no keys yet")
-        gate = self._gate
-        self._tests.admit(req, self._splits, gate.via, gate.revoked, gate.peers, cfg.session)
-        lefts = []
+        self._tests.admit(req, self._splits, self._gate, self._gate.peers, cfg.session)
+        lefts, ids = [], []
         for item in req.items:
             col, s = self._splits[(item.tree, item.node)]
             lefts.append(rows[item.rows, col] < s)
-        return branch.answer(req, cfg, self.name, self._signing_key, lefts)
+            ids.append(self._split_ids.get((item.tree, item.node), bytes(branch.ID_BYTES)))
+        batch = self._tests.batch
+        return branch.answer(req, cfg, self.name, self._signing_key, lefts, ids, batch)
 
     def _forget(self, data: bytes) -> bytes:
         """Drop the thresholds of destroyed nodes (revocation)."""
         batch = NodeBatch.from_bytes(data, "forget", self._config, CS, len(self._splits), 0)
         for key in batch.nodes:
             self._splits.pop(key, None)
+            self._split_ids.pop(key, None)
         return NodeBatch("forgotten", batch.nodes, batch.masks).to_bytes(self._config, self.name)
 
     def _reopen(self, data: bytes) -> bytes:
@@ -328,6 +344,8 @@ class Participant:
         self._receipted -= gone - set(tops)
         self._pending = {k: v for k, v in self._pending.items() if k not in gone}
         self._splits = {k: v for k, v in self._splits.items() if k not in gone}
+        self._split_ids = {k: v for k, v in self._split_ids.items() if k not in gone}
+        self._tests.reload()  # no statement of a round before the reopen routes a row
         return reopened(self._config, self.name, len(tops))
 
     def _partial_decrypt(self, data: bytes) -> bytes:

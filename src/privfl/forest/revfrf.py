@@ -9,6 +9,7 @@ A short facade over the roles (:class:`~.center_server.CenterServer` holding the
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -214,8 +215,9 @@ class RevFRF:
         missing = [n for n in self._participants if n not in mats and n not in cs.revoked]
         if missing:
             raise InputError(f"rows lack the columns of participant(s) {missing}")
+        batch = secrets.token_bytes(32)  # one identity for these rows, new per call
         for name, m in mats.items():
-            self._participants[name].load_rows(m)
+            self._participants[name].load_rows(m, batch)
         return int(next(iter(mats.values())).shape[0])
 
     def predict(self, rows: Mapping[str, object]) -> np.ndarray:

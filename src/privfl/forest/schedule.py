@@ -141,7 +141,7 @@ def secure_ops_world(
     budget = secure_ops.DecryptionBudget(MAX_QUERIES).to_bytes()
     state = Writer().u32(0).u32(1).u32(0).u32(0).u32(0).f64(0.0).u32(0).u32(0).u32(0)
     state.bytes_(budget).bytes_(b"")  # no split seen, no revocation shown
-    state.bytes_(TestGate().to_bytes()).u32(0)  # no test round, no threshold released
+    state.bytes_(TestGate().to_bytes()).u32(0).u32(0)  # no test round, threshold, receipt
     for p in parties.values():
         p.restore_state(state.getvalue())
     return SecureOpsWorld(runner, kgc, cs, cc, parties, signing)
