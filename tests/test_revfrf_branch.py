@@ -126,6 +126,20 @@ def test_r2_no_answer_at_a_node_the_provider_only_proposed_at(forest):
         ask(model, victim, rnd, [branch.TestItem(0, 0, all_rows())])
 
 
+def test_the_last_u32_round_is_refused_before_anything_is_recorded(forest):
+    """A review found that a CS asking at round 2**32-1 made the gate's floor 2**32 after
+    the next row load: the node's state no longer saved (struct.error) and every later round
+    was refused. The request is now malformed before any check or record."""
+    from privfl.errors import MalformedMessageError
+
+    model, _ = forest
+    provider = model.trees[0].root.provider
+    before = model.participants[provider].export_state()
+    with pytest.raises(MalformedMessageError, match="past the last one"):
+        ask(model, provider, branch.MAX_ROUND, [branch.TestItem(0, 0, all_rows())])
+    assert model.participants[provider].export_state() == before
+
+
 def test_r2_honest_frf_test_still_predicts_the_plaintext_forest(forest):
     model, rows = forest
     first = model.predict(rows)

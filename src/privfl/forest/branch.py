@@ -66,6 +66,7 @@ from privfl.messages import Reader, Writer
 
 SIGNATURE_BYTES = 64
 ID_BYTES = 32
+MAX_ROUND = 0xFFFFFFFF  # rounds are u32 and the gate keeps round + 1
 Bound = tuple[bytes, bytes]  # (parent's split digest, test rows' identity), both 32 bytes
 
 
@@ -162,6 +163,8 @@ class TestRequest:
     ) -> TestRequest:
         r = unseal(data, cls.STEP, config, CS)
         rnd, items = r.u32(), []
+        if rnd >= MAX_ROUND:  # the gate's floor is round + 1 and must stay a u32 to be saved
+            raise MalformedMessageError(f"test round {rnd} is past the last one ({MAX_ROUND - 1})")
         for _ in range(r.count(max_items, "nodes")):
             ids, size = _ids(r, config), r.u32()
             if size != n_rows:
