@@ -38,6 +38,17 @@ def small_budget(monkeypatch):
     monkeypatch.setattr(threshold_ops, "FHAUC_PARAMETER_SET", "fhauc-b2")
 
 
+def budget(monkeypatch, shares: int) -> None:
+    """The test set's budget raised to ``shares`` decryption shares per party."""
+    wider = dataclasses.replace(threshold_params.parameter_set("fhauc-b2"), max_decryptions=shares)
+    monkeypatch.setitem(threshold_params.PARAMETER_SETS, "fhauc-b2", wider)
+
+
+def runner(grid, tmp_path, kept):
+    """One `flwr run` each call: a fresh ServerApp Context with the kept key set's file."""
+    return lambda: server_app._run(grid, server_context(tmp_path, **{"key-set-file": str(kept)}))
+
+
 def rounds(caplog) -> list[str]:
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("privfl round")]
     caplog.clear()
@@ -156,14 +167,11 @@ def test_a_run_failing_after_the_decryption_relay_leaves_the_deployment_usable(
     from privfl.errors import ProtocolError
     from privfl.evaluation.fhauc.threshold_party import ThresholdFhaucParty
 
-    wider = dataclasses.replace(threshold_params.parameter_set("fhauc-b2"), max_decryptions=3)
-    monkeypatch.setitem(threshold_params.PARAMETER_SETS, "fhauc-b2", wider)
+    budget(monkeypatch, 3)
     kept = tmp_path / "key-set.bin"
     with task_identity(5), caplog.at_level(logging.INFO, logger="flwr"):
         grid, parts = write_parties(tmp_path, keys="threshold")
-
-        def run() -> None:
-            server_app._run(grid, server_context(tmp_path, **{"key-set-file": str(kept)}))
+        run = runner(grid, tmp_path, kept)
 
         run()
         assert "fhauc_keygen" in rounds(caplog)
@@ -223,14 +231,11 @@ def test_nodes_refuse_a_kept_set_after_two_abandoned_sessions_and_the_next_run_r
     from privfl.evaluation.fhauc.threshold_keyset import ABANDON_LIMIT
     from privfl.evaluation.fhauc.threshold_party import ThresholdFhaucParty
 
-    wider = dataclasses.replace(threshold_params.parameter_set("fhauc-b2"), max_decryptions=8)
-    monkeypatch.setitem(threshold_params.PARAMETER_SETS, "fhauc-b2", wider)
+    budget(monkeypatch, 8)
     kept = tmp_path / "key-set.bin"
     with task_identity(5), caplog.at_level(logging.INFO, logger="flwr"):
         grid, _ = write_parties(tmp_path, keys="threshold")
-
-        def run() -> None:
-            server_app._run(grid, server_context(tmp_path, **{"key-set-file": str(kept)}))
+        run = runner(grid, tmp_path, kept)
 
         run()
 
