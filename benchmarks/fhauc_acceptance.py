@@ -32,7 +32,7 @@ import numpy as np
 import privfl
 import privfl.metrics as pm
 from privfl.errors import ProtocolError
-from privfl.evaluation.fhauc import threshold_ops
+from privfl.evaluation.fhauc.threshold import ops as threshold_ops
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ aggregator's wall and CPU time, the upload per party, the setup traffic per part
 the binned plaintext reference, wall and process CPU time of the whole run.
 
 No OpenMP variable needs to be set: privfl chooses OpenFHE's threading itself
-(:mod:`privfl.crypto.threshold_threads`; the line ``OpenMP:`` says what it chose). ``--busy K``
+(:mod:`privfl.crypto.threshold.threads`; the line ``OpenMP:`` says what it chose). ``--busy K``
 runs K competing CPU-bound processes during the measurement (what a user's busy machine looks
 like); ``--sessions S`` runs S threshold sessions per row (the first one in a process pays
 the one-off costs), each reported against the single-key aggregator.
@@ -168,7 +168,7 @@ def reuse_rows(args: argparse.Namespace) -> None:
     from privfl.evaluation.fhauc.policy import Security
     from privfl.evaluation.fhauc.schedule import SessionRequest
     from privfl.evaluation.fhauc.sizing import in_process_policy
-    from privfl.evaluation.fhauc.threshold_schedule import run_threshold_session
+    from privfl.evaluation.fhauc.threshold.schedule import run_threshold_session
     from privfl.evaluation.statistics import interior_thresholds
     from privfl.evaluation.threshold_federated import ThresholdTransport, run_in_process
     from privfl.runner import InProcessRunner
@@ -290,7 +290,7 @@ def reveal_rows(args: argparse.Namespace) -> None:
 
 def threading_choice() -> str:
     try:
-        from privfl.crypto import threshold_threads
+        from privfl.crypto.threshold import threads as threshold_threads
     except ImportError:  # a checkout before issue 30 (a "before" run): OpenMP's defaults
         return "OpenMP's own defaults (privfl before issue 30 chose nothing)"
     c = threshold_threads.choice()

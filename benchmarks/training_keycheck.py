@@ -27,7 +27,7 @@ import numpy as np
 
 from privfl.crypto.identity import IdentityKey
 from privfl.crypto.threshold import JointPublicKeys, ThresholdContext
-from privfl.crypto.threshold_keycheck import joint_rows, own_sketch, row_moduli, verify_sketches
+from privfl.crypto.threshold.keycheck import joint_rows, own_sketch, row_moduli, verify_sketches
 from privfl.runner import InProcessRunner
 from privfl.training.config import secret_layout
 from privfl.training.params import training_parameters

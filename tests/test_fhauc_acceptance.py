@@ -21,8 +21,9 @@ import privfl
 import privfl.metrics as pm
 from conftest import make_parties
 from privfl.errors import ProtocolError
-from privfl.evaluation.fhauc import sizing, threshold_ops
+from privfl.evaluation.fhauc import sizing
 from privfl.evaluation.fhauc.policy import Policy, Security
+from privfl.evaluation.fhauc.threshold import ops as threshold_ops
 
 pytestmark = pytest.mark.slow
 TOL = 1e-6

@@ -12,7 +12,7 @@ import pytest
 import privfl
 import privfl.metrics as pm
 from conftest import make_parties
-from privfl.evaluation.fhauc import threshold_ops
+from privfl.evaluation.fhauc.threshold import ops as threshold_ops
 from privfl.evaluation.metric_reference import binned_reference
 
 TOL = 1e-6

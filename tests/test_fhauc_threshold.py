@@ -19,27 +19,27 @@ from conftest import make_parties
 from privfl import threshold as tr
 from privfl.crypto import keywrap
 from privfl.crypto import threshold as th
-from privfl.crypto.threshold_ciphertext import fuse_and_decode
+from privfl.crypto.threshold.ciphertext import fuse_and_decode
 from privfl.errors import (
     InputError,
     InsufficientPrecisionError,
     ProtocolError,
     VerificationError,
 )
-from privfl.evaluation.fhauc import threshold_ops
-from privfl.evaluation.fhauc import threshold_plan as tp
 from privfl.evaluation.fhauc.messages import SessionConfig
 from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.evaluation.fhauc.schedule import SessionRequest
 from privfl.evaluation.fhauc.tamper import TAMPERS
-from privfl.evaluation.fhauc.threshold_aggregator import ThresholdAggregator
-from privfl.evaluation.fhauc.threshold_messages import KeyCheck, Relay
-from privfl.evaluation.fhauc.threshold_party import ThresholdFhaucParty
-from privfl.evaluation.fhauc.threshold_schedule import (
+from privfl.evaluation.fhauc.threshold import ops as threshold_ops
+from privfl.evaluation.fhauc.threshold import plan as tp
+from privfl.evaluation.fhauc.threshold.aggregator import ThresholdAggregator
+from privfl.evaluation.fhauc.threshold.messages import KeyCheck, Relay
+from privfl.evaluation.fhauc.threshold.party import ThresholdFhaucParty
+from privfl.evaluation.fhauc.threshold.schedule import (
     run_threshold_session,
     threshold_party_step,
 )
-from privfl.evaluation.fhauc.threshold_setup import provision
+from privfl.evaluation.fhauc.threshold.setup import provision
 
 TOL = 1e-6
 

@@ -16,13 +16,15 @@ pytest.importorskip("openfhe")
 import privfl.metrics as pm
 from conftest import make_parties
 from privfl.errors import InputError, MalformedMessageError, ProtocolError, VerificationError
-from privfl.evaluation.fhauc import curve, curve_tamper, threshold_curve, threshold_ops
+from privfl.evaluation.fhauc import curve, curve_tamper
 from privfl.evaluation.fhauc.policy import Security
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.schedule import SessionRequest
-from privfl.evaluation.fhauc.threshold_aggregator import ThresholdAggregator
-from privfl.evaluation.fhauc.threshold_plan import plan
-from privfl.evaluation.fhauc.threshold_schedule import run_threshold_session
+from privfl.evaluation.fhauc.threshold import curve as threshold_curve
+from privfl.evaluation.fhauc.threshold import ops as threshold_ops
+from privfl.evaluation.fhauc.threshold.aggregator import ThresholdAggregator
+from privfl.evaluation.fhauc.threshold.plan import plan
+from privfl.evaluation.fhauc.threshold.schedule import run_threshold_session
 from test_fhauc_threshold import deployment
 
 TOL = 1e-6
@@ -122,7 +124,7 @@ def test_a_reveal_of_the_wrong_shape_is_refused():
 
 
 def test_the_sealed_reveal_holds_the_used_slots_only_and_the_aggregator_sees_no_value(rng):
-    from privfl.evaluation.fhauc import threshold_messages as tmsg
+    from privfl.evaluation.fhauc.threshold import messages as tmsg
     from privfl.evaluation.metric_reference import binned_reference
 
     data, parties, agg, rec, request = deployment(rng, m=3, size=200)
@@ -147,7 +149,7 @@ class ExtraDecryption(ThresholdAggregator):
     """Asks every party for one decryption share more than the session's plan has."""
 
     def request_decryptions(self):
-        from privfl.evaluation.fhauc import threshold_messages as tmsg
+        from privfl.evaluation.fhauc.threshold import messages as tmsg
 
         session = self.session_config.session
         relay = tmsg.Relay.from_bytes(super().request_decryptions(), "th-decrypt", session)

@@ -15,11 +15,11 @@ import contextlib
 
 from privfl.crypto import threshold as th
 from privfl.errors import PrivflError
-from privfl.evaluation.fhauc import threshold_messages as tm
-from privfl.evaluation.fhauc import threshold_ops
-from privfl.evaluation.fhauc.threshold_schedule import run_threshold_session
-from privfl.evaluation.fhauc.threshold_setup import ThresholdPublicSetup
-from privfl.evaluation.fhauc.threshold_state import ThresholdState
+from privfl.evaluation.fhauc.threshold import messages as tm
+from privfl.evaluation.fhauc.threshold import ops as threshold_ops
+from privfl.evaluation.fhauc.threshold.schedule import run_threshold_session
+from privfl.evaluation.fhauc.threshold.setup import ThresholdPublicSetup
+from privfl.evaluation.fhauc.threshold.state import ThresholdState
 from test_fhauc_threshold import deployment
 
 
@@ -29,7 +29,7 @@ def world():
     threshold_ops.FHAUC_PARAMETER_SET = "fhauc-test"
     try:
         _, parties, agg, rec, request = deployment(np.random.default_rng(11), m=2)
-        from privfl.evaluation.fhauc import threshold_setup
+        from privfl.evaluation.fhauc.threshold import setup as threshold_setup
 
         public, _ = threshold_setup.provision(
             "p0", parties[0]._identity, parties[0].roster, parties[0].policy

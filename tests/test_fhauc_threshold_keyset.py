@@ -13,10 +13,10 @@ pytest.importorskip("openfhe")
 
 import privfl
 from privfl.errors import ProtocolError
-from privfl.evaluation.fhauc import threshold_ops
 from privfl.evaluation.fhauc.messages import SessionConfig
 from privfl.evaluation.fhauc.steps import Step
-from privfl.evaluation.fhauc.threshold_schedule import run_threshold_session
+from privfl.evaluation.fhauc.threshold import ops as threshold_ops
+from privfl.evaluation.fhauc.threshold.schedule import run_threshold_session
 from test_fhauc_threshold import Recorder, deployment
 
 TOL = 1e-6
@@ -107,7 +107,7 @@ def test_a_steering_aggregator_restarting_reuse_sessions_is_refused_after_the_ab
     (not those abandoned before: nothing was drawn), shows the count in its result, and refuses
     the set at the join, before any upload, once ABANDON_LIMIT were abandoned; re-keying then
     works and starts a clean count."""
-    from privfl.evaluation.fhauc.threshold_keyset import (
+    from privfl.evaluation.fhauc.threshold.keyset import (
         ABANDON_LIMIT,
         export_key_set,
         import_key_set,
@@ -151,7 +151,7 @@ def test_a_semi_honest_upload_is_one_ciphertext_per_execution_and_a_malicious_on
     """Item 4 (session 2 under 2 MB per party): a semi-honest AUC upload carries T and F in
     one ciphertext (the joint layout), half the bytes of the folded layout's two; the
     malicious variant keeps two (its noise model has no rotation). Both equal the reference."""
-    from privfl.evaluation.fhauc import threshold_messages as tmsg
+    from privfl.evaluation.fhauc.threshold import messages as tmsg
 
     for security, shape in (("semi-honest", (1, 0, 0)), ("malicious", (1, 1, 0))):
         data, parties, agg, _, request = deployment(np.random.default_rng(8), security=security)

@@ -22,9 +22,9 @@ from flwr.app import ConfigRecord
 
 import privfl
 from _memory_grid import task_identity
-from privfl.crypto import threshold_params
-from privfl.evaluation.fhauc import threshold_ops
-from privfl.evaluation.fhauc.threshold_keyset import export_server_key_set, import_server_key_set
+from privfl.crypto.threshold import params as threshold_params
+from privfl.evaluation.fhauc.threshold import ops as threshold_ops
+from privfl.evaluation.fhauc.threshold.keyset import export_server_key_set, import_server_key_set
 from privfl.federation.flower import server_app
 from test_flower_rounds import PARTIES, server_context, write_parties
 
@@ -57,7 +57,7 @@ def rounds(caplog) -> list[str]:
 
 def shares_made(grid) -> list[int]:
     """Each node's own count, read back from its node-local key set."""
-    from privfl.evaluation.fhauc.threshold_keyset import import_key_set
+    from privfl.evaluation.fhauc.threshold.keyset import import_key_set
 
     out = []
     for k, node in grid.nodes.items():
@@ -122,7 +122,7 @@ def test_stored_key_sets_are_read_with_bounded_reads_and_fail_typed(tmp_path):
     from hypothesis import strategies as st
 
     from privfl.errors import PrivflError
-    from privfl.evaluation.fhauc.threshold_keyset import export_key_set, import_key_set
+    from privfl.evaluation.fhauc.threshold.keyset import export_key_set, import_key_set
 
     kept = tmp_path / "key-set.bin"
     with task_identity(5):
@@ -165,7 +165,7 @@ def test_a_run_failing_after_the_decryption_relay_leaves_the_deployment_usable(
     share) does not leave the file behind the parties' counts, so the next run reuses the set
     (fresh request ids, a count that fits) instead of being refused at the decrypt step."""
     from privfl.errors import ProtocolError
-    from privfl.evaluation.fhauc.threshold_party import ThresholdFhaucParty
+    from privfl.evaluation.fhauc.threshold.party import ThresholdFhaucParty
 
     budget(monkeypatch, 3)
     kept = tmp_path / "key-set.bin"
@@ -228,8 +228,8 @@ def test_nodes_refuse_a_kept_set_after_two_abandoned_sessions_and_the_next_run_r
     nodes refuse the set at the join, the ServerApp removes its file, and the next run
     re-keys and succeeds."""
     from privfl.errors import ProtocolError
-    from privfl.evaluation.fhauc.threshold_keyset import ABANDON_LIMIT
-    from privfl.evaluation.fhauc.threshold_party import ThresholdFhaucParty
+    from privfl.evaluation.fhauc.threshold.keyset import ABANDON_LIMIT
+    from privfl.evaluation.fhauc.threshold.party import ThresholdFhaucParty
 
     budget(monkeypatch, 8)
     kept = tmp_path / "key-set.bin"

@@ -216,7 +216,7 @@ def test_the_honest_metrics_reveal_is_its_three_ratios_only(rng):
 # ----------------------------------------------------------------------------- keys="threshold"
 def test_threshold_keys_run_every_reveal_and_equal_the_reference(rng, monkeypatch):
     pytest.importorskip("openfhe")
-    from privfl.evaluation.fhauc import threshold_ops
+    from privfl.evaluation.fhauc.threshold import ops as threshold_ops
 
     monkeypatch.setattr(threshold_ops, "FHAUC_PARAMETER_SET", "fhauc-test")  # fast, insecure
     parties = make_parties(rng, 2, 60)

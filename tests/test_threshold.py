@@ -12,8 +12,6 @@ from test_threshold_support import require_openfhe_for_tests
 
 openfhe = require_openfhe_for_tests()
 
-from privfl.crypto import threshold_messages as tm  # noqa: E402
-from privfl.crypto import threshold_wire as wire  # noqa: E402
 from privfl.crypto.threshold import (  # noqa: E402
     Ciphertext,
     CiphertextMessage,
@@ -27,8 +25,10 @@ from privfl.crypto.threshold import (  # noqa: E402
     estimate_noise_bits,
     parameter_set,
 )
-from privfl.crypto.threshold_ciphertext import fuse_and_decode  # noqa: E402
-from privfl.crypto.threshold_params import DECRYPTION_TOWERS  # noqa: E402
+from privfl.crypto.threshold import messages as tm  # noqa: E402
+from privfl.crypto.threshold import wire as wire  # noqa: E402
+from privfl.crypto.threshold.ciphertext import fuse_and_decode  # noqa: E402
+from privfl.crypto.threshold.params import DECRYPTION_TOWERS  # noqa: E402
 from privfl.errors import InputError, ProtocolError, WrongSessionError  # noqa: E402
 from privfl.messages import new_session_id  # noqa: E402
 from privfl.runner import InProcessRunner  # noqa: E402

@@ -22,9 +22,9 @@ from test_threshold_support import require_openfhe_for_tests
 
 require_openfhe_for_tests()
 
-from privfl.crypto import threshold_messages as tm  # noqa: E402
-from privfl.crypto import threshold_wire as wire  # noqa: E402
 from privfl.crypto.threshold import Ciphertext, parameter_set  # noqa: E402
+from privfl.crypto.threshold import messages as tm  # noqa: E402
+from privfl.crypto.threshold import wire as wire  # noqa: E402
 from privfl.errors import MalformedMessageError, PrivflError, ProtocolError  # noqa: E402
 from privfl.threshold import ThresholdServer, make_roles  # noqa: E402
 

@@ -11,15 +11,15 @@ import sys
 
 import pytest
 
-from privfl.crypto import threshold_threads
+from privfl.crypto.threshold import threads as threshold_threads
 from privfl.errors import InputError
 
 pytest.importorskip("openfhe")
 
 PROBE = """
 import ctypes, json, os
-from privfl.crypto.threshold_params import require_openfhe
-from privfl.crypto import threshold_threads
+from privfl.crypto.threshold.params import require_openfhe
+from privfl.crypto.threshold import threads as threshold_threads
 require_openfhe()
 gomp = [l.split()[-1] for l in open("/proc/self/maps") if "openfhe/lib/libgomp" in l][0]
 c = threshold_threads.choice()

@@ -22,7 +22,7 @@ from privfl.crypto.threshold import (
     DecryptionRequest,
     DecryptionShare,
 )
-from privfl.crypto.threshold_ciphertext import JointDecryptionError, fuse_and_decode
+from privfl.crypto.threshold.ciphertext import JointDecryptionError, fuse_and_decode
 from privfl.errors import DecryptionNotPermittedError, ProtocolError, UnknownPartyError
 from privfl.runner import InProcessRunner
 from privfl.threshold.party import REQUEST_ID_SHIFT, ThresholdParty

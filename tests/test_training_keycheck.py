@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from privfl.crypto.identity import IdentityKey
 from privfl.crypto.threshold import KeyGenShare, ThresholdContext
-from privfl.crypto.threshold_keycheck import joint_rows, row_moduli, sketch, sketch_coefficients
+from privfl.crypto.threshold.keycheck import joint_rows, row_moduli, sketch, sketch_coefficients
 from privfl.errors import ProtocolError, UnknownPartyError
 from privfl.messages import Reader, Writer
 from privfl.runner import InProcessRunner

@@ -205,7 +205,7 @@ def federated_auc(
     generates its own share of a joint threshold-CKKS key (OpenFHE) in the session, the
     aggregator computes exactly as with ``keys="single"`` (pass any :class:`fhauc.Aggregator`
     subclass) and the AUC is decrypted for the parties only (lead/sum decryption, see
-    :mod:`privfl.evaluation.fhauc.threshold_aggregator`). ``max_samples_per_party`` then
+    :mod:`privfl.evaluation.fhauc.threshold.aggregator`). ``max_samples_per_party`` then
     defaults to the smallest power of two that holds the largest party in both modes (joint
     decryption holds values below ``2^56``). ``params`` and ``memory_limit`` are single-key
     settings.

@@ -1,10 +1,10 @@
 """``federated_auc(..., keys="threshold")``: FHAUC where every party holds its own key share.
 
 Builds the roles (a provisioning party that creates only the shared seed, one
-:class:`~.fhauc.threshold_party.ThresholdFhaucParty` per data holder, the threshold
-aggregator) and runs :func:`~.fhauc.threshold_schedule.run_threshold_session` through an
+:class:`~.fhauc.threshold.party.ThresholdFhaucParty` per data holder, the threshold
+aggregator) and runs :func:`~.fhauc.threshold.schedule.run_threshold_session` through an
 in-process transport that moves real message bytes and times every role. The security
-argument is in :mod:`privfl.evaluation.fhauc.threshold_aggregator`.
+argument is in :mod:`privfl.evaluation.fhauc.threshold.aggregator`.
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ from privfl.evaluation.fhauc.party import PartyResult
 from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.evaluation.fhauc.schedule import SessionRequest
 from privfl.evaluation.fhauc.steps import KEY_STEPS, Step
-from privfl.evaluation.fhauc.threshold_aggregator import ThresholdMixin
-from privfl.evaluation.fhauc.threshold_messages import UploadStep
-from privfl.evaluation.fhauc.threshold_party import ThresholdFhaucParty
-from privfl.evaluation.fhauc.threshold_plan import plan
-from privfl.evaluation.fhauc.threshold_schedule import (
+from privfl.evaluation.fhauc.threshold.aggregator import ThresholdMixin
+from privfl.evaluation.fhauc.threshold.messages import UploadStep
+from privfl.evaluation.fhauc.threshold.party import ThresholdFhaucParty
+from privfl.evaluation.fhauc.threshold.plan import plan
+from privfl.evaluation.fhauc.threshold.schedule import (
     ThresholdReport,
     run_threshold_session,
     threshold_party_step,

@@ -36,8 +36,8 @@ from privfl.crypto.identity import PUBLIC_BYTES
 from privfl.datasets import check_party_names
 from privfl.errors import InputError, MalformedMessageError
 from privfl.evaluation import fhauc
-from privfl.evaluation.fhauc import threshold_setup
 from privfl.evaluation.fhauc.policy import Policy
+from privfl.evaluation.fhauc.threshold import setup as threshold_setup
 
 ROSTER_FILE = "roster.json"
 
@@ -95,7 +95,7 @@ def provision(
 
     ``keys="threshold"``: nothing of a CKKS key is created here; each party's bundle holds
     only the shared seed and the policy, and every party generates its own key share in
-    each session (:mod:`privfl.evaluation.fhauc.threshold_party`)."""
+    each session (:mod:`privfl.evaluation.fhauc.threshold.party`)."""
     if keys not in ("single", "threshold"):
         raise InputError(f"--keys must be 'single' or 'threshold' (got {keys!r})")
     names = _check_names(parties)

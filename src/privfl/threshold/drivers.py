@@ -27,9 +27,9 @@ from typing import ParamSpec, Protocol, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from privfl.crypto.threshold_ciphertext import Ciphertext, CiphertextHolder
-from privfl.crypto.threshold_context import ThresholdContext
-from privfl.crypto.threshold_messages import (
+from privfl.crypto.threshold.ciphertext import Ciphertext, CiphertextHolder
+from privfl.crypto.threshold.context import ThresholdContext
+from privfl.crypto.threshold.messages import (
     BootstrapRequest,
     BootstrapShare,
     DecryptionRequest,
@@ -41,7 +41,7 @@ from privfl.crypto.threshold_messages import (
     MultKeyShare,
     _Message,
 )
-from privfl.crypto.threshold_params import ThresholdParameters, parameter_set
+from privfl.crypto.threshold.params import ThresholdParameters, parameter_set
 from privfl.messages import new_session_id
 from privfl.threshold.party import ThresholdParty
 from privfl.threshold.server import ThresholdServer

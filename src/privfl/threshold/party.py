@@ -40,11 +40,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from privfl.crypto import threshold_messages as tm
-from privfl.crypto import threshold_wire as wire
-from privfl.crypto.threshold_ciphertext import CiphertextHolder, fuse_and_decode
-from privfl.crypto.threshold_context import ThresholdContext
-from privfl.crypto.threshold_params import DECRYPTION_TOWERS
+from privfl.crypto.threshold import messages as tm
+from privfl.crypto.threshold import wire
+from privfl.crypto.threshold.ciphertext import CiphertextHolder, fuse_and_decode
+from privfl.crypto.threshold.context import ThresholdContext
+from privfl.crypto.threshold.params import DECRYPTION_TOWERS
 from privfl.errors import (
     DecryptionNotPermittedError,
     MalformedMessageError,

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from privfl.crypto import threshold_messages as tm
-from privfl.crypto import threshold_wire as wire
-from privfl.crypto.threshold_context import ThresholdContext
+from privfl.crypto.threshold import messages as tm
+from privfl.crypto.threshold import wire
+from privfl.crypto.threshold.context import ThresholdContext
 from privfl.errors import ProtocolError, UnknownPartyError
 
 

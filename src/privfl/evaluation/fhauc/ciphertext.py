@@ -1,7 +1,7 @@
 """The ciphertext operations FHAUC's aggregator uses, whatever the key backend.
 
 SEAL's :class:`~privfl.crypto.ckks.Ciphertext` (single keys) and OpenFHE's
-:class:`~privfl.evaluation.fhauc.threshold_ops.ThresholdCiphertext` (threshold keys) both
+:class:`~privfl.evaluation.fhauc.threshold.ops.ThresholdCiphertext` (threshold keys) both
 implement :class:`HECiphertext`, so :meth:`~privfl.evaluation.fhauc.Aggregator.aggregate`
 and every deviating aggregator of the tamper suite is written once.
 """

@@ -251,7 +251,7 @@ def recover(
 ) -> Outcome:
     """The revealed curve (and its checks) from each execution's decrypted (T, F) slots.
     ``slot_sigma``: the key backend's per-slot error term in count units (threshold keys,
-    :mod:`.threshold_curve`); ``None``: single-key CKKS's."""
+    :mod:`.threshold.curve`); ``None``: single-key CKKS's."""
     cfg, policy = view.config, view.policy
     m = len(cfg.parties)
     if cfg.security is Security.SEMI_HONEST:

@@ -15,7 +15,7 @@ context) and threshold keys (OpenFHE, a joint key no party holds alone) sits beh
 The ciphertext operations (``+``, ``-``, ``*`` by a ciphertext or an integer, ``rotate``,
 ``window_sum``, ``scale_by``) are those of :class:`HECiphertext`, which SEAL's
 :class:`~privfl.crypto.ckks.Ciphertext` and OpenFHE's
-:class:`~privfl.evaluation.fhauc.threshold_ops.ThresholdCiphertext` both implement. No
+:class:`~privfl.evaluation.fhauc.threshold.ops.ThresholdCiphertext` both implement. No
 backend can decrypt: the single-key backend refuses a private context, the threshold one
 never holds a key share.
 """

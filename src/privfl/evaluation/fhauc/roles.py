@@ -25,14 +25,14 @@ import numpy.typing as npt
 from privfl.crypto import keywrap
 from privfl.crypto.ckks import DEFAULT_PARAMETERS, CKKSParameters
 from privfl.errors import InputError
-from privfl.evaluation.fhauc import threshold_setup
 from privfl.evaluation.fhauc.aggregator import Aggregator
 from privfl.evaluation.fhauc.key_holder import KeyHolder
 from privfl.evaluation.fhauc.party import Party
 from privfl.evaluation.fhauc.policy import Policy
 from privfl.evaluation.fhauc.reveal import Reveal
-from privfl.evaluation.fhauc.threshold_aggregator import threshold_aggregator
-from privfl.evaluation.fhauc.threshold_party import ThresholdFhaucParty
+from privfl.evaluation.fhauc.threshold import setup as threshold_setup
+from privfl.evaluation.fhauc.threshold.aggregator import threshold_aggregator
+from privfl.evaluation.fhauc.threshold.party import ThresholdFhaucParty
 from privfl.runner import InProcessRunner
 
 __all__ = [
@@ -67,7 +67,7 @@ def make_aggregator(keys: str, computation: Aggregator | None = None) -> Aggrega
     """The aggregator for ``keys``. ``computation``: the :class:`Aggregator` whose
     :meth:`~Aggregator.aggregate` runs (default: the honest one; pass e.g. one of the tamper
     suite to test robustness). With threshold keys it is composed into the threshold
-    aggregator (:func:`~.threshold_aggregator.threshold_aggregator`)."""
+    aggregator (:func:`~.threshold.aggregator.threshold_aggregator`)."""
     if check_combination(keys) == "threshold":
         return threshold_aggregator(computation)
     return computation if computation is not None else Aggregator()

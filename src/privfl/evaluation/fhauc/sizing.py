@@ -41,12 +41,12 @@ def session_sigma(config: SessionConfig, policy: Policy, keys: str) -> float:
     if config.reveal is not Reveal.AUC:
         slot = None
         if keys == "threshold":
-            from privfl.evaluation.fhauc.threshold_plan import plan
+            from privfl.evaluation.fhauc.threshold.plan import plan
 
             slot = plan(config, policy).slot_sigma
         return curve.sigma_normalised(config, policy, 0.0, slot)
     if keys == "threshold":
-        from privfl.evaluation.fhauc.threshold_plan import plan
+        from privfl.evaluation.fhauc.threshold.plan import plan
 
         variant = plan(config, policy).variant
     else:
@@ -62,7 +62,7 @@ def max_executions(keys: str, per_execution: int = 1) -> int:
     also the key set's joint-decryption budget (``per_execution`` decryptions per
     execution: 1 for the AUC, ``2·chunks`` for a curve)."""
     if keys == "threshold":
-        from privfl.evaluation.fhauc.threshold_ops import fhauc_parameters
+        from privfl.evaluation.fhauc.threshold.ops import fhauc_parameters
 
         return min(MAX_EXECUTIONS, fhauc_parameters().max_decryptions // per_execution)
     return MAX_EXECUTIONS
@@ -95,7 +95,7 @@ def sized_policy(
         return policy
     per_execution = 1
     if keys == "threshold":
-        from privfl.evaluation.fhauc.threshold_plan import plan
+        from privfl.evaluation.fhauc.threshold.plan import plan
 
         per_execution = plan(config, policy).requests_per_execution
     need = malicious.executions_needed(

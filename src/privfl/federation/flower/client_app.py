@@ -22,7 +22,7 @@ With threshold keys (``privfl keys init --keys threshold``) the node answers the
 rounds ``fhauc_keygen``, ``fhauc_keycheck``, ``fhauc_decrypt`` and ``fhauc_fuse``; its key
 share, generated in the session, is kept in the node-local ``context.state`` between rounds
 (never sent), and after the session as the node's key set (share, decryption count, joint
-public key: :mod:`privfl.evaluation.fhauc.threshold_keyset`), so a later ``flwr run`` on the
+public key: :mod:`privfl.evaluation.fhauc.threshold.keyset`), so a later ``flwr run`` on the
 same federation whose aggregator announces that set reuses it within the budget; a session
 that would exceed it is refused at the join (the aggregator then re-keys).
 
@@ -61,10 +61,10 @@ from privfl.evaluation import fhauc
 from privfl.evaluation.fhauc import roles
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.steps import Step
-from privfl.evaluation.fhauc.threshold_keyset import export_key_set, import_key_set
-from privfl.evaluation.fhauc.threshold_ops import fhauc_parameters
-from privfl.evaluation.fhauc.threshold_party import ThresholdFhaucParty
-from privfl.evaluation.fhauc.threshold_schedule import threshold_party_step
+from privfl.evaluation.fhauc.threshold.keyset import export_key_set, import_key_set
+from privfl.evaluation.fhauc.threshold.ops import fhauc_parameters
+from privfl.evaluation.fhauc.threshold.party import ThresholdFhaucParty
+from privfl.evaluation.fhauc.threshold.schedule import threshold_party_step
 from privfl.federation.flower import timing
 from privfl.federation.flower.node_table import read_columns
 from privfl.federation.flower.payload import pack, unpack
@@ -304,7 +304,7 @@ def result(message: Message, context: Context) -> Message:
 
 
 # threshold keys (``privfl keys init --keys threshold``): the key-generation and decryption
-# rounds of :mod:`privfl.evaluation.fhauc.threshold_schedule`
+# rounds of :mod:`privfl.evaluation.fhauc.threshold.schedule`
 @app.query("fhauc_keygen")
 def keygen(message: Message, context: Context) -> Message:
     """Check every party's join, sample this party's key share, send its public part."""

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from privfl.crypto.threshold_params import require_openfhe
+from privfl.crypto.threshold.params import require_openfhe
 from privfl.datasets import check_party_names, read_table, typed_pos_label
 from privfl.errors import InputError, ProtocolError
 from privfl.evaluation.curves import binarize_labels

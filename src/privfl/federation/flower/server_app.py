@@ -59,10 +59,10 @@ from privfl.evaluation import fhauc
 from privfl.evaluation.fhauc import roles
 from privfl.evaluation.fhauc.policy import Security
 from privfl.evaluation.fhauc.reveal import Reveal
-from privfl.evaluation.fhauc.threshold_aggregator import ThresholdMixin
-from privfl.evaluation.fhauc.threshold_keyset import export_server_key_set, import_server_key_set
-from privfl.evaluation.fhauc.threshold_ops import fhauc_parameters
-from privfl.evaluation.fhauc.threshold_schedule import run_threshold_session
+from privfl.evaluation.fhauc.threshold.aggregator import ThresholdMixin
+from privfl.evaluation.fhauc.threshold.keyset import export_server_key_set, import_server_key_set
+from privfl.evaluation.fhauc.threshold.ops import fhauc_parameters
+from privfl.evaluation.fhauc.threshold.schedule import run_threshold_session
 from privfl.federation.flower.payload import pack
 from privfl.federation.flower.rounds import NodeFailure, check_reply, exchange, node_label
 from privfl.federation.provisioning import load_aggregator_keys

@@ -13,12 +13,12 @@ in the same order, and its *own* count of the shares it made leaves enough budge
 session's plan; otherwise it refuses at the join, before any upload, and names the fix
 (announce a session that generates a fresh key set: re-key). The count is the party's, never
 the aggregator's. A reuse session skips key generation and the key check: its ``keycheck``
-step only reveals the lead secret (:mod:`.threshold_plan`); the joint key was checked by every
+step only reveals the lead secret (:mod:`.plan`); the joint key was checked by every
 party when it was generated.
 
 Steering the lead by abandoning sessions: in a reuse session the lead is fixed at the key-check
 relay, one cheap round after the join and before any upload, key generation or decryption
-share (the lead is :func:`~.threshold_plan.lead_index` of the parties' lead secrets, each
+share (the lead is :func:`~.plan.lead_index` of the parties' lead secrets, each
 committed to in its join nonce, so the aggregator cannot *choose* it, but it sees it before it
 has spent anything). An aggregator could abandon and restart until a party it colludes with is
 lead. So each party counts, per kept key set, the sessions on that set it abandoned after it
@@ -36,7 +36,7 @@ against ``c/M`` with no abandon); honest failures after the key check (a node cr
 decrypt step) count the same, so a deployment that fails twice on a set re-keys; and an
 aggregator willing to pay a full key generation per try can still re-key and abandon fresh
 sessions, where the lead is fixed after the key rounds and every party records the abandoned
-session (:attr:`~.threshold_party.ThresholdFhaucParty.abandoned`).
+session (:attr:`~.party.ThresholdFhaucParty.abandoned`).
 
 What reuse changes for each role: the aggregator links the sessions that share a key set
 (it chose them); a party learns nothing new (the key set's shares and joint key are what it

@@ -2,7 +2,7 @@
 transcript (pure functions, public unless stated).
 
 * :func:`plan`: parameter set, slot layout, executions, the value shift ``k``
-  (:mod:`.threshold_ops`), the aggregator's multiplier range, the variant (the malicious
+  (:mod:`.ops`), the aggregator's multiplier range, the variant (the malicious
   one with the threshold noise model, the same acceptance rule and guarantee) and the level
   parties encrypt at (semi-honest 1: three towers, 768 KB per ciphertext; malicious 0).
 * :func:`threshold_session`: the threshold-CKKS session id of the joint key, a hash of the
@@ -12,7 +12,7 @@ transcript (pure functions, public unless stated).
   joint key. The aggregator learns it only after every party has sampled its key share and
   cannot steer it without abandoning the session after the key round (each party records
   abandoned sessions).
-* the joint-key check's arithmetic is :mod:`privfl.crypto.threshold_keycheck` (shared with
+* the joint-key check's arithmetic is :mod:`privfl.crypto.threshold.keycheck` (shared with
   encrypted training).
 """
 
@@ -28,12 +28,13 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from privfl.crypto.threshold import ThresholdContext, ThresholdParameters
 from privfl.errors import InsufficientPrecisionError, ProtocolError
-from privfl.evaluation.fhauc import curve, malicious, threshold_curve
+from privfl.evaluation.fhauc import curve, malicious
 from privfl.evaluation.fhauc.layout import Layout
 from privfl.evaluation.fhauc.messages import SessionConfig
 from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.evaluation.fhauc.reveal import Reveal
-from privfl.evaluation.fhauc.threshold_ops import (
+from privfl.evaluation.fhauc.threshold import curve as threshold_curve
+from privfl.evaluation.fhauc.threshold.ops import (
     check_session,
     fhauc_parameters,
     semi_honest_precision,
@@ -79,7 +80,7 @@ class ThresholdMalicious(Malicious):
 
 class ThresholdSemiHonest(SemiHonest):
     """The semi-honest variant with threshold mode's noise model: the AUC is output with its
-    precision (:func:`~.threshold_ops.semi_honest_precision`), and only when that is within
+    precision (:func:`~.ops.semi_honest_precision`), and only when that is within
     the policy's required accuracy; otherwise :class:`InsufficientPrecisionError` (the
     flooding noise of joint decryption is far larger than single-key CKKS noise, and a size
     bound far above the real data amplifies it), never a silently coarser AUC. As in the
@@ -122,11 +123,11 @@ class Plan:
     upload_level: int
     multiplier_scale_bits: int = 0  # j: the aggregator applies c as c / 2^j (one level)
     requests_per_execution: int = 1  # joint decryptions per execution (curve: 2 x chunks)
-    slot_sigma: float = 0.0  # curve/metrics reveals: per-slot error term (.threshold_curve)
+    slot_sigma: float = 0.0  # curve/metrics reveals: per-slot error term (.curve)
 
 
 def curve_plan(config: SessionConfig, policy: Policy, params: ThresholdParameters) -> Plan:
-    """The plan of a ``curve``/``metrics`` session (:mod:`.threshold_curve`): the curve
+    """The plan of a ``curve``/``metrics`` session (:mod:`.curve`): the curve
     layout, no product (so uploads sit one level above the lowest decryptable one when
     malicious, to spare a level, and at it when semi-honest), ``c`` an integer at scale 1."""
     mode = config.security

@@ -22,7 +22,7 @@ What OpenFHE 1.5.1 (NATIVEINT 64) imposes, and how privfl deals with it
   ``s = 30`` and ``tau`` = :attr:`ThresholdParameters.max_decryptions`.
 * ``t`` is measured single-key (OpenFHE's ``EXEC_NOISE_ESTIMATION`` procedure: run the
   computation under a throwaway key, read the error off the imaginary parts; see
-  :func:`privfl.crypto.threshold_context.estimate_noise_bits`). The joint key of ``M`` parties
+  :func:`privfl.crypto.threshold.context.estimate_noise_bits`). The joint key of ``M`` parties
   is a sum of ``M`` ternary secrets and ``M`` error terms, so ciphertext errors grow by about
   ``sqrt(M)``; privfl adds ``log2(sqrt(M)) + 1`` bits to the measured value.
 * Two hard limits: OpenFHE refuses ``log2(sigma) > 56`` at context creation, and its decoder
@@ -65,7 +65,7 @@ import math
 from dataclasses import dataclass, field
 from types import ModuleType
 
-from privfl.crypto.threshold_threads import import_openfhe
+from privfl.crypto.threshold.threads import import_openfhe
 from privfl.errors import InputError
 
 __all__ = [
@@ -94,7 +94,7 @@ _INSTALL_HINT = (
 
 def require_openfhe() -> ModuleType:
     """The ``openfhe`` module, or :class:`InputError` naming the ``[threshold]`` extra. The
-    first import runs with privfl's OpenMP choice (:mod:`~privfl.crypto.threshold_threads`)."""
+    first import runs with privfl's OpenMP choice (:mod:`~privfl.crypto.threshold.threads`)."""
     try:
         return import_openfhe()
     except ImportError as exc:

@@ -5,7 +5,7 @@ code underneath).
 * ``auc``: the variant's packing and recovery (:mod:`.variant`); one reply ciphertext per
   execution (``num + den``), of which the lead reveals the two values ``(c·X, c·Y)``.
 * ``curve``/``metrics``: :mod:`.curve`'s packing and recovery with the threshold noise term
-  (:mod:`.threshold_curve`); ``2·chunks`` reply ciphertexts per execution, of which the
+  (:mod:`.curve`); ``2·chunks`` reply ciphertexts per execution, of which the
   lead reveals the used slots.
 
 Every function is run by a party on its own state; the lead's plaintext goes to the parties
@@ -21,13 +21,14 @@ import numpy as np
 from privfl import threshold as tr
 from privfl.crypto import threshold as th
 from privfl.errors import ProtocolError
-from privfl.evaluation.fhauc import curve, threshold_curve
-from privfl.evaluation.fhauc import threshold_messages as tmsg
+from privfl.evaluation.fhauc import curve
 from privfl.evaluation.fhauc.messages import AGGREGATOR, SessionConfig
 from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.evaluation.fhauc.reveal import Reveal
-from privfl.evaluation.fhauc.threshold_ops import decode_pairs
-from privfl.evaluation.fhauc.threshold_plan import Plan
+from privfl.evaluation.fhauc.threshold import curve as threshold_curve
+from privfl.evaluation.fhauc.threshold import messages as tmsg
+from privfl.evaluation.fhauc.threshold.ops import decode_pairs
+from privfl.evaluation.fhauc.threshold.plan import Plan
 from privfl.evaluation.fhauc.variant import Malicious, Outcome, Packed, PartyView
 from privfl.evaluation.statistics import PartyCounts
 

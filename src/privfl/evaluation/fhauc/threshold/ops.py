@@ -27,7 +27,7 @@ operations (``+``, ``*`` by a ciphertext or an integer, ``rotate``, ``window_sum
 Capacity, noise and scaling (why parties scale their values)
 ------------------------------------------------------------
 Joint decryption keeps two towers at a 59-bit scale: a decrypted value must stay below
-``2^56`` (:mod:`privfl.crypto.threshold_params`), and OpenFHE's decoder refuses a result whose
+``2^56`` (:mod:`privfl.crypto.threshold.params`), and OpenFHE's decoder refuses a result whose
 error exceeds ``2^-5`` (value units). The aggregator's reply holds ``c·(X + Y)`` with
 ``X + Y <= 4 (M C)^2`` (``M`` parties, ``C`` the provisioned size bound) and ``c < 2^c_hi``,
 and its error is the product's error times ``c``: about ``c 2 sqrt(L) M B e`` for ``L``
@@ -45,7 +45,7 @@ times the *square* of the product's error: at 3 parties x 2,000 rows it was ``2^
 every honest session was refused for lack of guarantee. Malicious replies therefore apply
 ``c`` as the real ``c / 2^j`` at one level (``times_multiplier`` of the aggregator;
 uploads are at level 0, so two levels remain for the product and the multiplier), with
-``(k, j)`` chosen by :func:`~privfl.evaluation.fhauc.threshold_plan.multiplier_scaling`,
+``(k, j)`` chosen by :func:`~privfl.evaluation.fhauc.threshold.plan.multiplier_scaling`,
 and parties multiply what they decode by ``2^{2k + j}``. The variant's tolerance uses these
 terms (:func:`sigma_products`); its acceptance rule and guarantee are the single-key ones,
 and each party checks before uploading that they can be met (refusing otherwise, naming the
@@ -67,8 +67,8 @@ from privfl.crypto.threshold import (
     ThresholdParameters,
     parameter_set,
 )
-from privfl.crypto.threshold_params import SCALING_MOD_BITS
-from privfl.crypto.threshold_wire import add_mod
+from privfl.crypto.threshold.params import SCALING_MOD_BITS
+from privfl.crypto.threshold.wire import add_mod
 from privfl.errors import InputError, ProtocolError
 from privfl.evaluation.fhauc import malicious
 from privfl.evaluation.fhauc.layout import Layout

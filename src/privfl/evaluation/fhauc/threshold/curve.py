@@ -10,7 +10,7 @@ What differs from single keys is only how the reply is decrypted and how noisy t
   work when it exceeds it);
 * joint decryption adds flooding noise ``f = 2^(decryption_error_bits(M))`` per slot
   (value units, after ``c``), and decoded values must stay below ``2^52``
-  (:data:`~.threshold_ops.CAPACITY_BITS`): parties scale their slot values by ``2^-k``
+  (:data:`~.ops.CAPACITY_BITS`): parties scale their slot values by ``2^-k``
   (:func:`curve_shift`, public) and multiply what is revealed by ``2^k``;
 * ``c`` is drawn in ``[2^20, 2^21)`` (the policy's multiplier bits above the floor) in
   both variants, as for the threshold AUC: the revealed values tell a party ``P+Q`` within
@@ -43,7 +43,7 @@ from privfl.errors import InputError, MalformedMessageError
 from privfl.evaluation.fhauc import curve, malicious
 from privfl.evaluation.fhauc.messages import SessionConfig
 from privfl.evaluation.fhauc.policy import Policy, Security
-from privfl.evaluation.fhauc.threshold_ops import CAPACITY_BITS, FLOODING_MARGIN, fresh_error_bits
+from privfl.evaluation.fhauc.threshold.ops import CAPACITY_BITS, FLOODING_MARGIN, fresh_error_bits
 from privfl.messages import Reader, Writer
 
 __all__ = [

@@ -23,9 +23,9 @@ import numpy as np
 import numpy.typing as npt
 
 from privfl.crypto.prng import SharedRandomness
-from privfl.crypto.threshold_context import ThresholdContext
-from privfl.crypto.threshold_messages import JointPublicKeys
-from privfl.crypto.threshold_wire import U64
+from privfl.crypto.threshold.context import ThresholdContext
+from privfl.crypto.threshold.messages import JointPublicKeys
+from privfl.crypto.threshold.wire import U64
 from privfl.errors import MalformedMessageError, ProtocolError
 
 __all__ = [

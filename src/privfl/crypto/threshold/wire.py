@@ -16,7 +16,7 @@ the same shape (:func:`scan_layout`). The receiver
 
 OpenFHE then deserialises bytes that differ from its own output only in in-range
 coefficients, i.e. a valid object of the expected shape. This is what makes every
-``from_bytes`` in :mod:`privfl.crypto.threshold_messages` safe to fuzz in-process.
+``from_bytes`` in :mod:`privfl.crypto.threshold.messages` safe to fuzz in-process.
 
 What OpenFHE 1.5.1 does with crafted bytes (measured; why nothing above is optional)
 -----------------------------------------------------------------------------------

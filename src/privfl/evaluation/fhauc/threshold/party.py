@@ -1,5 +1,5 @@
 """An FHAUC party with threshold keys: its own key share, generated in a session and kept
-for later sessions within its decryption budget (:mod:`.threshold_keyset`).
+for later sessions within its decryption budget (:mod:`.keyset`).
 
 Steps (bytes in, bytes out): ``join(config)`` · ``keygen(start)`` · ``keycheck(joint)`` ·
 ``upload(checks)`` · ``decrypt(requests)`` (all but the lead) · ``fuse(lead)`` (the lead) ·
@@ -11,10 +11,10 @@ session key and threshold session id, samples its share in OpenFHE and sends the
 of its key contributions (RLWE samples); ``keycheck`` sketches its *own* contribution against
 the joint key and reveals the lead secret its join nonce committed to; ``upload`` checks the
 sketches add up to the joint key's (a substituted key is caught except w.p. ``2^-30`` per RNS
-row), opens every commitment (:func:`~.threshold_plan.lead_index`), sends its relinearisation
+row), opens every commitment (:func:`~.plan.lead_index`), sends its relinearisation
 share and statistics; ``decrypt``: ``s_i c1 + e_i`` (noise flooding) per reply; ``fuse`` (the
 lead) sends the values under the session key; ``finish`` opens them with the variant's checks.
-Share, key set, abandoned sessions (:func:`~.threshold_keyset.note_abandoned`: the limit on
+Share, key set, abandoned sessions (:func:`~.keyset.note_abandoned`: the limit on
 lead steering): the node's own storage only (:meth:`export_state`)."""
 
 from __future__ import annotations
@@ -31,21 +31,21 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from privfl import threshold as tr
 from privfl.crypto import keywrap
 from privfl.crypto import threshold as th
-from privfl.crypto.threshold_keycheck import joint_rows, own_sketch
+from privfl.crypto.threshold.keycheck import joint_rows, own_sketch
 from privfl.errors import MalformedMessageError, ProtocolError, UnknownPartyError
-from privfl.evaluation.fhauc import threshold_messages as tmsg
-from privfl.evaluation.fhauc import threshold_plan as tp
-from privfl.evaluation.fhauc import threshold_reveal
 from privfl.evaluation.fhauc.messages import AGGREGATOR, Done, Join, SessionConfig, Start
 from privfl.evaluation.fhauc.party import PartyResult
 from privfl.evaluation.fhauc.policy import Policy
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.session import check_start, session_key
-from privfl.evaluation.fhauc.threshold_keycheck import lead_secrets, verify_joint_key
-from privfl.evaluation.fhauc.threshold_keyset import KeySet, check_reuse, note_abandoned
-from privfl.evaluation.fhauc.threshold_plan import reveal_key
-from privfl.evaluation.fhauc.threshold_setup import open_bundle
-from privfl.evaluation.fhauc.threshold_state import Stage, ThresholdState
+from privfl.evaluation.fhauc.threshold import messages as tmsg
+from privfl.evaluation.fhauc.threshold import plan as tp
+from privfl.evaluation.fhauc.threshold import reveal as threshold_reveal
+from privfl.evaluation.fhauc.threshold.keycheck import lead_secrets, verify_joint_key
+from privfl.evaluation.fhauc.threshold.keyset import KeySet, check_reuse, note_abandoned
+from privfl.evaluation.fhauc.threshold.plan import reveal_key
+from privfl.evaluation.fhauc.threshold.setup import open_bundle
+from privfl.evaluation.fhauc.threshold.state import Stage, ThresholdState
 from privfl.evaluation.fhauc.variant import PartyView
 from privfl.evaluation.statistics import PartyCounts, party_counts, validate_bounded_party
 
@@ -76,7 +76,7 @@ class ThresholdFhaucParty:
         self._policy: Policy | None = None
         self.stage: Stage | None = None
         self.abandoned: list[str] = []  # sessions this party joined and never finished
-        self.key_set: KeySet | None = None  # kept across sessions (.threshold_keyset)
+        self.key_set: KeySet | None = None  # kept across sessions (.keyset)
         self._reset()
 
     def _reset(self) -> None:
@@ -283,7 +283,7 @@ class ThresholdFhaucParty:
 
     # ------------------------------------------------------------------ local state
     def _lead(self) -> str:
-        """This session's lead (:func:`~.threshold_plan.lead_index`), after the key round."""
+        """This session's lead (:func:`~.plan.lead_index`), after the key round."""
         cfg = self._cfg()
         if not self._lead_seed:
             raise ProtocolError(f"party {self.name} has no checked joint key for this session")
@@ -291,7 +291,7 @@ class ThresholdFhaucParty:
 
     def export_state(self) -> bytes:
         """Progress, share, abandoned sessions: node-local storage only (a kept key set's share
-        is stored once, with the set: :func:`~.threshold_keyset.export_key_set`)."""
+        is stored once, with the set: :func:`~.keyset.export_key_set`)."""
         keys, kept = self._keys, self.key_set.keys if self.key_set else None
         return ThresholdState(
             self.stage.value if self.stage else "",

@@ -5,7 +5,7 @@ The aggregator holds no key share: between the joins and the end of the first ke
 knows no key at all, afterwards the joint public key (it may encrypt, as a deviating
 aggregator may) and the joint evaluation keys. Slots and rotations are those of the
 ``"fhauc"`` parameter set (every power-of-two rotation); the multiplier's range and form
-come from the session's :class:`~privfl.evaluation.fhauc.threshold_plan.Plan`.
+come from the session's :class:`~privfl.evaluation.fhauc.threshold.plan.Plan`.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ import numpy.typing as npt
 
 from privfl.crypto.threshold import CiphertextHolder
 from privfl.errors import ProtocolError
-from privfl.evaluation.fhauc import threshold_plan as tp
 from privfl.evaluation.fhauc.ciphertext import HECiphertext
 from privfl.evaluation.fhauc.messages import SessionConfig
 from privfl.evaluation.fhauc.policy import Policy
-from privfl.evaluation.fhauc.threshold_ops import ThresholdCiphertext, fhauc_parameters
+from privfl.evaluation.fhauc.threshold import plan as tp
+from privfl.evaluation.fhauc.threshold.ops import ThresholdCiphertext, fhauc_parameters
 
 __all__ = ["ThresholdKeys"]
 

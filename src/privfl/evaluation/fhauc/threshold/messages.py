@@ -1,6 +1,6 @@
 """Wire messages of FHAUC with threshold keys (``keys="threshold"``).
 
-Steps after the usual ``config``/``join`` (see :mod:`.threshold_party` for who does what)::
+Steps after the usual ``config``/``join`` (see :mod:`.party` for who does what)::
 
     aggregator -> party   keygen     Start                 joins relayed (as today)
     party -> aggregator   keygen     KeyShareUpload        signed: round-1 key share (b halves)
@@ -81,8 +81,8 @@ class KeyCheck:
     the ``b`` halves this party contributed to the joint public and switching keys. Sketches
     are linear, so the parties' sketches must add up to the sketch of the joint key the
     aggregator returned; the sketch's coefficients are derived from that joint key, after
-    it was fixed (:mod:`.threshold_party`). It also reveals the party's lead secret ``r_i``,
-    committed to in its join (:func:`~.threshold_plan.lead_commitment`)."""
+    it was fixed (:mod:`.party`). It also reveals the party's lead secret ``r_i``,
+    committed to in its join (:func:`~.plan.lead_commitment`)."""
 
     session: bytes
     sender: str

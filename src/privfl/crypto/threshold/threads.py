@@ -9,7 +9,7 @@ parallel loop waits for a thread that is descheduled or spinning against it, and
 threshold FHAUC aggregator was measured 36 times slower than single-key FHAUC
 (``benchmarks/fhauc_threshold.py --busy``).
 
-So before the first import of ``openfhe`` (:func:`privfl.crypto.threshold_params.require_openfhe`)
+So before the first import of ``openfhe`` (:func:`privfl.crypto.threshold.params.require_openfhe`)
 privfl sets, for OpenFHE's runtime only:
 
 * ``OMP_WAIT_POLICY=passive``: an idle thread sleeps at once instead of spinning;

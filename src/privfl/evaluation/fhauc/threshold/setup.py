@@ -1,7 +1,7 @@
 """Provisioning for FHAUC with threshold keys: identities, roster, shared seed and policy.
 
 Nothing of the CKKS key is provisioned: every party generates its own key share in each
-session (:mod:`.threshold_party`), so no dealer exists and no step ever sees two secret
+session (:mod:`.party`), so no dealer exists and no step ever sees two secret
 shares. The provisioning party only creates the 256-bit shared seed (from which every
 session key is derived with the parties' fresh nonces, as in single-key mode) and wraps it
 with the policy for each party alone (X25519 + HKDF + AES-GCM); the aggregator receives the

@@ -3,8 +3,8 @@
 Every message is a frozen dataclass framed by :data:`CODEC` (protocol ``threshold-ckks``,
 version 2: magic, protocol, version, step, session id, sender). Its payload holds small
 integers and **coefficient payloads** only, at 60 bits per coefficient
-(:func:`~privfl.crypto.threshold_wire.pack60`) (OpenFHE objects stripped to their coefficient
-vectors, :mod:`privfl.crypto.threshold_wire`). ``from_bytes(data, context, session)`` checks,
+(:func:`~privfl.crypto.threshold.wire.pack60`) (OpenFHE objects stripped to their coefficient
+vectors, :mod:`privfl.crypto.threshold.wire`). ``from_bytes(data, context, session)`` checks,
 in this order and before anything is allocated from the payload: the header (protocol,
 version, step, session), each declared level/degree against the context's depth, each field's
 length against the exact size the context's layouts give, every coefficient against its
@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, ClassVar, Self
 import numpy as np
 import numpy.typing as npt
 
-from privfl.crypto import threshold_wire as wire
-from privfl.crypto.threshold_params import DECRYPTION_TOWERS
+import privfl.crypto.threshold.wire as wire
+from privfl.crypto.threshold.params import DECRYPTION_TOWERS
 from privfl.errors import MalformedMessageError
 from privfl.messages import Codec, Writer
 
 if TYPE_CHECKING:
-    from privfl.crypto.threshold_context import ThresholdContext
+    from privfl.crypto.threshold.context import ThresholdContext
 
 __all__ = [
     "CODEC",

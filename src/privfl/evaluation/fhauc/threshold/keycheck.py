@@ -1,6 +1,6 @@
 """The parties' check of the joint key (threshold FHAUC): the signed :class:`KeyCheck`
 messages relayed by the aggregator, checked against the pinned roster, then the sketch
-arithmetic of :mod:`privfl.crypto.threshold_keycheck` (shared with encrypted training). Run by
+arithmetic of :mod:`privfl.crypto.threshold.keycheck` (shared with encrypted training). Run by
 every party before it encrypts anything under the joint key; it learns nothing but whether the
 check passed.
 """
@@ -11,10 +11,10 @@ from collections.abc import Mapping
 
 from privfl import threshold as tr
 from privfl.crypto import threshold as th
-from privfl.crypto.threshold_keycheck import verify_sketches
+from privfl.crypto.threshold.keycheck import verify_sketches
 from privfl.errors import ProtocolError
-from privfl.evaluation.fhauc import threshold_messages as tmsg
 from privfl.evaluation.fhauc.messages import SessionConfig
+from privfl.evaluation.fhauc.threshold import messages as tmsg
 
 
 def verify_joint_key(
@@ -27,7 +27,7 @@ def verify_joint_key(
 ) -> list[bytes]:
     """Refuse (``ProtocolError``) unless the signed key checks ``items`` come from exactly the
     session's parties and their sketches add up to the sketch of ``joint``; returns the lead
-    secrets they reveal, in party order (:func:`~.threshold_plan.check_reveals` opens them)."""
+    secrets they reveal, in party order (:func:`~.plan.check_reveals` opens them)."""
     checks = [tmsg.KeyCheck.from_bytes(item, config.session, roster) for item in items]
     sketches = [(c.sender, c.sketch) for c in checks]
     verify_sketches(keys.context, keys.session, config.parties, sketches, joint, joint_bytes)

@@ -7,7 +7,7 @@ Steps (``messages`` go to every party unless stated)::
     "join"      config          -> Join
     "keygen"    Start           -> KeyShareUpload     (round 1 of the joint key)
     "keycheck"  JointPublicKeys -> KeyCheck           (reusing a kept key set: Start -> KeyCheck,
-                                                       no keygen; :mod:`.threshold_keyset`)
+                                                       no keygen; :mod:`.keyset`)
     "upload"    KeyChecks       -> UploadStep         (relinearisation share, ciphertexts)
     "decrypt"   DecryptRequests -> DecryptShares      (every party but the lead)
     "fuse"      LeadRequests    -> Reveal             (the lead only)
@@ -30,8 +30,8 @@ from privfl.evaluation.fhauc.schedule import (
     _direct,
 )
 from privfl.evaluation.fhauc.steps import THRESHOLD_STEPS, Step
-from privfl.evaluation.fhauc.threshold_aggregator import ThresholdMixin
-from privfl.evaluation.fhauc.threshold_party import ThresholdFhaucParty
+from privfl.evaluation.fhauc.threshold.aggregator import ThresholdMixin
+from privfl.evaluation.fhauc.threshold.party import ThresholdFhaucParty
 
 STEPS = THRESHOLD_STEPS
 

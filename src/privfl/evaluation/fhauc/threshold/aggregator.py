@@ -42,17 +42,17 @@ from typing import Any, TypeVar
 from privfl import threshold as tr
 from privfl.crypto import threshold as th
 from privfl.errors import MalformedMessageError, ProtocolError, UnknownPartyError
-from privfl.evaluation.fhauc import threshold_messages as tmsg
-from privfl.evaluation.fhauc import threshold_plan as tp
 from privfl.evaluation.fhauc.aggregator import Aggregator
 from privfl.evaluation.fhauc.messages import AGGREGATOR
 from privfl.evaluation.fhauc.policy import Security
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.session import check_joins
-from privfl.evaluation.fhauc.threshold_keys import ThresholdKeys
-from privfl.evaluation.fhauc.threshold_keyset import ServerKeySet
-from privfl.evaluation.fhauc.threshold_ops import ThresholdCiphertext
-from privfl.evaluation.fhauc.threshold_setup import ThresholdPublicSetup
+from privfl.evaluation.fhauc.threshold import messages as tmsg
+from privfl.evaluation.fhauc.threshold import plan as tp
+from privfl.evaluation.fhauc.threshold.keys import ThresholdKeys
+from privfl.evaluation.fhauc.threshold.keyset import ServerKeySet
+from privfl.evaluation.fhauc.threshold.ops import ThresholdCiphertext
+from privfl.evaluation.fhauc.threshold.setup import ThresholdPublicSetup
 from privfl.evaluation.fhauc.uploads import Upload
 from privfl.evaluation.statistics import ScoreRange
 
@@ -75,7 +75,7 @@ class ThresholdMixin(Aggregator):
         self._requests: list[th.DecryptionRequest] = []
         self._uploads: dict[str, tmsg.ThresholdUpload] = {}
         self._keys_installed = False
-        self.key_set: ServerKeySet | None = None  # kept across sessions (.threshold_keyset)
+        self.key_set: ServerKeySet | None = None  # kept across sessions (.keyset)
         self.reuse_keys = True  # announce the kept key set when it fits (False: re-key)
 
     def receive_setup(self, data: bytes) -> None:
@@ -209,7 +209,7 @@ class ThresholdMixin(Aggregator):
         """Load every upload checked by :meth:`finish_keys` (fresh ciphertexts only), run
         :meth:`aggregate` per execution and ask the non-lead parties for their decryption
         shares of each reply (AUC: ``num + den`` in one ciphertext; curve/metrics: each of
-        the reply's ``2·chunks`` ciphertexts, :mod:`.threshold_curve`)."""
+        the reply's ``2·chunks`` ciphertexts, :mod:`.curve`)."""
         cfg, server, plan = self._config(), self._server(), self._plan()
         if set(self._uploads) != set(cfg.parties) or not self._keys_installed:
             raise ProtocolError("the uploads and joint keys of every party are needed first")

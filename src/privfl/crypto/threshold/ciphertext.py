@@ -5,7 +5,7 @@
 the part shared by parties and the server: encryption under the joint public key, turning a
 ciphertext into a joint-decryption request and driving interactive bootstrapping as its owner.
 A ciphertext that has consumed too many levels for the requested step is refused with
-:class:`~privfl.crypto.threshold_context.LevelBudgetError` before OpenFHE is called (OpenFHE
+:class:`~privfl.crypto.threshold.context.LevelBudgetError` before OpenFHE is called (OpenFHE
 itself would fail while decoding, or return noise).
 """
 
@@ -18,14 +18,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from privfl.crypto.threshold_context import LevelBudgetError, ThresholdContext
-from privfl.crypto.threshold_messages import (
+from privfl.crypto.threshold.context import LevelBudgetError, ThresholdContext
+from privfl.crypto.threshold.messages import (
     BootstrapRequest,
     BootstrapShare,
     CiphertextMessage,
     DecryptionRequest,
 )
-from privfl.crypto.threshold_params import DECRYPTION_TOWERS
+from privfl.crypto.threshold.params import DECRYPTION_TOWERS
 from privfl.errors import InputError, ProtocolError, UnknownPartyError
 
 __all__ = ["Ciphertext", "CiphertextHolder", "JointDecryptionError", "fuse_and_decode"]

@@ -2,8 +2,8 @@
 
 One :class:`ThresholdContext` per (parameter set, number of parties) and process: the OpenFHE
 ``CryptoContext`` (with the decryption-noise-flooding configuration of
-:mod:`privfl.crypto.threshold_params`), the ring, the RNS moduli, and the **layouts**
-(:mod:`privfl.crypto.threshold_wire`) of every object that crosses the wire.
+:mod:`privfl.crypto.threshold.params`), the ring, the RNS moduli, and the **layouts**
+(:mod:`privfl.crypto.threshold.wire`) of every object that crosses the wire.
 
 Key layouts come from a throwaway key pair generated and dropped inside
 :meth:`ThresholdContext._key_layouts`: only its serialised *public* objects are kept (to learn
@@ -13,7 +13,7 @@ data and is no share of any joint key.
 
 Common reference polynomials (CRPs): the ``a`` halves of every party's public-key,
 key-switching and automorphism-key contribution are the same uniformly random polynomials,
-expanded from the session id (:func:`~privfl.crypto.threshold_wire.seed_for`). OpenFHE's
+expanded from the session id (:func:`~privfl.crypto.threshold.wire.seed_for`). OpenFHE's
 ``MultipartyKeyGen(pk, fresh=True)``, ``MultiKeySwitchGen`` and ``MultiEvalAtIndexKeyGen``
 read only the ``a`` parts of the key they are given, so every party runs the same step on
 a CRP key with a zero ``b``: no lead party, no key material relayed from one party to the
@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from privfl.crypto import threshold_wire as wire
-from privfl.crypto.threshold_params import (
+import privfl.crypto.threshold.wire as wire
+from privfl.crypto.threshold.params import (
     DECRYPTION_TOWERS,
     FIRST_MOD_BITS,
     SCALING_MOD_BITS,
@@ -175,12 +175,12 @@ class ThresholdContext:
             raise RuntimeError(f"a modulus of this context exceeds 2^{wire.PACKED_BITS}")
         self.q_moduli = np.array(q, dtype=np.uint64)
         self.moduli = frozenset(q) | frozenset(p)
-        self.public_key_shape = _key_shape(
+        self.public_key_shape: KeyShape = _key_shape(
             wire.scan_layout(self.serialize(throwaway.publicKey), self.ring, self.moduli, tag),
             1,
             a_first=False,
         )
-        self.switch_key_shape = _key_shape(
+        self.switch_key_shape: KeyShape = _key_shape(
             wire.scan_layout(self.serialize(switch), self.ring, self.moduli, tag), 1, True
         )
         self.automorphism_shape: KeyShape | None = None
@@ -190,7 +190,7 @@ class ThresholdContext:
             layout = wire.scan_layout(self.serialize(keys), self.ring, self.moduli, tag)
             self.automorphism_shape = _key_shape(layout, len(self.steps), True)
         del throwaway, switch  # the throwaway secret key goes out of scope here
-        self.crp_layout = self._scan(
+        self.crp_layout: wire.Layout = self._scan(
             cc.IntMPBootRandomElementGen(self._template_key), self._template_key.GetKeyTag()
         )
 
