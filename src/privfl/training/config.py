@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from privfl.crypto.threshold_params import parameter_set
+from privfl.crypto.threshold.params import parameter_set
 from privfl.errors import InputError
 from privfl.training.packing import LayerLayout, pow2
 

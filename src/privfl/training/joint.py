@@ -1,7 +1,7 @@
 """Messages of the joint steps of training: signed requests, signed consents, sealed shares.
 
 A bootstrapping or decryption request travels as a :class:`SignedRequest`: the threshold
-request (``c1`` and its request id, :mod:`privfl.crypto.threshold_messages`) together with
+request (``c1`` and its request id, :mod:`privfl.crypto.threshold.messages`) together with
 the :class:`~.tickets.Ticket` it is for, signed by the requesting party's pinned Ed25519 key
 over the session, the ticket, the kind and the SHA-256 of the request bytes. A relay (the
 server) can neither make one, nor change its ``c1``, ticket or consents, nor pass it off as

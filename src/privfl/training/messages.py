@@ -1,7 +1,7 @@
 """Messages of partially encrypted training (SmartCryptNN) that are not threshold-CKKS objects.
 
 Ciphertexts (the encrypted layers and their updates), decryption and bootstrapping requests
-and shares travel as :mod:`privfl.crypto.threshold_messages`. What this module adds is the
+and shares travel as :mod:`privfl.crypto.threshold.messages`. What this module adds is the
 plaintext part of the model: :class:`PlainLayers`, the weights and biases of the plaintext
 layers (server -> party: the global model; party -> server: the party's model after its local
 epochs). Decoding checks the header, the round, the number of layers and every shape against

@@ -1,6 +1,6 @@
 """Threshold-CKKS parameters and level budget for an encrypted last layer.
 
-``"secure"``: the ``"training"`` set of :mod:`privfl.crypto.threshold_params` (depth 11,
+``"secure"``: the ``"training"`` set of :mod:`privfl.crypto.threshold.params` (depth 11,
 59-bit scale, HYBRID with 6 digits, 128-bit classical security: OpenFHE picks ring 2^15), with
 the batch size set to the layer's packing (``K R C`` slots: 8192 for 20 -> 10 and a batch of
 10) and the rotation keys the packing needs (18 for 64-30-20-10).

@@ -23,7 +23,7 @@ What a node checks before it uses the joint key (:meth:`NodeHost._check`, before
 relinearisation share, computed from the joint switching key, and before anything is
 encrypted under the joint public key): every node's signed sketch of its own contribution,
 relayed by the server and verified against the pinned roster, adds up to the sketch of the
-joint public and switching keys (:mod:`privfl.crypto.threshold_keycheck`). A server that
+joint public and switching keys (:mod:`privfl.crypto.threshold.keycheck`). A server that
 substitutes a key it knows, drops or alters a contribution, or gives nodes different joint
 keys is refused there, with the reason. What the server learns: each
 party's name, public identity, row count and feature count, and the public key material.
@@ -37,7 +37,7 @@ from typing import Any
 
 from privfl._typing import FloatArray, IntArray
 from privfl.crypto.identity import IdentityKey
-from privfl.crypto.threshold_keycheck import joint_rows, own_sketch, verify_sketches
+from privfl.crypto.threshold.keycheck import joint_rows, own_sketch, verify_sketches
 from privfl.errors import InputError, MalformedMessageError, ProtocolError, UnknownPartyError
 from privfl.messages import Reader, Writer
 from privfl.training.config import check_schedule, secret_layout

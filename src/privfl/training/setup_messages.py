@@ -7,7 +7,7 @@ knows the session is new (nothing signed in an earlier session can be replayed i
 
 After the joint key is generated, every node sends a signed :class:`KeyCheck` (a sketch of its
 own key contribution) and the server relays them all (:class:`KeyChecks`): every node checks
-the joint key before it uses it (:mod:`privfl.crypto.threshold_keycheck`).
+the joint key before it uses it (:mod:`privfl.crypto.threshold.keycheck`).
 
 Decoders bound every count and length before reading, check every value's range and raise only
 :class:`~privfl.errors.ProtocolError` subclasses.
@@ -183,7 +183,7 @@ KEY_CHECK_DOMAIN = "privfl/training/key-check/v1"
 class KeyCheck:
     """Node -> server, relayed by the server to every node: the node's sketch of its own
     contribution to the joint public and switching keys
-    (:func:`privfl.crypto.threshold_keycheck.own_sketch`), signed with its pinned identity
+    (:func:`privfl.crypto.threshold.keycheck.own_sketch`), signed with its pinned identity
     over the session, its name and the sketch, so the server can relay it but not forge or
     alter it."""
 
