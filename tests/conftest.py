@@ -83,3 +83,6 @@ def pytest_collection_modifyitems(config, items):
         ordered += head + [next(rest) for _ in range(max(0, size - len(head)))]
     ordered += list(rest)
     items[:] = ordered
+
+
+pytest_plugins = ["_cpu_report"]
