@@ -11,7 +11,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from privfl.crypto import dtpkc
 from privfl.errors import ProtocolError, UnknownPartyError
-from privfl.forest import query_auth, secure_ops
+from privfl.forest import packed_holt, query_auth, secure_ops
 from privfl.forest.alarm import HoLTAlarm
 from privfl.forest.budget import MAX_QUERIES
 from privfl.forest.freshness import ReplayGuard
@@ -128,6 +128,7 @@ class ComputationProvider:
         handlers = {
             "hoadd-request": self._hoadd,
             "holt-request": self._holt,
+            "holt-batch": self._holt_batch,
             "refresh-request": self._refresh,
             "query-open": self._open_query,
         }
@@ -164,6 +165,22 @@ class ComputationProvider:
         logged = alarm.to_bytes(self._config)  # serialised on both branches (the same work)
         self._alarms += [] if in_range else [logged]  # kept in memory: no I/O on either branch
         return result.to_bytes("holt-result", self._config, CC)
+
+    def _holt_batch(self, data: bytes) -> bytes:
+        """A level of batched FRF-Predict (:mod:`.packed_holt`): every slot's ticket charged
+        first (all or nothing, public conditions), then one packed answer per pack."""
+        lam2 = self._share()
+        packs = packed_holt.read_requests(data, self._config, lam2.params)
+        self._queries.charge_all([t for p in packs for t in p.tickets])
+        results = []
+        for pack in packs:
+            result, alarm, in_range = packed_holt.cc_holt_pack(
+                lam2, self._holders, self._signing_key, self._config, pack
+            )
+            logged = alarm.to_bytes(self._config)  # serialised on both branches
+            self._alarms += [] if in_range else [logged]
+            results.append(result)
+        return packed_holt.write_batch("holt-batch-result", self._config, CC, results)
 
     def audit(self) -> tuple[bytes, ...]:
         """Log (``logging`` warning) the alarms of out-of-range comparisons not logged yet
