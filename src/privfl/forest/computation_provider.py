@@ -119,6 +119,11 @@ class ComputationProvider:
         return tuple(self._alarms)
 
     @property
+    def comparisons_charged(self) -> int:
+        """Requester-query comparisons signed so far (each slot of a pack counts one)."""
+        return len(self._queries.spent)
+
+    @property
     def holders(self) -> tuple[str, ...]:
         """The participants CC still re-encrypts to."""
         return tuple(self._holders)
