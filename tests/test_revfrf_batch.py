@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from _forest_fuzz import decode_safely, payloads
 from privfl.crypto import dtpkc
-from privfl.errors import InputError, ProtocolError
+from privfl.errors import InputError, ProtocolError, UnknownPartyError
 from privfl.forest import packed_holt, packing, query_auth, schedule
 from privfl.forest.budget import REQUESTER_QUERY, Ticket
 from privfl.forest.messages import CC, CS
@@ -157,6 +157,10 @@ def test_the_cc_charges_every_slot_and_refuses_a_batch_whole(world):
     forged, _ = packed_holt.blind_pack(cs.sk, cs.lam1, 9, xs[:1], ys[:1], "u", [minted])
     with pytest.raises(ProtocolError, match="no requester signed"):
         world.cc.handle(packed_holt.write_batch("holt-batch", cfg, CS, [forged]))
+    assert world.cc._queries.spent == spent
+    stranger, _ = packed_holt.blind_pack(cs.sk, cs.lam1, 9, xs[:1], ys[:1], "CS", [fresh])
+    with pytest.raises(UnknownPartyError, match="registered holders"):  # never h_CS alone
+        world.cc.handle(packed_holt.write_batch("holt-batch", cfg, CS, [stranger]))
     assert world.cc._queries.spent == spent
 
 

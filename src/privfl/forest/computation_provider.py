@@ -176,6 +176,9 @@ class ComputationProvider:
         first (all or nothing, public conditions), then one packed answer per pack."""
         lam2 = self._share()
         packs = packed_holt.read_requests(data, self._config, lam2.params)
+        unknown = sorted({p.holder for p in packs} - set(self._holders))
+        if unknown:  # before charging: a refused batch spends no ticket
+            raise UnknownPartyError(f"CC re-encrypts only to registered holders, not {unknown}")
         self._queries.charge_all([t for p in packs for t in p.tickets])
         results = []
         for pack in packs:
