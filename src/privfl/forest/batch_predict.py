@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from privfl.crypto import dtpkc
+from privfl.crypto.parallel import thread_map
 from privfl.errors import ProtocolError, UnknownPartyError
 from privfl.forest import budget, packed_holt, packing, query_auth
 from privfl.forest.jobs import Par, gather, lift
@@ -76,18 +77,24 @@ def _level(
     by_holder: dict[str, list[int]] = defaultdict(list)
     for j, (_, _, node) in enumerate(todo):
         by_holder[node.provider].append(j)
-    packs: list[tuple[packed_holt.PackRequest, list[int], list[int]]] = []
-    for holder, idx in by_holder.items():
-        for s in range(0, len(idx), n):
-            part = idx[s : s + n]
-            xs = [rows[todo[j][0]][todo[j][2].feature] for j in part]
-            ys = [todo[j][2].encrypted_split for j in part]
-            tickets = [
-                budget.Ticket(qids[i], trees[t].tree_id, node.node_id, budget.REQUESTER_QUERY)
-                for i, t, node in (todo[j] for j in part)
-            ]
-            request, coins = packed_holt.blind_pack(sk, lam1, next_op(), xs, ys, holder, tickets)
-            packs.append((request, coins, part))
+    specs: list[tuple[str, list[int], int]] = [
+        (holder, idx[s : s + n], next_op())
+        for holder, idx in by_holder.items()
+        for s in range(0, len(idx), n)
+    ]
+
+    def blind(spec: tuple[str, list[int], int]) -> tuple[packed_holt.PackRequest, list[int]]:
+        holder, part, op = spec
+        xs = [rows[todo[j][0]][todo[j][2].feature] for j in part]
+        ys = [todo[j][2].encrypted_split for j in part]
+        tickets = [
+            budget.Ticket(qids[i], trees[t].tree_id, node.node_id, budget.REQUESTER_QUERY)
+            for i, t, node in (todo[j] for j in part)
+        ]
+        return packed_holt.blind_pack(sk, lam1, op, xs, ys, holder, tickets)
+
+    packs = [(*blinded, spec[1]) for spec, blinded in zip(specs, thread_map(blind, specs),
+                                                          strict=True)]  # fmt: skip
     data = packed_holt.write_batch("holt-batch", config, CS, [p[0] for p in packs])
     (reply,) = yield (Outgoing(CC, data),)
     results = packed_holt.read_results(reply, "holt-batch-result", config, CC, sk.public.params)
@@ -108,11 +115,13 @@ def _level(
     if len(replies) != len(holders):
         raise ProtocolError(f"{len(replies)} replies for {len(holders)} holders")
     out: list[bool] = [False] * len(todo)
+    opened: list[tuple[dtpkc.Ciphertext, int]] = []
     for h, reply in zip(holders, replies, strict=True):
         ops = [packs[k][0].op for k in mine[h]]
         partials = packed_holt.read_partials(reply, config, h, ops, sk.public)
-        for k, partial in zip(mine[h], partials, strict=True):
-            _, coins, part = packs[k]
-            for j, less in zip(part, packed_holt.read_pack(sk, partial, coins), strict=True):
-                out[j] = less
+        opened += list(zip(partials, mine[h], strict=True))
+    read = thread_map(lambda pk: packed_holt.read_pack(sk, pk[0], packs[pk[1]][1]), opened)
+    for (_, k), bits in zip(opened, read, strict=True):
+        for j, less in zip(packs[k][2], bits, strict=True):
+            out[j] = less
     return out

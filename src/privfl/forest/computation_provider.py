@@ -10,6 +10,7 @@ from __future__ import annotations
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from privfl.crypto import dtpkc
+from privfl.crypto.parallel import thread_map
 from privfl.errors import ProtocolError, UnknownPartyError
 from privfl.forest import packed_holt, query_auth, secure_ops
 from privfl.forest.alarm import HoLTAlarm
@@ -180,11 +181,14 @@ class ComputationProvider:
         if unknown:  # before charging: a refused batch spends no ticket
             raise UnknownPartyError(f"CC re-encrypts only to registered holders, not {unknown}")
         self._queries.charge_all([t for p in packs for t in p.tickets])
+        answers = thread_map(
+            lambda p: packed_holt.cc_holt_pack(
+                lam2, self._holders, self._signing_key, self._config, p
+            ),
+            packs,
+        )
         results = []
-        for pack in packs:
-            result, alarm, in_range = packed_holt.cc_holt_pack(
-                lam2, self._holders, self._signing_key, self._config, pack
-            )
+        for result, alarm, in_range in answers:
             logged = alarm.to_bytes(self._config)  # serialised on both branches
             self._alarms += [] if in_range else [logged]
             results.append(result)

@@ -51,6 +51,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from privfl.crypto import dtpkc
+from privfl.crypto.parallel import thread_map
 from privfl.errors import MalformedMessageError, ProtocolError, UnknownPartyError
 from privfl.forest import packing
 from privfl.forest.alarm import HoLTAlarm
@@ -286,5 +287,5 @@ def holder_strip_packs(
             raise UnknownPartyError(f"{name} refuses a pack meant for {p.holder!r}")
         p.verify(cc_key, config)
     pay_all([t for p in packs for t in p.tickets])
-    partials = [dtpkc.joint_partial_decrypt(sk, p.bits) for p in packs]
+    partials = thread_map(lambda p: dtpkc.joint_partial_decrypt(sk, p.bits), packs)
     return write_partials(config, name, [p.op for p in packs], partials)
