@@ -7,7 +7,7 @@ offset by ``2^(k-1)`` so that every honest slot is a non-negative ``k``-bit numb
 slot borrows from or carries into its neighbour.
 
 **Range.** Packed comparisons take inputs ``|x|, |y| < 2^PACK_VALUE_BITS`` (fixed-point
-values, 96 bits: ``|x| < 2^63`` at 32 fraction bits). Then ``|s_i| < 2^(sigma + 98)``
+values, 96 bits: ``|x| < 2^64`` at the default 32 fraction bits). Then ``|s_i| < 2^(sigma + 98)``
 (``r_i < 2^sigma``), the *slot range*. The slot width adds ``PACK_MARGIN_BITS`` of headroom:
 ``k = sigma + PACK_VALUE_BITS + 3 + PACK_MARGIN_BITS``, so an honest slot never reaches
 ``2^(k-1)`` and a slot whose chunk is garbage (a neighbour spilled into it, or a deviating

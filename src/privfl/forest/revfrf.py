@@ -248,7 +248,8 @@ class RevFRF:
         :data:`~.packed_holt.MAX_BATCH_ROWS`): one requester message, each row its own
         signed query; the CS walks all rows x trees level by level with packed comparisons
         (:mod:`.packed_holt`): one CC exchange and one exchange per holder per level. The
-        same predictions as :meth:`predict_for` row by row; values below 2^63."""
+        same predictions as :meth:`predict_for` row by row; values below 2^64 (at 32
+        fraction bits)."""
         cs = self._requester(requester)
         if not isinstance(rows, Mapping):
             raise InputError("rows must map participant name -> that participant's rows")
