@@ -7,9 +7,9 @@ the reveal), its key-generation time (threshold only: both rounds and the key ch
 joint keys are generated in every session), each
 party's traffic beyond setup (up + down: join, upload, decryption and result messages; the
 lead party's separately), and setup traffic per party (threshold: the key-generation rounds,
-the key checks and the relinearisation share; single key: the wrapped key bundle). ``agg cpu`` is the
-aggregator's process CPU time for the same steps as ``agg s`` (what its work costs whatever
-else runs on the machine); each threshold row's ratio line gives both ratios.
+the key checks and the relinearisation share; single key: the wrapped key bundle).
+``agg cpu`` is the aggregator's process CPU time for the same steps as ``agg s`` (what its
+work costs whatever else runs on the machine); each threshold row's ratio line gives both.
 
     nice -n 10 .venv/bin/python benchmarks/fhauc_threshold.py \
         [--parties 15,100,1000] [--security semi-honest] [--busy 1] [--sessions 1]

@@ -222,10 +222,12 @@ class ThresholdCiphertext:
         multiplier ``c``, :meth:`__mul__`) is applied *before* the rotations, then the
         pending rescale: ``c·sum_i rot(x, i) = sum_i rot(c·x, i)`` exactly, and the
         ``log2 window`` rotations then run on one tower fewer (a third less work on the
-        ``"fhauc"`` set). Noise: the rescale's rounding error and the rotations'
-        key-switching error are then added after ``c`` instead of before it, so in ``X/c``
-        units they shrink by ``c >= 2^20`` instead of growing; both stay more than
-        ``2^20`` below the flooding noise (docs/guide/threshold-ckks.md)."""
+        ``"fhauc"`` set). Noise: the rotations' key-switching error now enters at scale
+        2^59 after ``c`` (before: at 2^118, before ``c``); the rescale's rounding error
+        enters after ``c`` as before (then at decryption), now summed over the window; both
+        stay far below the flooding noise, and the measured ``X/c`` error is the same in
+        both orders
+        (docs/guide/threshold-ckks.md, ``benchmarks/threshold_window_order.py``)."""
         if window <= 1:
             return self
         if self._window or self._factor != 1.0:
