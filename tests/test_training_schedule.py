@@ -177,16 +177,21 @@ def test_a_node_uploads_only_once_its_batches_are_done(built):
 
 
 def _crafted_evaluation(session, plan, nodes, target: float, rnd: int) -> list[tuple]:
-    """What the server sees of an evaluation round in which it sent a crafted model: plaintext
-    layers that give every row the same input (zero weights) and an encrypted layer whose
-    output unit 0 is ``target`` on every row (in the attack: a slot of another party's
-    encrypted update or of the layer, times a one-hot mask, plus a known bias)."""
+    """What the server sees of an evaluation round under a crafted model: plaintext layers
+    that give every row the same input (zero weights) and an encrypted layer whose output
+    unit 0 is ``target`` on every row (in the attack: a slot of another party's encrypted
+    update or of the layer, times a one-hot mask, plus a known bias). A node now refuses an
+    encrypted layer from the server after round 0 (``tests/test_training_sumcheck.py``), so
+    the crafted layer is installed on the nodes directly: what a crafted *initial* layer,
+    which the parties cannot check yet, carries into an evaluation."""
     server = session.server
     sid, layout = server.session, server.layout
     plain = GlobalPlainLayers(sid, "server", rnd, (np.zeros((5, 6)),), (np.zeros(5),))
     bias = np.array([target, 0.0, 0.0, 0.0])
     layer = server.crypto.encrypt(layout.pack_weights(np.zeros((4, 5)), bias))
-    body = pack_parts([plain.to_bytes(), layer.to_message(sid, "server").to_bytes()])
+    for node in nodes:
+        node.party.receive_model(plain, [layer.to_message(sid, "server")])
+        node.model_round = rnd
     seen: list[tuple] = []
 
     class Tap(InProcessTransport):
@@ -199,7 +204,7 @@ def _crafted_evaluation(session, plan, nodes, target: float, rnd: int) -> list[t
             return got
 
     d = _Driver(server, plan, Tap(nodes, InProcessRunner()), lambda k, fn, *a: fn(*a))
-    d.relay(rnd, d.all("evaluate", rnd, body), "evaluate")
+    d.relay(rnd, d.all("evaluate", rnd), "evaluate")
     return [view[:2] + view[3:] for view in seen]  # everything but the round number
 
 

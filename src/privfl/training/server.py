@@ -27,6 +27,7 @@ from privfl.errors import InputError, ProtocolError
 from privfl.threshold import ThresholdServer
 from privfl.training.messages import GlobalPlainLayers, PartyPlainLayers
 from privfl.training.packing import LayerLayout, TwoLayerPacking
+from privfl.training.sumcheck import sum_updates
 from privfl.training.twin import Schedule, initial_model
 
 
@@ -79,9 +80,13 @@ class Server:
 
     def aggregate(
         self, plains: Sequence[PartyPlainLayers], updates: Sequence[Sequence[CiphertextMessage]]
-    ) -> None:
-        """Equal-weight average: the plaintext layers in the clear, each encrypted layer as
-        ``W + (1/N) sum_k D_k`` with ``D_k`` party ``k``'s encrypted update of the round."""
+    ) -> list[CiphertextMessage]:
+        """Equal-weight average of the plaintext layers in the clear; for each encrypted layer
+        the sum ``T = sum_k D_k`` of the parties' encrypted updates (coefficient-wise, all at
+        one level and degree: refused otherwise), returned for the parties, who check it
+        (:mod:`~.sumcheck`) and compute ``W + (1/N) T`` themselves. The server keeps its own
+        copy of that layer only for :meth:`global_model`; the parties never take it after
+        round 0."""
         n = len(plains)
         if n == 0 or len(updates) != n or len({p.sender for p in plains}) != n:
             raise ProtocolError("aggregation needs one model from each party")
@@ -90,15 +95,18 @@ class Server:
             self._weights[layer] = self._weights[layer] + np.mean([d[0][layer] for d in deltas], 0)
             self._biases[layer] = self._biases[layer] + np.mean([d[1][layer] for d in deltas], 0)
         if self.crypto is None:
-            return
+            return []
         if any(len(u) != len(self._secret) for u in updates):
             raise ProtocolError("a party sent the wrong number of encrypted updates")
         ctx = self.crypto.context
+        totals = []
         for layer in range(len(self._secret)):
-            total = Ciphertext.from_message(ctx, updates[0][layer])
-            for u in updates[1:]:
-                total = total + Ciphertext.from_message(ctx, u[layer])
-            self._secret[layer] = self._secret[layer] + total * (1.0 / n)
+            total = sum_updates(ctx, self.session, self.name, [u[layer] for u in updates])
+            self._secret[layer] = self._secret[layer] + Ciphertext.from_message(ctx, total) * (
+                1.0 / n
+            )
+            totals.append(total)
+        return totals
 
     def _bounded_update(self, plain: PartyPlainLayers) -> tuple[list[FloatArray], list[FloatArray]]:
         """The party's plaintext-layer update (its layers minus the global ones), scaled down
