@@ -185,7 +185,9 @@ class _Driver:
             plains.append(PartyPlainLayers.from_bytes(parts[0], s.session, rnd, s.shapes))
             if parts[1:] and s.crypto is None:
                 raise ProtocolError(f"{n} uploaded encrypted layers in a run without them")
-            if s.crypto is not None:
+            if s.crypto is None:
+                updates.append([])
+            else:
                 if len(parts) < 3:
                     raise ProtocolError(f"{n} uploaded no signed encrypted update")
                 ctx = s.crypto.context
