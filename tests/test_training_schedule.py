@@ -163,8 +163,8 @@ def test_a_node_uploads_only_once_its_batches_are_done(built):
     """Until a node's batches of the round are done its envelopes carry no body; the
     envelope that says ``done`` carries the upload, and an "upload" step is no step."""
     session, _, nodes = built
-    plain, secret = session.server.global_model(0)
-    body = pack_parts([plain.to_bytes(), *(m.to_bytes() for m in secret)])
+    plain, _ = session.server.global_model(0)
+    body = pack_parts([plain.to_bytes()])  # the parties compute the initial encrypted layer
     node = nodes[1]
     sid = session.server.session
     out = Envelope.from_bytes(
@@ -180,10 +180,10 @@ def _crafted_evaluation(session, plan, nodes, target: float, rnd: int) -> list[t
     """What the server sees of an evaluation round under a crafted model: plaintext layers
     that give every row the same input (zero weights) and an encrypted layer whose output
     unit 0 is ``target`` on every row (in the attack: a slot of another party's encrypted
-    update or of the layer, times a one-hot mask, plus a known bias). A node now refuses an
-    encrypted layer from the server after round 0 (``tests/test_training_sumcheck.py``), so
-    the crafted layer is installed on the nodes directly: what a crafted *initial* layer,
-    which the parties cannot check yet, carries into an evaluation."""
+    update or of the layer, times a one-hot mask, plus a known bias). A node now takes no
+    encrypted layer from the server at all (``tests/test_training_sumcheck.py``), so the
+    crafted layer is installed on the nodes directly: the evaluation step itself must still
+    report nothing whatever the layer (defence in depth)."""
     server = session.server
     sid, layout = server.session, server.layout
     plain = GlobalPlainLayers(sid, "server", rnd, (np.zeros((5, 6)),), (np.zeros(5),))

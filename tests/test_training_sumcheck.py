@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 pytest.importorskip("openfhe")
 
-from privfl.crypto.threshold import CiphertextMessage
+from privfl.crypto.threshold import Ciphertext, CiphertextMessage
 from privfl.crypto.threshold.wire import uniform_coefficients
 from privfl.errors import ProtocolError, UnknownPartyError
 from privfl.messages import new_session_id
@@ -29,6 +29,7 @@ from privfl.training.envelope import Envelope, pack_parts, unpack_parts
 from privfl.training.federated import _build
 from privfl.training.node import PartyNode
 from privfl.training.schedule import InProcessTransport, run_training
+from privfl.training.secret import initial_layers
 from privfl.training.sumcheck import (
     LayerDigest,
     SumCheck,
@@ -38,7 +39,7 @@ from privfl.training.sumcheck import (
     inner,
     sum_updates,
 )
-from privfl.training.twin import Schedule
+from privfl.training.twin import Schedule, initial_model
 
 LAYERS = (6, 5, 4)
 
@@ -88,7 +89,8 @@ def _run_attack(server, plan, nodes, rewrite=None, match=None):
     transport = Rewriting(nodes, rewrite or (lambda step, name, env: env))
     with pytest.raises(ProtocolError, match=match):
         run_training(server, plan, transport)
-    assert _layers(nodes) == before
+    # no layer at all (refused before round 0), or still the public initial one
+    assert all(got in ([], initial) for got, initial in zip(_layers(nodes), before))
 
 
 def test_honest_parties_compute_byte_identical_layers_equal_to_the_servers_sum():
@@ -262,22 +264,48 @@ def test_a_server_altering_a_commitment_is_refused():
     assert _layers(nodes) == before
 
 
-def test_a_server_sending_a_crafted_layer_after_round_zero_is_refused():
-    """The old way: the server sends the next round's encrypted layer itself (here a layer of
-    its own, in place of the sketches); a node no longer takes an encrypted layer after the
-    initial one."""
+@pytest.mark.parametrize("step", ["train", "finish"])
+def test_a_server_sending_a_crafted_layer_is_refused(step):
+    """The old way: the server sends the encrypted layer itself, the initial one (``train``
+    of round 0) or the next round's (``finish``, in place of the sketches); a node takes no
+    encrypted layer from the server any more."""
     server, plan, nodes = _roles()
     sid = server.session
     layout = server.layout
 
-    def rewrite(step, name, env):
-        if step != "finish":
+    def rewrite(got, name, env):
+        if got != step:
             return env
         plain, *_ = _model_parts(env)
         crafted = server.crypto.encrypt(layout.pack_weights(np.zeros((4, 5)), np.ones(4)))
         return _with_model_parts(env, [plain, crafted.to_message(sid, "server").to_bytes()])
 
     _run_attack(server, plan, nodes, rewrite)
+
+
+def test_every_party_computes_the_same_public_initial_layer():
+    """The initial encrypted layer is the trivial encryption of the public initial model:
+    byte-identical at every party, ``c1 = 0``, and it decrypts to ``initial_model``."""
+    server, plan, nodes = _roles()
+    run_training(server, plan, InProcessTransport(nodes, InProcessRunner()))
+    firsts = [initial_layers(n.party.crypto, n.party.schedule, n.party.layout) for n in nodes]
+    payloads = [[w.to_message(server.session, "x").payload for w in f] for f in firsts]
+    assert payloads[0] == payloads[1] == payloads[2]
+    half = len(payloads[0][0]) // 2
+    assert payloads[0][0][half:] == bytes(half)  # c1 = 0: no randomness, nothing hidden
+    # the same construction under a key pair of this test's own decrypts to the initial model
+    p = nodes[0].party
+    ctx, cc = p.crypto.context, p.crypto.context.cc
+    pair = cc.KeyGen()
+    zero = Ciphertext(ctx, cc.Encrypt(pair.publicKey, cc.MakeCKKSPackedPlaintext([0.0], 1, 0)))
+    model = initial_model(p.schedule)
+    own = (zero - zero) + list(p.layout.pack_weights(model.weights[-1], model.biases[-1]))
+    assert own.to_message(server.session, "x").payload == payloads[0][0]
+    plain = cc.Decrypt(pair.secretKey, own.native)
+    plain.SetLength(ctx.slots)
+    w, b = p.layout.unpack_weights(np.array(plain.GetRealPackedValue()))
+    assert np.allclose(w, model.weights[-1], atol=1e-4)
+    assert np.allclose(b, model.biases[-1], atol=1e-4)
 
 
 def test_a_server_skipping_the_check_is_refused():

@@ -132,15 +132,12 @@ class PartyNode:
             totals = v.verify([SumCheck.from_bytes(b, p.session) for b in parts[1:]])
             p.apply_sum(totals, len(self.others) + 1)
             p.receive_plain(plain)
-        elif env.round == 0 and self.model_round < 0:
-            ctx = p.crypto.context
-            p.receive_model(
-                plain, [CiphertextMessage.from_bytes(b, ctx, p.session) for b in parts[1:]]
-            )
+        elif env.round == 0 and self.model_round < 0 and len(parts) == 1:
+            p.start_initial(plain)  # the public initial layers, computed by this party
         else:
             raise ProtocolError(
-                f"a model of round {env.round} without a checked aggregate: the server may "
-                "send encrypted layers only before the first round"
+                f"a model of round {env.round} without a checked aggregate: the server never "
+                "sends an encrypted layer (each party computes the initial one itself)"
             )
         self.model_round = env.round
 

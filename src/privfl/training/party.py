@@ -141,6 +141,14 @@ class Party:
             self._global = list(self._secret)
         self._update = []
 
+    def start_initial(self, plain: GlobalPlainLayers) -> None:
+        """Round 0: the server's plaintext layers and the public initial encrypted layers,
+        which this party computes itself (:func:`~.secret.initial_layers`)."""
+        layout = self.layout
+        if self.crypto is not None and layout is not None:
+            self._global = enc.initial_layers(self.crypto, self.schedule, layout)
+        self.receive_plain(plain)
+
     def receive_plain(self, plain: GlobalPlainLayers) -> None:
         """Start a round from the server's plaintext layers and this party's own global
         encrypted layers (the ones it computed with :meth:`apply_sum`)."""

@@ -146,11 +146,10 @@ class _Driver:
         """The global model of round ``rnd`` as a body, or nothing if already delivered."""
         if self.delivered == rnd:
             return b""
-        plain, secret = self.run("server:model", self.server.global_model, rnd)
+        plain, _ = self.run("server:model", self.server.global_model, rnd)
         self.delivered = rnd
-        if rnd == 0 or self.server.crypto is None:
-            return pack_parts([plain.to_bytes(), *(m.to_bytes() for m in secret)])
-        # after round 0 each party computes the encrypted layers itself from the checked sum
+        # no encrypted layer: each party computes the public initial one, then each round's
+        # from the checked sum (the parties' signed sketches, after round 0)
         checks, self.checks = self.checks, []
         return pack_parts([plain.to_bytes(), *checks])
 
@@ -177,7 +176,9 @@ class _Driver:
     def aggregate(self, rnd: int, envs: Mapping[str, Envelope]) -> None:
         """Average the uploads carried by the envelopes that ended the training step."""
         s = self.server
-        plains, updates, commits = [], [], []
+        plains: list[PartyPlainLayers] = []
+        updates: list[list[CiphertextMessage]] = []
+        commits: list[bytes] = []
         for n in self.names:
             parts = unpack_parts(envs[n].body)
             if not parts:

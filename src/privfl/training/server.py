@@ -26,7 +26,8 @@ from privfl.crypto.threshold import Ciphertext, CiphertextMessage
 from privfl.errors import InputError, ProtocolError
 from privfl.threshold import ThresholdServer
 from privfl.training.messages import GlobalPlainLayers, PartyPlainLayers
-from privfl.training.packing import LayerLayout, TwoLayerPacking
+from privfl.training.packing import LayerLayout
+from privfl.training.secret import initial_layers
 from privfl.training.sumcheck import sum_updates
 from privfl.training.twin import Schedule, initial_model
 
@@ -58,14 +59,8 @@ class Server:
         self._biases = model.biases[:t]
         self._secret: list[Ciphertext] = []
         if crypto is not None and layout is not None:
-            # the server initialises the model, so it encrypts the initial secret layers
-            self._secret.append(
-                crypto.encrypt(layout.pack_weights(model.weights[t], model.biases[t]))
-            )
-            if layout.next_out:
-                two = TwoLayerPacking(layout)
-                packed = two.pack_weights(model.weights[t + 1], model.biases[t + 1])
-                self._secret.append(crypto.encrypt(packed))
+            # the public initial layers, as every party computes them (no role chooses them)
+            self._secret = initial_layers(crypto, schedule, layout)
 
     @property
     def shapes(self) -> list[tuple[int, int]]:
