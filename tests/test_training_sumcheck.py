@@ -308,6 +308,21 @@ def test_every_party_computes_the_same_public_initial_layer():
     assert np.allclose(b, model.biases[-1], atol=1e-4)
 
 
+def test_a_second_aggregate_for_the_same_round_is_refused():
+    """Answered once, a round's aggregate cannot be sent again (it would be added twice)."""
+    server, plan, nodes = _roles()
+    seen = {}
+
+    def rewrite(step, name, env):
+        seen.setdefault((step, name), env)
+        return env
+
+    run_training(server, plan, Rewriting(nodes, rewrite))
+    again = seen[("sum", "party-0")]
+    with pytest.raises(ProtocolError, match="no update of round 0"):
+        nodes[0].step(again.to_bytes())
+
+
 def test_a_server_skipping_the_check_is_refused():
     server, plan, nodes = _roles(rounds=2)
 

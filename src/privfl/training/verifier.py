@@ -110,6 +110,7 @@ class SumVerifier:
         sig = self._sign(SUMCHECK_DOMAIN, unsigned.signed_part())
         check = SumCheck(self.session, self.name, rnd, t_digests, digest, tuple(sketches), sig)
         self._pending = _Pending(rnd, tuple(totals), check)
+        self._commitment = None  # once per round: a second aggregate of it is refused
         return check
 
     def verify(self, checks: Sequence[SumCheck]) -> tuple[CiphertextMessage, ...]:
