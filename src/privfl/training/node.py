@@ -21,6 +21,11 @@ Steps (the server's :func:`~.schedule.run_training` sends them in this order):
               The envelope that ends a training step (and every later one of that step)
               carries the round's upload as its body: the plaintext layers and the
               encrypted update (no separate round for it)
+``sum``       (round r: the sum ``T`` of the encrypted updates and every party's signed
+              commitment) -> this party's signed sketch of its own update; the sketches of
+              every party come back with the next global model, and the node computes the
+              new encrypted layer ``W + T/N`` itself only once they add up (:mod:`~.sumcheck`,
+              :class:`~.verifier.SumVerifier`); the server never sends an encrypted layer
 ``evaluate``  (round r, the new global model) -> the last layer's outputs on this party's
               own rows; its loss sum, correct count, rows and ``max |u|`` stay **on the node**
               (:attr:`PartyNode.evaluations`): the server gets only ``done``

@@ -2,8 +2,9 @@
 
 What a party holds: its samples; the plaintext layers in the clear (the global ones each round,
 then its local updates); its own share of the threshold-CKKS secret key (inside its
-:class:`~privfl.threshold.ThresholdParty`, never serialised); a copy of the encrypted
-layers, ciphertexts it cannot decrypt alone.
+:class:`~privfl.threshold.ThresholdParty`, never serialised); the encrypted layers,
+ciphertexts it cannot decrypt alone, which it computes itself (the public initial ones, then
+``W + T/N`` from each checked aggregate ``T``, :mod:`~.sumcheck`).
 
 What a party learns: the global plaintext layers; for each of its own mini-batches the
 boundary error ``e_T = dL/da_T`` (the only value jointly decrypted during training, and only

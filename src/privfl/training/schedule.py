@@ -13,7 +13,8 @@ Per round ``r``::
     "sum"       ``T`` and every party's signed commitment -> each party's signed sketch of
                 its own update (:mod:`~.sumcheck`); the sketches go to every party with the
                 next global model, and each party computes ``W + T/N`` itself once they add
-                up (the server sends encrypted layers only for round 0)
+                up (the server never sends an encrypted layer: each party computes the
+                public initial one itself, :func:`~.secret.initial_layers`)
     "evaluate"  (rounds the plan evaluates) new global model -> "relay"... -> each node
                 evaluates its own rows and keeps the figures (the server gets only "done")
 

@@ -10,9 +10,11 @@ clipped to that L2 norm before averaging (it is in the clear here); the encrypte
 averaged as sent.
 
 What the server learns: the parties' plaintext layers after each round (as in the paper:
-those layers are not protected) and ciphertexts. It initialises the model, so it knows the
-initial encrypted layer; every later value of that layer depends on the parties' data and
-stays encrypted.
+those layers are not protected) and ciphertexts. The initial encrypted layer is public (every
+role computes it from the schedule); every later value of that layer depends on the parties'
+data and stays encrypted. The server does not choose it: it sends the parties the sum of
+their signed encrypted updates, which they check before each computes the new layer
+(:mod:`~.sumcheck`).
 """
 
 from __future__ import annotations
