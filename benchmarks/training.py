@@ -65,7 +65,7 @@ def cost(args: argparse.Namespace) -> dict[str, Any]:
         row: dict[str, Any] = {"encrypted_layers": enc, **pe}
         row["setup_seconds"], row["setup_MB"] = res.setup_seconds, res.setup_bytes / 1e6
         # server <-> node exchanges (Flower rounds in a deployment) of training, per epoch
-        training = ("train", "relay", "upload")
+        training = ("train", "relay", "upload", "sum")
         row["exchanges_per_epoch"] = sum(res.exchanges.get(k, 0) for k in training) / args.epochs
         if enc in PAPER:
             paper = PAPER[enc]
@@ -79,6 +79,81 @@ def cost(args: argparse.Namespace) -> dict[str, Any]:
         rows.append(row)
         print(json.dumps(row), flush=True)
     return {"setting": "3 parties, digits8x8, 30/party, 64-30-20-10, batch 10", "rows": rows}
+
+
+def _timed(obj: Any, name: str, cpu: dict[str, float]) -> None:
+    """Wrap ``obj.name`` to add its process CPU seconds to ``cpu[name]``."""
+    fn = getattr(obj, name)
+
+    def wrapper(*a: Any, **kw: Any) -> Any:
+        t0 = time.process_time()
+        try:
+            return fn(*a, **kw)
+        finally:
+            cpu[name] = cpu.get(name, 0.0) + time.process_time() - t0
+
+    setattr(obj, name, wrapper)
+
+
+def sumcheck(args: argparse.Namespace) -> dict[str, Any]:
+    """The aggregate check's cost per aggregation and party (issue 28, item 1): process CPU
+    of its steps (commit, sketch, verify; and ``apply_sum``, ``W + T/N``, which each party now
+    computes instead of the server), its bytes, and the extra exchange. Paper setting (3
+    parties, 64-30-20-10, last layer encrypted), 10 rows per party: one batch, one round (the
+    check's cost does not depend on the rows)."""
+    from privfl.runner import InProcessRunner
+    from privfl.training.federated import _build
+    from privfl.training.node import PartyNode
+    from privfl.training.schedule import InProcessTransport, run_training
+
+    data = federated_digits(3, 10, args.seed)
+    sched = Schedule(LAYERS, 1, 1, 1, 10, LR, args.seed)
+    session, _, plan = _build(list(data.parties), sched, args.parameters, 0)
+    nodes = [PartyNode(p, plan.names) for p in session.parties]
+    cpu: list[dict[str, float]] = []
+    sizes: dict[str, int] = {}
+    for node in nodes:
+        c: dict[str, float] = {}
+        verifier = node.verifier
+        if verifier is None:
+            raise SystemExit("no encrypted layer")
+        for name in ("commit", "answer", "verify"):
+            _timed(verifier, name, c)
+        _timed(node.party, "apply_sum", c)
+        cpu.append(c)
+        answer = verifier.answer
+
+        def sized(*a: Any, _answer: Any = answer, _v: Any = verifier) -> Any:
+            out = _answer(*a)
+            sizes["sketch"] = len(out.to_bytes())
+            sizes["commitment"] = len(_v._commitment.to_bytes())
+            return out
+
+        verifier.answer = sized  # type: ignore[method-assign]
+    t0 = time.perf_counter()
+    report = run_training(session.server, plan, InProcessTransport(nodes, InProcessRunner()))
+    wall = time.perf_counter() - t0
+    ctx = session.server.crypto.context
+    layer = session.server.global_model(1)[1][0]
+    n = len(nodes)
+    keys = ("commit", "answer", "verify", "apply_sum")
+    mean = {k: round(float(np.mean([c.get(k, 0.0) for c in cpu])), 4) for k in keys}
+    row = {
+        "parameters": args.parameters,
+        "ring": ctx.ring,
+        "update_vectors": len(layer.payload) // (8 * ctx.ring),
+        "T_bytes_received_replaces_the_layer_the_server_sent": len(layer.to_bytes()),
+        "commitment_bytes": sizes["commitment"],
+        "sketch_bytes": sizes["sketch"],
+        "extra_bytes_sent_per_party": sizes["commitment"] + sizes["sketch"],
+        "extra_bytes_received_per_party": n * (sizes["commitment"] + sizes["sketch"]),
+        "extra_exchanges_per_aggregation": report.exchanges.get("sum", 0),
+        "cpu_seconds_per_party": mean,
+        "check_cpu_seconds_per_party": round(mean["commit"] + mean["answer"] + mean["verify"], 4),
+        "round_wall_seconds": round(wall, 2),
+    }
+    print(json.dumps(row), flush=True)
+    return row
 
 
 def full(args: argparse.Namespace) -> dict[str, Any]:
@@ -257,7 +332,8 @@ def location(args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("mode", choices=["cost", "full", "defaults", "location"])
+    ap.add_argument("mode", choices=["cost", "full", "defaults", "location", "sumcheck"])
+    ap.add_argument("--parameters", default="test", help="sumcheck: test or secure ring")
     ap.add_argument("--seeds", type=int, default=16, help="defaults: data splits")
     ap.add_argument("--encrypted-epochs", type=int, default=2, help="defaults: 0 = twin only")
     ap.add_argument("--rows", type=int, default=400, help="location: rows per party")
@@ -269,7 +345,10 @@ def main() -> None:
     ap.add_argument("--json", default=None, help="write the cost table as JSON")
     ap.add_argument("--encrypted", type=lambda t: [int(v) for v in t.split(",")], default=[0, 1, 2])
     args = ap.parse_args()
-    modes = {"cost": cost, "full": full, "defaults": defaults, "location": location}
+    modes = {
+        "cost": cost, "full": full, "defaults": defaults, "location": location,
+        "sumcheck": sumcheck,
+    }  # fmt: skip
     result = modes[args.mode](args)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n")

@@ -163,8 +163,8 @@ def test_a_node_uploads_only_once_its_batches_are_done(built):
     """Until a node's batches of the round are done its envelopes carry no body; the
     envelope that says ``done`` carries the upload, and an "upload" step is no step."""
     session, _, nodes = built
-    plain, secret = session.server.global_model(0)
-    body = pack_parts([plain.to_bytes(), *(m.to_bytes() for m in secret)])
+    plain, _ = session.server.global_model(0)
+    body = pack_parts([plain.to_bytes()])  # the parties compute the initial encrypted layer
     node = nodes[1]
     sid = session.server.session
     out = Envelope.from_bytes(
@@ -177,16 +177,21 @@ def test_a_node_uploads_only_once_its_batches_are_done(built):
 
 
 def _crafted_evaluation(session, plan, nodes, target: float, rnd: int) -> list[tuple]:
-    """What the server sees of an evaluation round in which it sent a crafted model: plaintext
-    layers that give every row the same input (zero weights) and an encrypted layer whose
-    output unit 0 is ``target`` on every row (in the attack: a slot of another party's
-    encrypted update or of the layer, times a one-hot mask, plus a known bias)."""
+    """What the server sees of an evaluation round under a crafted model: plaintext layers
+    that give every row the same input (zero weights) and an encrypted layer whose output
+    unit 0 is ``target`` on every row (in the attack: a slot of another party's encrypted
+    update or of the layer, times a one-hot mask, plus a known bias). A node now takes no
+    encrypted layer from the server at all (``tests/test_training_sumcheck.py``), so the
+    crafted layer is installed on the nodes directly: the evaluation step itself must still
+    report nothing whatever the layer (defence in depth)."""
     server = session.server
     sid, layout = server.session, server.layout
     plain = GlobalPlainLayers(sid, "server", rnd, (np.zeros((5, 6)),), (np.zeros(5),))
     bias = np.array([target, 0.0, 0.0, 0.0])
     layer = server.crypto.encrypt(layout.pack_weights(np.zeros((4, 5)), bias))
-    body = pack_parts([plain.to_bytes(), layer.to_message(sid, "server").to_bytes()])
+    for node in nodes:
+        node.party.receive_model(plain, [layer.to_message(sid, "server")])
+        node.model_round = rnd
     seen: list[tuple] = []
 
     class Tap(InProcessTransport):
@@ -199,7 +204,7 @@ def _crafted_evaluation(session, plan, nodes, target: float, rnd: int) -> list[t
             return got
 
     d = _Driver(server, plan, Tap(nodes, InProcessRunner()), lambda k, fn, *a: fn(*a))
-    d.relay(rnd, d.all("evaluate", rnd, body), "evaluate")
+    d.relay(rnd, d.all("evaluate", rnd), "evaluate")
     return [view[:2] + view[3:] for view in seen]  # everything but the round number
 
 

@@ -6,6 +6,7 @@ Pure bookkeeping, run by the holder on its own state; the protocol steps that us
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from privfl.errors import MalformedMessageError, ProtocolError
@@ -76,6 +77,15 @@ class DecryptionBudget:
                 raise ProtocolError(f"the session's {self.max_queries} requester queries are used")
             self.queries.add(ticket.query)
         self.spent.add(key)
+
+    def spend_all(self, tickets: Sequence[Ticket], provides: Callable[[Ticket], bool]) -> None:
+        """Pay every ticket of a packed batch by the rules of :meth:`spend`, all or nothing
+        (checked on a copy first, so a refusal spends nothing)."""
+        trial = DecryptionBudget(self.max_queries)
+        trial.spent, trial.queries = set(self.spent), set(self.queries)
+        for t in tickets:
+            trial.spend(t, provides(t))
+        self.spent, self.queries = trial.spent, trial.queries
 
     def to_bytes(self) -> bytes:
         w = Writer().u32(self.max_queries).u32(len(self.spent))

@@ -30,7 +30,14 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from privfl._typing import BoolArray, FloatArray
 from privfl.crypto import dtpkc
 from privfl.errors import InputError, ProtocolError, UnknownPartyError
-from privfl.forest import budget, plain, provenance, query_auth, secure_ops
+from privfl.forest import (
+    batch_predict,
+    budget,
+    plain,
+    provenance,
+    query_auth,
+    secure_ops,
+)
 from privfl.forest.freshness import ReplayGuard, RevocationReport
 from privfl.forest.jobs import Par, gather, lift
 from privfl.forest.kgc import KeyGrant, RequesterRegistration, RosterEntry
@@ -280,6 +287,25 @@ class CenterServer:
         leaves = np.asarray(values, dtype=np.float64).reshape(len(self.trees), 1)
         return self._decoded(vote(leaves, self.task, self._n_classes))
 
+    def predict_queries(self, requester: str, data: bytes) -> Par[np.ndarray]:
+        """Batched FRF-Predict: a ``query-batch`` of rows, each its own signed query, walked
+        level by level, each level's comparisons packed into one CC message and one message
+        per holder (:mod:`.batch_predict`, :mod:`.packed_holt`)."""
+        keys = self._requesters.get(requester)
+        if keys is None:
+            raise UnknownPartyError(f"{requester!r} is not a registered requester")
+        active = [f for f, (owner, _) in enumerate(self._features) if owner not in self.revoked]
+        rows, qids = yield from batch_predict.open_rows(self.config, data, requester, keys, active)
+        m = self._material()
+        leaves = yield from batch_predict.walk_rows(
+            self.config, m.sk, m.lam1, self.trees, rows, qids, self._next_op
+        )
+        return self._decoded(vote(np.asarray(leaves), self.task, self._n_classes))
+
+    def _next_op(self) -> int:
+        self._op += 1
+        return self._op
+
     def predict_plain(self, n_rows: int) -> Par[np.ndarray]:
         """FRF-Test on ``n_rows`` rows the providers hold: each provider compares its own
         test values with its own threshold in the clear (:func:`.plain.leaves`: level by
@@ -369,10 +395,5 @@ class CenterServer:
         return per
 
     def nodes_destroyed_by(self, participant: str) -> int:
-        """Internal nodes revoking ``participant`` would destroy now (its topmost nodes and
-        everything below them): what the rebuild has to regrow."""
-        return sum(
-            sum(1 for i in tree.subtree(top.node_id) if isinstance(tree.nodes[i], Split))
-            for tree in self.trees
-            for top in tree.topmost(participant)
-        )
+        """Internal nodes revoking ``participant`` would destroy now: what the rebuild regrows."""
+        return sum(tree.destroyed_by(participant) for tree in self.trees)

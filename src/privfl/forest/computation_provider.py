@@ -10,8 +10,9 @@ from __future__ import annotations
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from privfl.crypto import dtpkc
+from privfl.crypto.parallel import thread_map
 from privfl.errors import ProtocolError, UnknownPartyError
-from privfl.forest import query_auth, secure_ops
+from privfl.forest import packed_holt, query_auth, secure_ops
 from privfl.forest.alarm import HoLTAlarm
 from privfl.forest.budget import MAX_QUERIES
 from privfl.forest.freshness import ReplayGuard
@@ -119,6 +120,11 @@ class ComputationProvider:
         return tuple(self._alarms)
 
     @property
+    def comparisons_charged(self) -> int:
+        """Requester-query comparisons signed so far (each slot of a pack counts one)."""
+        return len(self._queries.spent)
+
+    @property
     def holders(self) -> tuple[str, ...]:
         """The participants CC still re-encrypts to."""
         return tuple(self._holders)
@@ -128,6 +134,7 @@ class ComputationProvider:
         handlers = {
             "hoadd-request": self._hoadd,
             "holt-request": self._holt,
+            "holt-batch": self._holt_batch,
             "refresh-request": self._refresh,
             "query-open": self._open_query,
         }
@@ -164,6 +171,28 @@ class ComputationProvider:
         logged = alarm.to_bytes(self._config)  # serialised on both branches (the same work)
         self._alarms += [] if in_range else [logged]  # kept in memory: no I/O on either branch
         return result.to_bytes("holt-result", self._config, CC)
+
+    def _holt_batch(self, data: bytes) -> bytes:
+        """A level of batched FRF-Predict (:mod:`.packed_holt`): every slot's ticket charged
+        first (all or nothing, public conditions), then one packed answer per pack."""
+        lam2 = self._share()
+        packs = packed_holt.read_requests(data, self._config, lam2.params)
+        unknown = sorted({p.holder for p in packs} - set(self._holders))
+        if unknown:  # before charging: a refused batch spends no ticket
+            raise UnknownPartyError(f"CC re-encrypts only to registered holders, not {unknown}")
+        self._queries.charge_all([t for p in packs for t in p.tickets])
+        answers = thread_map(
+            lambda p: packed_holt.cc_holt_pack(
+                lam2, self._holders, self._signing_key, self._config, p
+            ),
+            packs,
+        )
+        results = []
+        for result, alarm, in_range in answers:
+            logged = alarm.to_bytes(self._config)  # serialised on both branches
+            self._alarms += [] if in_range else [logged]
+            results.append(result)
+        return packed_holt.write_batch("holt-batch-result", self._config, CC, results)
 
     def audit(self) -> tuple[bytes, ...]:
         """Log (``logging`` warning) the alarms of out-of-range comparisons not logged yet

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 import time
+from collections.abc import Sequence
 
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -24,7 +25,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from privfl._typing import BoolArray, FloatArray
 from privfl.crypto import dtpkc
 from privfl.errors import InputError, MalformedMessageError, ProtocolError
-from privfl.forest import branch, secure_ops
+from privfl.forest import branch, packed_holt, secure_ops
 from privfl.forest.budget import MAX_QUERIES as MAX_QUERIES
 from privfl.forest.inputs import check_matrix as check_matrix
 from privfl.forest.inputs import check_name as check_name
@@ -210,6 +211,7 @@ class Participant:
             "forget": self._forget,
             "reopen": self._reopen,
             "partial-decrypt": self._partial_decrypt,
+            "partial-decrypt-batch": self._partial_decrypt_batch,
         }
         return dispatch(data, self._config, handlers, self.name)
 
@@ -362,4 +364,17 @@ class Participant:
 
         return secure_ops.holder_partial_decrypt(
             self._keys(), self.name, self._cc_key, self._config, data, pay
+        )
+
+    def _partial_decrypt_batch(self, data: bytes) -> bytes:
+        """ParHDec1 of a level's CC-signed packs (:mod:`.packed_holt`): every slot's ticket
+        paid by the rules of :meth:`_partial_decrypt`, all or nothing, before any strip."""
+        if self._cc_key is None:
+            raise ProtocolError(f"{self.name} has no keys yet")
+
+        def pay_all(tickets: Sequence[secure_ops.Ticket]) -> None:
+            self._budget.spend_all(tickets, lambda t: (t.tree, t.node) in self._splits)
+
+        return packed_holt.holder_strip_packs(
+            self._keys(), self.name, self._cc_key, self._config, data, pay_all
         )

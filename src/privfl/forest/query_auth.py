@@ -152,6 +152,44 @@ class Query:
         return SignedQuery(requester, digest_of(self.values), self.signature)
 
 
+@dataclass(frozen=True)
+class QueryBatch:
+    """Requester -> CS (batched FRF-Predict, ``query-batch``): many rows in one message, each
+    row its own :class:`Query` (its own signature, hence its own query id and allowance)."""
+
+    STEP: ClassVar[str] = "query-batch"
+    rows: tuple[Query, ...]
+
+    def to_bytes(self, config: SessionConfig, sender: str) -> bytes:
+        w = Writer().u32(len(self.rows))
+        for q in self.rows:
+            w.u32(len(q.values))
+            for v in q.values:
+                v.write(w)
+            w.bytes_(q.signature)
+        return seal(self.STEP, config, sender, w)
+
+    @classmethod
+    def from_bytes(
+        cls, data: bytes, config: SessionConfig, sender: str, key: dtpkc.PublicKey,
+        n_features: int, max_rows: int,
+    ) -> QueryBatch:  # fmt: skip
+        r = unseal(data, cls.STEP, config, sender)
+        rows = []
+        for _ in range(r.count(max_rows, "rows")):
+            if r.count(n_features, "features") != n_features:
+                raise MalformedMessageError(f"a query must carry all {n_features} features")
+            values = tuple(dtpkc.Ciphertext.read(r, key.params, key) for _ in range(n_features))
+            signature = r.bytes_(SIGNATURE_BYTES)
+            if len(signature) != SIGNATURE_BYTES:
+                raise MalformedMessageError("a query's signature is 64 bytes")
+            rows.append(Query(values, signature))
+        r.end()
+        if not rows:
+            raise MalformedMessageError("a query batch without a row")
+        return cls(tuple(rows))
+
+
 def open_query(config: SessionConfig, query: SignedQuery) -> Job[bytes]:
     """The CS's ``query-open`` (before any comparison of a requester's query): hand the
     requester's signed statement to the CC; returns the query id the CC opened."""
@@ -215,6 +253,27 @@ class QueryLedger:
             )
         self.spent.add(key)
         self.per_tree[(ticket.query, ticket.tree)] += 1
+
+    def charge_all(self, tickets: Sequence[Ticket]) -> None:
+        """A packed batch (:mod:`.packed_holt`): every slot's ticket charged as one
+        comparison by the rules of :meth:`charge`, all or nothing, before any work; only
+        requester-query tickets (a pack is always for a signed query)."""
+        seen: set[tuple[bytes, int, int]] = set()
+        extra: Counter[tuple[bytes, int]] = Counter()
+        for t in tickets:
+            key, tree = (t.query, t.tree, t.node), (t.query, t.tree)
+            if t.kind != REQUESTER_QUERY or t.query not in self.opened:
+                raise ProtocolError("a packed comparison for a query no requester signed")
+            if key in self.spent or key in seen:
+                raise ProtocolError(f"this query was already compared at node {key[1:]}")
+            if self.per_tree[tree] + extra[tree] >= self._config.max_depth:
+                raise ProtocolError(
+                    f"this query had its {self._config.max_depth} comparisons in tree {t.tree}"
+                )
+            seen.add(key)
+            extra[tree] += 1
+        self.spent |= seen
+        self.per_tree.update(extra)
 
     def to_bytes(self) -> bytes:
         """The opened queries and the comparisons spent (for a node that rebuilds its CC)."""

@@ -12,7 +12,9 @@ from privfl.errors import InputError, ProtocolError
 from privfl.forest.inputs import check_matrix, check_name
 from privfl.forest.kgc import Hello, KeyGrant
 from privfl.forest.messages import SessionConfig
-from privfl.forest.query_auth import Query, SignedQuery, digest_of
+from privfl.forest.packed_holt import MAX_BATCH_ROWS
+from privfl.forest.packing import PACK_VALUE_BITS
+from privfl.forest.query_auth import Query, QueryBatch, SignedQuery, digest_of
 
 
 class Requester:
@@ -45,23 +47,54 @@ class Requester:
         """Encrypt every feature of ``sample`` (participant -> its values) under the
         requester's key, in the order of ``layout`` ((participant, columns) as the CS's
         roster lists them)."""
+        return self._signed(self._encrypt(layout, sample, 1, None)[0]).to_bytes(
+            self._config, self.name
+        )
+
+    def query_batch(self, layout: Sequence[tuple[str, int]], rows: Mapping[str, object]) -> bytes:
+        """Batched FRF-Predict: every row of ``rows`` (participant -> its rows, one matrix
+        each) encrypted and signed as its own query (its own query id and allowance), all in
+        one ``query-batch`` message. Values must be below 2^96 in fixed point (packed
+        comparisons, :mod:`.packing`): an :class:`InputError` otherwise."""
+        if not isinstance(rows, Mapping) or not rows:
+            raise InputError("rows must map participant name -> that participant's rows")
+        name, first = next(iter(rows.items()))
+        n = check_matrix(first, str(name)).shape[0]
+        if n > MAX_BATCH_ROWS:
+            raise InputError(f"a query batch holds 1..{MAX_BATCH_ROWS} rows, got {n}")
+        per_row = self._encrypt(layout, rows, n, 1 << PACK_VALUE_BITS)
+        return QueryBatch(tuple(self._signed(v) for v in per_row)).to_bytes(self._config, self.name)
+
+    def _signed(self, values: list[dtpkc.Ciphertext]) -> Query:
+        digest = digest_of(values)
+        signed = SignedQuery.sign(self._signing_key, self._config, self.name, digest)
+        return Query(tuple(values), signed.signature)
+
+    def _encrypt(
+        self, layout: Sequence[tuple[str, int]], sample: Mapping[str, object], n_rows: int,
+        bound: int | None,
+    ) -> list[list[dtpkc.Ciphertext]]:  # fmt: skip
+        """Per row, every feature in ``layout``'s order, encrypted under the requester's key
+        (fixed point below ``bound`` when given)."""
         if self._sk is None:
             raise ProtocolError(f"{self.name} has no keys yet")
         unknown = sorted(set(sample) - {name for name, _ in layout})
         if unknown:
             raise InputError(f"unknown participant(s) in the query: {unknown}")
-        values = []
+        out: list[list[dtpkc.Ciphertext]] = [[] for _ in range(n_rows)]
+        prm, f = self._sk.public.params, self._config.fraction_bits
         for name, n_columns in layout:
             if name not in sample:
                 raise InputError(f"the query lacks the columns of participant {name!r}")
-            row = check_matrix(np.atleast_2d(np.asarray(sample[name], dtype=object)), name, 1)
-            if row.shape[1] != n_columns:
+            raw = sample[name]
+            m = check_matrix(np.atleast_2d(np.asarray(raw, dtype=object)) if bound is None
+                             else raw, name, n_rows)  # fmt: skip
+            if m.shape[1] != n_columns:
                 raise InputError(f"participant {name!r}: expected {n_columns} columns")
-            prm, f = self._sk.public.params, self._config.fraction_bits
-            values += [
-                dtpkc.encrypt(self._sk.public, dtpkc.to_fixed_point(float(x), f, prm))
-                for x in row[0]
-            ]
-        digest = digest_of(values)
-        signed = SignedQuery.sign(self._signing_key, self._config, self.name, digest)
-        return Query(tuple(values), signed.signature).to_bytes(self._config, self.name)
+            for i in range(n_rows):
+                for x in m[i]:
+                    v = dtpkc.to_fixed_point(float(x), f, prm)
+                    if bound is not None and abs(v) >= bound:
+                        raise InputError(f"{x} is too large for a packed comparison")
+                    out[i].append(dtpkc.encrypt(self._sk.public, v))
+        return out

@@ -235,6 +235,32 @@ class RevFRF:
     def predict_for(self, requester: str, x: Mapping[str, object]) -> Any:
         """FRF-Predict: a requester with a KGC key encrypts its whole feature vector under
         its own key; CS evaluates every node with HoLT and returns the vote / mean."""
+        cs = self._requester(requester)
+        if not isinstance(x, Mapping):
+            raise InputError("x must map participant name -> that participant's values")
+        sample = {k: v for k, v in x.items() if k not in cs.revoked}
+        query = self.runner.run("requester", self._requesters[requester].query, cs.layout(), sample)
+        job = cs.predict_query(requester, self.runner.send("requester->cs", query))
+        return schedule.drive(self.runner, job, self._peers())[0]
+
+    def predict_many(self, requester: str, rows: Mapping[str, object]) -> np.ndarray:
+        """Batched FRF-Predict of many rows (participant -> its rows, up to
+        :data:`~.packed_holt.MAX_BATCH_ROWS`): one requester message, each row its own
+        signed query; the CS walks all rows x trees level by level with packed comparisons
+        (:mod:`.packed_holt`): one CC exchange and one exchange per holder per level. The
+        same predictions as :meth:`predict_for` row by row; values below 2^64 (at 32
+        fraction bits)."""
+        cs = self._requester(requester)
+        if not isinstance(rows, Mapping):
+            raise InputError("rows must map participant name -> that participant's rows")
+        sample = {k: v for k, v in rows.items() if k not in cs.revoked}
+        role = self._requesters[requester]
+        query = self.runner.run("requester", role.query_batch, cs.layout(), sample)
+        job = cs.predict_queries(requester, self.runner.send("requester->cs", query))
+        return np.asarray(schedule.drive(self.runner, job, self._peers()))
+
+    def _requester(self, requester: str) -> CenterServer:
+        """The CS, after registering ``requester`` with the KGC on its first query."""
         cs = self.center_server
         if requester not in self._requesters:
             if requester in self._participants:
@@ -246,12 +272,7 @@ class RevFRF:
             cs.register_requester(self.runner.send("kgc->cs", registration))
             self._cc.register_requester(self.runner.send("kgc->cc", registration))
             self._requesters[requester] = role
-        if not isinstance(x, Mapping):
-            raise InputError("x must map participant name -> that participant's values")
-        sample = {k: v for k, v in x.items() if k not in cs.revoked}
-        query = self.runner.run("requester", self._requesters[requester].query, cs.layout(), sample)
-        job = cs.predict_query(requester, self.runner.send("requester->cs", query))
-        return schedule.drive(self.runner, job, self._peers())[0]
+        return cs
 
     # ------------------------------------------------------------------------ revocation
     def revoke(

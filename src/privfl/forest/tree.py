@@ -81,6 +81,13 @@ class Tree:
     def splits(self) -> list[Split]:
         return [n for n in self.nodes.values() if isinstance(n, Split)]
 
+    def destroyed_by(self, provider: str) -> int:
+        """Splits revoking ``provider`` destroys here: its topmost nodes and all below."""
+        return sum(
+            sum(1 for i in self.subtree(top.node_id) if isinstance(self.nodes[i], Split))
+            for top in self.topmost(provider)
+        )
+
     def topmost(self, provider: str) -> list[Split]:
         """The nodes of ``provider`` that no other node of ``provider`` is above."""
         out, stack = [], [self.root]

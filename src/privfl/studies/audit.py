@@ -21,10 +21,10 @@ from privfl.errors import InputError
 from privfl.progress import ProgressEvent
 from privfl.training.mlp import MLP
 
-Progress = Callable[[int], None]  # the CLI's bar: called with the steps just finished
+Advance = Callable[[int], None]  # the CLI's bar: called with the steps just finished
 
 
-def ticks(advance: Progress | None) -> Callable[[ProgressEvent], None] | None:
+def ticks(advance: Advance | None) -> Callable[[ProgressEvent], None] | None:
     """An audit function's :class:`~privfl.progress.ProgressEvent` callback that advances
     the CLI's bar by one step per event (the bar's total is set from the whole study)."""
     if advance is None:
@@ -196,7 +196,7 @@ def membership_audit(
     runs: int = 4,
     attack_epochs: int = 100,
     seed: int = 0,
-    progress: Progress | None = None,
+    progress: Advance | None = None,
     on_total: Callable[[int], None] | None = None,
     layers: Sequence[int] | None = None,
 ) -> MembershipAudit:
@@ -252,7 +252,7 @@ def inversion_audit(
     steps: int = 300,
     seed: int = 0,
     plot: str | None = None,
-    progress: Progress | None = None,
+    progress: Advance | None = None,
     on_total: Callable[[int], None] | None = None,
 ) -> InversionAudit:
     """Model inversion per epoch snapshot on Olivetti faces (MLP 4096-100-40, 7 images per
@@ -314,7 +314,7 @@ def property_audit(
     runs: int = 4,
     batches: int = 200,
     seed: int = 0,
-    progress: Progress | None = None,
+    progress: Advance | None = None,
     on_total: Callable[[int], None] | None = None,
 ) -> PropertyAudit:
     """Property inference on Adult (MLP in-32-16-2, batch 10, lr 0.5, 30 epochs); ``layers``

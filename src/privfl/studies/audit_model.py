@@ -9,9 +9,9 @@ from collections.abc import Callable, Sequence
 from privfl.audit.membership import exposed_layers
 from privfl.errors import InputError
 from privfl.studies.audit import (
+    Advance,
     Hyper,
     MembershipAudit,
-    Progress,
     TargetModel,
     _accuracy,
     _check_count,
@@ -24,7 +24,7 @@ def membership_audit_of_model(
     runs: int = 4,
     attack_epochs: int = 100,
     seed: int = 0,
-    progress: Progress | None = None,
+    progress: Advance | None = None,
     on_total: Callable[[int], None] | None = None,
     layers: Sequence[int] | None = None,
 ) -> MembershipAudit:

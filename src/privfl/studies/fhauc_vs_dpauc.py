@@ -38,7 +38,7 @@ def _derived_seed(*parts: Any) -> int:
     return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:4], "big")
 
 
-Progress = Callable[[int], None]
+Advance = Callable[[int], None]
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,7 @@ def accuracy_study(
     iid: bool = True,
     seed: int = 0,
     mechanisms: Sequence[str] = dp.MECHANISMS,
-    progress: Progress | None = None,
+    progress: Advance | None = None,
     *,
     calibration: str = "total-budget",
     postprocessing: Sequence[str] = dp.POSTPROCESSING,
@@ -206,7 +206,7 @@ def leakage_study(
     thresholds: Sequence[int] = (25, 50, 100),
     runs: int = 100,
     seed: int = 0,
-    progress: Progress | None = None,
+    progress: Advance | None = None,
     *,
     calibration: str = "total-budget",
 ) -> list[LeakageRow]:

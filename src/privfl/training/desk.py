@@ -82,6 +82,7 @@ from privfl.training.joint import (
     SealedShare,
     SignedRequest,
 )
+from privfl.training.sumcheck import COMMIT_DOMAIN, SUMCHECK_DOMAIN
 from privfl.training.tickets import Purpose, Ticket, TrainingPlan, check_ticket
 
 __all__ = ["ShareDesk"]
@@ -146,6 +147,13 @@ class ShareDesk:
         unsigned = Consent(self.session, self.name, recipient, purpose, limit, bytes(64))
         sig = self._identity.sign(CONSENT_DOMAIN, unsigned.signed_part())
         return Consent(self.session, self.name, recipient, purpose, limit, sig)
+
+    def endorse(self, domain: str, data: bytes) -> bytes:
+        """This party's signature on its own commitment or sketch of the aggregate check
+        (:mod:`~.sumcheck`); no other domain (never a request, share or consent)."""
+        if domain not in (COMMIT_DOMAIN, SUMCHECK_DOMAIN):
+            raise ProtocolError(f"the desk signs no {domain!r}")
+        return self._identity.sign(domain, data)
 
     def sign(
         self, ticket: Ticket, kind: str, request: bytes, consents: Sequence[Consent] = ()

@@ -23,7 +23,7 @@ from privfl.training.messages import CODEC
 
 __all__ = ["ITEM_KINDS", "STEPS", "Envelope", "Item", "pack_parts", "unpack_parts"]
 
-STEPS = ("train", "relay", "evaluate", "consent", "reveal", "finish")
+STEPS = ("train", "relay", "sum", "evaluate", "consent", "reveal", "finish")
 ITEM_KINDS = ("request", "share")
 MAX_ITEMS = 4096
 MAX_PARTS = 64

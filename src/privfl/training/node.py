@@ -21,6 +21,11 @@ Steps (the server's :func:`~.schedule.run_training` sends them in this order):
               The envelope that ends a training step (and every later one of that step)
               carries the round's upload as its body: the plaintext layers and the
               encrypted update (no separate round for it)
+``sum``       (round r: the sum ``T`` of the encrypted updates and every party's signed
+              commitment) -> this party's signed sketch of its own update; the sketches of
+              every party come back with the next global model, and the node computes the
+              new encrypted layer ``W + T/N`` itself only once they add up (:mod:`~.sumcheck`,
+              :class:`~.verifier.SumVerifier`); the server never sends an encrypted layer
 ``evaluate``  (round r, the new global model) -> the last layer's outputs on this party's
               own rows; its loss sum, correct count, rows and ``max |u|`` stay **on the node**
               (:attr:`PartyNode.evaluations`): the server gets only ``done``
@@ -48,8 +53,10 @@ from privfl.training.joint import Consent
 from privfl.training.messages import GlobalPlainLayers
 from privfl.training.packing import chebyshev_sigmoid
 from privfl.training.party import Done, Party
+from privfl.training.sumcheck import SumCheck, UpdateCommitment
 from privfl.training.tickets import Purpose
 from privfl.training.twin import plain_forward
+from privfl.training.verifier import SumVerifier
 
 __all__ = ["LocalEvaluation", "PartyNode"]
 
@@ -80,6 +87,12 @@ class PartyNode:
         self._round = 0
         self.evaluations: list[LocalEvaluation] = []
         self.boundary_errors: dict[int, float] = {}
+        desk = party.desk
+        self.verifier = (
+            SumVerifier(self.name, party.session, desk.plan, desk.crypto.context, desk.endorse)
+            if desk is not None
+            else None
+        )
 
     # ------------------------------------------------------------------ dispatch
     def step(self, data: bytes) -> bytes:
@@ -88,6 +101,7 @@ class PartyNode:
         handlers = {
             "train": self._train,
             "relay": self._relay,
+            "sum": self._sum,
             "evaluate": self._evaluate,
             "consent": self._consent,
             "reveal": self._reveal,
@@ -110,11 +124,26 @@ class PartyNode:
         if not parts:
             raise ProtocolError("a global model without layers")
         plain = GlobalPlainLayers.from_bytes(parts[0], p.session, env.round, p.plain_shapes)
-        ctx = p.crypto.context if p.crypto is not None else None
-        if ctx is None and len(parts) > 1:
-            raise ProtocolError("encrypted layers in a run without them")
-        secret = [CiphertextMessage.from_bytes(b, ctx, p.session) for b in parts[1:] if ctx]
-        p.receive_model(plain, secret)
+        v = self.verifier
+        if v is None or p.crypto is None:
+            if len(parts) > 1:
+                raise ProtocolError("encrypted layers in a run without them")
+            p.receive_model(plain, [])
+        elif v.pending is not None:
+            # the parties' signed sketches of the last aggregate: this party computes the new
+            # encrypted layers itself, only from a checked aggregate
+            if v.pending + 1 != env.round:
+                raise ProtocolError(f"a model of round {env.round} after round {v.pending}")
+            totals = v.verify([SumCheck.from_bytes(b, p.session) for b in parts[1:]])
+            p.apply_sum(totals, len(self.others) + 1)
+            p.receive_plain(plain)
+        elif env.round == 0 and self.model_round < 0 and len(parts) == 1:
+            p.start_initial(plain)  # the public initial layers, computed by this party
+        else:
+            raise ProtocolError(
+                f"a model of round {env.round} without a checked aggregate: the server never "
+                "sends an encrypted layer (each party computes the initial one itself)"
+            )
         self.model_round = env.round
 
     def _train(self, env: Envelope) -> tuple[list[Item], bool]:
@@ -164,7 +193,24 @@ class PartyNode:
         if self._uploading and self._idle():
             self._uploading = False
             plain, update = self.party.upload(self.party.session, self._round)
-            self._body = pack_parts([plain.to_bytes(), *(u.to_bytes() for u in update)])
+            parts = [plain.to_bytes(), *(u.to_bytes() for u in update)]
+            if self.verifier is not None:
+                parts.append(self.verifier.commit(self._round, update).to_bytes())
+            self._body = pack_parts(parts)
+
+    def _sum(self, env: Envelope) -> tuple[list[Item], bool]:
+        """The server's aggregate ``T`` (one per encrypted layer) and every party's signed
+        commitment -> this party's signed sketch (:mod:`~.sumcheck`)."""
+        self._require_idle()
+        p, v = self.party, self.verifier
+        if v is None or p.crypto is None:
+            raise ProtocolError("an aggregate check in a run without encrypted layers")
+        halves = unpack_parts(env.body, 2)
+        ctx = p.crypto.context
+        totals = [CiphertextMessage.from_bytes(b, ctx, p.session) for b in unpack_parts(halves[0])]
+        commits = [UpdateCommitment.from_bytes(b, p.session) for b in unpack_parts(halves[1])]
+        self._body = v.answer(env.round, totals, commits).to_bytes()
+        return [], True
 
     def _evaluate(self, env: Envelope) -> tuple[list[Item], bool]:
         self._require_idle()

@@ -2,8 +2,9 @@
 
 What a party holds: its samples; the plaintext layers in the clear (the global ones each round,
 then its local updates); its own share of the threshold-CKKS secret key (inside its
-:class:`~privfl.threshold.ThresholdParty`, never serialised); a copy of the encrypted
-layers, ciphertexts it cannot decrypt alone.
+:class:`~privfl.threshold.ThresholdParty`, never serialised); the encrypted layers,
+ciphertexts it cannot decrypt alone, which it computes itself (the public initial ones, then
+``W + T/N`` from each checked aggregate ``T``, :mod:`~.sumcheck`).
 
 What a party learns: the global plaintext layers; for each of its own mini-batches the
 boundary error ``e_T = dL/da_T`` (the only value jointly decrypted during training, and only
@@ -105,6 +106,7 @@ class Party:
         self._biases: list[FloatArray] = []
         self.two = TwoLayerPacking(layout) if layout is not None and layout.next_out else None
         self._secret: list[Ciphertext] = []
+        self._global: list[Ciphertext] = []
         self._update: list[Ciphertext] = []
         self._flow: Flow | None = None
         self._pending: tuple[Ticket, str, Request] | None = None
@@ -137,7 +139,37 @@ class Party:
             if len(secret) != self.schedule.secret_layers:
                 raise ProtocolError("the global model lacks its encrypted layers")
             self._secret = [Ciphertext.from_message(self.crypto.context, m) for m in secret]
+            self._global = list(self._secret)
         self._update = []
+
+    def start_initial(self, plain: GlobalPlainLayers) -> None:
+        """Round 0: the server's plaintext layers and the public initial encrypted layers,
+        which this party computes itself (:func:`~.secret.initial_layers`)."""
+        layout = self.layout
+        if self.crypto is not None and layout is not None:
+            self._global = enc.initial_layers(self.crypto, self.schedule, layout)
+        self.receive_plain(plain)
+
+    def receive_plain(self, plain: GlobalPlainLayers) -> None:
+        """Start a round from the server's plaintext layers and this party's own global
+        encrypted layers (the ones it computed with :meth:`apply_sum`)."""
+        self._weights = [w.copy() for w in plain.weights]
+        self._biases = [b.copy() for b in plain.biases]
+        self._secret = list(self._global)
+        self._update = []
+
+    def apply_sum(self, totals: Sequence[CiphertextMessage], parties: int) -> None:
+        """The new global encrypted layers ``W + T * (1/N)``, computed by this party from the
+        layers it holds and the checked aggregates ``T`` (:mod:`~.sumcheck`): the server does
+        not choose them. Deterministic: every party gets the same bytes."""
+        ctx = self._crypto().context
+        if len(totals) != len(self._global):
+            raise ProtocolError("the aggregate has the wrong number of encrypted layers")
+        self._global = [
+            w + Ciphertext.from_message(ctx, t) * (1.0 / parties)
+            for w, t in zip(self._global, totals, strict=True)
+        ]
+        self._secret = list(self._global)
 
     def upload(self, session: bytes, rnd: int) -> tuple[PartyPlainLayers, list[CiphertextMessage]]:
         """End of a round: the plaintext layers and the encrypted sums of this round's updates

@@ -8,7 +8,13 @@ Per round ``r``::
                 its batches                      \\  then "relay" until every node is done:
     "relay"     requests and sealed shares, routed by the server (one exchange per joint step);
                 a node's envelope that says "done" carries its upload (plaintext layers and
-                encrypted update, nothing else): the server averages them
+                encrypted update and its signed commitment): the server averages the
+                plaintext layers and sums the encrypted updates into ``T``
+    "sum"       ``T`` and every party's signed commitment -> each party's signed sketch of
+                its own update (:mod:`~.sumcheck`); the sketches go to every party with the
+                next global model, and each party computes ``W + T/N`` itself once they add
+                up (the server never sends an encrypted layer: each party computes the
+                public initial one itself, :func:`~.secret.initial_layers`)
     "evaluate"  (rounds the plan evaluates) new global model -> "relay"... -> each node
                 evaluates its own rows and keeps the figures (the server gets only "done")
 
@@ -109,6 +115,7 @@ class _Driver:
         self.names = plan.names
         self.exchanges: dict[str, int] = {}
         self.delivered = -1
+        self.checks: list[bytes] = []  # every party's signed sketch of the last aggregate
 
     def envelope(self, step: str, rnd: int, items: Sequence[Item] = (), body: bytes = b"") -> bytes:
         s = self.server
@@ -140,9 +147,12 @@ class _Driver:
         """The global model of round ``rnd`` as a body, or nothing if already delivered."""
         if self.delivered == rnd:
             return b""
-        plain, secret = self.run("server:model", self.server.global_model, rnd)
+        plain, _ = self.run("server:model", self.server.global_model, rnd)
         self.delivered = rnd
-        return pack_parts([plain.to_bytes(), *(m.to_bytes() for m in secret)])
+        # no encrypted layer: each party computes the public initial one, then each round's
+        # from the checked sum (the parties' signed sketches, after round 0)
+        checks, self.checks = self.checks, []
+        return pack_parts([plain.to_bytes(), *checks])
 
     def relay(self, rnd: int, envs: dict[str, Envelope], phase: str) -> dict[str, Envelope]:
         """Route items until every node is done (exchanges named ``"<phase>-relay"``, or
@@ -167,7 +177,9 @@ class _Driver:
     def aggregate(self, rnd: int, envs: Mapping[str, Envelope]) -> None:
         """Average the uploads carried by the envelopes that ended the training step."""
         s = self.server
-        plains, updates = [], []
+        plains: list[PartyPlainLayers] = []
+        updates: list[list[CiphertextMessage]] = []
+        commits: list[bytes] = []
         for n in self.names:
             parts = unpack_parts(envs[n].body)
             if not parts:
@@ -175,13 +187,31 @@ class _Driver:
             plains.append(PartyPlainLayers.from_bytes(parts[0], s.session, rnd, s.shapes))
             if parts[1:] and s.crypto is None:
                 raise ProtocolError(f"{n} uploaded encrypted layers in a run without them")
-            ctx = s.crypto.context if s.crypto is not None else None
-            cts = [CiphertextMessage.from_bytes(b, ctx, s.session) for b in parts[1:] if ctx]
-            updates.append(cts)
+            if s.crypto is None:
+                updates.append([])
+            else:
+                if len(parts) < 3:
+                    raise ProtocolError(f"{n} uploaded no signed encrypted update")
+                ctx = s.crypto.context
+                updates.append(
+                    [CiphertextMessage.from_bytes(b, ctx, s.session) for b in parts[1:-1]]
+                )
+                commits.append(parts[-1])
         for n, p in zip(self.names, plains, strict=True):
             if p.sender != n:
                 raise ProtocolError(f"{n} uploaded {p.sender}'s layers")
-        self.run("server:aggregate", s.aggregate, plains, updates)
+        totals = self.run("server:aggregate", s.aggregate, plains, updates)
+        if s.crypto is not None:
+            self.check_sum(rnd, totals, commits)
+
+    def check_sum(
+        self, rnd: int, totals: Sequence[CiphertextMessage], commits: list[bytes]
+    ) -> None:
+        """Step ``"sum"`` (one exchange per aggregation): ``T`` and every party's signed
+        commitment to every party; their signed sketches ride on the next global model."""
+        body = pack_parts([pack_parts([t.to_bytes() for t in totals]), pack_parts(commits)])
+        envs = self.all("sum", rnd, body)
+        self.checks = [envs[n].body for n in self.names]
 
 
 def _nothing_reported(envs: Mapping[str, Envelope]) -> None:

@@ -18,8 +18,28 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from privfl._typing import FloatArray
-from privfl.crypto.threshold import Ciphertext
+from privfl.crypto.threshold import Ciphertext, CiphertextHolder
 from privfl.training.packing import LayerLayout, TwoLayerPacking
+from privfl.training.twin import Schedule, initial_model
+
+
+def initial_layers(
+    holder: CiphertextHolder, schedule: Schedule, layout: LayerLayout
+) -> list[Ciphertext]:
+    """The initial encrypted layers as *trivial* ciphertexts ``(encode(W_0), 0)`` of the public
+    initial model (:func:`~.twin.initial_model`): ``Enc(0) - Enc(0)`` is exactly zero, plus the
+    packed weights. Deterministic: every role computes the same bytes from the public schedule,
+    so no role chooses them and nobody has to check them. ``W_0`` is public (its ``c1`` is 0);
+    every later layer adds the parties' fresh encrypted updates."""
+    model = initial_model(schedule)
+    t = schedule.plain_layers
+    values = [layout.pack_weights(model.weights[t], model.biases[t])]
+    if layout.next_out:
+        values.append(
+            TwoLayerPacking(layout).pack_weights(model.weights[t + 1], model.biases[t + 1])
+        )
+    zero = holder.encrypt([0.0])
+    return [(zero - zero) + list(v) for v in values]
 
 
 def _rotsum(ct: Ciphertext, steps: Sequence[int]) -> Ciphertext:

@@ -10,9 +10,11 @@ clipped to that L2 norm before averaging (it is in the clear here); the encrypte
 averaged as sent.
 
 What the server learns: the parties' plaintext layers after each round (as in the paper:
-those layers are not protected) and ciphertexts. It initialises the model, so it knows the
-initial encrypted layer; every later value of that layer depends on the parties' data and
-stays encrypted.
+those layers are not protected) and ciphertexts. The initial encrypted layer is public (every
+role computes it from the schedule); every later value of that layer depends on the parties'
+data and stays encrypted. The server does not choose it: it sends the parties the sum of
+their signed encrypted updates, which they check before each computes the new layer
+(:mod:`~.sumcheck`).
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ from privfl.crypto.threshold import Ciphertext, CiphertextMessage
 from privfl.errors import InputError, ProtocolError
 from privfl.threshold import ThresholdServer
 from privfl.training.messages import GlobalPlainLayers, PartyPlainLayers
-from privfl.training.packing import LayerLayout, TwoLayerPacking
+from privfl.training.packing import LayerLayout
+from privfl.training.secret import initial_layers
+from privfl.training.sumcheck import sum_updates
 from privfl.training.twin import Schedule, initial_model
 
 
@@ -57,14 +61,8 @@ class Server:
         self._biases = model.biases[:t]
         self._secret: list[Ciphertext] = []
         if crypto is not None and layout is not None:
-            # the server initialises the model, so it encrypts the initial secret layers
-            self._secret.append(
-                crypto.encrypt(layout.pack_weights(model.weights[t], model.biases[t]))
-            )
-            if layout.next_out:
-                two = TwoLayerPacking(layout)
-                packed = two.pack_weights(model.weights[t + 1], model.biases[t + 1])
-                self._secret.append(crypto.encrypt(packed))
+            # the public initial layers, as every party computes them (no role chooses them)
+            self._secret = initial_layers(crypto, schedule, layout)
 
     @property
     def shapes(self) -> list[tuple[int, int]]:
@@ -79,9 +77,13 @@ class Server:
 
     def aggregate(
         self, plains: Sequence[PartyPlainLayers], updates: Sequence[Sequence[CiphertextMessage]]
-    ) -> None:
-        """Equal-weight average: the plaintext layers in the clear, each encrypted layer as
-        ``W + (1/N) sum_k D_k`` with ``D_k`` party ``k``'s encrypted update of the round."""
+    ) -> list[CiphertextMessage]:
+        """Equal-weight average of the plaintext layers in the clear; for each encrypted layer
+        the sum ``T = sum_k D_k`` of the parties' encrypted updates (coefficient-wise, all at
+        one level and degree: refused otherwise), returned for the parties, who check it
+        (:mod:`~.sumcheck`) and compute ``W + (1/N) T`` themselves. The server keeps its own
+        copy of that layer only for :meth:`global_model`; the parties never take it after
+        round 0."""
         n = len(plains)
         if n == 0 or len(updates) != n or len({p.sender for p in plains}) != n:
             raise ProtocolError("aggregation needs one model from each party")
@@ -90,15 +92,18 @@ class Server:
             self._weights[layer] = self._weights[layer] + np.mean([d[0][layer] for d in deltas], 0)
             self._biases[layer] = self._biases[layer] + np.mean([d[1][layer] for d in deltas], 0)
         if self.crypto is None:
-            return
+            return []
         if any(len(u) != len(self._secret) for u in updates):
             raise ProtocolError("a party sent the wrong number of encrypted updates")
         ctx = self.crypto.context
+        totals = []
         for layer in range(len(self._secret)):
-            total = Ciphertext.from_message(ctx, updates[0][layer])
-            for u in updates[1:]:
-                total = total + Ciphertext.from_message(ctx, u[layer])
-            self._secret[layer] = self._secret[layer] + total * (1.0 / n)
+            total = sum_updates(ctx, self.session, self.name, [u[layer] for u in updates])
+            self._secret[layer] = self._secret[layer] + Ciphertext.from_message(ctx, total) * (
+                1.0 / n
+            )
+            totals.append(total)
+        return totals
 
     def _bounded_update(self, plain: PartyPlainLayers) -> tuple[list[FloatArray], list[FloatArray]]:
         """The party's plaintext-layer update (its layers minus the global ones), scaled down

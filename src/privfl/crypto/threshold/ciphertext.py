@@ -96,6 +96,17 @@ class Ciphertext:
         """Levels consumed, counting a pending rescale."""
         return self.level + self.deg - 1
 
+    def rescaled(self) -> Ciphertext:
+        """The same value with its pending rescale done now (FLEXIBLEAUTO rescales a product
+        only when the next product needs it): one tower fewer, the same levels used, so
+        later rotations and additions work on fewer towers. Adds the rescale's rounding
+        error (about ``sqrt(N/12 (1 + 2N/3))`` in coefficient units at the new scale); a
+        ciphertext with no pending rescale is returned as is."""
+        if self.deg < 2:
+            return self
+        towers = self.context.params.multiplicative_depth + 1 - self.level
+        return self._new(self.context.cc.Compress(self.native, towers - 1))
+
     def _other(self, other: Ciphertext | float | Sequence[float]) -> Any:
         if isinstance(other, Ciphertext):
             return other.native
