@@ -10,7 +10,7 @@ wrote equals the in-process run with the same seed (both layers on ``party-0``, 
 layer only on ``party-1``), with the same exchanges; nothing is left running. Two parties, the
 fewest training accepts: every extra node costs a fresh ClientApp process per round (issue
 31); three parties run through the same apps without processes in
-``tests/test_flower_train.py``. About 17 Flower rounds: Flower's own cost per round (its 3 s
+``tests/test_flower_train.py``. About 18 Flower rounds: Flower's own cost per round (its 3 s
 SuperNode poll and a fresh ClientApp process per message) dominates, so the test is marked
 slow (it still runs in ``make test``).
 """
