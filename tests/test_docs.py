@@ -181,8 +181,11 @@ def checkout_like(folder: Path) -> None:
             (folder / name).symlink_to(REPO / name)
 
 
-def run_page(blocks: list[Block], folder: Path) -> list[tuple[Block, float, float]]:
-    """Run the blocks in order in ``folder``: (block, wall seconds, CPU seconds) for each."""
+def run_page(
+    blocks: list[Block], folder: Path, outputs: list[str] | None = None
+) -> list[tuple[Block, float, float]]:
+    """Run the blocks in order in ``folder``: (block, wall seconds, CPU seconds) for each;
+    each block's output is appended to ``outputs`` when given."""
     env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}", MPLBACKEND="Agg")
     for var in ("VIRTUAL_ENV", "FLWR_HOME", "PYTHONSTARTUP"):
         env.pop(var, None)
@@ -218,6 +221,8 @@ def run_page(blocks: list[Block], folder: Path) -> list[tuple[Block, float, floa
                     f"--- block ---\n{block.code}--- output ---\n{output[-6000:]}"
                 )
             timings.append((block, time.monotonic() - started, session.cpu_seconds() - cpu))
+            if outputs is not None:
+                outputs.append(output)
     finally:
         for s in sessions.values():
             s.close()

@@ -15,6 +15,7 @@ import pytest
 pytest.importorskip("openfhe")
 
 import contextlib
+import time
 
 import privfl
 from privfl.crypto.threshold import BootstrapRequest
@@ -158,6 +159,24 @@ def test_bad_settings_are_refused_before_training(kw, reason):
     args.update(kw)
     with pytest.raises(InputError, match=reason):
         privfl.train_federated(_parties(4), parameters=kind, **args)
+
+
+def test_too_few_levels_are_refused_before_any_threshold_context(monkeypatch):
+    """The level budget is checked with the other settings, before the threshold context
+    (on the secure ring: seconds of CPU and a throwaway key generation) or any key exists."""
+    from privfl.crypto.threshold import ThresholdContext
+
+    def built(*_args):
+        raise AssertionError("a threshold context was built for settings that cannot run")
+
+    monkeypatch.setattr(ThresholdContext, "for_parameters", classmethod(built))
+    start = time.process_time()
+    with pytest.raises(InputError, match="too few levels"):
+        privfl.train_federated(
+            _parties(4), layers=LAYERS, encrypted_layers=1, epochs=1, batch_size=4,
+            learning_rate=1.0, sigmoid_degree=119, parameters="secure",
+        )  # fmt: skip
+    assert time.process_time() - start < 1.0
 
 
 def test_a_pre_activation_leaving_the_range_is_raised_or_reported():

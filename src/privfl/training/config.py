@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from privfl.crypto.threshold.params import parameter_set
 from privfl.errors import InputError
 from privfl.training.packing import LayerLayout, pow2
+from privfl.training.params import check_levels, training_parameters
 
 DEFAULT_HIDDEN = (30, 20)
 DEFAULT_ENCRYPTED_LAYERS = 1
@@ -92,6 +93,9 @@ def check_schedule(schedule: Schedule, parameters: str, parties: int) -> None:
     if not 1 <= parties <= MAX_PARTIES:
         raise InputError(f"between 1 and {MAX_PARTIES} parties, got {parties}")
     check_capacity(schedule, parameters)
+    layout = secret_layout(schedule)
+    if layout is not None:  # the level budget, before any context or key exists
+        check_levels(training_parameters(layout, parameters), schedule.sigmoid_degree)
 
 
 def secret_layout(schedule: Schedule) -> LayerLayout | None:
