@@ -15,6 +15,7 @@ cannot pay for (documented in docs/security/fhauc.md).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -90,6 +91,27 @@ def outcome(config: SessionConfig, policy: Policy, keys: str) -> str | None:
     return None
 
 
+def feasible(config: SessionConfig, policy: Policy, keys: str) -> bool:
+    """Whether some number of executions the session may use (2 up to 16, or what the
+    threshold key set's decryption budget pays for) meets the precision and the guarantee for
+    every draw of the multipliers: computed from the noise bound alone, not from the
+    sizing's choice (so a sizing rule that picks too few executions is caught)."""
+    probe = replace(policy, executions=2)
+    try:
+        per_execution = 1
+        if keys == "threshold":
+            per_execution = threshold_plan.plan(config, probe).requests_per_execution
+        sigma = sizing.session_sigma(config, probe, keys)
+    except InputError:
+        return False
+    high = sizing.max_executions(keys, per_execution)
+    return (
+        math.isfinite(sigma)
+        and malicious.executions_needed(sigma, ACCURACY, policy.min_guarantee_bits, 2, high)
+        is not None
+    )
+
+
 @given(
     parties=st.integers(2, 1000),
     rows=st.integers(100, 10**6),
@@ -108,6 +130,7 @@ def test_every_setting_is_accepted_with_its_guarantee_or_refused_at_join_naming_
     refusal = outcome(config, policy, keys)
     if refusal is not None:
         assert any(name in refusal for name in SETTINGS_NAMED), refusal
+    assert (refusal is None) == feasible(config, policy, keys)
 
 
 CORNERS = [
