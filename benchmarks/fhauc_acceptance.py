@@ -4,9 +4,13 @@ For each setting (keys, reveal, parties x rows per party, decision points N, pos
 rate), runs ``--sessions`` honest sessions, each on freshly drawn synthetic data and with
 fresh session randomness, through :func:`privfl.federated_auc` (``reveal=auc``) or
 :func:`privfl.metrics.roc_curve` (``reveal=curve``) with every option at its default, and
-prints how many were accepted and why the others were refused (the error class), plus (AUC
-reveal) the largest deviation from the binned reference among the accepted ones and the
-executions the sizing chose.
+prints how many were accepted and why the others were refused (the error class and one
+message), the largest deviation of the accepted AUC (curve reveal: the curve's AUC) from the
+binned reference, and (AUC reveal) the executions the sizing chose. Settings ``{keys}-{reveal}-
+...`` are the corners of issue 27's range (2 x 100 rows at N = 3, 2 x 10^6 rows, 1,000 x 100
+rows, N = 4,096, a guarantee of 2^-20, and the real Adult test scores: split over 8 parties,
+or resampled to 8 x 57,000 rows, the size of the issue's click-data sessions, 456,000 rows,
+which the project does not hold).
 
     OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python benchmarks/fhauc_acceptance.py \
         [--sessions 1000] [--settings single-auc-3x2000,...] [--fast-threshold]
@@ -31,7 +35,7 @@ import numpy as np
 
 import privfl
 import privfl.metrics as pm
-from privfl.errors import ProtocolError
+from privfl.errors import InputError, ProtocolError
 from privfl.evaluation.fhauc.threshold import ops as threshold_ops
 
 
@@ -44,11 +48,33 @@ class Setting:
     rows: int
     n_points: int
     rate: float
+    bits: float = 8.0  # the guarantee each party asks: 2^-bits
+    data: str = "synthetic"  # or "adult": Adult test scores split over the parties (rows
+    # ignored), or "adult-boot": rows per party resampled from those real scores
+
+
+def corners() -> list[Setting]:
+    """The corners of issue 27's range, both keys and both malicious reveals."""
+    out = []
+    for keys in ("single", "threshold"):
+        for reveal in ("auc", "curve"):
+            k = f"{keys}-{reveal}"
+            out += [
+                Setting(f"{k}-2x100-N3", keys, reveal, 2, 100, 3, 0.5),
+                Setting(f"{k}-2x1000000", keys, reveal, 2, 10**6, 100, 0.3),
+                Setting(f"{k}-1000x100", keys, reveal, 1000, 100, 100, 0.3),
+                Setting(f"{k}-3x2000-N4096", keys, reveal, 3, 2000, 4096, 0.3),
+                Setting(f"{k}-3x2000-g20", keys, reveal, 3, 2000, 100, 0.3, 20.0),
+                Setting(f"{k}-adult-8", keys, reveal, 8, 0, 100, 0.0, 8.0, "adult"),
+                Setting(f"{k}-adult-8x57000", keys, reveal, 8, 57_000, 100, 0.0, 8.0, "adult-boot"),
+            ]
+    return out
 
 
 SETTINGS = {
     s.name: s
     for s in [
+        *corners(),
         Setting("single-auc-3x2000", "single", "auc", 3, 2000, 100, 0.3),
         Setting("single-auc-8x800", "single", "auc", 8, 800, 100, 0.3),
         Setting("single-auc-2x100-N50", "single", "auc", 2, 100, 50, 0.5),
@@ -67,36 +93,64 @@ def synthetic(parties: int, rows: int, rate: float, rng: np.random.Generator) ->
     return out
 
 
+ADULT: list[tuple[np.ndarray, np.ndarray]] = []
+
+
+def adult(setting: Setting, rng: np.random.Generator) -> list:
+    """Real Adult test scores (16,281 rows): split over the parties in a fresh random order,
+    or (``adult-boot``) ``rows`` per party resampled with replacement."""
+    if not ADULT:
+        from privfl.datasets import adult_scores
+
+        ADULT.append(adult_scores())
+    scores, labels = ADULT[0]
+    if setting.data == "adult":
+        order = rng.permutation(scores.size)
+        return [(scores[i], labels[i]) for i in np.array_split(order, setting.parties)]
+    picks = [rng.integers(0, scores.size, setting.rows) for _ in range(setting.parties)]
+    return [(scores[i], labels[i]) for i in picks]
+
+
 def run(setting: Setting, sessions: int, seed: int) -> None:
     rng = np.random.default_rng(seed)  # benchmark data only, not secret
     outcomes: Counter[str] = Counter()
     worst, executions = 0.0, Counter[int]()
+    reasons: dict[str, str] = {}
+    cpu = time.process_time()
     start = time.perf_counter()
     for _ in range(sessions):
-        data = synthetic(setting.parties, setting.rows, setting.rate, rng)
+        if setting.data == "synthetic":
+            data = synthetic(setting.parties, setting.rows, setting.rate, rng)
+        else:
+            data = adult(setting, rng)
+        options = {"security": "malicious", "keys": setting.keys}
+        options["min_guarantee_bits"] = setting.bits
         try:
             if setting.reveal == "auc":
-                res = privfl.federated_auc(
-                    data, setting.n_points, security="malicious", keys=setting.keys
-                )
+                res = privfl.federated_auc(data, setting.n_points, **options)
                 value, executions[res.executions] = res.auc, executions[res.executions] + 1
-                worst = max(worst, abs(value - privfl.binned_auc(data, setting.n_points)))
             else:
-                curve = pm.roc_curve(data, setting.n_points, security="malicious")
+                curve = pm.roc_curve(data, setting.n_points, **options)
                 if curve.run["verified"] is not True:
                     raise ProtocolError("the curve was not verified")
+                value = curve.auc
+            worst = max(worst, abs(value - privfl.binned_auc(data, setting.n_points)))
             outcomes["accepted"] += 1
-        except ProtocolError as exc:
+        except (ProtocolError, InputError) as exc:
             outcomes[type(exc).__name__] += 1
-    seconds = time.perf_counter() - start
+            reasons[type(exc).__name__] = str(exc)[:160]
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     refused = sessions - outcomes["accepted"]
     print(
         f"{setting.name:24s} sessions {sessions:5d}  accepted {outcomes['accepted']:5d}  "
         f"refused {refused:4d} {dict((k, v) for k, v in outcomes.items() if k != 'accepted')}  "
         f"max |auc - binned| {worst:.1e}  executions {dict(sorted(executions.items()))}  "
-        f"{seconds / sessions:.2f} s/session  load {os.getloadavg()[0]:.1f}",
+        f"{seconds / sessions:.2f} s/session (cpu {cpu / sessions:.2f})  "
+        f"load {os.getloadavg()[0]:.1f}",
         flush=True,
     )
+    for name, reason in reasons.items():
+        print(f"    {name}: {reason}", flush=True)
 
 
 def main() -> None:

@@ -24,6 +24,12 @@ each party has spent and the error against the binned reference.
 
     nice -n 10 .venv/bin/python benchmarks/fhauc_threshold.py --parties 100 --reuse 2
 
+``--table`` prints every combination keys x security x reveal (12 rows per party count, one
+session each) with the threshold / single-key aggregator ratio per pair (issue 27's reach: at
+most 2x):
+
+    nice -n 10 .venv/bin/python benchmarks/fhauc_threshold.py --table --parties 100
+
 ``--reveal curve,metrics`` measures those reveals instead (``privfl.metrics.roc_curve`` at
 N = 100, ``threshold_metrics`` at t = 0.5), single key next to threshold keys: the
 aggregator's wall and CPU time, the upload per party, the setup traffic per party
@@ -108,7 +114,11 @@ def main() -> None:
     ap.add_argument("--sessions", type=int, default=1, help="threshold sessions per row")
     ap.add_argument("--reveal", default="auc", help="auc, or a list of curve,metrics")
     ap.add_argument("--reuse", type=int, default=0, help="sessions on one kept key set")
+    ap.add_argument("--table", action="store_true", help="all 12 keys x security x reveal")
     args = ap.parse_args()
+    if args.table:
+        table_rows(args)
+        return
     if args.reuse:
         reuse_rows(args)
         return
@@ -314,6 +324,64 @@ def reveal_rows(args: argparse.Namespace) -> None:
                 )
             ratio = agg["threshold"] / max(agg["single"], 1e-9)
             print(f"{'':>7} {reveal:>7} aggregator CPU threshold / single key: {ratio:.1f}x")
+
+
+def one_combination(
+    data: list[tuple[np.ndarray, np.ndarray]], security: str, reveal: str, keys: str
+) -> tuple[dict[str, float], dict[str, float], float]:
+    """(timings, bytes, largest |error| against the binned reference) of one session."""
+    if reveal != "auc":
+        return reveal_once(data, reveal, keys, security)
+    res = privfl.federated_auc(data, 100, keys=keys, security=security)
+    err = abs(res.auc - privfl.binned_auc(data, 100))
+    return dict(res.timings.items()), dict(res.bytes.items()), err
+
+
+def table_rows(args: argparse.Namespace) -> None:
+    """``--table``: the 12 combinations keys x security x reveal at each ``--parties`` count,
+    N = 100 (metrics: t = 0.5), 100 samples per party, one session each: the aggregator's
+    wall time (and CPU time where the run reports it), each party's upload and download
+    (session traffic minus the upload; single key: the reply), its setup traffic (threshold:
+    the key rounds; single key: the wrapped key bundle), and threshold / single-key
+    aggregator time per (security, reveal) against the reach of 2x."""
+    print(
+        "FHAUC per combination, N = 100 (metrics: t = 0.5), 100 samples per party; threshold: "
+        "OpenFHE 'fhauc' set (ring 2^14, 128-bit), single key: SEAL ring 8192"
+    )
+    print(
+        f"{'parties':>7} {'security':>11} {'reveal':>7} {'keys':>9} {'agg s':>7} "
+        f"{'agg cpu s':>9} {'up MB':>7} {'down MB':>7} {'setup MB':>8} {'max |err|':>9} "
+        f"{'wall s':>7} {'load':>14}"
+    )
+    for m in [int(p) for p in args.parties.split(",")]:
+        data = synthetic(m, 100)
+        for security in ("semi-honest", "malicious"):
+            for reveal in ("auc", "curve", "metrics"):
+                agg: dict[str, float] = {}
+                for keys in ("single", "threshold"):
+                    t0 = time.perf_counter()
+                    timings, sizes, err = one_combination(data, security, reveal, keys)
+                    wall = time.perf_counter() - t0
+                    up = sizes["party_upload"]
+                    session = sizes.get("party_session_traffic", 0)
+                    down = session - up if session else sizes["aggregator_reply"]
+                    setup = sizes.get("party_setup_traffic", 0) or sizes.get("setup_key_bundle", 0)
+                    cpu = timings.get("aggregator_cpu")
+                    agg[keys] = timings["aggregator"]
+                    print(
+                        f"{m:>7} {security:>11} {reveal:>7} {keys:>9} "
+                        f"{timings['aggregator']:>7.2f} "
+                        f"{'-' if cpu is None else f'{cpu:.2f}':>9} {mb(up):>7} {mb(down):>7} "
+                        f"{mb(setup):>8} {err:>9.1e} {wall:>7.1f} {load():>14}",
+                        flush=True,
+                    )
+                ratio = agg["threshold"] / max(agg["single"], 1e-9)
+                verdict = "within" if ratio <= 2 else "ABOVE"
+                print(
+                    f"{'':>7} {security:>11} {reveal:>7} aggregator threshold / single key: "
+                    f"{ratio:.1f}x ({verdict} the reach of 2x)",
+                    flush=True,
+                )
 
 
 def threading_choice() -> str:

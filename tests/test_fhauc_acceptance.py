@@ -19,15 +19,16 @@ from hypothesis import strategies as st
 
 import privfl
 import privfl.metrics as pm
+import test_fhauc_acceptance_range as range_analysis
 from conftest import make_parties
-from privfl.errors import ProtocolError
+from privfl.errors import InputError, ProtocolError
 from privfl.evaluation.fhauc import sizing
 from privfl.evaluation.fhauc.policy import Policy, Security
+from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.threshold import ops as threshold_ops
 
 pytestmark = pytest.mark.slow
 TOL = 1e-6
-REFUSALS: dict[str, list[int]] = {}
 
 
 @pytest.fixture(autouse=True)
@@ -40,53 +41,67 @@ def honest_session(seed: int, parties: int, size: int, rate: float):
     return make_parties(rng, parties, size, positive_rate=rate)
 
 
-def count(key: str, refused: bool) -> None:
-    REFUSALS.setdefault(key, [0, 0])
-    REFUSALS[key][0] += 1
-    REFUSALS[key][1] += int(refused)
+STATED_RATE = 1e-3  # honest sessions refused after the join check (docs/security/fhauc.md)
+DRAWN: dict[str, int] = {"sessions": 0, "refused at join": 0, "refused after join": 0}
+
+
+def refused_after_join_allowed(sessions: int) -> int:
+    """Refusals after the join check that ``sessions`` draws may show at the stated rate:
+    with rate 1e-3 the chance of even one in 40 draws is 4 %, so none is allowed."""
+    return int(sessions * STATED_RATE)
 
 
 @given(
     seed=st.integers(0, 2**32 - 1),
-    parties=st.integers(2, 8),
-    size=st.integers(100, 1500),
-    rate=st.floats(0.1, 0.9),
-    n_points=st.sampled_from([3, 10, 50, 100, 200]),
+    parties=st.integers(2, 10),
+    size=st.integers(100, 3000),
+    rate=st.floats(0.05, 0.95),
+    n_points=st.sampled_from([3, 10, 100, 1000]),
     keys=st.sampled_from(["single", "threshold"]),
+    reveal=st.sampled_from([Reveal.AUC, Reveal.CURVE]),
+    bits=st.sampled_from([8.0, 20.0]),
 )
-@settings(max_examples=16, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-def test_random_honest_malicious_auc_sessions_are_accepted(
-    seed, parties, size, rate, n_points, keys
+@settings(max_examples=24, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_random_honest_malicious_sessions_are_refused_no_more_than_the_stated_rate(
+    seed, parties, size, rate, n_points, keys, reveal, bits
 ):
+    """Real sessions (real ciphertexts, every default but the drawn guarantee): a session no
+    number of executions can verify (the noise analysis, independent of the sizing) must be
+    refused at join naming the setting; every other one must be accepted, verified, within
+    1e-6 of the binned reference with the guarantee asked. Any other refusal (at join, from a
+    sizing that picked too few executions, or after decryption) counts against the stated
+    rate."""
     data = honest_session(seed, parties, size, rate)
-    if min(int(y.sum()) for _, y in data) == 0 or max(int(y.sum()) for _, y in data) == size:
+    positives = sum(int(y.sum()) for _, y in data)
+    if positives == 0 or positives == parties * size:
         return
+    config, policy = range_analysis.session(
+        parties, size, n_points, keys, reveal, bits, positives / (parties * size)
+    )
+    expected = not range_analysis.feasible(config, policy, keys)  # independent of the sizing
+    DRAWN["sessions"] += 1
     try:
-        res = privfl.federated_auc(data, n_points, security="malicious", keys=keys)
-    except ProtocolError:
-        count(keys, True)
-        raise
-    count(keys, False)
-    assert res.verified is True and res.guarantee_log2 <= -8
-    assert res.auc == pytest.approx(privfl.binned_auc(data, n_points), abs=TOL)
-
-
-@given(
-    seed=st.integers(0, 2**32 - 1),
-    parties=st.integers(2, 8),
-    size=st.integers(100, 1500),
-    rate=st.floats(0.1, 0.9),
-    n_points=st.sampled_from([3, 10, 50, 100]),
-)
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-def test_random_honest_malicious_curve_sessions_are_accepted(seed, parties, size, rate, n_points):
-    data = honest_session(seed, parties, size, rate)
-    if min(int(y.sum()) for _, y in data) == 0:
+        if reveal is Reveal.AUC:
+            res = privfl.federated_auc(
+                data, n_points, security="malicious", keys=keys, min_guarantee_bits=bits
+            )
+            got = (res.auc, res.verified, res.guarantee_log2)
+        else:
+            curve = pm.roc_curve(
+                data, n_points, security="malicious", keys=keys, min_guarantee_bits=bits
+            )
+            got = (curve.auc, curve.run["verified"], curve.run["guarantee_log2"])
+    except (ProtocolError, InputError) as exc:
+        if expected and any(name in str(exc) for name in range_analysis.SETTINGS_NAMED):
+            DRAWN["refused at join"] += 1
+            return
+        DRAWN["refused after join"] += 1
+        assert DRAWN["refused after join"] <= refused_after_join_allowed(40), (DRAWN, exc)
         return
-    res = pm.roc_curve(data, n_points, security="malicious")
-    assert res.run["verified"] is True
-    ref = pm.roc_curve(data, n_points)  # semi-honest: the same counts, unverified
-    assert np.allclose(res.tpr, ref.tpr, atol=TOL) and np.allclose(res.fpr, ref.fpr, atol=TOL)
+    assert not expected, "accepted a session no number of executions can verify"
+    auc, verified, guarantee = got
+    assert verified is True and guarantee <= -bits
+    assert auc == pytest.approx(privfl.binned_auc(data, n_points), abs=TOL)
 
 
 def test_sessions_with_a_small_guarantee_budget_get_more_executions_not_a_refusal():
@@ -109,3 +124,30 @@ def test_sessions_with_a_small_guarantee_budget_get_more_executions_not_a_refusa
         make_parties(rng, 3, 2000), 100, security="malicious", splits=4, keys="threshold"
     )
     assert res.verified is True and res.guarantee_log2 <= -8
+
+
+@pytest.mark.xfail(
+    raises=ProtocolError,
+    strict=True,
+    reason="known bug (issue 27, found by benchmarks/fhauc_acceptance.py): with threshold keys "
+    "the malicious curve's executions disagree beyond the tolerance for parties of more than "
+    "about 10^4 rows (cause not found yet: the noise bound or the scaling): an honest "
+    "session is refused after decryption, on the default ring as on the test ring",
+)
+def test_threshold_malicious_curve_with_large_parties_is_accepted():
+    data = honest_session(5, 2, 131_072, 0.3)
+    res = pm.roc_curve(data, 100, security="malicious", keys="threshold")
+    assert res.run["verified"] is True
+
+
+@pytest.mark.xfail(
+    raises=ProtocolError,
+    strict=False,
+    reason="known bug (issue 27): with threshold keys the malicious AUC's reply often does not "
+    "decode to a valid result when the size bound is 2^20 or more (10^6 rows per party): an "
+    "honest session is refused after decryption",
+)
+def test_threshold_malicious_auc_with_a_million_rows_per_party_is_accepted():
+    data = honest_session(6, 2, 10**6, 0.3)
+    res = privfl.federated_auc(data, 100, security="malicious", keys="threshold")
+    assert res.verified is True

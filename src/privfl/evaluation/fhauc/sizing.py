@@ -34,17 +34,21 @@ from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.variant import Malicious
 from privfl.messages import SESSION_ID_BYTES
 
+MIN_EXECUTIONS = 2  # the paper's double execution: the fewest the budget may force
+
 
 def session_sigma(config: SessionConfig, policy: Policy, keys: str) -> float:
     """The worst-case (over the multipliers) noise bound of one execution's verified value
-    for a party whose own counts add nothing to the provisioned ``min_pairs``."""
+    for a party whose own counts add nothing to the provisioned ``min_pairs``: the bound the
+    parties' join check uses (the curve's with an own total of 1, as
+    :func:`curve.check_before_upload`)."""
     if config.reveal is not Reveal.AUC:
         slot = None
         if keys == "threshold":
             from privfl.evaluation.fhauc.threshold.plan import plan
 
             slot = plan(config, policy).slot_sigma
-        return curve.sigma_normalised(config, policy, 0.0, slot)
+        return curve.sigma_normalised(config, policy, 1.0, slot)
     if keys == "threshold":
         from privfl.evaluation.fhauc.threshold.plan import plan
 
@@ -79,7 +83,11 @@ def sized_policy(
     """``policy`` with the fewest executions, from its own ``executions`` up, for which every
     party's pre-upload check passes; unchanged when none up to :func:`max_executions` does
     (the parties then refuse at join and say which setting to change) or when the session is
-    semi-honest."""
+    semi-honest. With threshold keys, when the key set's decryption budget cannot pay for
+    ``executions`` (a curve of N = 4,096 needs 8 joint decryptions per execution, the budget
+    is 16), the count goes down to what the budget pays for, never below 2 (the paper's
+    double execution), provided that count meets the guarantee; the parties' join check
+    then passes with the guarantee they asked for."""
     if policy.security is not Security.MALICIOUS:
         return policy
     config = SessionConfig(
@@ -90,20 +98,22 @@ def sized_policy(
         splits=splits,
         reveal=reveal,
     )
-    sigma = session_sigma(config, policy, keys)
+    probe = replace(policy, executions=MIN_EXECUTIONS)  # the noise does not depend on K
+    sigma = session_sigma(config, probe, keys)
     if not math.isfinite(sigma):
         return policy
     per_execution = 1
     if keys == "threshold":
         from privfl.evaluation.fhauc.threshold.plan import plan
 
-        per_execution = plan(config, policy).requests_per_execution
+        per_execution = plan(config, probe).requests_per_execution
+    high = max_executions(keys, per_execution)
     need = malicious.executions_needed(
         sigma,
         policy.required_accuracy,
         policy.min_guarantee_bits,
-        policy.executions,
-        max_executions(keys, per_execution),
+        max(MIN_EXECUTIONS, min(policy.executions, high)),
+        high,
     )
     return policy if need is None else replace(policy, executions=need)
 

@@ -227,8 +227,10 @@ class Malicious(Variant):
         fix = (
             f"provision executions={need}"
             if need is not None
-            else "provision min_pairs (a lower bound on the global positives x negatives), a "
-            "max_samples_per_party closer to the real party sizes, or fewer decision points"
+            else "provision min_pairs (a lower bound on the global positives x negatives) or a "
+            "max_samples_per_party closer to the real party sizes, or use fewer decision points "
+            "(thresholds), splits=2, a smaller min_guarantee_bits, or, if the parties consent "
+            "to reveal it, reveal='curve' (whose verification is tighter)"
         )
         what = (
             f"precision {b.precision:.1e} above the required {policy.required_accuracy:.0e}"
