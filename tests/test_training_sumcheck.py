@@ -335,6 +335,31 @@ def test_a_server_skipping_the_check_is_refused():
     _run_attack(server, plan, nodes, rewrite, match="one sketch from each party")
 
 
+def test_a_server_skipping_finish_gets_neither_consent_nor_reveal():
+    """The last round's sketches arrive with ``finish``: a server that skips it and asks for
+    consent and the reveal would have the recipient reveal its own unchecked local layer
+    (found by the review). Consent and reveal now need the checked final model."""
+    from privfl.messages import Writer
+    from privfl.training import schedule as sch
+
+    sched = Schedule(LAYERS, 1, 1, 1, 4, 1.0, 0)
+    session, _, plan = _build(_data(count=2), sched, "test", 0)
+    reveal_to = plan.names[0]
+    nodes = [PartyNode(p, plan.names, reveal_to) for p in session.parties]
+    d = sch._Driver(session.server, plan, InProcessTransport(nodes, InProcessRunner()), sch._direct)
+    d.aggregate(0, d.relay(0, d.all("train", 0, d.model(0)), "train"))
+    end = sched.rounds
+    body = Writer().str_(reveal_to).u32(sched.secret_layers).getvalue()
+    with pytest.raises(ProtocolError, match="no checked final model"):
+        d.all("consent", end, body)
+    assert nodes[0].verifier is not None and nodes[0].verifier.pending == 0
+    assert not nodes[0].revealed
+    d.all("finish", end, d.model(end))  # the honest order still works
+    assert nodes[0].verifier.pending is None
+    consents = pack_parts([e.body for e in d.all("consent", end, body).values()])
+    assert len(unpack_parts(consents)) == 2
+
+
 # ---------------------------------------------------------------------- decoders fuzzed
 
 SESSION = new_session_id()

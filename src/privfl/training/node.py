@@ -236,6 +236,7 @@ class PartyNode:
         return self._next_job(), self._idle()
 
     def _consent(self, env: Envelope) -> tuple[list[Item], bool]:
+        self._require_final_model(env)
         r = Reader(env.body, "consent request")
         recipient, limit = r.str_(), r.u32()
         r.end()
@@ -248,6 +249,7 @@ class PartyNode:
 
     def _reveal(self, env: Envelope) -> tuple[list[Item], bool]:
         self._require_idle()
+        self._require_final_model(env)
         p = self.party
         consents = [Consent.from_bytes(c, p.session) for c in unpack_parts(env.body)]
         self._body = b""
@@ -255,6 +257,17 @@ class PartyNode:
         self._jobs = [partial(p.start_reveal, consents)]
         self._finish = self._keep_revealed
         return self._next_job(), self._idle()
+
+    def _require_final_model(self, env: Envelope) -> None:
+        """Consent and reveal act on the final layer only: the model of this round installed
+        (step ``finish``) and the last aggregate checked. A server skipping ``finish`` would
+        otherwise have the recipient reveal its own unchecked local layer."""
+        pending = None if self.verifier is None else self.verifier.pending
+        if self.model_round != env.round or pending is not None:
+            raise ProtocolError(
+                f"{self.name}: no checked final model of round {env.round} (step 'finish' "
+                "first): consent and reveal refused"
+            )
 
     def _final(self, env: Envelope) -> tuple[list[Item], bool]:
         self._require_idle()
