@@ -269,3 +269,14 @@ def test_packed_decoders_raise_only_typed_errors_in_bounded_time(world, valid_me
     name = data.draw(st.sampled_from(sorted(decoders)))
     valid, decode = decoders[name]
     decode_safely(decode, data.draw(payloads(valid)))
+
+
+def test_a_participant_value_beyond_the_packed_range_is_refused_at_setup():
+    """A holder's values (hence its splits) must fit a packed comparison too: before this
+    check, splits above 2^64 were accepted and ``predict_many`` silently answered them with
+    random bits while ``predict_for`` was exact (found by the review)."""
+    rng = np.random.default_rng(5)  # not secret: test data
+    parts = {"p0": np.full((40, 1), 1e20), "p1": rng.normal(size=(40, 1))}
+    model = RevFRF(n_trees=1, max_depth=1, key_bits=512, seed=1, allow_insecure_key_bits=True)
+    with pytest.raises(InputError, match="packed comparisons"):
+        model.fit(parts, rng.integers(0, 2, 40))

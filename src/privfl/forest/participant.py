@@ -44,6 +44,7 @@ from privfl.forest.messages import (
     pack_mask,
     read_mask,
 )
+from privfl.forest.packing import PACK_VALUE_BITS
 from privfl.forest.provenance import NodeGate, SplitReceipt, digest, under
 from privfl.forest.reopen import ReopenNotice, reopened
 from privfl.forest.requester import Requester as Requester
@@ -96,9 +97,14 @@ class Participant:
             raise ProtocolError(f"{self.name} already holds its keys")
         grant = KeyGrant.from_bytes(data, "participant-keys", self._config)
         sk = grant.weak_key()
-        dtpkc.to_fixed_point(  # every value (and so every split) must be representable
+        largest = dtpkc.to_fixed_point(  # every value (and so every split) representable,
             float(np.abs(self._columns).max()), self._config.fraction_bits, sk.public.params
         )
+        if abs(largest) >= 1 << PACK_VALUE_BITS:  # and comparable in a packed HoLT
+            raise InputError(
+                f"{self.name}: a value exceeds 2^{PACK_VALUE_BITS - self._config.fraction_bits} "
+                "(the packed comparisons' range): rescale that column"
+            )
         self._cc_key = Ed25519PublicKey.from_public_bytes(grant.cc_key)
         peers = {e.name: e.revocation_key for e in grant.roster}
         cfg = self._config
