@@ -44,6 +44,16 @@ Noise, tolerance and the guarantee
   2^{μ+3}``) and the other carries the summed fresh noise ``sqrt(M)·e`` (``e =
   2^{V-50.3}``); over ``S·N`` slots ``σ_X = k sqrt(S N) M B e``. The denominator multiplies
   two true totals (the masks cancel), each below ``2 M C``: ``σ_Y = k 4 M C sqrt(M) e``.
+  Single keys, from :data:`JOINT_MIN_PARTIES` parties on (:func:`joint_allowed`), T and F
+  share one ciphertext and the aggregator takes ``F = rot(sum, W)``: the rotation adds
+  key-switching noise of std ``ρ e`` once, after the sum (``ρ =`` :data:`ROTATION_NOISE`
+  ``= 8``, measured 6.5-6.6 at scales ``2^15..2^40``: scale-free), so F's summed noise is
+  ``e sqrt(M + ρ²)`` and ``σ_X = k sqrt(S N) sqrt(M (M + ρ²)) B e``; the denominator's F
+  is rotated twice, ``σ_Y = k 4 M C sqrt(M + 2ρ²) e`` (:attr:`Sizes.rotated`; an upper bound
+  also when the slots do not fit the joint layout). With ``ρ² <= M`` this widens the bound
+  by at most ``sqrt 2``; with fewer parties the rotation would dominate (4.7-fold at
+  ``M = 3``, a fourth execution at the acceptance benchmark's setting), so those sessions
+  keep two ciphertexts per execution.
   Through the recovery, ``δAUC = (δX - (X/Y) δY) / (2 c r0 TP·FP)``, so one execution has
   ``σ = sqrt(σ_X² + ρ² σ_Y²) / (2 r0 d)``, computed by each party with that execution's own
   ``r0`` and the honest bound ``ρ = (2 r0 + r1)/r2`` on ``X/Y`` (never the value the
