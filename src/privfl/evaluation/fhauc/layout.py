@@ -22,7 +22,7 @@ With ``L`` terms per vector (``N-1`` semi-honest, ``S·N`` malicious) and ``slot
   ``benchmarks/fhauc_scale.py --rotation-noise --scale-bits 40,28``): harmless to the
   semi-honest AUC; the malicious variant's noise model covers it
   (:meth:`~privfl.evaluation.fhauc.malicious.Sizes.sigma_products`), and uses the joint
-  layout only where it widens that bound by at most ``sqrt 2`` (``ρ² <= M``).
+  layout only where it widens that bound by at most ``sqrt 2`` (``ρ_rot² <= M``).
 * *chunked* otherwise: T and F are cut into ``ceil(L/slots)`` ciphertexts each, and a third
   ciphertext ``D`` holds ``TP`` at slot 0 and ``FP`` at slot ``slots/2``; the aggregator sums
   the chunk products, rotate-and-sums over ``slots`` and computes ``D ⊙ rot(D, slots/2)``.

@@ -46,14 +46,15 @@ Noise, tolerance and the guarantee
   two true totals (the masks cancel), each below ``2 M C``: ``σ_Y = k 4 M C sqrt(M) e``.
   Single keys, from :data:`JOINT_MIN_PARTIES` parties on (:func:`joint_allowed`), T and F
   share one ciphertext and the aggregator takes ``F = rot(sum, W)``: the rotation adds
-  key-switching noise of std ``ρ e`` once, after the sum (``ρ =`` :data:`ROTATION_NOISE`
-  ``= 8``, measured 6.5-6.6 at scales ``2^15..2^40``: scale-free), so F's summed noise is
-  ``e sqrt(M + ρ²)`` and ``σ_X = k sqrt(S N) sqrt(M (M + ρ²)) B e``; the denominator's F
-  is rotated twice, ``σ_Y = k 4 M C sqrt(M + 2ρ²) e`` (:attr:`Sizes.rotated`; an upper bound
-  also when the slots do not fit the joint layout). With ``ρ² <= M`` this widens the bound
-  by at most ``sqrt 2``; with fewer parties the rotation would dominate (4.7-fold at
-  ``M = 3``, a fourth execution at the acceptance benchmark's setting), so those sessions
-  keep two ciphertexts per execution.
+  key-switching noise of std ``ρ_rot e`` once, after the sum (``ρ_rot =``
+  :data:`ROTATION_NOISE` ``= 8``, measured 6.5-6.6 at scales ``2^15..2^40``: scale-free),
+  so F's summed noise is ``e sqrt(M + ρ_rot²)`` and
+  ``σ_X = k sqrt(S N) sqrt(M (M + ρ_rot²)) B e``; the denominator's F is rotated twice,
+  ``σ_Y = k 4 M C sqrt(M + 2 ρ_rot²) e`` (:attr:`Sizes.rotated`; an upper bound also when
+  the slots do not fit the joint layout). With ``ρ_rot² <= M`` this widens the bound by at
+  most ``sqrt 2``; with fewer parties the rotation would dominate (4.7-fold at ``M = 3``, a
+  fourth execution at the acceptance benchmark's setting), so those sessions keep two
+  ciphertexts per execution.
   Through the recovery, ``δAUC = (δX - (X/Y) δY) / (2 c r0 TP·FP)``, so one execution has
   ``σ = sqrt(σ_X² + ρ² σ_Y²) / (2 r0 d)``, computed by each party with that execution's own
   ``r0`` and the honest bound ``ρ = (2 r0 + r1)/r2`` on ``X/Y`` (never the value the
@@ -129,9 +130,9 @@ MULTIPLIER_FLOOR_BITS = 20.0
 # --rotation-noise --scale-bits 40,28,22,15), with margin
 ROTATION_NOISE = 8.0
 # the joint layout (T and F in one ciphertext, F = rot(sum, W)) is used from this many parties
-# on, where the rotation's noise is at most the summed fresh noise (ρ² <= M): the bound grows
-# by at most sqrt(2) (numerator) there, while with few parties it would dominate (at M = 3 the
-# bound grew 4.7-fold and the sizing needed a 4th execution)
+# on, where the rotation's noise is at most the summed fresh noise (ROTATION_NOISE^2 <= M): the
+# bound grows by at most sqrt(2) (numerator) there, while with few parties it would dominate
+# (at M = 3 the bound grew 4.7-fold and the sizing needed a 4th execution)
 JOINT_MIN_PARTIES = int(ROTATION_NOISE**2)
 # floor on one execution's std (AUC units): decoding runs in doubles on values up to 2^52
 # (relative error about 2^-40 over the slots), amplified by at most 16 through the recovery
