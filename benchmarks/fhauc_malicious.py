@@ -136,7 +136,7 @@ def noise(runs: int, parties: list[int] | None = None) -> list[dict]:
         settings = [
             (m, 100, 4, size, rate, None)
             for m in parties
-            for size, rate in ((50, 0.5), (1000, 0.05))
+            for size, rate in ((50, 0.5), (1000, 0.05), (10000, 0.3))
         ]
     for i, (m, n, s, size, rate, bound) in enumerate(settings):
         data = synthetic(m, size, seed=i, rate=rate)
