@@ -78,6 +78,8 @@ SETTINGS = {
         Setting("single-auc-3x2000", "single", "auc", 3, 2000, 100, 0.3),
         Setting("single-auc-8x800", "single", "auc", 8, 800, 100, 0.3),
         Setting("single-auc-2x100-N50", "single", "auc", 2, 100, 50, 0.5),
+        # from 64 parties the malicious upload is one ciphertext per execution (joint layout)
+        Setting("single-auc-64x100", "single", "auc", 64, 100, 100, 0.3),
         Setting("single-curve-3x2000", "single", "curve", 3, 2000, 100, 0.3),
         Setting("threshold-auc-3x2000", "threshold", "auc", 3, 2000, 100, 0.3),
         Setting("threshold-auc-8x800", "threshold", "auc", 8, 800, 100, 0.3),

@@ -113,11 +113,12 @@ def honest(runs: int) -> dict:
     return {"runs": runs, "false_alarms": alarms, "worst_abs_error": worst}
 
 
-def noise(runs: int) -> list[dict]:
+def noise(runs: int, parties: list[int] | None = None) -> list[dict]:
     """Calibrate the noise model: per setting, the rms of the executions' disagreement
     (spread / sqrt 2 estimates one execution's std) against the model's sigma (the parties'
-    tolerance / 15, at their own lower bound on TP·FP). The model must stay above the
-    measured std everywhere, with margin."""
+    tolerance / 10, at their own lower bound on TP·FP). The model must stay above the
+    measured std everywhere, with margin. ``parties``: only N = 100, S = 4 at these party
+    counts (from ``JOINT_MIN_PARTIES`` on, the joint layout and its rotation)."""
     from privfl.evaluation.fhauc import malicious
 
     rows = []
@@ -131,6 +132,12 @@ def noise(runs: int) -> list[dict]:
         for size, rate in ((50, 0.5), (1000, 0.5), (1000, 0.05), (10000, 0.3))
         for bound in (None, 10**6)
     ]
+    if parties:
+        settings = [
+            (m, 100, 4, size, rate, None)
+            for m in parties
+            for size, rate in ((50, 0.5), (1000, 0.05), (10000, 0.3))
+        ]
     for i, (m, n, s, size, rate, bound) in enumerate(settings):
         data = synthetic(m, size, seed=i, rate=rate)
         ref = privfl.binned_auc(data, n)
@@ -173,6 +180,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=100)
     ap.add_argument("--runs", type=int, default=1000)
     ap.add_argument("--noise-runs", type=int, default=8)
+    ap.add_argument("--noise-parties", help="comma-separated party counts (N 100, S 4)")
     ap.add_argument("--json")
     args = ap.parse_args()
     out = {}
@@ -183,7 +191,8 @@ def main() -> None:
     if args.what in ("honest", "all"):
         out["honest"] = honest(args.runs)
     if args.what == "noise":
-        out["noise"] = noise(args.noise_runs)
+        counts = [int(m) for m in args.noise_parties.split(",")] if args.noise_parties else None
+        out["noise"] = noise(args.noise_runs, counts)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(out, fh, indent=2)

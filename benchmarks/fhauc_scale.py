@@ -107,16 +107,21 @@ def profile(m: int, security: str) -> None:
     privfl.federated_auc(synthetic(m, 100), 100, security=security, aggregator=Profiled())
 
 
-def rotation_noise(samples: int = 10) -> None:
+def rotation_noise(samples: int = 10, scale_bits: float | None = None) -> None:
+    """Fresh and rotation noise at the default scale, or at ``2^scale_bits`` (the malicious
+    variant encrypts at ``2^(58-V)``); values span the scale's headroom either way."""
     from privfl.crypto.ckks import CKKSContext
 
     ctx = CKKSContext.generate(rotation_steps=[512])
     public = CKKSContext.deserialize(ctx.serialize_public())
     rng = np.random.default_rng(1)  # not secret: benchmark data
     fresh, added = [], []
+    bits = ctx.params.scale_bits if scale_bits is None else scale_bits
+    span = 1e4 if scale_bits is None else 2.0 ** (57 - scale_bits)
+    print(f"scale 2^{bits:g}, values uniform in +-{span:.3g}")
     for _ in range(samples):
-        v = rng.uniform(-1e4, 1e4, ctx.params.slots)
-        data = ctx.encrypt(v).to_bytes()
+        v = rng.uniform(-span, span, ctx.params.slots)
+        data = ctx.encrypt(v, scale_bits).to_bytes()
         e0 = ctx.decrypt(ctx.ciphertext_from_bytes(data)) - v
         rotated = public.ciphertext_from_bytes(data).rotate(512).to_bytes()
         e1 = ctx.decrypt(ctx.ciphertext_from_bytes(rotated)) - np.roll(v, -512)
@@ -248,6 +253,7 @@ def main() -> None:
     ap.add_argument("--compare", help="comma-separated source trees to run side by side")
     ap.add_argument("--profile", type=int, help="profile the aggregator at this many parties")
     ap.add_argument("--rotation-noise", action="store_true")
+    ap.add_argument("--scale-bits", help="comma-separated scales for --rotation-noise")
     ap.add_argument("--crossover", action="store_true", help="1 vs 2 upload workers")
     ap.add_argument("--transfer", type=int, help="pipe vs shared memory for this many uploads")
     ap.add_argument("--row", type=int, help=argparse.SUPPRESS)  # one row, for --compare
@@ -256,7 +262,9 @@ def main() -> None:
         profile(args.profile, args.security)
         return
     if args.rotation_noise:
-        rotation_noise()
+        scales = [float(b) for b in args.scale_bits.split(",")] if args.scale_bits else [None]
+        for bits in scales:
+            rotation_noise(scale_bits=bits)
         return
     parties = [int(p) for p in args.parties.split(",")]
     if args.crossover:

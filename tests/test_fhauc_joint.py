@@ -1,7 +1,11 @@
-"""The joint layout (issue 30): a semi-honest single-key party uploads T and F in one
-ciphertext, and the aggregator's arithmetic on it gives exactly the folded layout's replies."""
+"""The joint layout (issue 30): a single-key party uploads T and F in one ciphertext (semi-honest
+always, malicious from ``JOINT_MIN_PARTIES`` parties on), and the aggregator's arithmetic on it
+gives exactly the folded layout's replies; a malicious aggregator gains nothing from the
+shared ciphertext."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -10,8 +14,9 @@ from hypothesis import strategies as st
 
 import privfl
 from conftest import make_parties
-from privfl.errors import MalformedMessageError
+from privfl.errors import MalformedMessageError, VerificationError
 from privfl.evaluation import fhauc
+from privfl.evaluation.fhauc import malicious, tamper
 from privfl.evaluation.fhauc.layout import Layout
 from test_fhauc import Deployment
 
@@ -58,14 +63,70 @@ def test_semi_honest_upload_is_one_ciphertext_below_0_2_mb_and_exact(rng):
     assert res.auc == pytest.approx(privfl.binned_auc(data, 100), abs=1e-9)
 
 
-def test_malicious_and_threshold_plans_keep_two_ciphertexts():
-    cfg = fhauc.SessionConfig(
-        bytes(16), ("a", "b"), np.linspace(0.9, 0.1, 98), security=fhauc.Security.MALICIOUS
+def malicious_config(parties: int) -> fhauc.SessionConfig:
+    names = tuple(f"p{i}" for i in range(parties))
+    return fhauc.SessionConfig(
+        bytes(16), names, np.linspace(0.9, 0.1, 98), security=fhauc.Security.MALICIOUS, splits=4
     )
+
+
+def test_small_malicious_sessions_and_threshold_plans_keep_two_ciphertexts():
     from privfl.evaluation.fhauc import curve
 
-    assert not curve.layout_for(cfg, SLOTS, joint=True).joint
+    small = malicious_config(malicious.JOINT_MIN_PARTIES - 1)
+    layout = curve.layout_for(small, SLOTS, joint=True, rotations=[2048])
+    assert not layout.joint
+    big = malicious_config(malicious.JOINT_MIN_PARTIES)
+    assert curve.layout_for(big, SLOTS, joint=True, rotations=[1024]).joint
     assert not Layout.for_terms(99, SLOTS).joint  # the threshold backend does not ask
+
+
+def test_the_malicious_noise_bound_covers_the_rotation_exactly_when_joint_is_allowed():
+    pol = fhauc.Policy(fhauc.Security.MALICIOUS, max_samples_per_party=128)
+    for m in (malicious.JOINT_MIN_PARTIES - 1, malicious.JOINT_MIN_PARTIES, 100):
+        sizes = fhauc.variant.Malicious.sizes(malicious_config(m), pol)
+        assert sizes.rotated == (m >= malicious.JOINT_MIN_PARTIES)
+        plain = replace(sizes, rotated=False).sigma_products()
+        rotated = replace(sizes, rotated=True).sigma_products()
+        ratio = np.sqrt(1 + malicious.ROTATION_NOISE**2 / m)
+        assert rotated[0] == pytest.approx(plain[0] * ratio)
+        assert rotated[1] > plain[1]
+
+
+def malicious_parties(rng: np.random.Generator, m: int) -> list:
+    return make_parties(rng, m, 60)
+
+
+def test_a_malicious_single_key_upload_holds_k_ciphertexts_and_matches_the_reference(rng):
+    """From JOINT_MIN_PARTIES parties on (defaults otherwise), each party uploads one
+    ciphertext per execution (K = 3), the executions agree and the AUC is the binned one."""
+    data = malicious_parties(rng, malicious.JOINT_MIN_PARTIES)
+    res = privfl.federated_auc(data, 100, security="malicious")
+    assert res.executions == 3 and res.verified
+    one = 190_000  # a seeded ring-8192 ciphertext is about 184 KB
+    assert res.bytes["party_upload"] < 3 * one  # the folded layout took 6 ciphertexts
+    assert res.auc == pytest.approx(privfl.binned_auc(data, 100), abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [tamper.AddToFalsePositiveHalf, tamper.RotateSummedVector, tamper.DropParty],
+    ids=lambda c: c.__name__,
+)
+def test_a_tampered_joint_upload_sum_is_detected(tamper, rng):
+    """The aggregator changes F's half of the joint ciphertext (or T's, or drops a party):
+    every party refuses."""
+    data = malicious_parties(rng, malicious.JOINT_MIN_PARTIES)
+    with pytest.raises(VerificationError):
+        privfl.federated_auc(data, 100, security="malicious", aggregator=tamper())
+
+
+def test_a_tampered_false_positive_sum_is_detected_in_the_folded_layout(rng):
+    data = make_parties(rng, 4, 1000)
+    with pytest.raises(VerificationError):
+        privfl.federated_auc(
+            data, 50, security="malicious", aggregator=tamper.AddToFalsePositiveHalf()
+        )
 
 
 def test_an_upload_in_the_two_ciphertext_format_is_refused_before_loading(rng):

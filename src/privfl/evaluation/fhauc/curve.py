@@ -97,13 +97,13 @@ def layout_for(
     config: SessionConfig, slots: int, joint: bool = False, rotations: Sequence[int] = ()
 ) -> Layout:
     """The AUC's or the curve's slot layout. ``joint`` (single keys, provisioned ``rotations``):
-    a semi-honest AUC session puts T and F in one ciphertext when they fit and the keys
-    rotate by the window (older key sets do not: two ciphertexts); parties and aggregator
-    decide alike from the same keys. The malicious variant keeps two: the rotation's
-    key-switching noise (6.7 times a fresh encryption's) is outside its noise model."""
+    an AUC session puts T and F in one ciphertext when they fit and the keys rotate by the
+    window (older key sets do not: two ciphertexts), parties and aggregator alike; malicious
+    sessions from :data:`malicious.JOINT_MIN_PARTIES` parties on (:attr:`~.Sizes.rotated`)."""
     if config.reveal is Reveal.AUC:
-        semi = config.security is Security.SEMI_HONEST
-        layout = Layout.for_terms(config.terms(), slots, joint and semi)
+        m = len(config.parties)
+        allowed = config.security is Security.SEMI_HONEST or malicious.joint_allowed(m)
+        layout = Layout.for_terms(config.terms(), slots, joint and allowed)
         ok = not layout.joint or layout.window in rotations
         return layout if ok else replace(layout, joint=False)
     return CurveLayout.for_curve(config.terms(), slots)

@@ -7,7 +7,7 @@ from privfl.crypto.ckks import DEFAULT_PARAMETERS, CKKSContext, CKKSParameters
 from privfl.errors import UnknownPartyError
 from privfl.evaluation.fhauc.layout import Layout
 from privfl.evaluation.fhauc.messages import KeyBundle, PublicSetup
-from privfl.evaluation.fhauc.policy import Policy, Security
+from privfl.evaluation.fhauc.policy import Policy
 from privfl.messages import Writer
 
 BUNDLE_PURPOSE = "fhauc-key-bundle-v2"
@@ -33,10 +33,10 @@ class KeyHolder:
 
         The Galois keys cover what ``policy.max_points`` decision points with
         ``policy.max_splits`` splits need (the malicious layout's rotations include the
-        semi-honest ones)."""
+        semi-honest ones), with the rotation by the window the joint layout needs (one
+        ciphertext per party and execution, both variants)."""
         terms = max(policy.max_points * policy.max_splits, policy.max_points - 1, 2)
-        joint = policy.security is Security.SEMI_HONEST  # semi-honest sessions: one ciphertext
-        layout = Layout.for_terms(min(terms, params.slots), params.slots, joint)
+        layout = Layout.for_terms(min(terms, params.slots), params.slots, joint=True)
         ctx = CKKSContext.generate(params, layout.rotation_steps)
         seed = prng.new_seed()
         secret = (

@@ -8,18 +8,21 @@ With ``L`` terms per vector (``N-1`` semi-honest, ``S·N`` malicious) and ``slot
   numerator terms, so a rotate-and-sum over ``W`` puts ``num`` in *every* slot (no partial
   sum is ever exposed). ``T ⊙ rot(F, W/2)`` is zero except ``TP·FP`` at slot ``L``.
   Two ciphertexts per party, ``log2 W`` Galois keys (8 at N = 100).
-* *joint* (single keys, semi-honest, when ``2W <= slots``): as folded, but T and F share
-  one ciphertext: each period of ``2W`` slots holds T's period then F's. The aggregator
-  sums the parties' joint ciphertexts ``X`` and takes ``T = X``, ``F = rot(X, W)``:
+* *joint* (single keys, semi-honest or malicious from
+  :data:`~privfl.evaluation.fhauc.malicious.JOINT_MIN_PARTIES` parties, ``2W <= slots``):
+  as folded, but T and F share one ciphertext: each period of ``2W`` slots holds T's
+  period then F's. The aggregator sums the parties' joint ciphertexts ``X`` and takes
+  ``T = X``, ``F = rot(X, W)``:
   ``T ⊙ F`` has period ``W`` and holds exactly the numerator terms (in both halves),
   ``T ⊙ rot(F, W/2)`` is zero except ``TP·FP`` at slot ``L`` (the other half meets zeros),
   so the replies decrypt exactly as in the folded layout. One ciphertext per party and
   execution (half the upload, half the loads at the aggregator) for one more rotation, by
   ``W`` after the sum, and one more Galois key. The rotation adds key-switching noise to F
-  (about 6.7 times a fresh encryption's std, once, not per party;
-  ``benchmarks/fhauc_scale.py --rotation-noise``): harmless to the
-  semi-honest AUC, not covered by the malicious variant's calibrated noise model, which
-  therefore keeps the folded layout.
+  (about 6.6 times a fresh encryption's std at any scale, once, not per party;
+  ``benchmarks/fhauc_scale.py --rotation-noise --scale-bits 40,28``): harmless to the
+  semi-honest AUC; the malicious variant's noise model covers it
+  (:meth:`~privfl.evaluation.fhauc.malicious.Sizes.sigma_products`), and uses the joint
+  layout only where it widens that bound by at most ``sqrt 2`` (``ρ_rot² <= M``).
 * *chunked* otherwise: T and F are cut into ``ceil(L/slots)`` ciphertexts each, and a third
   ciphertext ``D`` holds ``TP`` at slot 0 and ``FP`` at slot ``slots/2``; the aggregator sums
   the chunk products, rotate-and-sums over ``slots`` and computes ``D ⊙ rot(D, slots/2)``.

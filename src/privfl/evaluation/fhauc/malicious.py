@@ -44,6 +44,17 @@ Noise, tolerance and the guarantee
   2^{μ+3}``) and the other carries the summed fresh noise ``sqrt(M)·e`` (``e =
   2^{V-50.3}``); over ``S·N`` slots ``σ_X = k sqrt(S N) M B e``. The denominator multiplies
   two true totals (the masks cancel), each below ``2 M C``: ``σ_Y = k 4 M C sqrt(M) e``.
+  Single keys, from :data:`JOINT_MIN_PARTIES` parties on (:func:`joint_allowed`), T and F
+  share one ciphertext and the aggregator takes ``F = rot(sum, W)``: the rotation adds
+  key-switching noise of std ``ρ_rot e`` once, after the sum (``ρ_rot =``
+  :data:`ROTATION_NOISE` ``= 8``, measured 6.5-6.6 at scales ``2^15..2^40``: scale-free),
+  so F's summed noise is ``e sqrt(M + ρ_rot²)`` and
+  ``σ_X = k sqrt(S N) sqrt(M (M + ρ_rot²)) B e``; the denominator's F is rotated twice,
+  ``σ_Y = k 4 M C sqrt(M + 2 ρ_rot²) e`` (:attr:`Sizes.rotated`; an upper bound also when
+  the slots do not fit the joint layout). With ``ρ_rot² <= M`` this widens the bound by at
+  most ``sqrt 2``; with fewer parties the rotation would dominate (4.7-fold at ``M = 3``, a
+  fourth execution at the acceptance benchmark's setting), so those sessions keep two
+  ciphertexts per execution.
   Through the recovery, ``δAUC = (δX - (X/Y) δY) / (2 c r0 TP·FP)``, so one execution has
   ``σ = sqrt(σ_X² + ρ² σ_Y²) / (2 r0 d)``, computed by each party with that execution's own
   ``r0`` and the honest bound ``ρ = (2 r0 + r1)/r2`` on ``X/Y`` (never the value the
@@ -114,6 +125,15 @@ TOLERANCE_SIGMAS = 10.0
 PRECISION_SIGMAS = 7.5
 GUARANTEE_CONSTANT = 13.0
 MULTIPLIER_FLOOR_BITS = 20.0
+# std of the key-switching noise one rotation adds, in units of a fresh encryption's std e:
+# measured 6.5-6.6 at scales 2^15, 2^22, 2^28 and 2^40 (scale-free; benchmarks/fhauc_scale.py
+# --rotation-noise --scale-bits 40,28,22,15), with margin
+ROTATION_NOISE = 8.0
+# the joint layout (T and F in one ciphertext, F = rot(sum, W)) is used from this many parties
+# on, where the rotation's noise is at most the summed fresh noise (ROTATION_NOISE^2 <= M): the
+# bound grows by at most sqrt(2) (numerator) there, while with few parties it would dominate
+# (at M = 3 the bound grew 4.7-fold and the sizing needed a 4th execution)
+JOINT_MIN_PARTIES = int(ROTATION_NOISE**2)
 # floor on one execution's std (AUC units): decoding runs in doubles on values up to 2^52
 # (relative error about 2^-40 over the slots), amplified by at most 16 through the recovery
 # (X/Y <= 6, r2/r0 <= 4). Measured on threshold replies whose modelled noise is tiny (k = 0):
@@ -132,10 +152,17 @@ class Sizes:
     value_bits: int  # V
     scale_bits: int  # log2 of the encryption scale of every fresh ciphertext
     max_samples: int  # C
+    rotated: bool = False  # F may be rotated once after the sum (joint layout, single keys)
 
     @classmethod
     def for_session(
-        cls, parties: int, positions: int, splits: int, max_samples: int, hiding_bits: int
+        cls,
+        parties: int,
+        positions: int,
+        splits: int,
+        max_samples: int,
+        hiding_bits: int,
+        rotated: bool = False,
     ) -> Sizes:
         if splits < 2:
             raise InputError(f"the malicious variant needs splits >= 2, got {splits}")
@@ -149,7 +176,7 @@ class Sizes:
                 f"masks of {mu} bits do not fit the CKKS encoding; lower max_samples_per_party "
                 "or hiding_bits"
             )
-        return cls(parties, positions, splits, mu, v, scale, max_samples)
+        return cls(parties, positions, splits, mu, v, scale, max_samples, rotated)
 
     @property
     def slots_used(self) -> int:
@@ -159,12 +186,16 @@ class Sizes:
         """Std bounds of the CKKS error of the aggregated numerator ``X/c`` and denominator
         ``Y/c`` (module docstring): a share sum times the other factor's noise, over ``S·N``
         slots; the denominator multiplies two true totals (masks cancel), each below
-        ``2 M C``."""
+        ``2 M C``. With :attr:`rotated`, F's noise includes the joint layout's rotation
+        (:data:`ROTATION_NOISE`)."""
         b = 2.0 ** (self.mask_bits + 3)
         e = 2.0 ** (self.value_bits - NOISE_BITS_BELOW)
         m = self.parties
-        sigma_x = NOISE_CONSTANT * math.sqrt(self.slots_used) * m * b * e
-        sigma_y = NOISE_CONSTANT * 4.0 * m * self.max_samples * math.sqrt(m) * e
+        # summed fresh noise of each factor, in units of e (module docstring): F gains one
+        # rotation's key-switching noise in the numerator, two in the denominator
+        rot = ROTATION_NOISE**2 if self.rotated else 0.0
+        sigma_x = NOISE_CONSTANT * math.sqrt(self.slots_used) * math.sqrt(m * (m + rot)) * b * e
+        sigma_y = NOISE_CONSTANT * 4.0 * m * self.max_samples * math.sqrt(m + 2 * rot) * e
         return sigma_x, sigma_y
 
     def sigma_execution(self, rnd: Randomness, d: float) -> float:
@@ -201,6 +232,13 @@ class Randomness:
     @property
     def r2(self) -> float:
         return float(self.r[4] * self.r[5])
+
+
+def joint_allowed(parties: int) -> bool:
+    """Whether a single-key malicious AUC session of ``parties`` parties may use the joint
+    layout (:mod:`~privfl.evaluation.fhauc.layout`); its noise bound then covers the
+    rotation whether or not the slots fit it (:attr:`Sizes.rotated`)."""
+    return parties >= JOINT_MIN_PARTIES
 
 
 def derive(key: bytes, execution: int, party_index: int, sizes: Sizes) -> Randomness:

@@ -14,12 +14,13 @@ import math
 
 import numpy as np
 
-from privfl.evaluation.fhauc.aggregator import Aggregator
+from privfl.evaluation.fhauc.aggregator import Aggregator, random_multiplier
 from privfl.evaluation.fhauc.uploads import Reply, Upload, summed_vectors
 
 __all__ = [
     "TAMPERS",
     "AddEncryptedConstant",
+    "AddToFalsePositiveHalf",
     "DeflateDenominator",
     "DropParty",
     "DuplicateParty",
@@ -111,6 +112,33 @@ class AddEncryptedConstant(PerExecution):
         keys = self._keys()
         const = keys.encrypt(np.full(keys.slots, self.constant), math.log2(reply.numerator.scale))
         return Reply(reply.session, reply.numerator + const, reply.denominator, reply.execution)
+
+
+class AddToFalsePositiveHalf(PerExecution):
+    """Adds ``E(constant)`` to every slot of the summed F vector only, then computes the
+    reply honestly. In the joint layout (T and F in one ciphertext) F is the rotated sum,
+    so this is the aggregator changing F's half independently of T's: no more than it can do
+    to a separate F ciphertext in the folded layout, and caught the same way (the numerator
+    moves by ``constant`` times a sum of T's slots, scaled differently in each execution by
+    the secret multipliers)."""
+
+    constant = 1.0
+
+    def tamper(self, uploads: list[Upload]) -> Reply:
+        layout, cfg, keys = self._layout(), self.session_config, self._keys()
+        ts, fs = summed_vectors(uploads, layout)
+        shift = keys.encrypt(np.full(keys.slots, self.constant), math.log2(fs[0].scale))
+        t, f = ts[0], fs[0] + shift
+        num = (t * f).window_sum(layout.window)
+        den = t * f.rotate(layout.window // 2)
+        c = random_multiplier(*self.multiplier_range)
+        return Reply(
+            cfg.session,
+            self.times_multiplier(num, c),
+            self.times_multiplier(den, c),
+            self.execution,
+            self.name,
+        )
 
 
 class ForgeAUC099(PerExecution):

@@ -179,6 +179,7 @@ class Malicious(Variant):
             config.splits,
             policy.max_samples_per_party,
             policy.hiding_bits,
+            rotated=malicious.joint_allowed(len(config.parties)),
         )
 
     def upload_scale_bits(
