@@ -9,9 +9,9 @@ What differs from single keys is only how the reply is decrypted and how noisy t
   ``executions·2·chunks`` of the key set's budget (:func:`check_budget`, refused before any
   work when it exceeds it);
 * joint decryption adds flooding noise ``f = 2^(decryption_error_bits(M))`` per slot
-  (value units, after ``c``), and decoded values must stay below what OpenFHE's decoder
-  decodes (:func:`~.ops.capacity_bits`: ``2^37`` on ring ``2^14``): parties scale their
-  slot values by ``2^-k`` (:func:`curve_shift`, public) and multiply what is revealed by ``2^k``;
+  (value units, after ``c``), and decoded values must stay below ``2^50``
+  (:data:`CURVE_CAPACITY_BITS`): parties scale their slot values by ``2^-k``
+  (:func:`curve_shift`, public) and multiply what is revealed by ``2^k``;
 * ``c`` is drawn in ``[2^20, 2^21)`` (the policy's multiplier bits above the floor) in
   both variants, as for the threshold AUC: the revealed values tell a party ``P+Q`` within
   a factor 2 (single keys, semi-honest: over the CKKS headroom). The normalised curve is
@@ -22,7 +22,7 @@ Noise per summed slot in count units (:func:`slot_sigma`): the fresh encryption 
 ``f·2^k / c_min`` of each of the ``S`` decrypted shares. Semi-honest: the bound
 ``M e + 6 f 2^k / c_min`` (six standard deviations of the flooding noise); malicious: the
 std ``hypot(NOISE_CONSTANT sqrt(S M) e, FLOODING_MARGIN sqrt(S) f 2^k / c_min, sqrt(S) d)``
-with ``d = 2^(log2 M + V - 46)`` the decoding's rounding (:data:`DECODE_RELATIVE_BITS`). The
+with ``d = 2^(log2 M + V - 50)`` the decoding's rounding (:data:`DECODE_RELATIVE_BITS`). The
 verification's tolerance, precision and guarantee are :mod:`.curve`'s with this per-slot
 term, and each party checks at join (before any upload) that they can be met.
 
@@ -44,7 +44,7 @@ from privfl.errors import InputError, MalformedMessageError
 from privfl.evaluation.fhauc import curve, malicious
 from privfl.evaluation.fhauc.messages import SessionConfig
 from privfl.evaluation.fhauc.policy import Policy, Security
-from privfl.evaluation.fhauc.threshold.ops import FLOODING_MARGIN, capacity_bits, fresh_error_bits
+from privfl.evaluation.fhauc.threshold.ops import FLOODING_MARGIN, fresh_error_bits
 from privfl.messages import Reader, Writer
 
 __all__ = [
@@ -68,19 +68,26 @@ def value_bits(config: SessionConfig, policy: Policy) -> float:
     return math.log2(parties * policy.max_samples_per_party)
 
 
-def curve_shift(config: SessionConfig, policy: Policy, c_high_bits: float, ring: int) -> int:
+def curve_shift(config: SessionConfig, policy: Policy, c_high_bits: float) -> int:
     """``k``: parties scale their slot values by ``2^-k`` so that ``c`` times the sum stays
-    below :func:`~.ops.capacity_bits` after decryption."""
-    return max(0, math.ceil(c_high_bits + value_bits(config, policy) - capacity_bits(ring)))
+    below :data:`CURVE_CAPACITY_BITS` after decryption."""
+    return max(0, math.ceil(c_high_bits + value_bits(config, policy) - CURVE_CAPACITY_BITS))
+
+
+# A curve reply is a sum of fresh ciphertexts times an integer (no product, no rotation):
+# fresh vectors decoded up to 2^50 on ring 2^12 (uniform slots, largest error 2^1.6, relative
+# 2^-48.4); the AUC reply's bound is lower (:func:`~.ops.capacity_bits`).
+CURVE_CAPACITY_BITS = 50.0
 
 
 # Decoding runs in doubles (OpenFHE keeps 52 bits of the largest coefficient; a fresh
 # uniform vector of 2^40 decodes with a largest error of 2^-8.5, relative 2^-48.5) and joining
-# S shares of up to 2^V cancels in doubles: per-slot std bound 2^-46 of M 2^V, count units.
+# S shares of up to 2^V cancels in doubles: per-slot std bound 2^-50 of M 2^V, count units,
+# twice the std measured on ring 2^14.
 # Without it the malicious curve's tolerance ignored an error that grows with C (measured
 # spread between executions: 2^-52 of M 2^V, rms) and honest sessions of 2 x 20,000 rows
 # were refused (issue 27).
-DECODE_RELATIVE_BITS = 46.0
+DECODE_RELATIVE_BITS = 50.0
 
 
 def slot_sigma(

@@ -139,7 +139,7 @@ def curve_plan(config: SessionConfig, policy: Policy, params: ThresholdParameter
     threshold_curve.check_budget(params, executions, per_execution)
     lo, hi = malicious.multiplier_bounds(policy.multiplier_bits)
     ring = ThresholdContext.for_parameters(params, parties).ring
-    shift = threshold_curve.curve_shift(config, policy, hi, ring)
+    shift = threshold_curve.curve_shift(config, policy, hi)
     sigma = threshold_curve.slot_sigma(config, policy, params, ring, shift, lo)
     level = params.decrypt_max_level - (1 if mode is Security.MALICIOUS else 0)
     variant = variant_for(mode)
