@@ -77,8 +77,9 @@ from privfl.evaluation.fhauc.layout import Layout
 # OpenFHE's decoder refuses a result whose imaginary-part error exceeds 2^-5, and a malicious
 # reply's error grows with its magnitude: replies of about 2^40 on ring 2^12 (2 parties,
 # 2^21 samples per party, c / 2^j near 1) failed to decode ("approximation error is too
-# high") while replies of 2^37.8 and below decoded, on ring 2^12 and 2^14 (issue 27; the
-# old bound 2^52 let the size bound 2^20 and above fail). Fresh ciphertexts decode to 2^50.
+# high") while replies of 2^37.8 and below decoded (issue 27; the old bound 2^52 let the
+# size bound 2^20 and above fail). Ring 2^14 gets 1 bit less (its decoding sums twice as many
+# terms per slot); 2 x 10^6-row sessions decode there. Fresh ciphertexts decode to 2^50.
 DECODE_CAPACITY_BITS = 44.0
 
 

@@ -169,9 +169,9 @@ def plan(config: SessionConfig, policy: Policy) -> Plan:
     if bad:
         # the decoder sees every slot's product: the last of a position's S shares reaches
         # 2^V (V = mu + 3 + ceil(log2 S), not the 2^(mu+3) of the first S-1), and S*N slots
-        # are summed (not N). With mu + 3 and N the reply's error was underestimated by
-        # 3 bits (S = 4, N = 100) and OpenFHE refused to decode honest replies from a
-        # size bound of 2^20 up (issue 27).
+        # are summed (not N): with mu + 3 and N the reply's error was underestimated by
+        # 3 bits (S = 4, N = 100). Together with the reply's magnitude (capacity_bits) this
+        # made OpenFHE refuse honest replies from a size bound of 2^20 up (issue 27).
         sizes = Malicious.sizes(config, policy)
         shift, j = multiplier_scaling(
             sizes, params, ring, sizes.slots_used, float(sizes.value_bits), (lo, hi)
