@@ -9,8 +9,8 @@ What differs from single keys is only how the reply is decrypted and how noisy t
   ``executions·2·chunks`` of the key set's budget (:func:`check_budget`, refused before any
   work when it exceeds it);
 * joint decryption adds flooding noise ``f = 2^(decryption_error_bits(M))`` per slot
-  (value units, after ``c``), and decoded values must stay below ``2^52``
-  (:data:`~.ops.CAPACITY_BITS`): parties scale their slot values by ``2^-k``
+  (value units, after ``c``), and decoded values must stay below ``2^50``
+  (:data:`CURVE_CAPACITY_BITS`): parties scale their slot values by ``2^-k``
   (:func:`curve_shift`, public) and multiply what is revealed by ``2^k``;
 * ``c`` is drawn in ``[2^20, 2^21)`` (the policy's multiplier bits above the floor) in
   both variants, as for the threshold AUC: the revealed values tell a party ``P+Q`` within
@@ -21,7 +21,8 @@ Noise per summed slot in count units (:func:`slot_sigma`): the fresh encryption 
 ``e = 2^(fresh_error_bits + k)`` of each of the ``S·M`` summed shares and the flooding noise
 ``f·2^k / c_min`` of each of the ``S`` decrypted shares. Semi-honest: the bound
 ``M e + 6 f 2^k / c_min`` (six standard deviations of the flooding noise); malicious: the
-std ``hypot(NOISE_CONSTANT sqrt(S M) e, FLOODING_MARGIN sqrt(S) f 2^k / c_min)``. The
+std ``hypot(NOISE_CONSTANT sqrt(S M) e, FLOODING_MARGIN sqrt(S) f 2^k / c_min, sqrt(S) d)``
+with ``d = 2^(log2 M + V - 50)`` the decoding's rounding (:data:`DECODE_RELATIVE_BITS`). The
 verification's tolerance, precision and guarantee are :mod:`.curve`'s with this per-slot
 term, and each party checks at join (before any upload) that they can be met.
 
@@ -43,7 +44,7 @@ from privfl.errors import InputError, MalformedMessageError
 from privfl.evaluation.fhauc import curve, malicious
 from privfl.evaluation.fhauc.messages import SessionConfig
 from privfl.evaluation.fhauc.policy import Policy, Security
-from privfl.evaluation.fhauc.threshold.ops import CAPACITY_BITS, FLOODING_MARGIN, fresh_error_bits
+from privfl.evaluation.fhauc.threshold.ops import FLOODING_MARGIN, fresh_error_bits
 from privfl.messages import Reader, Writer
 
 __all__ = [
@@ -69,8 +70,24 @@ def value_bits(config: SessionConfig, policy: Policy) -> float:
 
 def curve_shift(config: SessionConfig, policy: Policy, c_high_bits: float) -> int:
     """``k``: parties scale their slot values by ``2^-k`` so that ``c`` times the sum stays
-    below ``2^52`` after decryption."""
-    return max(0, math.ceil(c_high_bits + value_bits(config, policy) - CAPACITY_BITS))
+    below :data:`CURVE_CAPACITY_BITS` after decryption."""
+    return max(0, math.ceil(c_high_bits + value_bits(config, policy) - CURVE_CAPACITY_BITS))
+
+
+# A curve reply is a sum of fresh ciphertexts times an integer (no product, no rotation):
+# fresh vectors decoded up to 2^50 on ring 2^12 (uniform slots, largest error 2^1.6, relative
+# 2^-48.4); the AUC reply's bound is lower (:func:`~.ops.capacity_bits`).
+CURVE_CAPACITY_BITS = 50.0
+
+
+# Decoding runs in doubles (OpenFHE keeps 52 bits of the largest coefficient; a fresh
+# uniform vector of 2^40 decodes with a largest error of 2^-8.5, relative 2^-48.5) and joining
+# S shares of up to 2^V cancels in doubles: per-slot std bound 2^-50 of M 2^V, count units,
+# twice the std measured on ring 2^14.
+# Without it the malicious curve's tolerance ignored an error that grows with C (measured
+# spread between executions: 2^-52 of M 2^V, rms) and honest sessions of 2 x 20,000 rows
+# were refused (issue 27).
+DECODE_RELATIVE_BITS = 50.0
 
 
 def slot_sigma(
@@ -90,7 +107,9 @@ def slot_sigma(
     flood = 2.0 ** (params.decryption_error_bits(m) + shift_k - c_low_bits)
     if config.security is Security.MALICIOUS:
         fresh = malicious.NOISE_CONSTANT * math.sqrt(splits * m) * e
-        return float(math.hypot(fresh, FLOODING_MARGIN * math.sqrt(splits) * flood))
+        decode = math.sqrt(splits) * 2.0 ** (value_bits(config, policy) - DECODE_RELATIVE_BITS)
+        flooding = FLOODING_MARGIN * math.sqrt(splits) * flood
+        return float(math.hypot(fresh, flooding, decode))
     return float(m * e + 6.0 * FLOODING_MARGIN * flood)
 
 

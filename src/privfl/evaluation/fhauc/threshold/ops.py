@@ -27,13 +27,14 @@ operations (``+``, ``*`` by a ciphertext or an integer, ``rotate``, ``window_sum
 Capacity, noise and scaling (why parties scale their values)
 ------------------------------------------------------------
 Joint decryption keeps two towers at a 59-bit scale: a decrypted value must stay below
-``2^56`` (:mod:`privfl.crypto.threshold.params`), and OpenFHE's decoder refuses a result whose
-error exceeds ``2^-5`` (value units). The aggregator's reply holds ``c·(X + Y)`` with
-``X + Y <= 4 (M C)^2`` (``M`` parties, ``C`` the provisioned size bound) and ``c < 2^c_hi``,
-and its error is the product's error times ``c``: about ``c 2 sqrt(L) M B e`` for ``L``
-slots of products of ``M`` summed values below ``B`` with fresh error ``e``
-(:func:`fresh_error_bits`). Every party therefore multiplies all its slot values by
-``2^-k`` with ``k`` the larger of what capacity and the decoder need
+``2^56`` (:mod:`privfl.crypto.threshold.params`), in practice far below (a reply's error
+grows with it: :func:`capacity_bits`, ``2^37`` on ring ``2^14``, measured), and OpenFHE's
+decoder refuses a result whose error exceeds ``2^-5`` (value units). The aggregator's reply
+holds ``c·(X + Y)`` with ``X + Y <= 4 (M C)^2`` (``M`` parties, ``C`` the provisioned size
+bound) and ``c < 2^c_hi``, and its error is the product's error times ``c``: about
+``c 2 sqrt(L) M B e`` for ``L`` slots of products of ``M`` summed values below ``B`` with
+fresh error ``e`` (:func:`fresh_error_bits`). Every party therefore multiplies all its slot
+values by ``2^-k`` with ``k`` the larger of what capacity and the decoder need
 (:func:`value_shift`: public, the same for every party), and multiplies what it decrypts by
 ``2^2k``. The aggregator's multiplier is ``c`` in ``[2^20, 2^(20 + multiplier_bits))`` in
 both modes (the malicious one's range of single-key mode); the flooding noise of the joint
@@ -73,7 +74,20 @@ from privfl.errors import InputError, ProtocolError
 from privfl.evaluation.fhauc import malicious
 from privfl.evaluation.fhauc.layout import Layout
 
-CAPACITY_BITS = 52.0  # decrypted |value| < 2^52: 4 bits below the two towers' 2^56
+# OpenFHE's decoder refuses a result whose imaginary-part error exceeds 2^-5, and a malicious
+# reply's error grows with its magnitude: replies of about 2^40 on ring 2^12 (2 parties,
+# 2^21 samples per party, c / 2^j near 1) failed to decode ("approximation error is too
+# high") while replies of 2^37.8 and below decoded (issue 27; the old bound 2^52 let the
+# size bound 2^20 and above fail). Ring 2^14 gets 1 bit less (its decoding sums twice as many
+# terms per slot); 2 x 10^6-row sessions decode there. Fresh ciphertexts decode to 2^50.
+DECODE_CAPACITY_BITS = 44.0
+
+
+def capacity_bits(ring: int) -> float:
+    """log2 of the largest decrypted slot magnitude privfl lets a reply reach on ``ring``."""
+    return DECODE_CAPACITY_BITS - 0.5 * math.log2(ring)
+
+
 FHAUC_PARAMETER_SET = "fhauc"
 
 
@@ -281,12 +295,13 @@ def value_shift(
     malicious_mode: bool,
 ) -> int:
     """``k``: parties scale every slot value by ``2^-k`` (module docstring). The larger of
-    what capacity needs (``c X 2^-2k < 2^52``) and what OpenFHE's decoder needs: it refuses a
-    result whose error exceeds ``2^-5`` (value units), and the reply's error is about
-    ``c 2^-k 2 sqrt(L) M B e`` (``L`` slots of products of ``M`` summed values below ``B``
-    with fresh error ``e``); privfl keeps it below ``2^-8``."""
+    what capacity needs (``c X 2^-2k`` below :func:`capacity_bits`) and what OpenFHE's
+    decoder needs against noise: it refuses a result whose error exceeds ``2^-5`` (value
+    units), and the reply's error is about ``c 2^-k 2 sqrt(L) M B e`` (``L`` slots of
+    products of ``M`` summed values below ``B`` with fresh error ``e``); privfl keeps it
+    below ``2^-8``."""
     x_max_bits = 2 * math.log2(parties * max_samples) + (2.0 if malicious_mode else 0.0)
-    capacity = math.ceil(max(0.0, c_high_bits + x_max_bits - CAPACITY_BITS) / 2)
+    capacity = math.ceil(max(0.0, c_high_bits + x_max_bits - capacity_bits(ring)) / 2)
     product = (
         1.0
         + 0.5 * math.log2(max(terms, 1))

@@ -165,17 +165,21 @@ def plan(config: SessionConfig, policy: Policy) -> Plan:
     ring = ThresholdContext.for_parameters(params, parties).ring
     bad = mode is Security.MALICIOUS
     c_samples = policy.max_samples_per_party
-    if bad:
-        share_bits = float(Malicious.sizes(config, policy).mask_bits + 3)
-    else:
-        share_bits = math.log2(2 * c_samples)
     variant: Variant
     if bad:
+        # the decoder sees every slot's product: the last of a position's S shares reaches
+        # 2^V (V = mu + 3 + ceil(log2 S), not the 2^(mu+3) of the first S-1), and S*N slots
+        # are summed (not N): with mu + 3 and N the reply's error was underestimated by
+        # 3 bits (S = 4, N = 100). Together with the reply's magnitude (capacity_bits) this
+        # made OpenFHE refuse honest replies from a size bound of 2^20 up (issue 27).
         sizes = Malicious.sizes(config, policy)
-        shift, j = multiplier_scaling(sizes, params, ring, config.terms(), share_bits, (lo, hi))
+        shift, j = multiplier_scaling(
+            sizes, params, ring, sizes.slots_used, float(sizes.value_bits), (lo, hi)
+        )
         variant = ThresholdMalicious(params, ring, shift, 2.0**lo, j)
     else:
         j = 0
+        share_bits = math.log2(2 * c_samples)
         shift = value_shift(parties, c_samples, share_bits, config.terms(), hi, ring, bad)
         variant = ThresholdSemiHonest(params, ring, shift, hi)
     # semi-honest replies use one level (the product); malicious uploads keep two more: the
