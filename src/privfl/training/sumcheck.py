@@ -108,8 +108,28 @@ def layer_digest(message: CiphertextMessage) -> LayerDigest:
     return LayerDigest(message.level, message.deg, hashlib.sha256(message.payload).digest())
 
 
+class _Signed:
+    """What both signed messages share: the signed bytes (session, sender, body) and the
+    framed message (body and signature)."""
+
+    STEP: ClassVar[str]
+    session: bytes
+    sender: str
+    signature: bytes
+
+    def _body(self) -> Writer:
+        raise NotImplementedError
+
+    def signed_part(self) -> bytes:
+        return Writer().bytes_(self.session).str_(self.sender).getvalue() + self._body().getvalue()
+
+    def to_bytes(self) -> bytes:
+        payload = self._body().bytes_(self.signature).getvalue()
+        return CODEC.encode(self.STEP, self.session, self.sender, payload)
+
+
 @dataclass(frozen=True)
-class UpdateCommitment:
+class UpdateCommitment(_Signed):
     """Party -> server (with its upload), relayed to every party: the party's signed
     commitment to its encrypted updates of ``round``."""
 
@@ -126,13 +146,6 @@ class UpdateCommitment:
             w.u32(d.level).u32(d.deg).bytes_(d.digest)
         return w
 
-    def signed_part(self) -> bytes:
-        return Writer().bytes_(self.session).str_(self.sender).getvalue() + self._body().getvalue()
-
-    def to_bytes(self) -> bytes:
-        payload = self._body().bytes_(self.signature).getvalue()
-        return CODEC.encode(self.STEP, self.session, self.sender, payload)
-
     @classmethod
     def from_bytes(cls, data: bytes, session: bytes) -> Self:
         header, r = CODEC.decode(data, step=cls.STEP, session=session)
@@ -147,7 +160,7 @@ class UpdateCommitment:
 
 
 @dataclass(frozen=True)
-class SumCheck:
+class SumCheck(_Signed):
     """Party -> server, relayed to every party: ``sketches[l][v] = <r, D_k> mod q_v`` for
     every coefficient vector ``v`` of layer ``l``, bound to ``H(T)`` of every layer and to the
     digest of the commitments the challenge was derived from; signed."""
@@ -168,13 +181,6 @@ class SumCheck:
             for v in values:
                 w.u64(v)
         return w
-
-    def signed_part(self) -> bytes:
-        return Writer().bytes_(self.session).str_(self.sender).getvalue() + self._body().getvalue()
-
-    def to_bytes(self) -> bytes:
-        payload = self._body().bytes_(self.signature).getvalue()
-        return CODEC.encode(self.STEP, self.session, self.sender, payload)
 
     @classmethod
     def from_bytes(cls, data: bytes, session: bytes) -> Self:
