@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -346,3 +346,15 @@ class KeyBundle:
         wrapped = keywrap.WrappedSecret.from_bytes(r.bytes_())
         r.end()
         return cls(header.sender, wrapped)
+
+
+def upload_body(
+    transcript: bytes,
+    executions: Sequence[tuple[Sequence[bytes], Sequence[bytes], Sequence[bytes]]],
+) -> bytes:
+    """The signed body of a party's upload in either key mode: the transcript hash, then per
+    execution its T, F and D ciphertexts' bytes (each a length-prefixed list)."""
+    w = Writer().bytes_(transcript).u32(len(executions))
+    for t, f, d in executions:
+        w.list_(list(t)).list_(list(f)).list_(list(d))
+    return w.getvalue()

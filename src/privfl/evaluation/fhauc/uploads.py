@@ -24,6 +24,7 @@ from privfl.evaluation.fhauc.messages import (
     DIGEST_BYTES,
     open_signed,
     seal,
+    upload_body,
 )
 from privfl.evaluation.fhauc.policy import MAX_EXECUTIONS
 from privfl.messages import Writer
@@ -79,10 +80,7 @@ class PartyUpload:
         )
 
     def body(self) -> bytes:
-        w = Writer().bytes_(self.transcript).u32(len(self.executions))
-        for t, f, d in self.executions:
-            w.list_(list(t)).list_(list(f)).list_(list(d))
-        return w.getvalue()
+        return upload_body(self.transcript, self.executions)
 
     def seal(self, identity: IdentityKey) -> bytes:
         return seal(identity, self.STEP, self.session, self.sender, self.body())
