@@ -61,7 +61,7 @@ def answers(
     got = transport.exchange(step, messages)
     missing = [p for p in parties if p not in got]
     if missing:
-        raise ProtocolError(f"no answer from {missing} in step {step!r}")
+        raise ProtocolError(f"no answer from {missing} in step {str(step)!r}")
     return {p: got[p] for p in parties}
 
 
@@ -79,11 +79,11 @@ def stream(
 
     def once(party: str, data: bytes) -> None:
         if party not in messages or party in seen:
-            raise ProtocolError(f"an unexpected answer from {party!r} in step {step!r}")
+            raise ProtocolError(f"an unexpected answer from {party!r} in step {str(step)!r}")
         seen.add(party)
         consume(party, data)
 
     transport.stream(step, messages, once)
     missing = [p for p in parties if p not in seen]
     if missing:
-        raise ProtocolError(f"no answer from {missing} in step {step!r}")
+        raise ProtocolError(f"no answer from {missing} in step {str(step)!r}")
