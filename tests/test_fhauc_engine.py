@@ -51,6 +51,16 @@ def test_the_threshold_aggregator_holds_its_computation_and_key_backend_by_compo
     assert "getattr(" not in source and "Mixin" not in source
 
 
+def test_the_one_schedule_probes_no_object_for_optional_members():
+    """Transports stream through a protocol method, parties give their handler table: the
+    schedule, its key rounds and its transport helpers never ask ``getattr``/``hasattr``."""
+    from privfl.evaluation.fhauc import schedule, transport
+
+    for module in (schedule, rounds, transport):
+        source = inspect.getsource(module)
+        assert "getattr(" not in source and "hasattr(" not in source, module.__name__
+
+
 def test_a_single_key_aggregator_is_not_given_a_threshold_aggregator():
     with pytest.raises(InputError, match="keys='single'"):
         roles.make_aggregator("single", threshold_aggregator.ThresholdAggregator())
