@@ -204,9 +204,8 @@ def rows(args: argparse.Namespace) -> None:
 def reuse_rows(args: argparse.Namespace) -> None:
     """Sessions on one key set (module docstring, ``--reuse``)."""
     from privfl.evaluation.fhauc.policy import Security
-    from privfl.evaluation.fhauc.schedule import SessionRequest
+    from privfl.evaluation.fhauc.schedule import SessionRequest, run_session
     from privfl.evaluation.fhauc.sizing import in_process_policy
-    from privfl.evaluation.fhauc.threshold.schedule import run_threshold_session
     from privfl.evaluation.statistics import interior_thresholds
     from privfl.evaluation.threshold_federated import ThresholdTransport, run_in_process
     from privfl.runner import InProcessRunner
@@ -243,7 +242,7 @@ def reuse_rows(args: argparse.Namespace) -> None:
                 runner = InProcessRunner()
                 transport = ThresholdTransport(parties, runner)
                 t0 = time.perf_counter()
-                run_threshold_session(agg, transport, request, runner.run)
+                run_session(agg, transport, request, runner.run)
                 wall = time.perf_counter() - t0
                 results = tuple(transport.results[n] for n in names)
             cpu = runner.cpu

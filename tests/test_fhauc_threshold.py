@@ -40,6 +40,7 @@ from privfl.evaluation.fhauc.threshold.schedule import (
     threshold_party_step,
 )
 from privfl.evaluation.fhauc.threshold.setup import provision
+from privfl.evaluation.fhauc.transport import Transport
 
 TOL = 1e-6
 
@@ -52,7 +53,7 @@ def fast_ring():
     threshold_ops.FHAUC_PARAMETER_SET = saved
 
 
-class Recorder:
+class Recorder(Transport):
     """In-process transport that keeps every message of every step."""
 
     def __init__(self, parties):
@@ -294,7 +295,7 @@ def test_flower_client_runs_threshold_rounds_with_a_fresh_party_per_round(tmp_pa
         contexts[p] = Context(run_id=1, node_id=1, node_config=node, state=RecordDict(),
                               run_config={})  # fmt: skip
 
-    class Nodes:
+    class Nodes(Transport):
         def exchange(self, step, messages):
             return {p: client_app.run_step(step, m, contexts[p])[1] for p, m in messages.items()}
 
