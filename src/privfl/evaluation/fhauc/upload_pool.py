@@ -264,6 +264,9 @@ class UploadPool:
         self._helpers = [_start_helper() for _ in range(helpers)]
         self._lock = threading.RLock()  # one session (or warm-up) at a time on the pipes
         self.pid = os.getpid()
+        # the last public context hashed, and its digest: the aggregator passes the same
+        # bytes object every session, so its several MB are hashed once, not per session
+        self._context: tuple[bytes, bytes] | None = None
 
     @property
     def alive(self) -> bool:
@@ -274,7 +277,12 @@ class UploadPool:
         """Hand the public context to every worker now (each loads it while the caller goes
         on), so that the first session does not wait for it. A helper that died is noticed
         by the next session (:func:`shared_pool` replaces the pool)."""
-        key = hashlib.sha256(public_context).digest()
+        if self._context is None or self._context[0] is not public_context:
+            key = hashlib.sha256(public_context).digest()
+            if type(public_context) is bytes:  # immutable: the same object, the same digest
+                self._context = (public_context, key)
+        else:
+            key = self._context[1]
         with self._lock:
             for helper in self._helpers:
                 if helper.context_key != key:
