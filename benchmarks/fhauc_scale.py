@@ -17,6 +17,9 @@ load average is printed with every row; with ``--repeats R`` the times are media
 (cProfile with CPU time); ``--rotation-noise`` the key-switching noise a rotation adds, next
 to a fresh encryption's (the joint layout rotates the summed ciphertext once).
 
+``--load`` times SEAL's load of one upload ciphertext from a memory file made per load and
+from the one reused per thread (:func:`privfl.crypto.seal_io.load`).
+
 ``--crossover`` times ``handle_uploads`` on the same uploads in process and with 2 upload
 workers (the size from which the workers pay); ``--transfer M`` the cost of moving ``M``
 uploads to a worker through a pipe and through shared memory.
@@ -110,7 +113,8 @@ def row(m: int, security: str, repeats: int) -> str:
     load = "/".join(f"{x:.2f}" for x in os.getloadavg())
     med = statistics.median
     return (
-        f"{m:>7} {med(walls):>8.2f} {med(cpus):>8.2f} {med(aggs):>7.3f} {med(agg_cpus):>9.3f} {med(own_cpus):>7.3f} "
+        f"{m:>7} {med(walls):>8.2f} {med(cpus):>8.2f} {med(aggs):>7.3f} {med(agg_cpus):>9.3f} "
+        f"{med(own_cpus):>7.3f} "
         f"{upload / 1e3:>9.1f} {max(errs):>8.1e}  {load}"
     )
 
@@ -154,6 +158,43 @@ def rotation_noise(samples: int = 10, scale_bits: float | None = None) -> None:
     print(f"fresh encryption error per slot: std {f.std():.3e}, max {np.abs(f).max():.3e}")
     print(f"added by one rotation:           std {a.std():.3e}, max {np.abs(a).max():.3e}")
     print(f"ratio of the stds: {a.std() / f.std():.1f}")
+
+
+def load_file(loads: int = 400, rounds: int = 5) -> None:
+    """SEAL loads of one fresh upload ciphertext (184 KB) from a memory file created, filled
+    and closed per load (privfl before) and from one reused per thread (now), alternating
+    in rounds: CPU ms per load, medians over the rounds."""
+    import tenseal.sealapi as seal
+
+    from privfl.crypto import seal_io
+    from privfl.crypto.ckks import CKKSContext
+
+    ctx = CKKSContext.generate()
+    public = CKKSContext.deserialize(ctx.serialize_public())
+    data = ctx.encrypt(np.ones(ctx.params.slots)).to_bytes()
+    sc = public.seal_context
+
+    def fresh_file() -> None:
+        fd = os.memfd_create("privfl-seal")
+        try:
+            os.write(fd, data)
+            seal.Ciphertext().load(sc, f"/proc/self/fd/{fd}")
+        finally:
+            os.close(fd)
+
+    def reused_file() -> None:
+        seal_io.load(seal.Ciphertext, sc, data, "ciphertext")
+
+    times: dict[str, list[float]] = {"fresh file per load": [], "reused file": []}
+    for _ in range(rounds):
+        for name, fn in (("fresh file per load", fresh_file), ("reused file", reused_file)):
+            c0 = time.process_time()
+            for _ in range(loads):
+                fn()
+            times[name].append((time.process_time() - c0) / loads * 1e3)
+    for name, ms in times.items():
+        print(f"{name:>20}: {statistics.median(ms):.3f} CPU ms per load ({len(data)} bytes)")
+    print("load average " + "/".join(f"{x:.2f}" for x in os.getloadavg()))
 
 
 class Replaying(TimedAggregator):
@@ -279,8 +320,12 @@ def main() -> None:
     ap.add_argument("--scale-bits", help="comma-separated scales for --rotation-noise")
     ap.add_argument("--crossover", action="store_true", help="1 vs 2 upload workers")
     ap.add_argument("--transfer", type=int, help="pipe vs shared memory for this many uploads")
+    ap.add_argument("--load", action="store_true", help="SEAL loads: fresh vs reused file")
     ap.add_argument("--row", type=int, help=argparse.SUPPRESS)  # one row, for --compare
     args = ap.parse_args()
+    if args.load:
+        load_file()
+        return
     if args.profile:
         profile(args.profile, args.security)
         return
