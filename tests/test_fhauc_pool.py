@@ -108,6 +108,12 @@ def arrive_under_a_long_name(uploads):
     return uploads
 
 
+def arrive_under_a_name_longer_than_64_kb(uploads):
+    # 80 KB of UTF-8 on the first upload (a helper's first grant): refused as a stranger,
+    # as in process, not by the pipe's format
+    return {"é" * 40_000 if k == 0 else n: v for k, (n, v) in enumerate(uploads.items())}
+
+
 def arrive_under_an_unencodable_name(uploads):
     uploads["\udc80"] = uploads.pop(next(iter(uploads)))  # a lone surrogate: no UTF-8 for it
     return uploads
@@ -125,6 +131,7 @@ def drop_one(uploads):
         (flip_a_ciphertext_byte, ProtocolError),
         (drop_one, ProtocolError),
         (arrive_under_a_long_name, UnknownPartyError),
+        (arrive_under_a_name_longer_than_64_kb, UnknownPartyError),
         (arrive_under_an_unencodable_name, UnknownPartyError),
     ],
 )

@@ -38,7 +38,6 @@ __all__ = ["MORE", "SharedQueue", "serve_sum"]
 
 AHEAD = 2  # grants a helper holds when it starts on one: the one it works on and the next
 MAX_UPLOADS = 1 << 20
-NAME_BYTES = 1 << 16  # a claimed sender's name, as the transport delivered it
 MESSAGE_BYTES = 1 << 14  # a refusal's text, as the helper raised it
 MORE = Writer().str_("more").getvalue()
 _END = Writer().str_("end").getvalue()
@@ -177,16 +176,16 @@ def serve_sum(
     upload it is granted, until ``end``; returns its final answer: per execution the
     serialised (T, F, D) partial sums (none if it was granted nothing), or its first
     refusal (the grants after it are read and left)."""
-    check = UploadCheck.from_bytes(job.bytes_())
-    path = job.bytes_(4096).decode()
-    job.end()
-    current, ended = -1, False
-    fd = os.open(path, os.O_RDONLY)
+    current, ended, fd = -1, False, -1
 
     def granted() -> Iterator[list[Upload]]:
-        nonlocal current, ended
+        nonlocal current, ended, fd
+        check = UploadCheck.from_bytes(job.bytes_())
+        path = job.bytes_(4096).decode()
+        job.end()
         if context is None:
             raise ProtocolError("upload worker: no public context")
+        fd = os.open(path, os.O_RDONLY)
         while True:
             grant = Reader(conn.recv_bytes(), "upload grant")
             if grant.str_() == "end":
@@ -194,7 +193,9 @@ def serve_sum(
                 ended = True
                 return
             first = grant.u64()
-            names = [grant.bytes_(NAME_BYTES) for _ in range(grant.count(MAX_UPLOADS, "uploads"))]
+            # a name as the transport delivered it, however long: refused by the same
+            # check as in the aggregator's process, not by this pipe's format
+            names = [grant.bytes_() for _ in range(grant.count(MAX_UPLOADS, "uploads"))]
             sizes = [grant.u64() for _ in names]
             offset = grant.u64()
             grant.end()
@@ -218,7 +219,8 @@ def serve_sum(
             refused = MalformedMessageError(f"the uploads cannot be combined ({exc})")
             return _refuse(conn, ended, current, refused)
     finally:
-        os.close(fd)
+        if fd >= 0:
+            os.close(fd)
     w = Writer().str_("ok").u32(len(sums))
     for u in sums:
         for vec in (u.t, u.f, u.d):
@@ -231,5 +233,6 @@ def _refuse(conn: Connection, ended: bool, index: int, exc: PrivflError) -> Writ
     after reading (and leaving) the job's remaining grants up to its ``end``."""
     while not ended:
         ended = Reader(conn.recv_bytes(), "upload grant").str_() == "end"
-    w = Writer().str_("error").u64(index).str_(type(exc).__name__)
+    # a refusal before any upload (no context, a malformed job) counts as the first one's
+    w = Writer().str_("error").u64(max(index, 0)).str_(type(exc).__name__)
     return w.bytes_(_text(str(exc)))
