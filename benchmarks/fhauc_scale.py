@@ -18,7 +18,8 @@ load average is printed with every row; with ``--repeats R`` the times are media
 to a fresh encryption's (the joint layout rotates the summed ciphertext once).
 
 ``--load`` times SEAL's load of one upload ciphertext from a memory file made per load and
-from the one reused per thread (:func:`privfl.crypto.seal_io.load`).
+from the one reused per thread (:func:`privfl.crypto.seal_io.load`), and writing an upload
+into a helper's memory file, fresh or kept from an earlier session.
 
 ``--crossover`` times ``handle_uploads`` on the same uploads in process and with 2 upload
 workers (the size from which the workers pay); ``--transfer M`` the cost of moving ``M``
@@ -194,6 +195,21 @@ def load_file(loads: int = 400, rounds: int = 5) -> None:
             times[name].append((time.process_time() - c0) / loads * 1e3)
     for name, ms in times.items():
         print(f"{name:>20}: {statistics.median(ms):.3f} CPU ms per load ({len(data)} bytes)")
+    # a helper's memory file: writing an upload into fresh pages or into pages kept
+    written: dict[str, list[float]] = {"fresh pages": [], "kept pages": []}
+    for _ in range(rounds):
+        for name in written:
+            fd = os.memfd_create("privfl-uploads")
+            if name == "kept pages":
+                for k in range(loads):
+                    os.pwrite(fd, data, k * len(data))
+            c0 = time.process_time()
+            for k in range(loads):
+                os.pwrite(fd, data, k * len(data))
+            written[name].append((time.process_time() - c0) / loads * 1e3)
+            os.close(fd)
+    for name, ms in written.items():
+        print(f"upload into a memory file, {name}: {statistics.median(ms):.3f} CPU ms each")
     print("load average " + "/".join(f"{x:.2f}" for x in os.getloadavg()))
 
 

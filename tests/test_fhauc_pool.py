@@ -294,12 +294,13 @@ def test_the_shared_queue_adapts_the_split_to_how_fast_each_helper_asks():
     helper that asked twice gets two more; every upload is handed out once, in order, and
     a helper reads exactly the granted bytes from its memory file."""
     from privfl.evaluation.fhauc.upload_checks import UploadCheck
-    from privfl.evaluation.fhauc.upload_queue import AHEAD, MORE, SharedQueue
+    from privfl.evaluation.fhauc.upload_queue import AHEAD, MORE, MemFile, SharedQueue
 
     items = [(f"p{k}", bytes([k]) * (100 + k)) for k in range(12)]
     for asks in (0, 2):
         (helper_in, helper_out), (from_helper, to_helper) = _queue_lane()
-        queue = SharedQueue(items, [(to_helper, from_helper)])
+        file = MemFile()
+        queue = SharedQueue(items, [(to_helper, from_helper, file)])
         queue.start(UploadCheck(b"s" * 16, {}, b"t" * 32, frozenset(), 1, (1, 0, 0), 40.0))
         for _ in range(asks):
             helper_out.send_bytes(MORE)
@@ -309,6 +310,7 @@ def test_the_shared_queue_adapts_the_split_to_how_fast_each_helper_asks():
         paths = []
         granted = _granted(helper_in, paths)
         queue.close()
+        file.close()
         assert len(granted) == AHEAD + asks
         assert [g[0] for g in granted] == list(range(AHEAD + asks))
         assert [(f"p{i}", data) for i, _, data in granted] == [items[i] for i, *_ in granted]

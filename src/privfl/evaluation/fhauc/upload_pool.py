@@ -42,7 +42,7 @@ from privfl.crypto.ckks import CKKSContext
 from privfl.errors import InputError, MalformedMessageError, PrivflError, ProtocolError
 from privfl.evaluation.fhauc.ciphertext import HECiphertext
 from privfl.evaluation.fhauc.upload_checks import UploadCheck, sum_uploads
-from privfl.evaluation.fhauc.upload_queue import MESSAGE_BYTES, SharedQueue, serve_sum
+from privfl.evaluation.fhauc.upload_queue import MESSAGE_BYTES, MemFile, SharedQueue, serve_sum
 from privfl.evaluation.fhauc.uploads import Upload
 from privfl.messages import Reader, Writer
 
@@ -152,6 +152,7 @@ class _Helper:
     proc: subprocess.Popen[bytes]
     send: Connection
     recv: Connection
+    file: MemFile
     context_key: bytes = b""
 
 
@@ -189,7 +190,10 @@ def _start_helper() -> _Helper:
     os.close(from_child[1])
     _widen(to_child[1])
     return _Helper(
-        proc, Connection(to_child[1], readable=False), Connection(from_child[0], writable=False)
+        proc,
+        Connection(to_child[1], readable=False),
+        Connection(from_child[0], writable=False),
+        MemFile(),
     )
 
 
@@ -246,7 +250,7 @@ class UploadPool:
         pipes stay in step)."""
         with self._lock:  # one session at a time on the pipes
             helpers = self._helpers[: max(0, min(len(self._helpers), len(items) - 1))]
-            queue = SharedQueue(items, [(h.send, h.recv) for h in helpers])
+            queue = SharedQueue(items, [(h.send, h.recv, h.file) for h in helpers])
             refused: list[tuple[int, PrivflError]] = []
             local: list[Upload] = []
             try:
@@ -294,6 +298,7 @@ class UploadPool:
         for helper in self._helpers:
             helper.send.close()
             helper.recv.close()
+            helper.file.close()
         for helper in self._helpers:
             try:
                 helper.proc.wait(timeout=2)
