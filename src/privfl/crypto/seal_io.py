@@ -95,6 +95,7 @@ class _LoadFile:
 
     def __init__(self) -> None:
         self.fd, self.pid = os.memfd_create("privfl-seal"), os.getpid()
+        self.busy = False  # between filling and loading (a signal handler may load too)
 
     def __del__(self) -> None:
         with contextlib.suppress(OSError):  # already closed
@@ -114,11 +115,12 @@ _THREAD = threading.local()
 
 
 def _load_file() -> _LoadFile:
-    """This thread's :class:`_LoadFile` (a new one in a forked child)."""
+    """This thread's :class:`_LoadFile` (a new one in a forked child), or a one-off file
+    when the thread's is in use (a load from a signal handler between filling and loading)."""
     file: _LoadFile | None = getattr(_THREAD, "file", None)
     if file is None or file.pid != os.getpid():
         file = _THREAD.file = _LoadFile()
-    return file
+    return _LoadFile() if file.busy else file
 
 
 def load(factory: Callable[[], T], seal_context: Any, data: bytes, what: str) -> T:
@@ -127,10 +129,14 @@ def load(factory: Callable[[], T], seal_context: Any, data: bytes, what: str) ->
         raise MalformedMessageError(f"{what}: empty")
     obj = factory()
     if hasattr(os, "memfd_create"):
+        file = _load_file()
+        file.busy = True
         try:
-            obj.load(seal_context, _load_file().path_with(data))  # type: ignore[attr-defined]
+            obj.load(seal_context, file.path_with(data))  # type: ignore[attr-defined]
         except Exception as exc:
             raise MalformedMessageError(f"{what}: invalid or truncated ({exc})") from exc
+        finally:
+            file.busy = False
         return obj
     with tempfile.TemporaryDirectory() as tmp:  # pragma: no cover - non-Linux fallback
         path = os.path.join(tmp, "obj")

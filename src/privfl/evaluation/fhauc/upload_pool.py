@@ -135,7 +135,9 @@ def _read_reply(
         index = r.u64()
         cls = _ERRORS.get(r.str_(), ProtocolError)
         message = r.bytes_(MESSAGE_BYTES).decode("utf-8", errors="replace")
-        return (index, cls(message)), [], r.f64()
+        cpu = r.f64()
+        r.end()
+        return (index, cls(message)), [], cpu
     count = r.u32()
     if count not in (0, executions):
         raise ProtocolError("upload worker: wrong number of executions")

@@ -9,8 +9,8 @@ writes the helpers' uploads and later combines the partial sums, finished its ha
 Per session and helper, on the helper's pipe: a ``sum`` job (the public
 :class:`~privfl.evaluation.fhauc.upload_checks.UploadCheck` and the path of a memory file),
 then ``grant`` messages (the first upload's index, the claimed senders, the sizes and the
-offset in the memory file, where the aggregator's process appended the uploads' bytes just
-before) and one ``end``. The helper (:func:`serve_sum`) answers each grant when it starts on
+offset in the helper's memory file, where the aggregator's process wrote the uploads' bytes
+just before) and one ``end``. The helper (:func:`serve_sum`) answers each grant when it starts on
 it with ``more`` (so one more is queued while it works) and, after ``end``, with its partial
 sums or with its first refusal and that upload's index. Uploads are handed out in order and
 every granted upload is checked, so the refusal with the smallest index over all processes
@@ -51,7 +51,7 @@ KEEP_BYTES = 32 << 20  # what a helper's memory file keeps allocated between ses
 class MemFile:
     """The memory file (``memfd``; elsewhere a private temporary file) through which one
     helper receives the bytes of its uploads, kept for the helper's lifetime: writing into
-    pages a previous session allocated costs 0.05 instead of 0.08 ms per 184 KB upload
+    pages a previous session allocated costs 0.050 instead of 0.074 ms per 184 KB upload
     (``benchmarks/fhauc_scale.py --load``). Each session writes from offset 0 and a helper
     reads only the ranges its grants name."""
 
@@ -95,8 +95,9 @@ class _Lane:
 
 class SharedQueue:
     """The aggregator process's side (see the module docstring): ``items`` are the
-    (claimed sender, upload bytes) pairs in arrival order, ``lanes`` one (send, receive)
-    pipe pair per helper taking part."""
+    (claimed sender, upload bytes) pairs in arrival order, ``lanes`` one (send pipe,
+    receive pipe, memory file) per helper taking part. A pipe out of step or closed is an
+    :class:`EOFError` (the pool then starts afresh), never an upload's refusal."""
 
     def __init__(
         self,
@@ -146,7 +147,7 @@ class SharedQueue:
             lane = busy[id(conn)]
             while not lane.ended and conn.poll():
                 if conn.recv_bytes() != MORE:
-                    raise ProtocolError("upload worker: an answer before the end of the session")
+                    raise EOFError("an upload worker answered before the end of the session")
                 self._grant(lane)
 
     def own(self, open_one: Opener) -> Iterator[list[Upload]]:
