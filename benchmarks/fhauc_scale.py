@@ -21,6 +21,9 @@ to a fresh encryption's (the joint layout rotates the summed ciphertext once).
 from the one reused per thread (:func:`privfl.crypto.seal_io.load`), and writing an upload
 into a helper's memory file, fresh or kept from an earlier session.
 
+``--rescale`` measures the idea of rotating the product after a rescale (two RNS limbs
+instead of three): a rotation's cost on each, and the AUC's error with and without it.
+
 ``--crossover`` times ``handle_uploads`` on the same uploads in process and with 2 upload
 workers (the size from which the workers pay); ``--transfer M`` the cost of moving ``M``
 uploads to a worker through a pipe and through shared memory.
@@ -213,6 +216,67 @@ def load_file(loads: int = 400, rounds: int = 5) -> None:
     print("load average " + "/".join(f"{x:.2f}" for x in os.getloadavg()))
 
 
+class Rescaling(fhauc.Aggregator):
+    """The honest semi-honest aggregator, except that it rescales each product (divides it
+    by the last prime) before relinearising it, so that the rotate-and-sum runs on two RNS
+    limbs instead of three: the idea ``--rescale`` measures (privfl does not do it)."""
+
+    def aggregate(self, uploads):  # type: ignore[no-untyped-def]
+        import tenseal.sealapi as seal
+
+        from privfl.crypto.ckks import Ciphertext
+        from privfl.evaluation.fhauc.aggregator import random_multiplier
+        from privfl.evaluation.fhauc.uploads import Reply, summed_vectors
+
+        def product(a, b):  # type: ignore[no-untyped-def]
+            ev, out, low = a.context.evaluator, seal.Ciphertext(), seal.Ciphertext()
+            ev.multiply(a.seal, b.seal, out)
+            ev.rescale_to_next(out, low)
+            ev.relinearize_inplace(low, a.context.relin_keys)
+            return Ciphertext(a.context, low)
+
+        cfg, layout = self.session_config, self.layout
+        t, f = summed_vectors(uploads, layout)
+        num = product(t[0], f[0]).window_sum(layout.window)
+        den = product(t[0], f[0].rotate(layout.window // 2))
+        c = random_multiplier(*self.multiplier_range)
+        return Reply(cfg.session, num * c, den * c, self.execution, self.name)
+
+
+def rescale(repeats: int = 3) -> None:
+    """A rotation on three and on two RNS limbs (CPU ms), and the worst |AUC - binned AUC|
+    of the honest aggregator and of :class:`Rescaling` over ``repeats`` data sets per size."""
+    import tenseal.sealapi as seal
+
+    from privfl.crypto.ckks import Ciphertext, CKKSContext
+
+    ctx = CKKSContext.generate(rotation_steps=[4])
+    public = CKKSContext.deserialize(ctx.serialize_public())
+    x = public.ciphertext_from_bytes(ctx.encrypt(np.ones(ctx.params.slots)).to_bytes())
+    full = x * x
+    low = seal.Ciphertext()
+    public.evaluator.rescale_to_next(full.seal, low)
+    for name, ct in (("3 limbs", full), ("2 limbs", Ciphertext(public, low))):
+        c0 = time.process_time()
+        for _ in range(50):
+            ct.rotate(4)
+        print(f"rotation on {name}: {(time.process_time() - c0) / 50 * 1e3:.2f} CPU ms")
+    rng = np.random.default_rng(7)  # not secret: benchmark data
+    print(f"{'parties':>7} {'samples':>7} {'|err| privfl':>12} {'|err| rescaled':>14}")
+    for m, size in ((2, 5), (2, 10), (3, 20), (10, 10), (50, 40), (100, 100)):
+        errs: dict[str, list[float]] = {"privfl": [], "rescaled": []}
+        for _ in range(repeats):
+            data = [
+                (np.clip(rng.normal(0.4 + 0.2 * y, 0.2), 0, 1), y)
+                for y in (rng.integers(0, 2, size) for _ in range(m))
+            ]
+            ref = privfl.binned_auc(data, 100)
+            for name, agg in (("privfl", fhauc.Aggregator(1)), ("rescaled", Rescaling(1))):
+                errs[name].append(abs(privfl.federated_auc(data, 100, aggregator=agg).auc - ref))
+        print(f"{m:>7} {size:>7} {max(errs['privfl']):>12.1e} {max(errs['rescaled']):>14.1e}")
+    print("load average " + "/".join(f"{x:.2f}" for x in os.getloadavg()))
+
+
 class Replaying(TimedAggregator):
     """Handles the same uploads ``repeats`` times with each worker count: wall seconds, this
     process's CPU seconds and the helpers' CPU seconds of each run."""
@@ -337,10 +401,14 @@ def main() -> None:
     ap.add_argument("--crossover", action="store_true", help="1 vs 2 upload workers")
     ap.add_argument("--transfer", type=int, help="pipe vs shared memory for this many uploads")
     ap.add_argument("--load", action="store_true", help="SEAL loads: fresh vs reused file")
+    ap.add_argument("--rescale", action="store_true", help="rotations on fewer limbs: cost, error")
     ap.add_argument("--row", type=int, help=argparse.SUPPRESS)  # one row, for --compare
     args = ap.parse_args()
     if args.load:
         load_file()
+        return
+    if args.rescale:
+        rescale()
         return
     if args.profile:
         profile(args.profile, args.security)
