@@ -3,18 +3,19 @@
 The aggregator's process owns the queue (the uploads in the order they arrived). It takes
 uploads for itself one at a time and, between two of its own, grants one more to each
 helper that asked (:class:`SharedQueue`), so that no process idles while another still has
-a backlog: an equal split left the helper idle while the aggregator's process, which also
-writes the helpers' uploads and later combines the partial sums, finished its half.
+a backlog: an equal split made one process wait for the other whenever their speeds differed
+(the aggregator's process also writes the helpers' uploads; on a loaded machine either core
+may be the slower one).
 
 Per session and helper, on the helper's pipe: a ``sum`` job (the public
 :class:`~privfl.evaluation.fhauc.upload_checks.UploadCheck` and the path of a memory file),
 then ``grant`` messages (the first upload's index, the claimed senders, the sizes and the
 offset in the helper's memory file, where the aggregator's process wrote the uploads' bytes
-just before) and one ``end``. The helper (:func:`serve_sum`) answers each grant when it starts on
-it with ``more`` (so one more is queued while it works) and, after ``end``, with its partial
-sums or with its first refusal and that upload's index. Uploads are handed out in order and
-every granted upload is checked, so the refusal with the smallest index over all processes
-is the one the in-process loop raises first.
+just before) and one ``end``. The helper (:func:`serve_sum`) answers each grant when it
+starts on it with ``more`` (so one more is queued while it works) and, after ``end``, with its
+partial sums or with its first refusal and that upload's index. Uploads are handed out in
+order and every granted upload is checked, so the refusal with the smallest index over all
+processes is the one the in-process loop raises first.
 
 What a helper holds and learns is the aggregator's (:mod:`.upload_pool`): public values only.
 """
