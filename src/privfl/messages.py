@@ -97,7 +97,7 @@ class Writer:
 class Reader:
     """Reads the fields a :class:`Writer` wrote; every overrun is a MalformedMessageError."""
 
-    def __init__(self, data: bytes, what: str = "message") -> None:
+    def __init__(self, data: bytes | memoryview, what: str = "message") -> None:
         self._data = memoryview(data)
         self._pos = 0
         self._what = what
@@ -207,7 +207,7 @@ def decode_message(
     data = bytes(data)
     if len(data) < len(MAGIC) or data[: len(MAGIC)] != MAGIC:
         raise MalformedMessageError("not a privfl message (bad magic bytes)")
-    r = Reader(data[len(MAGIC) :])
+    r = Reader(memoryview(data)[len(MAGIC) :])  # a view: the payload is copied once, below
     proto = r.str_()
     ver = r.u32()
     if proto != protocol or ver != version:
