@@ -152,8 +152,6 @@ class ThresholdCiphertext:
     ) -> None:
         if (ct is None) == (lazy is None):
             raise ValueError("a ciphertext is either native or lazy")
-        if window and factor != 1.0:
-            raise ValueError("a pending window sum and a pending real factor do not combine")
         self._ct, self._lazy, self._factor, self._window = ct, lazy, factor, window
 
     @classmethod
@@ -166,12 +164,13 @@ class ThresholdCiphertext:
     @property
     def ct(self) -> Ciphertext:
         """The OpenFHE ciphertext (built once from the rows of a lazy one; a pending real
-        factor from :meth:`scale_by` is applied here, at one level; a pending rotate-and-sum
-        from :meth:`window_sum` is done here)."""
+        factor from :meth:`scale_by` is applied here, at one level, *then* a pending
+        rotate-and-sum from :meth:`window_sum`, on the tower the factor's rescale dropped)."""
         if self._window:
-            summed = _rotate_and_sum(ThresholdCiphertext(self._ct, self._lazy), self._window)
-            self._ct, self._lazy = summed.ct, None
-            self._window = 0
+            base = ThresholdCiphertext(self._ct, self._lazy, self._factor).ct
+            scaled = base.rescaled() if self._factor != 1.0 else base
+            summed = _rotate_and_sum(ThresholdCiphertext(scaled), self._window)
+            self._ct, self._lazy, self._factor, self._window = summed.ct, None, 1.0, 0
         if self._factor != 1.0:
             base = ThresholdCiphertext(self._ct, self._lazy).ct
             self._ct, self._lazy, self._factor = base * self._factor, None, 1.0
@@ -214,7 +213,7 @@ class ThresholdCiphertext:
             k = int(other)
             if self._window:  # k·(sum of rotations) = sum of rotations of k·x, exactly
                 base = ThresholdCiphertext(self._ct, self._lazy) * k
-                return ThresholdCiphertext(base.ct.rescaled(), window=self._window)
+                return ThresholdCiphertext(base.ct.rescaled(), None, self._factor, self._window)
             if k == 0:
                 return ThresholdCiphertext(self.ct - self.ct)
             out = _doubling_product(self.ct, abs(k))
@@ -225,12 +224,12 @@ class ThresholdCiphertext:
         """Every slot times a real ``factor`` (one level; ``precision_bits`` is SEAL's).
         Consecutive real factors fold into one product, applied when the ciphertext is next
         used: an aggregator that rescales a reply spends no more levels than the honest
-        multiplier does (as a deviating aggregator could by choosing its ``c``)."""
+        multiplier does (as a deviating aggregator could by choosing its ``c``). A pending
+        window sum runs after the factor's rescale, on one tower fewer (noise: as for an
+        integer multiplier, :meth:`window_sum`)."""
         if not math.isfinite(factor):
             raise ValueError("factor must be finite")
-        if self._window:
-            return ThresholdCiphertext(self.ct, factor=float(factor))
-        return ThresholdCiphertext(self._ct, self._lazy, self._factor * float(factor))
+        return ThresholdCiphertext(self._ct, self._lazy, self._factor * float(factor), self._window)
 
     def rotate(self, steps: int) -> ThresholdCiphertext:
         return ThresholdCiphertext(self.ct.rotate(int(steps)))
