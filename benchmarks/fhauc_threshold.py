@@ -115,6 +115,7 @@ def main() -> None:
     ap.add_argument("--reveal", default="auc", help="auc, or a list of curve,metrics")
     ap.add_argument("--reuse", type=int, default=0, help="sessions on one kept key set")
     ap.add_argument("--table", action="store_true", help="all 12 keys x security x reveal")
+    ap.add_argument("--table-security", default="semi-honest,malicious", help="--table rows")
     args = ap.parse_args()
     if args.table:
         table_rows(args)
@@ -356,7 +357,7 @@ def table_rows(args: argparse.Namespace) -> None:
     count_aggregator_cpu()
     for m in [int(p) for p in args.parties.split(",")]:
         data = synthetic(m, 100)
-        for security in ("semi-honest", "malicious"):
+        for security in args.table_security.split(","):
             for reveal in ("auc", "curve", "metrics"):
                 agg: dict[str, float] = {}
                 agg_cpu: dict[str, float] = {}
