@@ -34,6 +34,7 @@ from privfl.federation.revfrf_run import RUN, RunStart, accept, draw_nonce
 from privfl.forest.computation_provider import ComputationProvider
 from privfl.forest.messages import CC, CS
 from privfl.forest.messages import CODEC as FOREST_CODEC
+from privfl.forest.packed_holt import MAX_BATCH_ROWS
 from privfl.forest.participant import Participant, Requester
 from privfl.forest.psi import CODEC as PSI_CODEC
 from privfl.forest.psi import PsiComparer, PsiConfig, PsiParty
@@ -361,9 +362,12 @@ class Node:
         return out
 
     def _queries(self, r: Reader) -> bytes:
-        """``query-request`` (requester): its file's rows encrypted and signed, once per run:
-        each signed query lets the CS spend comparisons at the holders (:mod:`.budget`), so
-        a CS that asks again is refused (the run it signed for is kept in ``state``)."""
+        """``query-request`` (requester): its file's rows encrypted and signed, once per run,
+        as ``query-batch`` messages of up to :data:`~privfl.forest.packed_holt.MAX_BATCH_ROWS`
+        rows (each row its own signed query, :meth:`Requester.query_batch`; the CS walks a
+        batch level by level with packed comparisons). Each signed query lets the CS spend
+        comparisons at the holders (:mod:`.budget`), so a CS that asks again is refused
+        (the run it signed for is kept in ``state``)."""
         if self.state.get(QUERIED) == self.run:
             raise ProtocolError(f"{self.name} already signed its queries of this run")
         layout = [(r.str_(256), r.count(1 << 16, "columns")) for _ in range(r.count(4096, "ps"))]
@@ -375,15 +379,18 @@ class Node:
         sizes = [n for _, n in layout]
         if x.shape[1] != sum(sizes):
             raise InputError(f"the query file has {x.shape[1]} columns, the forest {sum(sizes)}")
+        if len(x) == 0:
+            raise InputError(f"the query file {self.files.data_file} has no row")
         bounds = np.cumsum([0, *sizes])
-        queries = [
-            requester.query(layout, {
-                name: row[bounds[i] : bounds[i + 1]] for i, (name, _) in enumerate(layout)
+        batches = [
+            requester.query_batch(layout, {
+                name: x[s : s + MAX_BATCH_ROWS, bounds[i] : bounds[i + 1]]
+                for i, (name, _) in enumerate(layout)
             })
-            for row in x
+            for s in range(0, len(x), MAX_BATCH_ROWS)
         ]  # fmt: skip
         self.state[QUERIED] = self.run
-        return control("queries", self.run, self.name, Writer().list_(queries))
+        return control("queries", self.run, self.name, Writer().list_(batches))
 
     def _prediction(self, r: Reader) -> bytes:
         values = [r.str_(256) for _ in range(r.count(1 << 20, "predictions"))]
