@@ -17,9 +17,7 @@ the CC's revocations) lives in ``state``, bytes the Flower ClientApp keeps in th
 from __future__ import annotations
 
 import hashlib
-import io
 import json
-import os
 import time
 from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass
@@ -27,10 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-from privfl.datasets import read_table
 from privfl.errors import InputError, MalformedMessageError, ProtocolError, WrongProtocolError
 from privfl.federation.revfrf_keys import NodeKeys, RevfrfSession
 from privfl.federation.revfrf_run import RUN, RunStart, accept, draw_nonce
+from privfl.federation.revfrf_tables import aligned_rows, cached_table, read_node_table
 from privfl.forest.computation_provider import ComputationProvider
 from privfl.forest.messages import CC, CS
 from privfl.forest.messages import CODEC as FOREST_CODEC
@@ -97,51 +95,6 @@ class NodeFiles:
     id_column: str = "id"
     output_dir: str = "."
     leave: bool = False
-
-
-def _table(path: str | None, id_column: str | None, what: str) -> tuple[list[str], np.ndarray]:
-    if not path:
-        raise InputError(f"node config needs a {what}")
-    df = read_table(path)
-    if id_column is None:
-        return [], np.asarray(df, dtype=np.float64)
-    if id_column not in df.columns:
-        raise InputError(f"{path} has no id column {id_column!r}")
-    ids = [str(v) for v in df[id_column].tolist()]
-    return ids, np.asarray(df.drop(columns=[id_column]), dtype=np.float64)
-
-
-def _cached_table(
-    state: MutableMapping[str, bytes], which: str, path: str | None, id_column: str
-) -> tuple[list[str], np.ndarray]:
-    """A participant's table (ids, features), parsed once and then kept in ``state`` (a
-    ClientApp is a fresh process per message; parsing the file imports pandas every time).
-    The copy is keyed by the file's path, size and modification time, so a changed file is
-    read again; it is stored with :func:`numpy.save` (no pickles) and never leaves the node."""
-    key = f"table-{which}"
-    try:
-        st = os.stat(path) if path else None
-    except OSError:
-        st = None  # _table names the missing file
-    stamp = json.dumps([path, st.st_size, st.st_mtime_ns, id_column] if st else None).encode()
-    raw = state.get(key)
-    if st is not None and raw is not None and raw.startswith(stamp + b"\n"):
-        buf = io.BytesIO(raw[len(stamp) + 1 :])
-        ids = np.load(buf, allow_pickle=False)
-        return [str(i) for i in ids], np.load(buf, allow_pickle=False)
-    ids, x = _table(path, id_column, f"{which} file")
-    kept = np.asarray(ids, dtype=str)
-    if st is not None and [str(i) for i in kept] == ids:  # (numpy drops trailing NULs)
-        buf = io.BytesIO()
-        np.save(buf, kept, allow_pickle=False)
-        np.save(buf, x, allow_pickle=False)
-        state[key] = stamp + b"\n" + buf.getvalue()
-    return ids, x
-
-
-def _rows(state: MutableMapping[str, bytes], which: str) -> np.ndarray | None:
-    raw = state.get(f"rows-{which}")
-    return None if raw is None else np.frombuffer(raw, dtype=">u4").astype(np.int64)
 
 
 class Node:
@@ -222,14 +175,14 @@ class Node:
         if which not in self._data:
             start = time.perf_counter()
             path = self.files.data_file if which == "train" else self.files.test_file
-            self._data[which] = _cached_table(self.state, which, path, self.files.id_column)
+            self._data[which] = cached_table(self.state, which, path, self.files.id_column)
             self.load_s += time.perf_counter() - start
         return self._data[which]
 
     def _role(self) -> Participant:
         if self._participant is None:
             start, loaded = time.perf_counter(), self.load_s
-            rows = _rows(self.state, "train")
+            rows = aligned_rows(self.state, "train")
             if rows is None:
                 raise ProtocolError(f"{self.name} has not aligned its training ids yet")
             _, x = self._table("train")
@@ -238,7 +191,7 @@ class Node:
             p.install_keys(self.keys.grant)
             if "participant" in self.state:  # before the rows, whose identity may be new
                 p.restore_state(self.state["participant"])
-            test = _rows(self.state, "test")
+            test = aligned_rows(self.state, "test")
             if test is not None and test.size:  # identity: the aligned ids in agreed order
                 ids, x_test = self._table("test")
                 aligned = Writer().list_([ids[i].encode() for i in test]).getvalue()
@@ -375,7 +328,7 @@ class Node:
         config = self.session.config(run=self.run)
         requester = Requester(self.name, config, signing_key=self.keys.signing_key)
         requester.install_keys(self.keys.grant)
-        _, x = _table(self.files.data_file, None, "data-file")
+        _, x = read_node_table(self.files.data_file, None, "data-file")
         sizes = [n for _, n in layout]
         if x.shape[1] != sum(sizes):
             raise InputError(f"the query file has {x.shape[1]} columns, the forest {sum(sizes)}")
