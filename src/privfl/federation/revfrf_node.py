@@ -75,6 +75,15 @@ def peek(data: bytes) -> Header:
     raise WrongProtocolError("not a RevFRF, PSI or node-control message")
 
 
+def _is_upload(data: bytes) -> bool:
+    """Whether a message is a ``split-request`` of the forest codec (unreadable: no)."""
+    try:
+        header = FOREST_CODEC.decode(data)[0]
+    except (ProtocolError, ValueError):  # counted only; the handler reports it
+        return False
+    return header.step == "split-request"
+
+
 def which_set(session: RevfrfSession, psi_session: bytes, run: bytes) -> str:
     for which in SETS:
         if psi_config(session, which, run).session == psi_session:
@@ -108,6 +117,7 @@ class Node:
         self.role, self.keys, self.files, self.state = role, keys, files, state
         self.session = keys.session
         self._participant: Participant | None = None
+        self._changed = False  # the participant handled a message since its state was saved
         self._cc_role: ComputationProvider | None = None  # the CC of this batch (:meth:`_flush`)
         self._data: dict[str, tuple[list[str], np.ndarray]] = {}
         self.load_s = 0.0  # seconds spent loading tables and rebuilding the role
@@ -126,11 +136,15 @@ class Node:
 
     # ---------------------------------------------------------------- dispatch
     def handle_all(self, blobs: Sequence[bytes]) -> list[bytes]:
-        """Answer every message, in order; the role's state is saved after each one, and
-        the CC's state and audit log once per batch (:meth:`_flush`)."""
+        """Answer every message, in order; the participant's state, the CC's state and its
+        audit log are saved once per batch, also when a message fails (:meth:`_flush`). A
+        participant draws the randomness of the batch's split uploads ahead
+        (:meth:`~privfl.forest.participant.Participant.prepare_uploads`)."""
         if len(blobs) > MAX_BLOBS:
             raise MalformedMessageError(f"a batch of {len(blobs)} messages")
         try:
+            if self.role == "participant" and (uploads := sum(map(_is_upload, blobs))):
+                self._role().prepare_uploads(uploads)
             return [self._handle(b) for b in blobs]
         finally:
             self._flush()
@@ -144,6 +158,7 @@ class Node:
         it opened and the comparisons it signed for them) and its audit log (signed alarms
         of out-of-range comparisons) to its state and audit file, whether or not the batch
         raised an alarm: the I/O never depends on which branch an answer took (secure_ops)."""
+        self._save()
         if self.role != "cc" or self._cc_role is None:
             return
         cc, self._cc_role = self._cc_role, None
@@ -161,14 +176,18 @@ class Node:
         if header.protocol == CONTROL.protocol:
             return self._control(data, header.step)
         if self.role == "participant":
-            participant = self._role()
-            try:
-                return participant.handle(data)
-            finally:
-                self.state["participant"] = participant.export_state()
+            participant, self._changed = self._role(), True  # saved after the batch
+            return participant.handle(data)
         if self.role == "cc":
             return self._cc().handle(data)  # its state and alarms are saved after the batch
         raise ProtocolError(f"a requester answers no '{header.step}' message")
+
+    def _save(self) -> None:
+        """The participant's progress to ``state`` (once per batch, and before the role is
+        rebuilt within one)."""
+        if self._participant is not None and self._changed:
+            self.state["participant"] = self._participant.export_state()
+        self._changed = False
 
     # ---------------------------------------------------------------- roles
     def _table(self, which: str) -> tuple[list[str], np.ndarray]:
@@ -227,6 +246,7 @@ class Node:
             self.state[f"rows-{which}"] = np.asarray(rows, dtype=">u4").tobytes()
             ids = self._table(which)[0]
             self._write(f"{which}-ids", {"ids": [ids[i] for i in rows]})
+            self._save()
             self._participant, self._data = None, {}
             return control("psi-done", self.run, self.name, Writer().u32(len(rows)))
         reply = party.pass_on(data, self.session.psi_comparer_key)
@@ -295,6 +315,7 @@ class Node:
             raise ProtocolError("session.json pins no key of the CS")
         contributes = self.role != "requester"
         run = accept(self.state, start, self.name, cs_key, provisioning, contributes)
+        self._save()
         self._participant = None
         return control("run-started", run, self.name)
 
