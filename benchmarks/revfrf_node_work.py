@@ -107,13 +107,9 @@ def main() -> None:
     profile = cProfile.Profile(time.process_time) if args.profile else None
     with tempfile.TemporaryDirectory(prefix="privfl-node-work-") as tmp:
         root = Path(tmp)
-        write_files(root, NAMES, args.rows, args.bits, args.trees, args.depth, requester=ASKER)
-        if args.predict:
-            from privfl.datasets import load_tabular
-
-            pd.DataFrame(load_tabular("adult").x_test[: args.predict]).to_csv(
-                root / f"{ASKER}.csv", index=False
-            )
+        write_files(
+            root, NAMES, args.rows, args.bits, args.trees, args.depth, ASKER, max(args.predict, 1)
+        )
         labels = pd.read_csv(root / "labels.csv")
         dep = CenterDeployment(
             load_node(root / "keys" / CS, "cs"), labels["id"].tolist(), labels["label"].to_numpy()
