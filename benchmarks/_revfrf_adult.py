@@ -25,8 +25,10 @@ def write_files(
     trees: int,
     depth: int,
     requester: str | None = None,
+    predict: int = 1,
 ) -> dict:
-    """Provision the keys and write every node's files; returns the rows and the column split."""
+    """Provision the keys and write every node's files (the requester's: ``predict`` Adult
+    test rows); returns the rows and the column split."""
     d = load_tabular("adult")
     x, y = d.x_train[:rows], d.y_train[:rows]
     cols = [list(c) for c in np.array_split(np.arange(x.shape[1]), len(names))]
@@ -47,7 +49,7 @@ def write_files(
         test.insert(0, "id", ["t0"])
         test.to_csv(root / f"{name}-test.csv", index=False)
     if requester:
-        pd.DataFrame(xt).to_csv(root / f"{requester}.csv", index=False)
+        pd.DataFrame(d.x_test[:predict]).to_csv(root / f"{requester}.csv", index=False)
     return {"x": x, "y": y, "xt": xt, "cols": cols}
 
 

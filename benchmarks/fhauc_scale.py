@@ -3,8 +3,10 @@
 Per number of parties ``M`` (N = 100, 100 samples per party, single key, semi-honest by
 default): the wall and CPU time of one ``privfl.federated_auc`` call (setup, every party's
 join/upload/finish checks, the aggregator), the aggregator's own wall time and its CPU time
-in ``handle_uploads`` (verifying, loading and combining the uploads: what the parties wait
-for), the largest party upload, and the AUC's distance to the plaintext binned AUC. The
+in ``handle_uploads`` (verifying, loading and combining the uploads, its upload workers'
+CPU included), its own process's CPU time in its timed steps (``own cpu``: what the parties
+wait for while the workers run on other cores; load inflates it less than the wall time),
+the largest party upload, and the AUC's distance to the plaintext binned AUC. The
 load average is printed with every row; with ``--repeats R`` the times are medians of R runs.
 
     nice -n 5 .venv/bin/python benchmarks/fhauc_scale.py \
@@ -14,6 +16,13 @@ load average is printed with every row; with ``--repeats R`` the times are media
 ``--profile M`` prints where the aggregator's CPU goes in ``handle_uploads`` at ``M`` parties
 (cProfile with CPU time); ``--rotation-noise`` the key-switching noise a rotation adds, next
 to a fresh encryption's (the joint layout rotates the summed ciphertext once).
+
+``--load`` times SEAL's load of one upload ciphertext from a memory file made per load and
+from the one reused per thread (:func:`privfl.crypto.seal_io.load`), and writing an upload
+into a helper's memory file, fresh or kept from an earlier session.
+
+``--rescale`` measures the idea of rotating the product after a rescale (two RNS limbs
+instead of three): a rotation's cost on each, and the AUC's error with and without it.
 
 ``--crossover`` times ``handle_uploads`` on the same uploads in process and with 2 upload
 workers (the size from which the workers pay); ``--transfer M`` the cost of moving ``M``
@@ -49,23 +58,43 @@ def synthetic(parties: int, size: int, seed: int = 0) -> list[tuple[np.ndarray, 
 
 
 class TimedAggregator(fhauc.Aggregator):
-    """The honest aggregator, recording the CPU seconds of each ``handle_uploads``."""
+    """The honest aggregator, recording the CPU seconds of each ``handle_uploads`` (with its
+    upload workers') and this process's CPU seconds in the timed steps (``own_cpu``: what
+    the parties wait for when the workers run on other cores; load inflates it less than
+    the wall time)."""
 
     def __init__(self, workers: int | None = None) -> None:
         super().__init__(workers) if workers else super().__init__()
         self.upload_cpu: list[float] = []
+        self.own_cpu = 0.0
+
+    def start_session(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        c0 = time.process_time()
+        try:
+            return super().start_session(*args, **kwargs)
+        finally:
+            self.own_cpu += time.process_time() - c0
+
+    def collect_joins(self, joins):  # type: ignore[no-untyped-def]
+        c0 = time.process_time()
+        try:
+            return super().collect_joins(joins)
+        finally:
+            self.own_cpu += time.process_time() - c0
 
     def handle_uploads(self, uploads):  # type: ignore[no-untyped-def]
         c0 = time.process_time()
         try:
             return super().handle_uploads(uploads)
         finally:
+            own = time.process_time() - c0
+            self.own_cpu += own
             # the upload workers' CPU too, where the tree has them
-            self.upload_cpu.append(time.process_time() - c0 + getattr(self, "worker_cpu", 0.0))
+            self.upload_cpu.append(own + getattr(self, "worker_cpu", 0.0))
 
 
 HEADER = (
-    f"{'parties':>7} {'wall s':>8} {'cpu s':>8} {'agg s':>7} {'agg cpu s':>9} "
+    f"{'parties':>7} {'wall s':>8} {'cpu s':>8} {'agg s':>7} {'agg cpu s':>9} {'own cpu':>7} "
     f"{'upload KB':>9} {'|err|':>8}  load avg (1/5/15)"
 )
 
@@ -73,7 +102,7 @@ HEADER = (
 def row(m: int, security: str, repeats: int) -> str:
     data = synthetic(m, 100)
     ref = privfl.binned_auc(data, 100)
-    walls, cpus, aggs, agg_cpus, errs, upload = [], [], [], [], [], 0
+    walls, cpus, aggs, agg_cpus, own_cpus, errs, upload = [], [], [], [], [], [], 0
     for _ in range(repeats):
         agg = TimedAggregator()
         w0, c0 = time.perf_counter(), time.process_time()
@@ -82,12 +111,14 @@ def row(m: int, security: str, repeats: int) -> str:
         cpus.append(time.process_time() - c0)
         aggs.append(res.timings["aggregator"])
         agg_cpus.append(sum(agg.upload_cpu))
+        own_cpus.append(agg.own_cpu)
         errs.append(abs(res.auc - ref))
         upload = res.bytes["party_upload"]
     load = "/".join(f"{x:.2f}" for x in os.getloadavg())
     med = statistics.median
     return (
         f"{m:>7} {med(walls):>8.2f} {med(cpus):>8.2f} {med(aggs):>7.3f} {med(agg_cpus):>9.3f} "
+        f"{med(own_cpus):>7.3f} "
         f"{upload / 1e3:>9.1f} {max(errs):>8.1e}  {load}"
     )
 
@@ -131,6 +162,119 @@ def rotation_noise(samples: int = 10, scale_bits: float | None = None) -> None:
     print(f"fresh encryption error per slot: std {f.std():.3e}, max {np.abs(f).max():.3e}")
     print(f"added by one rotation:           std {a.std():.3e}, max {np.abs(a).max():.3e}")
     print(f"ratio of the stds: {a.std() / f.std():.1f}")
+
+
+def load_file(loads: int = 400, rounds: int = 5) -> None:
+    """SEAL loads of one fresh upload ciphertext (184 KB) from a memory file created, filled
+    and closed per load (privfl before) and from one reused per thread (now), alternating
+    in rounds: CPU ms per load, medians over the rounds."""
+    import tenseal.sealapi as seal
+
+    from privfl.crypto import seal_io
+    from privfl.crypto.ckks import CKKSContext
+
+    ctx = CKKSContext.generate()
+    public = CKKSContext.deserialize(ctx.serialize_public())
+    data = ctx.encrypt(np.ones(ctx.params.slots)).to_bytes()
+    sc = public.seal_context
+
+    def fresh_file() -> None:
+        fd = os.memfd_create("privfl-seal")
+        try:
+            os.write(fd, data)
+            seal.Ciphertext().load(sc, f"/proc/self/fd/{fd}")
+        finally:
+            os.close(fd)
+
+    def reused_file() -> None:
+        seal_io.load(seal.Ciphertext, sc, data, "ciphertext")
+
+    times: dict[str, list[float]] = {"fresh file per load": [], "reused file": []}
+    for _ in range(rounds):
+        for name, fn in (("fresh file per load", fresh_file), ("reused file", reused_file)):
+            c0 = time.process_time()
+            for _ in range(loads):
+                fn()
+            times[name].append((time.process_time() - c0) / loads * 1e3)
+    for name, ms in times.items():
+        print(f"{name:>20}: {statistics.median(ms):.3f} CPU ms per load ({len(data)} bytes)")
+    # a helper's memory file: writing an upload into fresh pages or into pages kept
+    written: dict[str, list[float]] = {"fresh pages": [], "kept pages": []}
+    for _ in range(rounds):
+        for name in written:
+            fd = os.memfd_create("privfl-uploads")
+            if name == "kept pages":
+                for k in range(loads):
+                    os.pwrite(fd, data, k * len(data))
+            c0 = time.process_time()
+            for k in range(loads):
+                os.pwrite(fd, data, k * len(data))
+            written[name].append((time.process_time() - c0) / loads * 1e3)
+            os.close(fd)
+    for name, ms in written.items():
+        print(f"upload into a memory file, {name}: {statistics.median(ms):.3f} CPU ms each")
+    print("load average " + "/".join(f"{x:.2f}" for x in os.getloadavg()))
+
+
+class Rescaling(fhauc.Aggregator):
+    """The honest semi-honest aggregator, except that it rescales each product (divides it
+    by the last prime) before relinearising it, so that the rotate-and-sum runs on two RNS
+    limbs instead of three: the idea ``--rescale`` measures (privfl does not do it)."""
+
+    def aggregate(self, uploads):  # type: ignore[no-untyped-def]
+        import tenseal.sealapi as seal
+
+        from privfl.crypto.ckks import Ciphertext
+        from privfl.evaluation.fhauc.aggregator import random_multiplier
+        from privfl.evaluation.fhauc.uploads import Reply, summed_vectors
+
+        def product(a, b):  # type: ignore[no-untyped-def]
+            ev, out, low = a.context.evaluator, seal.Ciphertext(), seal.Ciphertext()
+            ev.multiply(a.seal, b.seal, out)
+            ev.rescale_to_next(out, low)
+            ev.relinearize_inplace(low, a.context.relin_keys)
+            return Ciphertext(a.context, low)
+
+        cfg, layout = self.session_config, self.layout
+        t, f = summed_vectors(uploads, layout)
+        num = product(t[0], f[0]).window_sum(layout.window)
+        den = product(t[0], f[0].rotate(layout.window // 2))
+        c = random_multiplier(*self.multiplier_range)
+        return Reply(cfg.session, num * c, den * c, self.execution, self.name)
+
+
+def rescale(repeats: int = 3) -> None:
+    """A rotation on three and on two RNS limbs (CPU ms), and the worst |AUC - binned AUC|
+    of the honest aggregator and of :class:`Rescaling` over ``repeats`` data sets per size."""
+    import tenseal.sealapi as seal
+
+    from privfl.crypto.ckks import Ciphertext, CKKSContext
+
+    ctx = CKKSContext.generate(rotation_steps=[4])
+    public = CKKSContext.deserialize(ctx.serialize_public())
+    x = public.ciphertext_from_bytes(ctx.encrypt(np.ones(ctx.params.slots)).to_bytes())
+    full = x * x
+    low = seal.Ciphertext()
+    public.evaluator.rescale_to_next(full.seal, low)
+    for name, ct in (("3 limbs", full), ("2 limbs", Ciphertext(public, low))):
+        c0 = time.process_time()
+        for _ in range(50):
+            ct.rotate(4)
+        print(f"rotation on {name}: {(time.process_time() - c0) / 50 * 1e3:.2f} CPU ms")
+    rng = np.random.default_rng(7)  # not secret: benchmark data
+    print(f"{'parties':>7} {'samples':>7} {'|err| privfl':>12} {'|err| rescaled':>14}")
+    for m, size in ((2, 5), (2, 10), (3, 20), (10, 10), (50, 40), (100, 100)):
+        errs: dict[str, list[float]] = {"privfl": [], "rescaled": []}
+        for _ in range(repeats):
+            data = [
+                (np.clip(rng.normal(0.4 + 0.2 * y, 0.2), 0, 1), y)
+                for y in (rng.integers(0, 2, size) for _ in range(m))
+            ]
+            ref = privfl.binned_auc(data, 100)
+            for name, agg in (("privfl", fhauc.Aggregator(1)), ("rescaled", Rescaling(1))):
+                errs[name].append(abs(privfl.federated_auc(data, 100, aggregator=agg).auc - ref))
+        print(f"{m:>7} {size:>7} {max(errs['privfl']):>12.1e} {max(errs['rescaled']):>14.1e}")
+    print("load average " + "/".join(f"{x:.2f}" for x in os.getloadavg()))
 
 
 class Replaying(TimedAggregator):
@@ -256,8 +400,16 @@ def main() -> None:
     ap.add_argument("--scale-bits", help="comma-separated scales for --rotation-noise")
     ap.add_argument("--crossover", action="store_true", help="1 vs 2 upload workers")
     ap.add_argument("--transfer", type=int, help="pipe vs shared memory for this many uploads")
+    ap.add_argument("--load", action="store_true", help="SEAL loads: fresh vs reused file")
+    ap.add_argument("--rescale", action="store_true", help="rotations on fewer limbs: cost, error")
     ap.add_argument("--row", type=int, help=argparse.SUPPRESS)  # one row, for --compare
     args = ap.parse_args()
+    if args.load:
+        load_file()
+        return
+    if args.rescale:
+        rescale()
+        return
     if args.profile:
         profile(args.profile, args.security)
         return

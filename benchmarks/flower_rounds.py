@@ -94,6 +94,17 @@ def breakdown(name: str, rounds: list[dict]) -> None:
         )
 
 
+def by_step(rounds: list[dict], counts: dict[str, int]) -> None:
+    """RevFRF: the batch rounds of each step (in order: train = PSI and growth, then query),
+    then their breakdown."""
+    batches = [r for r in rounds if r["kind"] == "revfrf_batch"]
+    start = 0
+    for step, n in counts.items():
+        for r in batches[start : start + n]:
+            r["kind"] = f"{step} batch"
+        start += n
+
+
 def fhauc(root: Path, keys: str, rows: int) -> dict:
     rng = np.random.default_rng(0)
     data = root / "data"
@@ -130,8 +141,8 @@ def fhauc(root: Path, keys: str, rows: int) -> dict:
     }  # fmt: skip
 
 
-def revfrf(root: Path, rows: int, bits: int, trees: int, depth: int) -> dict:
-    write_files(root, PARTIES, rows, bits, trees, depth, requester="asker")
+def revfrf(root: Path, rows: int, bits: int, trees: int, depth: int, predict: int) -> dict:
+    write_files(root, PARTIES, rows, bits, trees, depth, requester="asker", predict=predict)
     with LocalFederation(root) as fed:
         start_nodes(fed, root, PARTIES, requester="asker")
         started = time.perf_counter()
@@ -175,6 +186,7 @@ def main() -> None:
     ap.add_argument("--bits", type=int, default=1024, help="RevFRF: DT-PKC modulus bits")
     ap.add_argument("--trees", type=int, default=2)
     ap.add_argument("--depth", type=int, default=3)
+    ap.add_argument("--predict", type=int, default=1, help="RevFRF: rows the requester asks")
     ap.add_argument("--json", help="write every figure to this file")
     args = ap.parse_args()
     print(f"{sys.version.split()[0]}; {load()} at start")
@@ -190,9 +202,10 @@ def main() -> None:
                     f"flwr run {res['flwr_run_s']:.1f} s, {len(res['rounds'])} rounds; {load()}"
                 )
             elif which == "revfrf":
-                res = revfrf(Path(tmp), args.rows, args.bits, args.trees, args.depth)
+                res = revfrf(Path(tmp), args.rows, args.bits, args.trees, args.depth, args.predict)
                 s = res["summary"]
                 own = sum(s["seconds"].values()) - s["wait_seconds"]
+                rate = args.predict / s["seconds"]["query"]
                 print(
                     f"RevFRF, Adult {args.rows} rows over 3 participants + CC + requester, "
                     f"|N|={args.bits}, {args.trees} trees of depth {args.depth}: flwr run "
@@ -201,8 +214,10 @@ def main() -> None:
                     + f"; CS own {own:.1f} s, waiting for rounds {s['wait_seconds']:.1f} s; "
                     "nodes' own "
                     + ", ".join(f"{k} {v:.1f}" for k, v in s["node_seconds"].items())
-                    + f"; {s['summary'].get('internal_nodes')} tree nodes; {load()}"
+                    + f"; {s['summary'].get('internal_nodes')} tree nodes; {args.predict} rows "
+                    f"predicted in one batch: {rate:.3f} rows/s (query step); {load()}"
                 )
+                by_step(res["rounds"], s["rounds"])
             elif which == "private-eval":
                 res = private_eval(Path(tmp), 3, args.fhauc_rows)
                 evals = [f"{r['seconds']:.1f} s ({r['status']})" for r in res["history"]["rounds"]]

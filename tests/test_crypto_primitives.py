@@ -113,6 +113,34 @@ def test_truncated_or_corrupted_ciphertext_bytes_raise_malformed(contexts, cut):
         public.ciphertext_from_bytes(bad)
 
 
+@pytest.mark.parametrize("keep", [-1, -4096, 100])
+def test_a_truncated_ciphertext_is_refused_right_after_its_whole_copy_was_loaded(contexts, keep):
+    """Loads reuse one memory file per thread: the bytes of the object loaded before (here
+    the very ciphertext, whole) must not complete a truncated one."""
+    _, public, party = contexts
+    data = party.encrypt([3.0]).to_bytes()
+    evaluated = (public.ciphertext_from_bytes(data) + public.ciphertext_from_bytes(data)).to_bytes()
+    for before in (data, evaluated):
+        public.ciphertext_from_bytes(before)
+        with pytest.raises(MalformedMessageError):
+            public.ciphertext_from_bytes(before[:keep])
+    assert party.decrypt(public.ciphertext_from_bytes(data))[0] == pytest.approx(3.0, abs=TOL)
+
+
+def test_ciphertexts_load_correctly_in_several_threads_at_once(contexts):
+    from concurrent.futures import ThreadPoolExecutor
+
+    _, public, party = contexts
+    blobs = [party.encrypt([float(k)]).to_bytes() for k in range(8)]
+
+    def load_all(k):
+        return [float(party.decrypt(public.ciphertext_from_bytes(blobs[k]))[0]) for _ in range(5)]
+
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(load_all, range(8)))
+    assert got == [pytest.approx([float(k)] * 5, abs=TOL) for k in range(8)]
+
+
 def test_ciphertext_under_other_parameters_is_rejected(contexts):
     from privfl.crypto.ckks import CKKSParameters
 

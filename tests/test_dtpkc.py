@@ -269,3 +269,50 @@ def test_fuzzed_public_keys_raise_only_typed_errors_in_bounded_time(system, data
     out = decode_safely(lambda b: dtpkc.PublicKey.from_bytes(b, allow_insecure_key_bits=True), blob)
     if out is not None:
         assert out.params.bits <= dtpkc.MAX_KEY_BITS and 0 < out.h < out.params.n2
+
+
+@given(st.integers(2, 2**1000), st.integers(0, 2**510 - 1), st.integers(2, 8))
+@settings(max_examples=40, deadline=None)
+def test_a_fixed_base_table_power_equals_powmod(system, base, e, window):
+    from privfl.crypto import fixed_base
+
+    n2 = system[0].n2
+    rows = fixed_base.table(base, n2, 510, window)
+    assert fixed_base.power(rows, e, window, n2) == gmpy2.powmod(base, e, n2)
+    with pytest.raises(ValueError):
+        fixed_base.power(rows, gmpy2.mpz(1) << (len(rows) * window), window, n2)
+
+
+def test_the_window_is_chosen_by_the_count_and_a_single_power_uses_no_table():
+    from privfl.crypto import fixed_base
+
+    assert fixed_base.best_window(2046, 1) is None  # a table costs more than one powmod
+    windows = [fixed_base.best_window(2046, k) for k in (8, 100, 1000, 10000)]
+    assert None not in windows and windows == sorted(windows)  # larger tables pay off later
+
+
+@pytest.mark.parametrize("count", [1, 3, 40])
+def test_encryptions_with_randomness_drawn_ahead_decrypt_and_are_fresh(system, count):
+    params, secret, _, _, keys = system
+    pk = keys["a"].public
+    fresh = dtpkc.randomizers(pk, count)
+    assert len({r for r in fresh}) == count  # independent r per encryption
+    cts = [dtpkc.encrypt(pk, m - 20, r) for m, r in enumerate(fresh)]
+    assert [dtpkc.decrypt(keys["a"], c) for c in cts] == [m - 20 for m in range(count)]
+    assert all(dtpkc.strong_decrypt(params, secret, c) == m - 20 for m, c in enumerate(cts))
+
+
+def test_a_participants_weak_key_from_its_grant_equals_the_recomputed_one():
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from privfl.forest.kgc import KeyGrant, RosterEntry
+
+    params, _ = dtpkc.generate_system(512, allow_insecure_key_bits=True)
+    sk = dtpkc.new_key_pair(params)
+    entry = RosterEntry("p", sk.public, 1, Ed25519PrivateKey.generate().public_key())
+    grant = KeyGrant("participant-keys", params, sk.theta, 0, sk.public.h, bytes(32), (entry,))
+    assert grant.weak_key("p") == grant.weak_key() == sk
+    with pytest.raises(MalformedMessageError):
+        KeyGrant(
+            "participant-keys", params, params.n, 0, sk.public.h, bytes(32), (entry,)
+        ).weak_key("p")

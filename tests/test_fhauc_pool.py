@@ -108,6 +108,12 @@ def arrive_under_a_long_name(uploads):
     return uploads
 
 
+def arrive_under_a_name_longer_than_64_kb(uploads):
+    # 80 KB of UTF-8 on the first upload (a helper's first grant): refused as a stranger,
+    # as in process, not by the pipe's format
+    return {"é" * 40_000 if k == 0 else n: v for k, (n, v) in enumerate(uploads.items())}
+
+
 def arrive_under_an_unencodable_name(uploads):
     uploads["\udc80"] = uploads.pop(next(iter(uploads)))  # a lone surrogate: no UTF-8 for it
     return uploads
@@ -125,6 +131,7 @@ def drop_one(uploads):
         (flip_a_ciphertext_byte, ProtocolError),
         (drop_one, ProtocolError),
         (arrive_under_a_long_name, UnknownPartyError),
+        (arrive_under_a_name_longer_than_64_kb, UnknownPartyError),
         (arrive_under_an_unencodable_name, UnknownPartyError),
     ],
 )
@@ -216,3 +223,95 @@ def test_helpers_get_the_public_context_at_key_setup_for_a_large_roster(monkeypa
     fhauc.Aggregator(workers=2).receive_setup(public)
     fhauc.Aggregator(workers=1).receive_setup(public)
     assert len(warmed) == 1  # once, for the aggregator with helpers
+
+
+def two_refusals(first, second):
+    """Upload ``first`` fails its signature, upload ``second`` arrives under another name:
+    whichever process checks which, the refusal raised is the first one in arrival order."""
+
+    def tamper(uploads):
+        names = list(uploads)
+        data = bytearray(uploads[names[first]])
+        data[len(data) // 2] ^= 1
+        uploads[names[first]] = bytes(data)
+        out = {}
+        for k, (name, value) in enumerate(uploads.items()):
+            out["\udc80" if k == second else name] = value
+        return out
+
+    return tamper
+
+
+@pytest.mark.parametrize("first, second", [(0, 40), (40, 0), (2, 3), (3, 2), (PARTIES - 1, 1)])
+def test_the_first_refusal_in_arrival_order_is_raised_whoever_checked_it(session, first, second):
+    # the helper's first grants are uploads 0 and 1, this process starts at upload 2
+    session.outcomes, session.tamper = [], two_refusals(first, second)
+    try:
+        with pytest.raises(UnknownPartyError):
+            session.handle_uploads(session.received)
+    finally:
+        session.tamper = lambda uploads: uploads
+    (kind2, msg2, _), (kind1, msg1, _) = session.outcomes
+    assert kind2 is kind1 is UnknownPartyError
+    assert msg2 == msg1
+    assert ("does not verify" in msg2) == (first < second)
+
+
+def _queue_lane():
+    from multiprocessing import Pipe
+
+    helper_in, to_helper = Pipe(duplex=False)  # (reading end, writing end)
+    from_helper, helper_out = Pipe(duplex=False)
+    return (helper_in, helper_out), (from_helper, to_helper)
+
+
+def _granted(conn, path_data):
+    """The (index, name, bytes) of every grant waiting on ``conn``, up to its end."""
+    from privfl.messages import Reader
+
+    job = Reader(conn.recv_bytes())
+    assert job.str_() == "sum"
+    job.bytes_()
+    path = job.bytes_().decode()
+    got = []
+    while True:
+        r = Reader(conn.recv_bytes())
+        if r.str_() == "end":
+            return got
+        index, count = r.u64(), r.u32()
+        names = [r.bytes_().decode() for _ in range(count)]
+        sizes = [r.u64() for _ in names]
+        offset = r.u64()
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            for k, (name, size) in enumerate(zip(names, sizes, strict=True)):
+                got.append((index + k, name, fh.read(size)))
+        path_data.append(path)
+
+
+def test_the_shared_queue_adapts_the_split_to_how_fast_each_helper_asks():
+    """Not equal halves: a helper that never asks for more gets only its first grants, a
+    helper that asked twice gets two more; every upload is handed out once, in order, and
+    a helper reads exactly the granted bytes from its memory file."""
+    from privfl.evaluation.fhauc.upload_checks import UploadCheck
+    from privfl.evaluation.fhauc.upload_queue import AHEAD, MORE, MemFile, SharedQueue
+
+    items = [(f"p{k}", bytes([k]) * (100 + k)) for k in range(12)]
+    for asks in (0, 2):
+        (helper_in, helper_out), (from_helper, to_helper) = _queue_lane()
+        file = MemFile()
+        queue = SharedQueue(items, [(to_helper, from_helper, file)])
+        queue.start(UploadCheck(b"s" * 16, {}, b"t" * 32, frozenset(), 1, (1, 0, 0), 40.0))
+        for _ in range(asks):
+            helper_out.send_bytes(MORE)
+        own = list(queue.own(lambda name, data: int(name[1:])))
+        helper_out.send_bytes(b"final answer")
+        assert queue.finish() == [b"final answer"]
+        paths = []
+        granted = _granted(helper_in, paths)
+        queue.close()
+        file.close()
+        assert len(granted) == AHEAD + asks
+        assert [g[0] for g in granted] == list(range(AHEAD + asks))
+        assert [(f"p{i}", data) for i, _, data in granted] == [items[i] for i, *_ in granted]
+        assert own == list(range(AHEAD + asks, len(items)))  # this process took the rest

@@ -28,18 +28,15 @@ from privfl.errors import (
 )
 from privfl.evaluation.fhauc.messages import SessionConfig
 from privfl.evaluation.fhauc.policy import Policy, Security
-from privfl.evaluation.fhauc.schedule import SessionRequest
+from privfl.evaluation.fhauc.schedule import SessionRequest, party_step, run_session
 from privfl.evaluation.fhauc.tamper import TAMPERS
 from privfl.evaluation.fhauc.threshold import ops as threshold_ops
 from privfl.evaluation.fhauc.threshold import plan as tp
 from privfl.evaluation.fhauc.threshold.aggregator import ThresholdAggregator
 from privfl.evaluation.fhauc.threshold.messages import KeyCheck, Relay
 from privfl.evaluation.fhauc.threshold.party import ThresholdFhaucParty
-from privfl.evaluation.fhauc.threshold.schedule import (
-    run_threshold_session,
-    threshold_party_step,
-)
 from privfl.evaluation.fhauc.threshold.setup import provision
+from privfl.evaluation.fhauc.transport import Transport
 
 TOL = 1e-6
 
@@ -52,7 +49,7 @@ def fast_ring():
     threshold_ops.FHAUC_PARAMETER_SET = saved
 
 
-class Recorder:
+class Recorder(Transport):
     """In-process transport that keeps every message of every step."""
 
     def __init__(self, parties):
@@ -65,7 +62,7 @@ class Recorder:
         self.down[step] = dict(messages)
         out = {}
         for name, data in messages.items():
-            answer, result = threshold_party_step(self.parties[name], step, data)
+            answer, result = party_step(self.parties[name], step, data)
             if result is not None:
                 self.results[name] = result
             out[name] = answer
@@ -136,7 +133,7 @@ def test_tampering_aggregator_is_detected_in_threshold_mode(tamper):
 # ------------------------------------------------------------------ who holds what
 def test_aggregator_holds_no_key_share_and_never_a_fusable_set_of_shares(rng):
     data, parties, agg, rec, request = deployment(rng, m=3, size=400, security="malicious")
-    run_threshold_session(agg, rec, request)
+    run_session(agg, rec, request)
     outcome = rec.results["p1"].outcome  # honest: verified, far inside the tolerance
     assert outcome.verified and outcome.guarantee_log2 <= -8
     assert outcome.spread < outcome.tolerance / 5
@@ -191,7 +188,7 @@ class SubstitutingAggregator(ThresholdAggregator):
 def test_a_joint_key_other_than_the_sum_of_the_shares_is_refused_before_any_upload(rng):
     _, _parties, agg, rec, request = deployment(rng, aggregator=SubstitutingAggregator())
     with pytest.raises(ProtocolError, match="not the sum"):
-        run_threshold_session(agg, rec, request)
+        run_session(agg, rec, request)
     assert "upload" not in rec.up
 
 
@@ -205,7 +202,7 @@ class TamperedReveal(ThresholdAggregator):
 def test_a_reveal_altered_by_the_aggregator_is_refused(rng):
     _, _, agg, rec, request = deployment(rng, aggregator=TamperedReveal())
     with pytest.raises(ProtocolError):
-        run_threshold_session(agg, rec, request)
+        run_session(agg, rec, request)
 
 
 def test_an_unknown_keys_value_is_an_input_error(rng):
@@ -294,14 +291,14 @@ def test_flower_client_runs_threshold_rounds_with_a_fresh_party_per_round(tmp_pa
         contexts[p] = Context(run_id=1, node_id=1, node_config=node, state=RecordDict(),
                               run_config={})  # fmt: skip
 
-    class Nodes:
+    class Nodes(Transport):
         def exchange(self, step, messages):
             return {p: client_app.run_step(step, m, contexts[p])[1] for p, m in messages.items()}
 
     agg = ThresholdAggregator()
     agg.receive_setup(load_aggregator_keys(tmp_path / "keys" / "aggregator").public_setup)
     nodes = Nodes()
-    run_threshold_session(agg, nodes, SessionRequest(tuple(names), 10))
+    run_session(agg, nodes, SessionRequest(tuple(names), 10))
     written = json.loads(next((tmp_path / "out" / "site-b").glob("*.json")).read_text())
     assert written["auc"] == pytest.approx(privfl.binned_auc(data, 10), abs=TOL)
     with pytest.raises(ProtocolError, match="out of order"):
@@ -318,7 +315,7 @@ class Streaming(Recorder):
 
     def stream(self, step, messages, consume):
         for name, data in messages.items():
-            answer, _ = threshold_party_step(self.parties[name], step, data)
+            answer, _ = party_step(self.parties[name], step, data)
             self.events.append(("ran", step, name))
             consume(name, answer)
             self.events.append(("consumed", step, name))
@@ -337,7 +334,7 @@ def test_key_shares_are_added_one_by_one_as_they_arrive(rng):
         return original(party, raw)
 
     agg.add_keygen_share = add
-    run_threshold_session(agg, transport, request)
+    run_session(agg, transport, request)
     keygen = [e for e in transport.events if e[1] == "keygen"]
     # party k's share is added before party k + 1 runs: never M shares in memory at once
     assert keygen == [(kind, "keygen", p.name) for p in parties for kind in ("ran", "consumed")]
@@ -349,13 +346,13 @@ def test_key_shares_are_added_one_by_one_as_they_arrive(rng):
 def test_a_second_answer_from_one_party_is_refused(rng, step):
     _, parties, agg, _, request = deployment(rng)
     with pytest.raises(ProtocolError, match=r"unexpected answer|second"):
-        run_threshold_session(agg, Streaming(parties, extra=(step, "p0")), request)
+        run_session(agg, Streaming(parties, extra=(step, "p0")), request)
 
 
 def test_an_answer_from_outside_the_session_is_refused(rng):
     _, parties, agg, _, request = deployment(rng)
     with pytest.raises(ProtocolError, match="unexpected answer"):
-        run_threshold_session(agg, Streaming(parties, extra=("keygen", "mallory")), request)
+        run_session(agg, Streaming(parties, extra=("keygen", "mallory")), request)
 
 
 @pytest.mark.parametrize("bound", [512, 10**5])

@@ -19,12 +19,11 @@ from privfl.errors import InputError, MalformedMessageError, ProtocolError, Veri
 from privfl.evaluation.fhauc import curve, curve_tamper
 from privfl.evaluation.fhauc.policy import Security
 from privfl.evaluation.fhauc.reveal import Reveal
-from privfl.evaluation.fhauc.schedule import SessionRequest
+from privfl.evaluation.fhauc.schedule import SessionRequest, run_session
 from privfl.evaluation.fhauc.threshold import curve as threshold_curve
 from privfl.evaluation.fhauc.threshold import ops as threshold_ops
 from privfl.evaluation.fhauc.threshold.aggregator import ThresholdAggregator
 from privfl.evaluation.fhauc.threshold.plan import plan
-from privfl.evaluation.fhauc.threshold.schedule import run_threshold_session
 from test_fhauc_threshold import deployment
 
 TOL = 1e-6
@@ -68,7 +67,7 @@ def test_a_party_refuses_a_curve_session_it_did_not_consent_to(rng):
         request.parties, 10, (0.0, 1.0), Security.SEMI_HONEST, 1, Reveal.CURVE
     )
     with pytest.raises(ProtocolError, match="consented to"):
-        run_threshold_session(agg, rec, curve_request)
+        run_session(agg, rec, curve_request)
     assert all(not p.holds_key_share for p in parties)  # refused at the join
 
 
@@ -133,7 +132,7 @@ def test_the_sealed_reveal_holds_the_used_slots_only_and_the_aggregator_sees_no_
     curve_request = SessionRequest(
         request.parties, 10, (0.0, 1.0), Security.SEMI_HONEST, 1, Reveal.CURVE
     )
-    run_threshold_session(agg, rec, curve_request)
+    run_session(agg, rec, curve_request)
     (fused,) = rec.up["fuse"].values()
     sealed = tmsg.Reveal.from_bytes(fused, agg.session_config.session, agg.roster).sealed
     values = 2 * 9  # T and F: N-1 = 9 used slots each, of one 2,048-slot ciphertext each
@@ -164,5 +163,5 @@ def test_a_party_refuses_more_decryption_shares_than_the_curve_session_plans(rng
         request.parties, 10, (0.0, 1.0), Security.SEMI_HONEST, 1, Reveal.CURVE
     )
     with pytest.raises(MalformedMessageError, match="3 decryption requests, expected 2"):
-        run_threshold_session(agg, rec, curve_request)
+        run_session(agg, rec, curve_request)
     assert "decrypt" not in rec.up  # no party answered with a share

@@ -15,9 +15,9 @@ import contextlib
 
 from privfl.crypto import threshold as th
 from privfl.errors import PrivflError
+from privfl.evaluation.fhauc.schedule import run_session
 from privfl.evaluation.fhauc.threshold import messages as tm
 from privfl.evaluation.fhauc.threshold import ops as threshold_ops
-from privfl.evaluation.fhauc.threshold.schedule import run_threshold_session
 from privfl.evaluation.fhauc.threshold.setup import ThresholdPublicSetup
 from privfl.evaluation.fhauc.threshold.state import ThresholdState
 from test_fhauc_threshold import deployment
@@ -34,7 +34,7 @@ def world():
         public, _ = threshold_setup.provision(
             "p0", parties[0]._identity, parties[0].roster, parties[0].policy
         )
-        run_threshold_session(agg, rec, request)
+        run_session(agg, rec, request)
     finally:
         threshold_ops.FHAUC_PARAMETER_SET = saved
     session, roster = agg.config.session, agg.roster

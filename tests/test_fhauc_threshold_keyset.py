@@ -14,9 +14,9 @@ pytest.importorskip("openfhe")
 import privfl
 from privfl.errors import ProtocolError
 from privfl.evaluation.fhauc.messages import SessionConfig
+from privfl.evaluation.fhauc.schedule import run_session
 from privfl.evaluation.fhauc.steps import Step
 from privfl.evaluation.fhauc.threshold import ops as threshold_ops
-from privfl.evaluation.fhauc.threshold.schedule import run_threshold_session
 from test_fhauc_threshold import Recorder, deployment
 
 TOL = 1e-6
@@ -34,7 +34,7 @@ def traffic(rec: Recorder, party: str) -> int:
 
 def session(agg, parties, request):
     rec = Recorder(parties)
-    run_threshold_session(agg, rec, request)
+    run_session(agg, rec, request)
     return rec
 
 

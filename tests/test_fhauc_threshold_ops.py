@@ -13,6 +13,7 @@ from test_threshold_support import require_openfhe_for_tests
 openfhe = require_openfhe_for_tests()
 
 from privfl.crypto.threshold import parameter_set  # noqa: E402
+from privfl.evaluation.fhauc.threshold import ops as ops_module  # noqa: E402
 from privfl.evaluation.fhauc.threshold.ops import ThresholdCiphertext  # noqa: E402
 from privfl.runner import InProcessRunner  # noqa: E402
 from privfl.threshold import make_roles, run_joint_decryption, run_key_generation  # noqa: E402
@@ -82,3 +83,38 @@ def test_a_pending_window_sum_behaves_as_the_eager_one_under_every_later_operati
     for k in (1, 3):
         got = decrypt(parties, op(ct.window_sum(w) * k))
         assert np.max(np.abs(got - plain(k * window_sum(xy, w)))) < 8 * BOUND * w
+
+
+@settings(max_examples=4, deadline=None)
+@given(st.integers(0, 2**31), st.sampled_from([2, 32]), st.floats(2.0**-16, 4.0))
+def test_a_real_multiplier_after_a_window_sum_equals_the_eager_order_and_folds(
+    roles, seed, window, factor
+):
+    """The malicious reply's ``c / 2^j`` (``scale_by``) is applied, and rescaled, before the
+    pending rotations: the same value and level budget as rotating first, and a second real
+    factor (a deviating aggregator's rescale) still folds into the same level."""
+    server, parties = roles
+    ct, xy = product(server, seed)
+    eager = ThresholdCiphertext(ct.window_sum(window).ct).scale_by(factor)
+    rotated_at = []
+    plain_sum = ops_module._rotate_and_sum
+
+    def spy(x, w):
+        rotated_at.append(x.ct.levels_used)
+        return plain_sum(x, w)
+
+    ops_module._rotate_and_sum = spy
+    try:
+        deferred = ct.window_sum(window).scale_by(factor)
+        _ = deferred.ct  # runs the pending factor, then the rotations
+    finally:
+        ops_module._rotate_and_sum = plain_sum
+    assert rotated_at == [eager.ct.levels_used]  # rotations after the factor's level
+    twice = ct.window_sum(window).scale_by(factor * 2).scale_by(0.5)
+    expected = factor * window_sum(xy, window)
+    levels = eager.ct.levels_used
+    for got in (eager, deferred, twice):
+        assert got.ct.levels_used == levels
+        assert np.max(np.abs(decrypt(parties, got) - expected)) < 4 * BOUND * window * max(
+            factor, 1
+        )

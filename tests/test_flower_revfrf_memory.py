@@ -12,7 +12,14 @@ import json
 
 import pytest
 
-from _revfrf_deployment import PARTICIPANTS, aligned_test_rows, in_process_forest, make
+from _revfrf_deployment import (
+    COLUMNS,
+    PARTICIPANTS,
+    SETTINGS,
+    aligned_test_rows,
+    in_process_forest,
+    make,
+)
 
 pytest.importorskip("flwr")
 
@@ -62,6 +69,12 @@ def test_revfrf_through_the_flower_apps_equals_in_process(deployment):
     want = [str(v) for v in reference.predict(aligned_test_rows(truth, ids))]
     assert test["plain"] == want and test["secure"] == want
     assert query == {"requester": "asker", "answered": 2}
+    # the asker's two rows in one batch (packed HoLT), as the in-process forest predicts them
+    (asked,) = (r["predictions"] for r in results(root, "asker", "predictions"))
+    asker_rows = {p: truth["xt"][:2][:, c] for p, c in COLUMNS.items()}
+    assert asked == [str(v) for v in reference.predict_plain(asker_rows)]
+    # batched: one round per tree level for both rows (+ request, open, prediction)
+    assert summary["rounds"]["query"] <= 3 + 2 * SETTINGS["max_depth"]
     # revocation through the apps: no node of site-a is left, as in process
     reference.revoke("site-a", level=1)
     assert revoke["after"]["nodes_per_participant"]["site-a"] == 0

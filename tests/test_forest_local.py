@@ -102,17 +102,17 @@ def test_the_cli_refuses_a_missing_file_and_insecure_keys_with_exit_code_2(wine_
 
 
 def test_a_revfrf_node_parses_its_table_once_and_again_only_when_it_changes(tmp_path, monkeypatch):
-    from privfl.federation import revfrf_node
+    from privfl.federation import revfrf_tables
 
     frame = pd.DataFrame({"id": ["a", "b", "c"], "f0": [1.0, 2.0, 3.0], "f1": [0.5, 0.25, 0.0]})
     path = tmp_path / "p.csv"
     frame.to_csv(path, index=False)
     parsed = []
-    real = revfrf_node._table
-    monkeypatch.setattr(revfrf_node, "_table", lambda *a: parsed.append(a) or real(*a))
+    real = revfrf_tables.read_node_table
+    monkeypatch.setattr(revfrf_tables, "read_node_table", lambda *a: parsed.append(a) or real(*a))
     state: dict[str, bytes] = {}
-    first = revfrf_node._cached_table(state, "train", str(path), "id")
-    again = revfrf_node._cached_table(state, "train", str(path), "id")  # a fresh process
+    first = revfrf_tables.cached_table(state, "train", str(path), "id")
+    again = revfrf_tables.cached_table(state, "train", str(path), "id")  # a fresh process
     assert len(parsed) == 1 and first[0] == again[0] == ["a", "b", "c"]
     assert np.array_equal(first[1], again[1])
     frame.assign(
@@ -122,5 +122,5 @@ def test_a_revfrf_node_parses_its_table_once_and_again_only_when_it_changes(tmp_
             9.0,
         ]
     ).to_csv(path, index=False)
-    assert revfrf_node._cached_table(state, "train", str(path), "id")[1][0, 0] == 9.0
+    assert revfrf_tables.cached_table(state, "train", str(path), "id")[1][0, 0] == 9.0
     assert len(parsed) == 2

@@ -362,6 +362,9 @@ def test_modular_vector_arithmetic_matches_python_integers(data):
         dtype=np.uint64,
     )
     s, d = wire.add_mod(a, b, moduli), wire.sub_mod(a, b, moduli)
+    acc = a.copy()
+    wire.add_mod_into(acc, b, moduli)  # the in-place running sum agrees with add_mod
+    assert (acc == s).all()
     for i, q in enumerate(moduli.tolist()):
         for j in range(ring):
             assert int(s[i, j]) == (int(a[i, j]) + int(b[i, j])) % q

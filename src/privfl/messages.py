@@ -97,7 +97,7 @@ class Writer:
 class Reader:
     """Reads the fields a :class:`Writer` wrote; every overrun is a MalformedMessageError."""
 
-    def __init__(self, data: bytes, what: str = "message") -> None:
+    def __init__(self, data: bytes | memoryview, what: str = "message") -> None:
         self._data = memoryview(data)
         self._pos = 0
         self._what = what
@@ -202,12 +202,21 @@ def decode_message(
     Raises WrongProtocolError, UnexpectedStepError, WrongSessionError or
     MalformedMessageError, in that order of checking, before the payload is touched.
     """
+    header, payload = _decode(data, protocol, version, step, session)
+    return header, bytes(payload)
+
+
+def _decode(
+    data: bytes, protocol: str, version: int, step: str | None, session: bytes | None
+) -> tuple[Header, memoryview]:
+    """:func:`decode_message` with the payload as a view into ``data`` (made immutable
+    first), not a copy."""
     if not isinstance(data, bytes | bytearray | memoryview):
         raise MalformedMessageError(f"expected bytes, got {type(data).__name__}")
     data = bytes(data)
     if len(data) < len(MAGIC) or data[: len(MAGIC)] != MAGIC:
         raise MalformedMessageError("not a privfl message (bad magic bytes)")
-    r = Reader(data[len(MAGIC) :])
+    r = Reader(memoryview(data)[len(MAGIC) :])
     proto = r.str_()
     ver = r.u32()
     if proto != protocol or ver != version:
@@ -223,7 +232,7 @@ def decode_message(
             f"message is from session {sess.hex()[:8]}..., this run is {session.hex()[:8]}..."
         )
     sender = r.str_()
-    payload = r.bytes_()
+    payload = r.view(len(data))
     r.end()
     return Header(proto, ver, st, sess, sender), payload
 
@@ -242,8 +251,7 @@ class Codec:
         self, data: bytes, step: str | None = None, session: bytes | None = None
     ) -> tuple[Header, Reader]:
         """Check the header (protocol, version, step, session) and return a strict reader
-        over the payload, named after the step for error messages."""
-        header, payload = decode_message(
-            data, protocol=self.protocol, version=self.version, step=step, session=session
-        )
+        over the payload (a view of ``data``, not a copy), named after the step for error
+        messages."""
+        header, payload = _decode(data, self.protocol, self.version, step, session)
         return header, Reader(payload, f"{self.protocol} {header.step}")

@@ -9,7 +9,6 @@ condition on bit lengths) before any exponentiation. Randomness from :mod:`secre
 
 from __future__ import annotations
 
-import functools
 import math
 import secrets
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from typing import Any
 import gmpy2
 from gmpy2 import mpz
 
+from privfl.crypto import fixed_base
 from privfl.errors import InputError, MalformedMessageError, ProtocolError
 from privfl.messages import Reader, Writer
 
@@ -26,8 +26,7 @@ Mpz = Any  # a gmpy2.mpz (gmpy2 ships no type stubs)
 MIN_KEY_BITS, INSECURE_MIN_KEY_BITS, MAX_KEY_BITS = 2048, 512, 8192
 SIGMA_BITS, MIN_SIGMA_BITS, MIN_ELL_BITS = 80, 40, 64  # sigma: bits of HoLT's blinding factor
 RANGE_MARGIN_BITS = 64  # a wrapped HoLT difference passes the CC's range check w.p. 2^-62
-MR_ROUNDS, DEFAULT_FRACTION_BITS = 64, 32
-FIXED_BASE_WINDOW, TABLE_AFTER_USES = 5, 4
+MR_ROUNDS, DEFAULT_FRACTION_BITS, FIXED_BASE_WINDOW, TABLE_AFTER_USES = 64, 32, 5, 4
 
 
 def check_key_bits(bits: object, allow_insecure_key_bits: bool = False) -> int:
@@ -59,19 +58,6 @@ def _check_unit(x: Mpz, n: Mpz, what: str) -> Mpz:
     return x
 
 
-@functools.lru_cache(maxsize=32)
-def _table(base: Mpz, modulus: Mpz, exponent_bits: int) -> tuple[list[Mpz], ...]:
-    """Window table of a public base: base^(d 2^(wi)) per row i, digit d (~30 powmods, once)."""
-    rows, cur = [], mpz(base) % modulus
-    for _ in range((exponent_bits + FIXED_BASE_WINDOW - 1) // FIXED_BASE_WINDOW):
-        row = [mpz(1)]
-        for _ in range(1, 1 << FIXED_BASE_WINDOW):
-            row.append(row[-1] * cur % modulus)
-        rows.append(row)
-        cur = row[-1] * cur % modulus
-    return tuple(rows)
-
-
 _BASE_USES: dict[tuple[Mpz, Mpz], int] = {}
 
 
@@ -83,11 +69,8 @@ def _pow_fixed(base: Mpz, e: Mpz, params: PublicParams) -> Mpz:
             _BASE_USES.clear()
         _BASE_USES[key] = _BASE_USES.get(key, 0) + 1
         return gmpy2.powmod(base, e, params.n2)
-    r, e, mask = mpz(1), mpz(e), (1 << FIXED_BASE_WINDOW) - 1
-    for row in _table(key[0], params.n2, params.bits):  # every window, whatever its digit
-        r = r * row[int(e & mask)] % params.n2
-        e >>= FIXED_BASE_WINDOW
-    return r
+    rows = fixed_base.table(key[0], params.n2, params.bits, FIXED_BASE_WINDOW)
+    return fixed_base.power(rows, e, FIXED_BASE_WINDOW, params.n2)
 
 
 @dataclass(frozen=True)
@@ -299,17 +282,34 @@ def joint_public_key(a: PublicKey, b: PublicKey) -> PublicKey:
     return PublicKey(a.params, (a.h * b.h) % a.params.n2)
 
 
-def encrypt(pk: PublicKey, m: int) -> Ciphertext:
-    """Enc_h(m) = (h^r (1 + mN), g^r) with r uniform in [1, N/4]; |m| < 2^ell."""
-    return encrypt_residue(pk, pk.params.encode(m))
+Randomizer = tuple[Mpz, Mpz]  # (h^r, g^r) of one fresh r: one encryption's randomness
 
 
-def encrypt_residue(pk: PublicKey, m: Mpz) -> Ciphertext:
+def randomizers(pk: PublicKey, count: int) -> list[Randomizer]:
+    """(h^r, g^r) for ``count`` independent r uniform in [1, N/4] (:mod:`secrets`), each for
+    exactly one :func:`encrypt` (``randomizer=``), computed ahead on the thread pool with
+    fixed-base tables when ``count`` makes them cheaper (:func:`.fixed_base.pairs`): the
+    same distribution as :func:`encrypt` draws."""
+    prm = pk.params
+    exponents = [_rand_range(1, prm.n // 4) for _ in range(count)]
+    return fixed_base.pairs(pk.h, prm.g, prm.n2, prm.bits, exponents)
+
+
+def encrypt(pk: PublicKey, m: int, randomizer: Randomizer | None = None) -> Ciphertext:
+    """Enc_h(m) = (h^r (1 + mN), g^r) with r uniform in [1, N/4]; |m| < 2^ell. ``randomizer``:
+    (h^r, g^r) from :func:`randomizers` for this ``pk``, used once (default: a fresh r)."""
+    return encrypt_residue(pk, pk.params.encode(m), randomizer)
+
+
+def encrypt_residue(pk: PublicKey, m: Mpz, randomizer: Randomizer | None = None) -> Ciphertext:
     """Encrypt any element of Z_N (no signed-range check: for uniform blinding values)."""
     prm = pk.params
-    r = _rand_range(1, prm.n // 4)
-    c1 = (_pow_fixed(pk.h, r, prm) * (1 + (mpz(m) % prm.n) * prm.n)) % prm.n2
-    return Ciphertext(prm, c1, _pow_fixed(prm.g, r, prm), pk.h)
+    if randomizer is None:
+        r = _rand_range(1, prm.n // 4)
+        randomizer = (_pow_fixed(pk.h, r, prm), _pow_fixed(prm.g, r, prm))
+    hr, gr = randomizer
+    c1 = (hr * (1 + (mpz(m) % prm.n) * prm.n)) % prm.n2
+    return Ciphertext(prm, c1, gr, pk.h)
 
 
 def _strip(c: Ciphertext, theta: Mpz) -> Mpz:

@@ -29,7 +29,7 @@ SIGNATURE_BYTES = 64
 _RAW = serialization.Encoding.Raw
 
 
-Signed = bytes | Sequence[bytes]
+Signed = bytes | Sequence[bytes | memoryview]
 
 
 def _digest(domain: str, data: Signed) -> bytes:

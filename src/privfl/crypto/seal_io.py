@@ -7,10 +7,12 @@ crafted bytes) into :class:`~privfl.errors.MalformedMessageError`.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import os
 import tempfile
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -85,21 +87,56 @@ def save(obj: Any) -> bytes:
             return fh.read()
 
 
+class _LoadFile:
+    """A memory file SEAL loads objects from (SEAL reads them from a path only), one per
+    thread, reused for every load of that thread: creating, filling and closing a fresh one
+    per load cost about a tenth of a ciphertext load (``benchmarks/fhauc_scale.py
+    --load``). Closed when its thread ends; a forked child makes its own."""
+
+    def __init__(self) -> None:
+        self.fd, self.pid = os.memfd_create("privfl-seal"), os.getpid()
+        self.busy = False  # between filling and loading (a signal handler may load too)
+
+    def __del__(self) -> None:
+        with contextlib.suppress(OSError):  # already closed
+            os.close(self.fd)
+
+    def path_with(self, data: bytes) -> str:
+        """The file's path, the file holding exactly ``data``: no byte of an earlier object
+        stays behind it, so a truncated object fails to load as from a file of its own."""
+        view, at = memoryview(data), 0
+        while at < len(view):
+            at += os.pwrite(self.fd, view[at:], at)
+        os.ftruncate(self.fd, len(view))
+        return f"/proc/self/fd/{self.fd}"
+
+
+_THREAD = threading.local()
+
+
+def _load_file() -> _LoadFile:
+    """This thread's :class:`_LoadFile` (a new one in a forked child), or a one-off file
+    when the thread's is in use (a load from a signal handler between filling and loading)."""
+    file: _LoadFile | None = getattr(_THREAD, "file", None)
+    if file is None or file.pid != os.getpid():
+        file = _THREAD.file = _LoadFile()
+    return _LoadFile() if file.busy else file
+
+
 def load(factory: Callable[[], T], seal_context: Any, data: bytes, what: str) -> T:
     """Load a SEAL object; any failure (truncation, wrong parameters) is MalformedMessage."""
     if not data:
         raise MalformedMessageError(f"{what}: empty")
     obj = factory()
     if hasattr(os, "memfd_create"):
-        fd = os.memfd_create("privfl-seal")
+        file = _load_file()
+        file.busy = True
         try:
-            os.write(fd, data)
-            try:
-                obj.load(seal_context, f"/proc/self/fd/{fd}")  # type: ignore[attr-defined]
-            except Exception as exc:
-                raise MalformedMessageError(f"{what}: invalid or truncated ({exc})") from exc
+            obj.load(seal_context, file.path_with(data))  # type: ignore[attr-defined]
+        except Exception as exc:
+            raise MalformedMessageError(f"{what}: invalid or truncated ({exc})") from exc
         finally:
-            os.close(fd)
+            file.busy = False
         return obj
     with tempfile.TemporaryDirectory() as tmp:  # pragma: no cover - non-Linux fallback
         path = os.path.join(tmp, "obj")

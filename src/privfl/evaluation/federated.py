@@ -34,6 +34,7 @@ from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.schedule import SessionRequest, party_step, run_session
 from privfl.evaluation.fhauc.sizing import in_process_policy
 from privfl.evaluation.fhauc.steps import Step
+from privfl.evaluation.fhauc.transport import Transport
 from privfl.evaluation.reference import Parties, party_items, validate_parties
 from privfl.evaluation.results import FloatLike
 from privfl.evaluation.statistics import DEFAULT_THRESHOLDS, ScoreRange, interior_thresholds
@@ -112,7 +113,7 @@ def party_names(count: int) -> list[str]:
     return [f"party-{i}" for i in range(count)]
 
 
-class InProcessTransport:
+class InProcessTransport(Transport):
     """Delivers each step's messages to in-process :class:`fhauc.Party` objects through the
     runner (real bytes, sizes recorded per channel, each party's step timed)."""
 

@@ -2,7 +2,7 @@
 
 Builds the roles (a provisioning party that creates only the shared seed, one
 :class:`~.fhauc.threshold.party.ThresholdFhaucParty` per data holder, the threshold
-aggregator) and runs :func:`~.fhauc.threshold.schedule.run_threshold_session` through an
+aggregator) and runs the one schedule, :func:`~.fhauc.schedule.run_session`, through an
 in-process transport that moves real message bytes and times every role. The security
 argument is in :mod:`privfl.evaluation.fhauc.threshold.aggregator`.
 """
@@ -23,17 +23,13 @@ from privfl.evaluation.fhauc.measures import Timings, Traffic
 from privfl.evaluation.fhauc.messages import SessionConfig
 from privfl.evaluation.fhauc.party import PartyResult
 from privfl.evaluation.fhauc.policy import Policy, Security
-from privfl.evaluation.fhauc.schedule import SessionRequest
+from privfl.evaluation.fhauc.schedule import SessionReport, SessionRequest, party_step, run_session
 from privfl.evaluation.fhauc.steps import KEY_STEPS, Step
-from privfl.evaluation.fhauc.threshold.aggregator import ThresholdMixin
+from privfl.evaluation.fhauc.threshold.aggregator import ThresholdAggregator
 from privfl.evaluation.fhauc.threshold.messages import UploadStep
 from privfl.evaluation.fhauc.threshold.party import ThresholdFhaucParty
 from privfl.evaluation.fhauc.threshold.plan import plan
-from privfl.evaluation.fhauc.threshold.schedule import (
-    ThresholdReport,
-    run_threshold_session,
-    threshold_party_step,
-)
+from privfl.evaluation.fhauc.transport import Transport
 from privfl.evaluation.statistics import ScoreRange, interior_thresholds
 from privfl.messages import SESSION_ID_BYTES
 from privfl.progress import Progress
@@ -42,7 +38,7 @@ from privfl.runner import InProcessRunner
 FloatArray = np.ndarray
 
 
-class ThresholdTransport:
+class ThresholdTransport(Transport):
     """Delivers each step's messages to in-process threshold parties through the runner
     (channel ``to_party_<step>`` down, ``from_party_<step>`` up; each party's step timed as
     ``party_<step>``)."""
@@ -68,7 +64,7 @@ class ThresholdTransport:
         for name, data in messages.items():
             received = self.runner.send(f"to_party_{step}", data)
             answer, result = self.runner.run(
-                f"party_{step}", threshold_party_step, self.parties[name], step, received
+                f"party_{step}", party_step, self.parties[name], step, received
             )
             if result is not None:
                 self.results[name] = result
@@ -99,9 +95,9 @@ class InProcessSession:
 
     runner: InProcessRunner
     transport: ThresholdTransport
-    report: ThresholdReport
+    report: SessionReport
     results: tuple[PartyResult, ...]
-    aggregator: ThresholdMixin  # keeps the key set: run_threshold_session again reuses it
+    aggregator: ThresholdAggregator  # keeps the key set: run_session again reuses it
 
 
 def run_in_process(
@@ -133,10 +129,10 @@ def run_in_process(
     ]
     roles.provision(fed, parties, policy, runner)
     agg = fed.aggregator
-    if not isinstance(agg, ThresholdMixin):
+    if not isinstance(agg, ThresholdAggregator):
         raise ProtocolError("threshold keys need the threshold aggregator")
     transport = ThresholdTransport(parties, runner)
-    report = run_threshold_session(agg, transport, request, runner.run)
+    report = run_session(agg, transport, request, runner.run)
     results = tuple(transport.results[n] for n in names)
     return InProcessSession(runner, transport, report, results, agg)
 

@@ -195,23 +195,30 @@ class CenterDeployment:
         return Predictions(plain, plain.copy() if secure else np.asarray([]))
 
     def query(self, requester: str) -> Par[np.ndarray]:
-        """FRF-Predict for every row of a requester's file: it encrypts them under its key,
-        the CS walks the forest with HoLT and sends the requester its predictions."""
+        """FRF-Predict for every row of a requester's file, batched: the requester learns the
+        run it signs for and the forest's layout in one round, and answers with its rows
+        encrypted under its key, each row its own signed query, in ``query-batch`` messages;
+        the CS walks each batch with packed HoLT comparisons
+        (:meth:`~privfl.forest.center_server.CenterServer.predict_queries`: one CC message
+        and one message per holder per tree level for all rows and trees, each comparison
+        charged to its own row's query) and sends the requester its predictions."""
         if requester not in self.session.requesters:
             raise InputError(f"{requester!r} is not a provisioned requester")
         sid, w = self._run(), Writer()
-        (ack,) = yield (Outgoing(requester, self._announcement),)  # the run it signs for
-        read_control(ack, "run-started", sid, requester).end()
         layout = self.cs.layout()
         w.u32(len(layout))
         for name, n_columns in layout:
             w.str_(name).u32(n_columns)
-        (reply,) = yield (Outgoing(requester, control("query-request", sid, CS, w)),)
+        ask = control("query-request", sid, CS, w)
+        ack, reply = yield (Outgoing(requester, self._announcement), Outgoing(requester, ask))
+        read_control(ack, "run-started", sid, requester).end()  # the run it signs for
         r = read_control(reply, "queries", sid, requester)
-        queries = r.list_(1 << 16)
+        batches = r.list_(1 << 16)
         r.end()
-        out = yield from gather(self.cs.predict_query(requester, q) for q in queries)
-        values = np.concatenate(out) if out else np.asarray([])
+        if not batches:
+            raise ProtocolError(f"{requester} sent no query batch")
+        out = yield from gather(self.cs.predict_queries(requester, b) for b in batches)
+        values = np.concatenate(out)
         w = Writer().u32(len(values))
         for v in values:
             w.str_(str(v))

@@ -17,9 +17,7 @@ the CC's revocations) lives in ``state``, bytes the Flower ClientApp keeps in th
 from __future__ import annotations
 
 import hashlib
-import io
 import json
-import os
 import time
 from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass
@@ -27,13 +25,14 @@ from pathlib import Path
 
 import numpy as np
 
-from privfl.datasets import read_table
 from privfl.errors import InputError, MalformedMessageError, ProtocolError, WrongProtocolError
 from privfl.federation.revfrf_keys import NodeKeys, RevfrfSession
 from privfl.federation.revfrf_run import RUN, RunStart, accept, draw_nonce
+from privfl.federation.revfrf_tables import aligned_rows, cached_table, read_node_table
 from privfl.forest.computation_provider import ComputationProvider
 from privfl.forest.messages import CC, CS
 from privfl.forest.messages import CODEC as FOREST_CODEC
+from privfl.forest.packed_holt import MAX_BATCH_ROWS
 from privfl.forest.participant import Participant, Requester
 from privfl.forest.psi import CODEC as PSI_CODEC
 from privfl.forest.psi import PsiComparer, PsiConfig, PsiParty
@@ -76,6 +75,15 @@ def peek(data: bytes) -> Header:
     raise WrongProtocolError("not a RevFRF, PSI or node-control message")
 
 
+def _is_upload(data: bytes) -> bool:
+    """Whether a message is a ``split-request`` of the forest codec (unreadable: no)."""
+    try:
+        header = FOREST_CODEC.decode(data)[0]
+    except (ProtocolError, ValueError):  # counted only; the handler reports it
+        return False
+    return header.step == "split-request"
+
+
 def which_set(session: RevfrfSession, psi_session: bytes, run: bytes) -> str:
     for which in SETS:
         if psi_config(session, which, run).session == psi_session:
@@ -98,51 +106,6 @@ class NodeFiles:
     leave: bool = False
 
 
-def _table(path: str | None, id_column: str | None, what: str) -> tuple[list[str], np.ndarray]:
-    if not path:
-        raise InputError(f"node config needs a {what}")
-    df = read_table(path)
-    if id_column is None:
-        return [], np.asarray(df, dtype=np.float64)
-    if id_column not in df.columns:
-        raise InputError(f"{path} has no id column {id_column!r}")
-    ids = [str(v) for v in df[id_column].tolist()]
-    return ids, np.asarray(df.drop(columns=[id_column]), dtype=np.float64)
-
-
-def _cached_table(
-    state: MutableMapping[str, bytes], which: str, path: str | None, id_column: str
-) -> tuple[list[str], np.ndarray]:
-    """A participant's table (ids, features), parsed once and then kept in ``state`` (a
-    ClientApp is a fresh process per message; parsing the file imports pandas every time).
-    The copy is keyed by the file's path, size and modification time, so a changed file is
-    read again; it is stored with :func:`numpy.save` (no pickles) and never leaves the node."""
-    key = f"table-{which}"
-    try:
-        st = os.stat(path) if path else None
-    except OSError:
-        st = None  # _table names the missing file
-    stamp = json.dumps([path, st.st_size, st.st_mtime_ns, id_column] if st else None).encode()
-    raw = state.get(key)
-    if st is not None and raw is not None and raw.startswith(stamp + b"\n"):
-        buf = io.BytesIO(raw[len(stamp) + 1 :])
-        ids = np.load(buf, allow_pickle=False)
-        return [str(i) for i in ids], np.load(buf, allow_pickle=False)
-    ids, x = _table(path, id_column, f"{which} file")
-    kept = np.asarray(ids, dtype=str)
-    if st is not None and [str(i) for i in kept] == ids:  # (numpy drops trailing NULs)
-        buf = io.BytesIO()
-        np.save(buf, kept, allow_pickle=False)
-        np.save(buf, x, allow_pickle=False)
-        state[key] = stamp + b"\n" + buf.getvalue()
-    return ids, x
-
-
-def _rows(state: MutableMapping[str, bytes], which: str) -> np.ndarray | None:
-    raw = state.get(f"rows-{which}")
-    return None if raw is None else np.frombuffer(raw, dtype=">u4").astype(np.int64)
-
-
 class Node:
     """Answers one batch of the CS's messages as ``role`` (participant, cc, requester)."""
 
@@ -154,6 +117,7 @@ class Node:
         self.role, self.keys, self.files, self.state = role, keys, files, state
         self.session = keys.session
         self._participant: Participant | None = None
+        self._changed = False  # the participant handled a message since its state was saved
         self._cc_role: ComputationProvider | None = None  # the CC of this batch (:meth:`_flush`)
         self._data: dict[str, tuple[list[str], np.ndarray]] = {}
         self.load_s = 0.0  # seconds spent loading tables and rebuilding the role
@@ -172,11 +136,15 @@ class Node:
 
     # ---------------------------------------------------------------- dispatch
     def handle_all(self, blobs: Sequence[bytes]) -> list[bytes]:
-        """Answer every message, in order; the role's state is saved after each one, and
-        the CC's state and audit log once per batch (:meth:`_flush`)."""
+        """Answer every message, in order; the participant's state, the CC's state and its
+        audit log are saved once per batch, also when a message fails (:meth:`_flush`). A
+        participant draws the randomness of the batch's split uploads ahead
+        (:meth:`~privfl.forest.participant.Participant.prepare_uploads`)."""
         if len(blobs) > MAX_BLOBS:
             raise MalformedMessageError(f"a batch of {len(blobs)} messages")
         try:
+            if self.role == "participant" and (uploads := sum(map(_is_upload, blobs))):
+                self._role().prepare_uploads(uploads)
             return [self._handle(b) for b in blobs]
         finally:
             self._flush()
@@ -190,6 +158,7 @@ class Node:
         it opened and the comparisons it signed for them) and its audit log (signed alarms
         of out-of-range comparisons) to its state and audit file, whether or not the batch
         raised an alarm: the I/O never depends on which branch an answer took (secure_ops)."""
+        self._save()
         if self.role != "cc" or self._cc_role is None:
             return
         cc, self._cc_role = self._cc_role, None
@@ -207,28 +176,32 @@ class Node:
         if header.protocol == CONTROL.protocol:
             return self._control(data, header.step)
         if self.role == "participant":
-            participant = self._role()
-            try:
-                return participant.handle(data)
-            finally:
-                self.state["participant"] = participant.export_state()
+            participant, self._changed = self._role(), True  # saved after the batch
+            return participant.handle(data)
         if self.role == "cc":
             return self._cc().handle(data)  # its state and alarms are saved after the batch
         raise ProtocolError(f"a requester answers no '{header.step}' message")
+
+    def _save(self) -> None:
+        """The participant's progress to ``state`` (once per batch, and before the role is
+        rebuilt within one)."""
+        if self._participant is not None and self._changed:
+            self.state["participant"] = self._participant.export_state()
+        self._changed = False
 
     # ---------------------------------------------------------------- roles
     def _table(self, which: str) -> tuple[list[str], np.ndarray]:
         if which not in self._data:
             start = time.perf_counter()
             path = self.files.data_file if which == "train" else self.files.test_file
-            self._data[which] = _cached_table(self.state, which, path, self.files.id_column)
+            self._data[which] = cached_table(self.state, which, path, self.files.id_column)
             self.load_s += time.perf_counter() - start
         return self._data[which]
 
     def _role(self) -> Participant:
         if self._participant is None:
             start, loaded = time.perf_counter(), self.load_s
-            rows = _rows(self.state, "train")
+            rows = aligned_rows(self.state, "train")
             if rows is None:
                 raise ProtocolError(f"{self.name} has not aligned its training ids yet")
             _, x = self._table("train")
@@ -237,7 +210,7 @@ class Node:
             p.install_keys(self.keys.grant)
             if "participant" in self.state:  # before the rows, whose identity may be new
                 p.restore_state(self.state["participant"])
-            test = _rows(self.state, "test")
+            test = aligned_rows(self.state, "test")
             if test is not None and test.size:  # identity: the aligned ids in agreed order
                 ids, x_test = self._table("test")
                 aligned = Writer().list_([ids[i].encode() for i in test]).getvalue()
@@ -273,6 +246,7 @@ class Node:
             self.state[f"rows-{which}"] = np.asarray(rows, dtype=">u4").tobytes()
             ids = self._table(which)[0]
             self._write(f"{which}-ids", {"ids": [ids[i] for i in rows]})
+            self._save()
             self._participant, self._data = None, {}
             return control("psi-done", self.run, self.name, Writer().u32(len(rows)))
         reply = party.pass_on(data, self.session.psi_comparer_key)
@@ -341,6 +315,7 @@ class Node:
             raise ProtocolError("session.json pins no key of the CS")
         contributes = self.role != "requester"
         run = accept(self.state, start, self.name, cs_key, provisioning, contributes)
+        self._save()
         self._participant = None
         return control("run-started", run, self.name)
 
@@ -361,9 +336,12 @@ class Node:
         return out
 
     def _queries(self, r: Reader) -> bytes:
-        """``query-request`` (requester): its file's rows encrypted and signed, once per run:
-        each signed query lets the CS spend comparisons at the holders (:mod:`.budget`), so
-        a CS that asks again is refused (the run it signed for is kept in ``state``)."""
+        """``query-request`` (requester): its file's rows encrypted and signed, once per run,
+        as ``query-batch`` messages of up to :data:`~privfl.forest.packed_holt.MAX_BATCH_ROWS`
+        rows (each row its own signed query, :meth:`Requester.query_batch`; the CS walks a
+        batch level by level with packed comparisons). Each signed query lets the CS spend
+        comparisons at the holders (:mod:`.budget`), so a CS that asks again is refused
+        (the run it signed for is kept in ``state``)."""
         if self.state.get(QUERIED) == self.run:
             raise ProtocolError(f"{self.name} already signed its queries of this run")
         layout = [(r.str_(256), r.count(1 << 16, "columns")) for _ in range(r.count(4096, "ps"))]
@@ -371,19 +349,22 @@ class Node:
         config = self.session.config(run=self.run)
         requester = Requester(self.name, config, signing_key=self.keys.signing_key)
         requester.install_keys(self.keys.grant)
-        _, x = _table(self.files.data_file, None, "data-file")
+        _, x = read_node_table(self.files.data_file, None, "data-file")
         sizes = [n for _, n in layout]
         if x.shape[1] != sum(sizes):
             raise InputError(f"the query file has {x.shape[1]} columns, the forest {sum(sizes)}")
+        if len(x) == 0:
+            raise InputError(f"the query file {self.files.data_file} has no row")
         bounds = np.cumsum([0, *sizes])
-        queries = [
-            requester.query(layout, {
-                name: row[bounds[i] : bounds[i + 1]] for i, (name, _) in enumerate(layout)
+        batches = [
+            requester.query_batch(layout, {
+                name: x[s : s + MAX_BATCH_ROWS, bounds[i] : bounds[i + 1]]
+                for i, (name, _) in enumerate(layout)
             })
-            for row in x
+            for s in range(0, len(x), MAX_BATCH_ROWS)
         ]  # fmt: skip
         self.state[QUERIED] = self.run
-        return control("queries", self.run, self.name, Writer().list_(queries))
+        return control("queries", self.run, self.name, Writer().list_(batches))
 
     def _prediction(self, r: Reader) -> bytes:
         values = [r.str_(256) for _ in range(r.count(1 << 20, "predictions"))]

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from gmpy2 import mpz
 
 from privfl.crypto import dtpkc
 from privfl.errors import InputError, MalformedMessageError
@@ -141,8 +142,17 @@ class KeyGrant:
             raise MalformedMessageError("the roster names a participant twice")
         return cls(step, params, theta, share, cs_public, cc_key, tuple(roster))
 
-    def weak_key(self) -> dtpkc.SecretKey:
-        return dtpkc.SecretKey.from_theta(self.params, int(self.theta))
+    def weak_key(self, name: str | None = None) -> dtpkc.SecretKey:
+        """θ's key pair; with ``name`` (a participant's own grant) its public key is the
+        roster's entry of that name, the h = g^θ the KGC issued in this same grant, instead
+        of recomputing g^θ (an exponentiation for every message of a node rebuilt per
+        message); θ is still checked to lie in [1, N/4]."""
+        entry = next((e for e in self.roster if e.name == name), None)
+        if entry is None:
+            return dtpkc.SecretKey.from_theta(self.params, int(self.theta))
+        if not 1 <= self.theta <= self.params.n // 4:
+            raise MalformedMessageError("weak secret key outside [1, N/4]")
+        return dtpkc.SecretKey(mpz(self.theta), entry.public)
 
     def strong_share(self) -> dtpkc.StrongKeyShare:
         return dtpkc.StrongKeyShare(self.params, self.share)

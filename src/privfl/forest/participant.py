@@ -81,6 +81,7 @@ class Participant:
         # ParHDec1 tickets paid, and the requester query ids seen
         self._budget = secure_ops.DecryptionBudget(max_queries)
         self._rng = np.random.default_rng(secrets.randbits(64))  # not secret: probed samples
+        self._fresh: list[dtpkc.Randomizer] = []  # drawn ahead for this batch's uploads only
 
     @property
     def n_columns(self) -> int:
@@ -96,7 +97,7 @@ class Participant:
         if self._sk is not None:
             raise ProtocolError(f"{self.name} already holds its keys")
         grant = KeyGrant.from_bytes(data, "participant-keys", self._config)
-        sk = grant.weak_key()
+        sk = grant.weak_key(self.name)
         largest = dtpkc.to_fixed_point(  # every value (and so every split) representable,
             float(np.abs(self._columns).max()), self._config.fraction_bits, sk.public.params
         )
@@ -134,6 +135,13 @@ class Participant:
             self._signing_key, self._config, self.name, secrets.token_bytes(16), ms
         )
         return request.to_bytes(self._config)
+
+    def prepare_uploads(self, count: int) -> None:
+        """Draw the encryption randomness of the next ``count`` split uploads ahead, on the
+        thread pool (:func:`~privfl.crypto.dtpkc.randomizers`); each is used once and none
+        is exported (a node rebuilt per batch draws afresh)."""
+        bound = min(count, self._config.max_internal_nodes)
+        self._fresh = dtpkc.randomizers(self._keys().public, bound) if bound > 0 else []
 
     def export_state(self) -> bytes:
         """Its progress through a session (pending candidates, its thresholds, the roots it
@@ -308,7 +316,8 @@ class Participant:
 
     def _encrypt(self, sk: dtpkc.SecretKey, x: float) -> dtpkc.Ciphertext:
         prm = sk.public.params
-        return dtpkc.encrypt(sk.public, dtpkc.to_fixed_point(x, self._config.fraction_bits, prm))
+        v = dtpkc.to_fixed_point(x, self._config.fraction_bits, prm)
+        return dtpkc.encrypt(sk.public, v, self._fresh.pop() if self._fresh else None)
 
     def _compare_plain(self, data: bytes) -> bytes:
         """FRF-Test: per (tree, node) of this participant's splits in the tree as grown, which

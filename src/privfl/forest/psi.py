@@ -121,11 +121,10 @@ class PsiParty:
         items = list(ids)
         if not items or len(items) > config.max_ids:
             raise InputError(f"{name}: between 1 and {config.max_ids} ids, got {len(items)}")
-        hashed = [hash_id(config.session, x) for x in items]
-        if len(set(hashed)) != len(hashed):
-            raise InputError(f"{name}: the id column has duplicates")
         self._keyed: set[str] = set()
+        self._items, self._hashed = items, list[bytes]()  # hashed once needed (:meth:`start`)
         if secret is None:
+            self._hash()  # a fresh party checks its ids at once
             self._key = X25519PrivateKey.generate()
             self._order = [int(i) for i in _permutation(len(items))]  # list position -> row
             attempt = secrets.token_bytes(ATTEMPT)  # this scalar's attempt (see Positions)
@@ -141,7 +140,6 @@ class PsiParty:
                 raise MalformedMessageError(f"{name}'s PSI state does not fit its {len(items)} ids")
             self._key = X25519PrivateKey.from_private_bytes(raw)
             self._order = [int(i) for i in perm]
-        self._hashed = [hashed[row] for row in self._order]
         self._size = SizeAnnouncement.sign(identity, config, name, len(items), attempt)
         self.rows: np.ndarray | None = None  # the output: own rows of the intersection
 
@@ -155,9 +153,20 @@ class PsiParty:
             w.str_(origin)
         return w.getvalue()
 
+    def _hash(self) -> list[bytes]:
+        """u(x) of its ids in its secret order (refusing duplicates); a party rebuilt from
+        its state to key another party's list or to finish never needs them."""
+        if not self._hashed:
+            hashed = [hash_id(self.config.session, x) for x in self._items]
+            if len(set(hashed)) != len(hashed):
+                raise InputError(f"{self.name}: the id column has duplicates")
+            self._hashed = hashed
+        return self._hashed
+
     def start(self) -> bytes:
         """Step 1: its own ids under its own scalar, in its secret order, and its size."""
-        values = tuple(_tag(u, self._key) for u in self._hashed)
+        hashed = self._hash()
+        values = tuple(_tag(hashed[row], self._key) for row in self._order)
         return PsiList(self.name, 1, values, self._size).to_bytes(
             self.config, self.name, self._identity
         )

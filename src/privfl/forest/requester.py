@@ -81,9 +81,9 @@ class Requester:
         unknown = sorted(set(sample) - {name for name, _ in layout})
         if unknown:
             raise InputError(f"unknown participant(s) in the query: {unknown}")
-        out: list[list[dtpkc.Ciphertext]] = [[] for _ in range(n_rows)]
         prm, f = self._sk.public.params, self._config.fraction_bits
-        for name, n_columns in layout:
+        values: list[list[int]] = [[] for _ in range(n_rows)]
+        for name, n_columns in layout:  # every value checked before any encryption
             if name not in sample:
                 raise InputError(f"the query lacks the columns of participant {name!r}")
             raw = sample[name]
@@ -96,5 +96,7 @@ class Requester:
                     v = dtpkc.to_fixed_point(float(x), f, prm)
                     if bound is not None and abs(v) >= bound:
                         raise InputError(f"{x} is too large for a packed comparison")
-                    out[i].append(dtpkc.encrypt(self._sk.public, v))
+                    values[i].append(v)
+        fresh = iter(dtpkc.randomizers(self._sk.public, sum(map(len, values))))  # once each
+        out = [[dtpkc.encrypt(self._sk.public, v, next(fresh)) for v in row] for row in values]
         return out

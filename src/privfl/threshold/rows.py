@@ -73,5 +73,5 @@ def sum_rows(
     """Coefficient-wise sum modulo each vector's prime (RNS addition of polynomials)."""
     total = np.zeros((len(moduli), ring), dtype=wire.U64)
     for p in payloads:
-        total = wire.add_mod(total, payload_rows(p, len(moduli), ring), moduli)
+        wire.add_mod_into(total, payload_rows(p, len(moduli), ring), moduli)
     return total

@@ -58,6 +58,7 @@ __all__ = [
     "PACKED_BITS",
     "Layout",
     "add_mod",
+    "add_mod_into",
     "check_coefficients",
     "extract",
     "loose_moduli",
@@ -75,7 +76,7 @@ U64 = np.dtype("<u8")
 PACKED_BITS = 60
 _LOW60 = np.uint64((1 << PACKED_BITS) - 1)
 _SHIFT60, _SHIFT56 = np.uint64(PACKED_BITS), np.uint64(56)
-_SHIFT8, _SHIFT4 = np.uint64(8), np.uint64(64 - PACKED_BITS)
+_SHIFT4 = np.uint64(64 - PACKED_BITS)
 
 
 def packed_bytes(count: int) -> int:
@@ -120,9 +121,8 @@ def unpack60(data: bytes | memoryview, count: int, what: str) -> bytes:
         high = np.ndarray((pairs,), dtype=U64, buffer=data, offset=7, strides=(15,))
         even, odd = out[0::2], out[1::2]
         np.bitwise_and(low, _LOW60, out=even)
-        np.right_shift(high, _SHIFT8, out=odd)
-        np.left_shift(odd, _SHIFT4, out=odd)
-        odd |= low >> _SHIFT60
+        # bytes 7..14 hold record bits 56..119, so ``high >> 4`` is bits 60..119: ``y``
+        np.right_shift(high, _SHIFT4, out=odd)
     return out.tobytes()
 
 
@@ -246,18 +246,32 @@ def check_coefficients(
 def add_mod(
     a: npt.NDArray[np.uint64], b: npt.NDArray[np.uint64], moduli: npt.NDArray[np.uint64]
 ) -> npt.NDArray[np.uint64]:
-    """``(a + b) mod q`` per vector for reduced inputs (moduli below 2^63: no overflow)."""
+    """``(a + b) mod q`` per vector for reduced inputs (moduli below 2^63: no overflow).
+
+    ``s = a + b < 2q``; ``s - q`` wraps around ``2^64`` exactly when ``s < q``, and is then
+    larger than ``s``: ``min(s, s - q)`` is the reduced sum (two passes, no mask array)."""
     s = a + b
-    q = moduli[:, None]
-    return np.where(s >= q, s - q, s)
+    np.minimum(s, s - moduli[:, None], out=s)
+    return s
+
+
+def add_mod_into(
+    acc: npt.NDArray[np.uint64], b: npt.NDArray[np.uint64], moduli: npt.NDArray[np.uint64]
+) -> None:
+    """``acc = (acc + b) mod q`` in place (:func:`add_mod` without a new array), for a
+    running sum this process owns (``acc`` reduced and writable)."""
+    np.add(acc, b, out=acc)
+    np.minimum(acc, acc - moduli[:, None], out=acc)
 
 
 def sub_mod(
     a: npt.NDArray[np.uint64], b: npt.NDArray[np.uint64], moduli: npt.NDArray[np.uint64]
 ) -> npt.NDArray[np.uint64]:
-    """``(a - b) mod q`` per vector for reduced inputs."""
-    q = moduli[:, None]
-    return np.where(a >= b, a - b, a + (q - b))
+    """``(a - b) mod q`` per vector for reduced inputs: ``a - b`` wraps around ``2^64``
+    exactly when ``a < b``, and adding ``q`` then wraps it back below ``q``."""
+    d = a - b
+    np.minimum(d, d + moduli[:, None], out=d)
+    return d
 
 
 def splice(layout: Layout, payload: bytes, tag: str) -> bytes:

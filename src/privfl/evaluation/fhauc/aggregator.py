@@ -84,11 +84,17 @@ class Aggregator:
         """Load the public context, roster and policy the key holder provisioned."""
         setup = PublicSetup.from_bytes(data)
         context = CKKSContext.deserialize(setup.public_context)
-        self.keys = SingleKey(context)  # refuses a private context
-        self.context, self.roster, self.policy = context, dict(setup.roster), setup.policy
+        self.install(SingleKey(context), dict(setup.roster), setup.policy)  # no private key
         self._public_context = setup.public_context
         if self.workers > 1 and len(self.roster) >= WARM_ROSTER:
             shared_pool(self.workers).warm(setup.public_context)
+
+    def install(self, keys: KeyBackend, roster: dict[str, bytes], policy: Policy) -> None:
+        """The key backend, roster and public policy this aggregator runs sessions under
+        (:meth:`receive_setup` with single keys; the threshold aggregator, which composes this
+        one, with its joint-key backend)."""
+        self.keys, self.roster, self.policy = keys, roster, policy
+        self.context = keys.context if isinstance(keys, SingleKey) else None
 
     # ------------------------------------------------------------------ steps
     def start_session(
@@ -126,12 +132,7 @@ class Aggregator:
             cfg.check_policy(policy)
         except ProtocolError as exc:
             raise InputError(f"the parties would refuse this session: {exc}") from None
-        # single keys: T and F in one ciphertext (half the upload) if the keys allow it;
-        # threshold keys keep their own plan's layout, with two
-        if isinstance(keys, SingleKey):
-            layout = curve.layout_for(cfg, keys.slots, True, keys.context.rotation_steps)
-        else:
-            layout = curve.layout_for(cfg, keys.slots)
+        layout = keys.layout(cfg, policy)
         missing = keys.missing_rotations(layout.rotation_steps)
         if missing:
             raise InputError(

@@ -5,8 +5,9 @@ whatever the keys are. What differs between single keys (TenSEAL, the key holder
 context) and threshold keys (OpenFHE, a joint key no party holds alone) sits behind
 :class:`KeyBackend`, which the aggregator is composed with:
 
-* the slot count and the rotations its evaluation keys support (checked before a session
-  is announced, so a session the keys cannot run is refused before any work);
+* the slot count, the session's slot layout and the rotations its evaluation keys support
+  (checked before a session is announced, so a session the keys cannot run is refused
+  before any work);
 * the multiplier ``c``: its public log2 range and the form in which it is applied (an integer
   at scale 1, or ``c / 2^j`` at one level, :meth:`KeyBackend.session_multiplier`);
 * public-key encryption (an honest aggregator never needs it; a deviating one may encrypt
@@ -31,6 +32,7 @@ from privfl.crypto.ckks import CKKSContext
 from privfl.errors import ProtocolError
 from privfl.evaluation.fhauc import curve
 from privfl.evaluation.fhauc.ciphertext import HECiphertext
+from privfl.evaluation.fhauc.layout import Layout
 from privfl.evaluation.fhauc.messages import SessionConfig
 from privfl.evaluation.fhauc.policy import Policy
 from privfl.evaluation.fhauc.reveal import Reveal
@@ -50,6 +52,11 @@ class KeyBackend(Protocol):
     @property
     def slots(self) -> int:
         """Slots per ciphertext."""
+        ...
+
+    def layout(self, config: SessionConfig, policy: Policy) -> Layout:
+        """Where the session's values sit in the slots (checked against
+        :meth:`missing_rotations` before the session is announced)."""
         ...
 
     def missing_rotations(self, steps: Sequence[int]) -> list[int]:
@@ -82,6 +89,10 @@ class SingleKey:
     @property
     def slots(self) -> int:
         return self.context.params.slots
+
+    def layout(self, config: SessionConfig, policy: Policy) -> Layout:
+        """T and F in one ciphertext (half the upload) when the rotation keys allow it."""
+        return curve.layout_for(config, self.slots, True, self.context.rotation_steps)
 
     def missing_rotations(self, steps: Sequence[int]) -> list[int]:
         return sorted(set(steps) - set(self.context.rotation_steps))

@@ -52,7 +52,9 @@ MAX_NAME_BYTES = 128
 AGGREGATOR = "aggregator"
 
 
-def _signed_data(step: str, session: bytes, sender: str, body: bytes) -> tuple[bytes, bytes]:
+def _signed_data(
+    step: str, session: bytes, sender: str, body: bytes | memoryview
+) -> tuple[bytes, bytes | memoryview]:
     """What a party signs: the encoding of (step, session, sender, body), in two parts so
     that a large body is hashed in place."""
     head = Writer().str_(step).bytes_(session).str_(sender).u32(len(body)).getvalue()
@@ -70,7 +72,7 @@ def open_signed(
 ) -> tuple[str, bytes, Reader]:
     """Check the header and the sender's signature; returns (sender, session, body reader)."""
     header, r = CODEC.decode(data, step, session)
-    body, sig = r.bytes_(), r.bytes_(SIGNATURE_BYTES)
+    body, sig = r.view(len(data)), r.bytes_(SIGNATURE_BYTES)  # the body is a view: no copy
     r.end()
     verify_signed(
         roster,

@@ -20,7 +20,7 @@ order checks; the state holds nothing secret beyond the party's own two totals.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +44,7 @@ from privfl.evaluation.fhauc.party_state import SessionState, Stage
 from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.session import check_start, new_nonce, parse_config, session_key
+from privfl.evaluation.fhauc.steps import Step
 from privfl.evaluation.fhauc.uploads import PartyUpload, Result, Upload
 from privfl.evaluation.fhauc.variant import Malicious, Outcome, PartyView, variant_for
 from privfl.evaluation.statistics import (
@@ -171,6 +172,10 @@ class Party:
         self.state = restored
 
     # ------------------------------------------------------------------ steps
+    def handlers(self) -> dict[Step, Callable[[bytes], bytes]]:
+        """This party's steps before ``result`` (:func:`~.schedule.party_step`)."""
+        return {Step.JOIN: self.join, Step.UPLOAD: self.upload}
+
     def join(self, data: bytes) -> bytes:
         """Check the announced config against this party's roster and policy, draw a fresh
         nonce and answer with a signed Join. An unfinished earlier session is abandoned for

@@ -30,6 +30,7 @@ from privfl.evaluation.fhauc.key_holder import KeyHolder
 from privfl.evaluation.fhauc.party import Party
 from privfl.evaluation.fhauc.policy import Policy
 from privfl.evaluation.fhauc.reveal import Reveal
+from privfl.evaluation.fhauc.rounds import AnyAggregator
 from privfl.evaluation.fhauc.threshold import setup as threshold_setup
 from privfl.evaluation.fhauc.threshold.aggregator import threshold_aggregator
 from privfl.evaluation.fhauc.threshold.party import ThresholdFhaucParty
@@ -63,14 +64,19 @@ def check_combination(keys: str | None, reveal: Reveal = Reveal.AUC) -> KeyMode:
     return "threshold"
 
 
-def make_aggregator(keys: str, computation: Aggregator | None = None) -> Aggregator:
+def make_aggregator(keys: str, computation: AnyAggregator | None = None) -> AnyAggregator:
     """The aggregator for ``keys``. ``computation``: the :class:`Aggregator` whose
     :meth:`~Aggregator.aggregate` runs (default: the honest one; pass e.g. one of the tamper
-    suite to test robustness). With threshold keys it is composed into the threshold
-    aggregator (:func:`~.threshold.aggregator.threshold_aggregator`)."""
+    suite to test robustness). With threshold keys it is composed into a threshold
+    aggregator (:class:`~.threshold.aggregator.ThresholdAggregator`, which holds it with the
+    joint-key backend); the one schedule runs either (:mod:`~.rounds`)."""
     if check_combination(keys) == "threshold":
         return threshold_aggregator(computation)
-    return computation if computation is not None else Aggregator()
+    if isinstance(computation, Aggregator):
+        return computation
+    if computation is not None:
+        raise InputError("keys='single' takes an Aggregator, not a threshold aggregator")
+    return Aggregator()
 
 
 @dataclass(frozen=True)
@@ -81,7 +87,7 @@ class Federation:
     names: tuple[str, ...]
     identities: dict[str, keywrap.IdentityKey]
     roster: dict[str, bytes]
-    aggregator: Aggregator
+    aggregator: AnyAggregator
 
     @property
     def provisioner(self) -> str:
@@ -150,7 +156,7 @@ def make_party(
     )
 
 
-def in_process(names: Sequence[str], keys: str, computation: Aggregator | None) -> Federation:
+def in_process(names: Sequence[str], keys: str, computation: AnyAggregator | None) -> Federation:
     """Fresh identities for ``names`` (pinned in one roster) and the aggregator for
     ``keys`` (see :func:`make_aggregator`)."""
     identities = {n: keywrap.IdentityKey() for n in names}

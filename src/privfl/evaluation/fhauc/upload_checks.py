@@ -70,7 +70,7 @@ class UploadCheck:
         message = PartyUpload.from_bytes(data, self.session, self.roster)
         if message.sender != claimed or message.sender not in self.parties:
             raise UnknownPartyError(
-                f"an upload signed by {message.sender!r} arrived as {claimed!r}'s"
+                f"an upload signed by {message.sender!r} arrived as {_shown(claimed)}'s"
             )
         if message.transcript != self.transcript:
             raise ProtocolError(f"the upload of {message.sender} belongs to another session")
@@ -81,6 +81,17 @@ class UploadCheck:
             )
         t, f, d = self.shape
         return message.open(context, t, d, self.scale_bits, f)
+
+
+SHOWN_NAME_CHARS = 128
+
+
+def _shown(name: str) -> str:
+    """``name`` as a refusal quotes it: the transport's claim, any length, so at most
+    :data:`SHOWN_NAME_CHARS` characters of it (and its length)."""
+    if len(name) <= SHOWN_NAME_CHARS:
+        return repr(name)
+    return f"{name[:SHOWN_NAME_CHARS]!r}... ({len(name)} characters)"
 
 
 def sum_uploads(per_party: Iterable[Sequence[Upload]], label: str) -> list[Upload]:

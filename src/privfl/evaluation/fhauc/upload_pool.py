@@ -4,17 +4,18 @@ TenSEAL's SEAL bindings hold the GIL, so threads cannot load ciphertexts in para
 persistent pool of helper *processes* can. :func:`shared_pool` starts them once per process
 (fresh interpreters, ``python -m``: safe in notebooks, in scripts without a
 ``__main__`` guard and next to OpenFHE/TenSEAL threads) and keeps
-them for every later session and aggregator. Per session the uploads (as received) are cut
-into contiguous chunks, one for the aggregator's own process and one per helper. Each
-helper's chunk is written back to back into a memory file (``memfd``) the helper reads at its
-own pace, and a short job (the public
-:class:`~privfl.evaluation.fhauc.upload_checks.UploadCheck`, the claimed senders, the sizes)
-goes through a pipe; the helper verifies and loads each upload exactly as the aggregator would
+them for every later session and aggregator. Per session the uploads (as received) are
+handed out one at a time from a queue the aggregator's process owns
+(:mod:`~privfl.evaluation.fhauc.upload_queue`): it takes the next one for itself, and grants
+the next one to each helper that asks (its bytes appended to that helper's memory file,
+``memfd``, which the helper reads at its own pace), so every process works until the queue is
+empty. A helper verifies and loads each upload exactly as the aggregator would
 (:meth:`UploadCheck.open`), adds them as they come and returns one serialised partial sum per
 ciphertext. The aggregator adds the partial sums: SEAL's additions are exact modulo each
-prime, so the result is bit-identical to the in-process sum. (Feeding the uploads through the
-pipe itself was slower: the sending thread waited for the GIL between pipe buffers while this
-process loaded ciphertexts, which starved the helper of the 1.1 MB malicious uploads.)
+prime, so the result is bit-identical to the in-process sum, whoever took which upload.
+(Feeding the uploads through the pipe itself was slower: the sending thread waited for the
+GIL between pipe buffers while this process loaded ciphertexts, which starved the helper of
+the 1.1 MB malicious uploads.)
 
 What a worker holds: the public CKKS context (evaluation keys, no secret key) and the
 session's public facts; it learns what the aggregator learns (nothing in plaintext). The
@@ -29,10 +30,9 @@ import hashlib
 import os
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
@@ -40,8 +40,9 @@ import privfl
 from privfl import errors
 from privfl.crypto.ckks import CKKSContext
 from privfl.errors import InputError, MalformedMessageError, PrivflError, ProtocolError
-from privfl.evaluation.fhauc.ciphertext import HECiphertext, as_seal
+from privfl.evaluation.fhauc.ciphertext import HECiphertext
 from privfl.evaluation.fhauc.upload_checks import UploadCheck, sum_uploads
+from privfl.evaluation.fhauc.upload_queue import MESSAGE_BYTES, MemFile, SharedQueue, serve_sum
 from privfl.evaluation.fhauc.uploads import Upload
 from privfl.messages import Reader, Writer
 
@@ -52,8 +53,6 @@ MAX_WORKERS = 64
 # transfer and the partial sums cost more than they save
 # (``benchmarks/fhauc_scale.py --crossover``).
 MIN_PARALLEL_CIPHERTEXTS = 48
-NAME_BYTES = 1 << 16  # a claimed sender's name, as the transport delivered it
-MESSAGE_BYTES = 1 << 14  # a refusal's text, as the helper raised it
 # An aggregator provisioned for at least this many parties starts its workers at key setup.
 WARM_ROSTER = 16
 
@@ -98,72 +97,11 @@ _ERRORS: dict[str, type[PrivflError]] = {
 }
 
 
-def _text(message: str) -> bytes:
-    return message.encode("utf-8")[:MESSAGE_BYTES]
-
-
-def _sum_chunk(context: CKKSContext | None, job: Reader) -> Writer:
-    """A helper's answer to one ``sum`` job: per execution the serialised (T, F, D) sums of
-    the job's uploads, read one at a time from the file the aggregator's process wrote them
-    to (:func:`_spool`) and added as they come."""
-    check = UploadCheck.from_bytes(job.bytes_())
-    count = job.count(1 << 20, "uploads")
-    claimed = [job.bytes_(NAME_BYTES).decode("utf-8", "surrogatepass") for _ in range(count)]
-    path = job.bytes_(4096).decode()
-    sizes = [job.u64() for _ in range(count)]
-    job.end()
-    if context is None:
-        raise ProtocolError("upload worker: no public context")
-    fd = os.open(path, os.O_RDONLY)
-    try:
-
-        def opened() -> Iterator[list[Upload]]:
-            offset = 0
-            for name, size in zip(claimed, sizes, strict=True):
-                data = os.pread(fd, size, offset)
-                offset += size
-                yield check.open(ctx, name, data)
-
-        ctx = context
-        sums = sum_uploads(opened(), "partial sum")
-    finally:
-        os.close(fd)
-    w = Writer().str_("ok").u32(len(sums))
-    for u in sums:
-        for vec in (u.t, u.f, u.d):
-            w.list_([as_seal(c).to_bytes() for c in vec])
-    return w
-
-
-def _spool(chunk: Sequence[bytes]) -> tuple[int, str]:
-    """Write ``chunk`` back to back into a memory file (``memfd``; elsewhere a temporary
-    file) a helper reads at its own pace: one ``writev`` per 1,024 uploads, no waiting for the
-    helper and no GIL hand-over per pipe buffer while this process loads ciphertexts. Returns
-    the open descriptor and the path the helper opens (the caller closes the descriptor and,
-    where it is not ``/proc/...``, removes the file)."""
-    if hasattr(os, "memfd_create"):
-        fd = os.memfd_create("privfl-uploads")
-        path = f"/proc/{os.getpid()}/fd/{fd}"
-    else:  # pragma: no cover - not Linux: a private temporary file, removed by the caller
-        fd, path = tempfile.mkstemp(prefix="privfl-uploads-")
-    try:
-        for i in range(0, len(chunk), 1024):
-            part = list(chunk[i : i + 1024])
-            want, done = sum(len(b) for b in part), os.writev(fd, part)
-            if done != want:  # a short write: finish the rest one by one
-                rest = b"".join(part)[done:]
-                while rest:
-                    rest = rest[os.write(fd, rest) :]
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd, path
-
-
 def worker_main(conn: Connection, out: Connection) -> None:
     """One upload worker's loop (runs in its own process, reads ``conn``, answers on
     ``out``): a ``context`` job replaces the public context; a ``sum`` job verifies, loads
-    and sums a chunk of uploads."""
+    and sums the uploads the aggregator's process grants it
+    (:func:`~privfl.evaluation.fhauc.upload_queue.serve_sum`)."""
     context: CKKSContext | None = None
     while True:
         try:
@@ -173,13 +111,7 @@ def worker_main(conn: Connection, out: Connection) -> None:
                 context = CKKSContext.deserialize(job.bytes_())
                 continue
             c0 = time.process_time()
-            try:
-                w = _sum_chunk(context, job)
-            except PrivflError as exc:
-                w = Writer().str_("error").str_(type(exc).__name__).bytes_(_text(str(exc)))
-            except (ValueError, RuntimeError, TypeError) as exc:  # SEAL refused to combine
-                w = Writer().str_("error").str_("MalformedMessageError")
-                w.bytes_(_text(f"the uploads cannot be combined ({exc})"))
+            w = serve_sum(context, job, conn, out)
             out.send_bytes(w.f64(time.process_time() - c0).getvalue())
         except (EOFError, OSError):
             return
@@ -192,20 +124,27 @@ def _load(
     return list[HECiphertext](t), list[HECiphertext](f), list[HECiphertext](d)
 
 
-def _read_reply(data: bytes, executions: int) -> tuple[list[Sums], float]:
-    """A worker's reply: its partial sums and CPU seconds; a refusal is raised as the worker
-    raised it."""
+def _read_reply(
+    data: bytes, executions: int
+) -> tuple[tuple[int, PrivflError] | None, list[Sums], float]:
+    """A worker's final answer: its refusal (the upload's index and the error, as the
+    worker raised it) or its partial sums (none if it was granted nothing), and its CPU
+    seconds."""
     r = Reader(data, "upload worker reply")
     if r.str_() == "error":
+        index = r.u64()
         cls = _ERRORS.get(r.str_(), ProtocolError)
         message = r.bytes_(MESSAGE_BYTES).decode("utf-8", errors="replace")
-        raise cls(message)
-    if r.u32() != executions:
+        cpu = r.f64()
+        r.end()
+        return (index, cls(message)), [], cpu
+    count = r.u32()
+    if count not in (0, executions):
         raise ProtocolError("upload worker: wrong number of executions")
-    sums = [(r.list_(), r.list_(), r.list_()) for _ in range(executions)]
+    sums = [(r.list_(), r.list_(), r.list_()) for _ in range(count)]
     cpu = r.f64()
     r.end()
-    return sums, cpu
+    return None, sums, cpu
 
 
 @dataclass
@@ -215,6 +154,7 @@ class _Helper:
     proc: subprocess.Popen[bytes]
     send: Connection
     recv: Connection
+    file: MemFile
     context_key: bytes = b""
 
 
@@ -252,7 +192,10 @@ def _start_helper() -> _Helper:
     os.close(from_child[1])
     _widen(to_child[1])
     return _Helper(
-        proc, Connection(to_child[1], readable=False), Connection(from_child[0], writable=False)
+        proc,
+        Connection(to_child[1], readable=False),
+        Connection(from_child[0], writable=False),
+        MemFile(),
     )
 
 
@@ -264,6 +207,9 @@ class UploadPool:
         self._helpers = [_start_helper() for _ in range(helpers)]
         self._lock = threading.RLock()  # one session (or warm-up) at a time on the pipes
         self.pid = os.getpid()
+        # the last public context hashed, and its digest: the aggregator passes the same
+        # bytes object every session, so its several MB are hashed once, not per session
+        self._context: tuple[bytes, bytes] | None = None
 
     @property
     def alive(self) -> bool:
@@ -274,7 +220,12 @@ class UploadPool:
         """Hand the public context to every worker now (each loads it while the caller goes
         on), so that the first session does not wait for it. A helper that died is noticed
         by the next session (:func:`shared_pool` replaces the pool)."""
-        key = hashlib.sha256(public_context).digest()
+        if self._context is None or self._context[0] is not public_context:
+            key = hashlib.sha256(public_context).digest()
+            if type(public_context) is bytes:  # immutable: the same object, the same digest
+                self._context = (public_context, key)
+        else:
+            key = self._context[1]
         with self._lock:
             for helper in self._helpers:
                 if helper.context_key != key:
@@ -292,38 +243,33 @@ class UploadPool:
         check: UploadCheck,
         items: Sequence[tuple[str, bytes]],
     ) -> tuple[list[list[Upload]], float]:
-        """Split ``items`` ((claimed sender, upload bytes), in order) into contiguous chunks:
-        the first for this process (``context``: the caller's public context), one for each
-        helper. Returns per chunk and execution the partial sum as an :class:`Upload`, and
-        the helpers' CPU seconds. The first refusal, in the order of ``items``, is raised as
-        it was raised (every helper's answer is read first, so the pipes stay in step)."""
+        """Verify, load and add ``items`` ((claimed sender, upload bytes), in order) in this
+        process (``context``: the caller's public context) and in the helpers, each taking
+        the next upload when it is free (:class:`~.upload_queue.SharedQueue`). Returns per
+        process that took any and per execution the partial sum as an :class:`Upload`, and
+        the helpers' CPU seconds. The refusal of the first refused upload, in the order of
+        ``items``, is raised as it was raised (every helper's answer is read first, so the
+        pipes stay in step)."""
         with self._lock:  # one session at a time on the pipes
-            n = min(len(self._helpers) + 1, len(items))
-            bounds = [len(items) * w // n for w in range(n + 1)]
-            header = check.to_bytes()
-            spools: list[tuple[int, str]] = []
+            helpers = self._helpers[: max(0, min(len(self._helpers), len(items) - 1))]
+            queue = SharedQueue(items, [(h.send, h.recv, h.file) for h in helpers])
+            refused: list[tuple[int, PrivflError]] = []
+            local: list[Upload] = []
             try:
                 self.warm(public_context)
-                for w in range(1, n):
-                    chunk = items[bounds[w] : bounds[w + 1]]
-                    fd, path = _spool([data for _, data in chunk])
-                    spools.append((fd, path))
-                    job = Writer().str_("sum").bytes_(header).u32(len(chunk))
-                    for name, _ in chunk:
-                        job.bytes_(name.encode("utf-8", "surrogatepass"))  # as it arrived
-                    job.bytes_(path.encode())
-                    for _, data in chunk:
-                        job.u64(len(data))
-                    self._helpers[w - 1].send.send_bytes(job.getvalue())
-                local: list[Upload] | PrivflError
+                queue.start(check)
                 try:
-                    own = (check.open(context, name, data) for name, data in items[: bounds[1]])
-                    local = sum_uploads(own, "partial sum 0")
+                    local = sum_uploads(
+                        queue.own(lambda name, data: check.open(context, name, data)),
+                        "partial sum 0",
+                    )
                 except PrivflError as exc:
-                    local = exc
+                    refused.append((queue.current, exc))
                 except (ValueError, RuntimeError, TypeError) as exc:  # as the helpers refuse
-                    local = MalformedMessageError(f"the uploads cannot be combined ({exc})")
-                replies = [self._helpers[w - 1].recv.recv_bytes() for w in range(1, n)]
+                    if not (queue.own_done and queue.current < 0):  # else: it took none
+                        error = MalformedMessageError(f"the uploads cannot be combined ({exc})")
+                        refused.append((queue.current, error))
+                replies = queue.finish()
             except (EOFError, OSError) as exc:
                 self.close()
                 raise ProtocolError(f"an upload worker stopped ({exc!r})") from None
@@ -331,22 +277,22 @@ class UploadPool:
                 self.close()
                 raise
             finally:
-                for fd, path in spools:
-                    os.close(fd)
-                    if not path.startswith("/proc/"):  # pragma: no cover - not Linux
-                        os.unlink(path)
-            if isinstance(local, PrivflError):
-                raise local
-            partials, cpu = [local], 0.0
+                queue.close()
+            partials, cpu = [local] if local else [], 0.0
             for w, data in enumerate(replies, 1):
-                sums, seconds = _read_reply(data, check.executions)
+                refusal, sums, seconds = _read_reply(data, check.executions)
                 cpu += seconds
-                partials.append(
-                    [
-                        Upload(f"partial sum {w}", check.session, *_load(context, t, f, d), e)
-                        for e, (t, f, d) in enumerate(sums)
-                    ]
-                )
+                if refusal is not None:
+                    refused.append(refusal)
+                if sums:
+                    partials.append(
+                        [
+                            Upload(f"partial sum {w}", check.session, *_load(context, t, f, d), e)
+                            for e, (t, f, d) in enumerate(sums)
+                        ]
+                    )
+            if refused:
+                raise min(refused, key=lambda r: r[0])[1]
             return partials, cpu
 
     def close(self) -> None:
@@ -354,6 +300,7 @@ class UploadPool:
         for helper in self._helpers:
             helper.send.close()
             helper.recv.close()
+            helper.file.close()
         for helper in self._helpers:
             try:
                 helper.proc.wait(timeout=2)

@@ -64,7 +64,6 @@ from privfl.evaluation.fhauc.steps import Step
 from privfl.evaluation.fhauc.threshold.keyset import export_key_set, import_key_set
 from privfl.evaluation.fhauc.threshold.ops import fhauc_parameters
 from privfl.evaluation.fhauc.threshold.party import ThresholdFhaucParty
-from privfl.evaluation.fhauc.threshold.schedule import threshold_party_step
 from privfl.federation.flower import timing
 from privfl.federation.flower.node_table import read_columns
 from privfl.federation.flower.payload import pack, unpack
@@ -251,19 +250,12 @@ def run_step(
     party = _party(context)
     if phases is not None:
         phases.loaded()
-    if isinstance(party, ThresholdFhaucParty):
-        try:
-            answer, result = threshold_party_step(party, step, data)
-        finally:
-            _save_threshold(context, party)
-        if result is not None:
-            _write_result(context, result)
-            log(INFO, "privfl FHAUC result for %s: AUC = %.8f", result.party, result.auc)
-        return party.name, answer
     try:
-        answer, result = fhauc.party_step(party, step, data)
+        answer, result = fhauc.party_step(party, step, data)  # one step handler, both key modes
     finally:
-        if party.state is not None:
+        if isinstance(party, ThresholdFhaucParty):
+            _save_threshold(context, party)
+        elif party.state is not None:
             context.state[STATE] = ConfigRecord({"state": party.state.to_bytes()})
     if result is not None:
         path = _write_result(context, result)
@@ -304,7 +296,7 @@ def result(message: Message, context: Context) -> Message:
 
 
 # threshold keys (``privfl keys init --keys threshold``): the key-generation and decryption
-# rounds of :mod:`privfl.evaluation.fhauc.threshold.schedule`
+# rounds of the one schedule (:mod:`privfl.evaluation.fhauc.rounds`)
 @app.query("fhauc_keygen")
 def keygen(message: Message, context: Context) -> Message:
     """Check every party's join, sample this party's key share, send its public part."""

@@ -64,6 +64,7 @@ from flwr.serverapp import Grid
 from privfl.errors import InputError, MalformedMessageError, PrivflError
 from privfl.evaluation import fhauc
 from privfl.evaluation.fhauc.policy import Security
+from privfl.evaluation.fhauc.transport import Transport
 from privfl.federation.flower.payload import pack
 from privfl.federation.flower.server_app import PartyFailure, _claims, _round, _wait_for_nodes
 from privfl.federation.provisioning import load_aggregator_keys
@@ -101,7 +102,7 @@ class RoundRecord:
         return out
 
 
-class EvalTransport:
+class EvalTransport(Transport):
     """Delivers one FHAUC step of evaluation round ``server_round`` to the clients: the step's
     protocol bytes plus the round number (and, at the join, the model's arrays)."""
 

@@ -59,10 +59,10 @@ from privfl.evaluation import fhauc
 from privfl.evaluation.fhauc import roles
 from privfl.evaluation.fhauc.policy import Security
 from privfl.evaluation.fhauc.reveal import Reveal
-from privfl.evaluation.fhauc.threshold.aggregator import ThresholdMixin
+from privfl.evaluation.fhauc.threshold.aggregator import ThresholdAggregator
 from privfl.evaluation.fhauc.threshold.keyset import export_server_key_set, import_server_key_set
 from privfl.evaluation.fhauc.threshold.ops import fhauc_parameters
-from privfl.evaluation.fhauc.threshold.schedule import run_threshold_session
+from privfl.evaluation.fhauc.transport import Transport
 from privfl.federation.flower.payload import pack
 from privfl.federation.flower.rounds import NodeFailure, check_reply, exchange, node_label
 from privfl.federation.provisioning import load_aggregator_keys
@@ -91,7 +91,7 @@ def _round(
     return exchange(grid, name, contents, targets, timeout, failure=PartyFailure)
 
 
-class FlowerTransport:
+class FlowerTransport(Transport):
     """Delivers each protocol step to the parties' SuperNodes over ``grid``.
 
     Which node plays which party (``node_of``) is learnt, when not given, from the first step,
@@ -224,7 +224,7 @@ class KeptKeySet:
       with a log line saying so: the next run re-keys. No failure leaves a deployment stuck.
     """
 
-    def __init__(self, path: Path, agg: ThresholdMixin) -> None:
+    def __init__(self, path: Path, agg: ThresholdAggregator) -> None:
         self.path, self.agg = path, agg
         self.enabled = path != Path(os.devnull)
 
@@ -281,7 +281,7 @@ def _run(grid: Grid, context: Context) -> None:
     agg = roles.make_aggregator(keys.keys)
     agg.receive_setup(keys.public_setup)
     kept = Path(str(_cfg(context, "key-set-file", "")).strip() or os.devnull)
-    if isinstance(agg, ThresholdMixin) and kept != Path(os.devnull) and kept.is_file():
+    if isinstance(agg, ThresholdAggregator) and kept != Path(os.devnull) and kept.is_file():
         agg.key_set = import_server_key_set(kept.read_bytes(), fhauc_parameters())
 
     nodes = _wait_for_nodes(grid, len(expected), timeout)
@@ -297,10 +297,10 @@ def _run(grid: Grid, context: Context) -> None:
         Reveal.parse(str(_cfg(context, "reveal", Reveal.AUC.value)).strip()),
     )
     try:
-        if isinstance(agg, ThresholdMixin):
+        if isinstance(agg, ThresholdAggregator):
             keep = KeptKeySet(kept, agg)
             try:
-                report = run_threshold_session(agg, transport, request, spent=keep.spent).report
+                report = fhauc.run_session(agg, transport, request, spent=keep.spent)
             except Exception:  # any failure: keep the file in step with the parties
                 keep.failed(joined=transport.node_of is not None)
                 raise

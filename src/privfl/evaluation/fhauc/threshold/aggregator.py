@@ -1,14 +1,21 @@
-"""The FHAUC aggregator with threshold keys: the single-key aggregator's computation, run on
-ciphertexts under a joint key it helps assemble but can never decrypt.
+"""The FHAUC aggregator with threshold keys: the one :class:`~..aggregator.Aggregator`'s
+computation, run on ciphertexts under a joint key it helps assemble but can never decrypt.
 
-It holds the roster, the public policy and, per session, a
-:class:`~privfl.threshold.ThresholdServer` (sums of the parties' public key-generation
-contributions, the joint public and evaluation keys; no share). Steps:
-``start_session`` / ``collect_joins`` (as single-key) · ``add_keygen_share`` per party
-and ``finish_keygen`` · ``relay_checks`` · ``add_mult_share`` per party, ``finish_keys`` and
-``install_keys`` · ``request_decryptions`` (aggregates with :meth:`Aggregator.aggregate`,
-unchanged) · ``lead_requests`` · ``relay_reveal`` · ``collect_done``. Key material is added
-as each party's message arrives, so the aggregator never holds ``M`` key shares at once.
+Composition, not inheritance: a :class:`ThresholdAggregator` holds, as attributes set in
+``__init__``, its ``computation`` (the one :class:`Aggregator`, or any subclass such as the
+tamper suite's: it runs ``start_session``, ``collect_joins``, ``aggregate`` and
+``collect_done`` with its own public state, nothing is copied into it) and its key state: the
+:class:`~.keys.ThresholdKeys` backend the computation encrypts and operates under, the
+session's :class:`~.plan.Plan`, a :class:`~privfl.threshold.ThresholdServer` (sums of the
+parties' public key-generation contributions, the joint public and evaluation keys; no share),
+the lead and the kept :class:`~.keyset.ServerKeySet`. Steps: ``start_session`` /
+``collect_joins`` (the computation's, then the plan and key rounds) · ``add_keygen_share``
+per party and ``finish_keygen`` · ``relay_checks`` · ``add_mult_share`` per party,
+``finish_keys`` and ``install_keys`` · ``request_decryptions`` (aggregates with the
+computation's :meth:`Aggregator.aggregate`, unchanged) · ``lead_requests`` · ``relay_reveal``
+· ``collect_done``. Key material is added as each party's message arrives, so the aggregator
+never holds ``M`` key shares at once. The one schedule drives these steps through
+:class:`~privfl.evaluation.fhauc.rounds.ThresholdRounds`.
 
 Why it never learns the AUC (it knows its multiplier ``c``, so any fused reply would give
 it away): a reply is decrypted as ``c0 + sum_i s_i c1 + e``. Every party but the lead sends
@@ -43,8 +50,8 @@ from privfl import threshold as tr
 from privfl.crypto import threshold as th
 from privfl.errors import MalformedMessageError, ProtocolError, UnknownPartyError
 from privfl.evaluation.fhauc.aggregator import Aggregator
-from privfl.evaluation.fhauc.messages import AGGREGATOR
-from privfl.evaluation.fhauc.policy import Security
+from privfl.evaluation.fhauc.messages import AGGREGATOR, SessionConfig
+from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.session import check_joins
 from privfl.evaluation.fhauc.threshold import messages as tmsg
@@ -56,34 +63,64 @@ from privfl.evaluation.fhauc.threshold.setup import ThresholdPublicSetup
 from privfl.evaluation.fhauc.uploads import Upload
 from privfl.evaluation.statistics import ScoreRange
 
-__all__ = ["ThresholdAggregator", "ThresholdMixin", "threshold_aggregator"]
+__all__ = ["ThresholdAggregator", "threshold_aggregator"]
 
 KeyShareT = TypeVar("KeyShareT", th.KeyGenShare, th.MultKeyShare)
 
 
-class ThresholdMixin(Aggregator):
-    """The threshold steps; combine with any :class:`Aggregator` subclass (its
-    :meth:`aggregate` is used as is). See the module docstring."""
+class ThresholdAggregator:
+    """The threshold aggregator (see the module docstring). ``computation``: the
+    :class:`Aggregator` whose steps and :meth:`~Aggregator.aggregate` run on the joint-key
+    ciphertexts (default: the honest one); pass any subclass, e.g. from the tamper suite, to
+    test robustness."""
 
-    def _threshold_init(self) -> None:
-        if not hasattr(self, "computation"):
-            self.computation: Aggregator = self
+    name = AGGREGATOR
+
+    def __init__(self, computation: Aggregator | None = None) -> None:
+        self.computation: Aggregator = Aggregator() if computation is None else computation
+        self.keys = ThresholdKeys()  # the computation's key backend (receive_setup)
         self.server: tr.ThresholdServer | None = None
         self.plan: tp.Plan | None = None
         self.lead = ""
+        self.key_set: ServerKeySet | None = None  # kept across sessions (.keyset)
+        self.reuse_keys = True  # announce the kept key set when it fits (False: re-key)
         self._commitments: tuple[bytes, ...] = ()
         self._requests: list[th.DecryptionRequest] = []
         self._uploads: dict[str, tmsg.ThresholdUpload] = {}
         self._keys_installed = False
-        self.key_set: ServerKeySet | None = None  # kept across sessions (.keyset)
-        self.reuse_keys = True  # announce the kept key set when it fits (False: re-key)
 
+    # ------------------------------------------------------------------ public state
+    @property
+    def roster(self) -> dict[str, bytes]:
+        return self.computation.roster
+
+    @property
+    def policy(self) -> Policy | None:
+        return self.computation.policy
+
+    @property
+    def config(self) -> SessionConfig | None:
+        return self.computation.config
+
+    @property
+    def transcript(self) -> bytes | None:
+        return self.computation.transcript
+
+    @property
+    def session_config(self) -> SessionConfig:
+        """The current session's config (ProtocolError before :meth:`start_session`)."""
+        return self.computation.session_config
+
+    @property
+    def executions(self) -> int:
+        """Independent executions of the current session."""
+        return self.computation.executions
+
+    # ------------------------------------------------------------------ steps
     def receive_setup(self, data: bytes) -> None:
         """Roster and public policy; there is no key material to receive."""
         setup = ThresholdPublicSetup.from_bytes(data)
-        self.roster, self.policy = dict(setup.roster), setup.policy
-        self.keys, self.context = ThresholdKeys(), None
-        self._threshold_init()
+        self.computation.install(self.keys, dict(setup.roster), setup.policy)
 
     def start_session(
         self,
@@ -94,25 +131,26 @@ class ThresholdMixin(Aggregator):
         splits: int = 4,
         reveal: str | Reveal = Reveal.AUC,
     ) -> bytes:
-        """Announce a session (as single-key, every ``reveal`` mode); refuses before any work
-        one the joint key cannot run (too many parties for the parameter set, more joint
-        decryptions than the key set's budget)."""
-        data = super().start_session(parties, thresholds, score_range, security, splits, reveal)
-        plan = self.plan = tp.plan(self._config(), self._policy())
-        self.layout = plan.layout  # the plan's (semi-honest AUC: T and F in one ciphertext)
-        self._threshold_keys().install(None)
+        """Announce a session (the computation's :meth:`Aggregator.start_session`, every
+        ``reveal`` mode); refuses before any work one the joint key cannot run (too many
+        parties for the parameter set, more joint decryptions than the key set's budget)."""
+        comp = self.computation
+        data = comp.start_session(parties, thresholds, score_range, security, splits, reveal)
+        cfg = comp.session_config
+        plan = self.plan = tp.plan(cfg, self._policy())
+        self.keys.install(None)
         self.server, self._requests = None, []
         self._uploads, self._keys_installed = {}, False
         kept, need = self.key_set, plan.executions * plan.requests_per_execution
-        if self.reuse_keys and kept and kept.fits(self._config().parties, need, plan.params):
-            self.config = replace(self._config(), key_set=kept.key_id)  # no key rounds
+        if self.reuse_keys and kept and kept.fits(cfg.parties, need, plan.params):
+            comp.config = replace(cfg, key_set=kept.key_id)  # announced: no key rounds
             self.server, self._keys_installed = kept.server, True
-            return self.config.to_bytes()
+            return comp.config.to_bytes()
         return data
 
     def collect_joins(self, joins: Mapping[str, bytes]) -> bytes:
-        """Check and relay the joins (as single-key) and open this session's key rounds."""
-        start = super().collect_joins(joins)
+        """Check and relay the joins (the computation's) and open this session's key rounds."""
+        start = self.computation.collect_joins(joins)
         if self.transcript is None:
             raise ProtocolError("the joins fixed no transcript")
         transcript = tp.threshold_transcript(self.transcript)
@@ -135,13 +173,6 @@ class ThresholdMixin(Aggregator):
         """Key generation round 1, end: the joint public and switching keys (every party's
         contribution must have been added)."""
         return self._server().joint_public_keys().to_bytes()
-
-    def combine_keygen(self, shares: Mapping[str, bytes]) -> bytes:
-        """Key generation round 1 from all contributions at once (:meth:`add_keygen_share`
-        for each party in the config's order, then :meth:`finish_keygen`)."""
-        for p in self._config().parties:
-            self.add_keygen_share(p, shares[p])
-        return self.finish_keygen()
 
     def relay_checks(self, checks: Mapping[str, bytes]) -> bytes:
         """Relay every party's signed key sketch (each party checks them itself); the lead
@@ -192,19 +223,6 @@ class ThresholdMixin(Aggregator):
         self._keys_installed = True
         self.key_set = ServerKeySet(server.session, cfg.parties, server)
 
-    def take_uploads(self, answers: Mapping[str, bytes]) -> None:
-        """The whole upload step from all answers at once: :meth:`add_mult_share` for each
-        party, :meth:`finish_keys` and :meth:`install_keys`."""
-        uploads = {p: self.add_mult_share(p, answers[p]) for p in self._config().parties}
-        self.finish_keys(uploads)
-        self.install_keys()
-
-    def handle_uploads(self, uploads: Mapping[str, bytes]) -> bytes:
-        """The upload step from all answers at once (:meth:`take_uploads`), then
-        :meth:`request_decryptions`."""
-        self.take_uploads(uploads)
-        return self.request_decryptions()
-
     def request_decryptions(self) -> bytes:
         """Load every upload checked by :meth:`finish_keys` (fresh ciphertexts only), run
         :meth:`aggregate` per execution and ask the non-lead parties for their decryption
@@ -215,11 +233,11 @@ class ThresholdMixin(Aggregator):
             raise ProtocolError("the uploads and joint keys of every party are needed first")
         by_party = {p: self._open(self._uploads[p], plan) for p in cfg.parties}
         self._uploads = {}
-        self._threshold_keys().install(server)
-        comp = self._computation()
+        self.keys.install(server)
+        comp = self.computation
         self._requests = []
         for e in range(plan.executions):
-            self.execution = comp.execution = e
+            comp.execution = e
             try:
                 reply = comp.aggregate([by_party[p][e] for p in cfg.parties])
                 if cfg.reveal is Reveal.AUC:
@@ -317,34 +335,28 @@ class ThresholdMixin(Aggregator):
             )
         return ThresholdCiphertext.from_message(server.context, message)
 
-    def _computation(self) -> Aggregator:
-        """The aggregator whose :meth:`Aggregator.aggregate` runs on the joint-key
-        ciphertexts: this one, or the one it was composed with (e.g. from the tamper
-        suite), given this session's public state before each use."""
-        comp = getattr(self, "computation", self)
-        if comp is not self:
-            comp.roster, comp.policy, comp.transcript = self.roster, self.policy, self.transcript
-            comp.config, comp.layout, comp.keys = self.config, self.layout, self.keys
-            comp.multiplier_range = self.multiplier_range
-            comp.multiplier_scale_bits = self.multiplier_scale_bits
-        return comp
-
-    def _threshold_keys(self) -> ThresholdKeys:
-        if not isinstance(self.keys, ThresholdKeys):
-            raise ProtocolError("the threshold aggregator has not received its public setup")
-        return self.keys
-
     def _server(self) -> tr.ThresholdServer:
-        server: tr.ThresholdServer | None = getattr(self, "server", None)
-        if server is None:
+        if self.server is None:
             raise ProtocolError("no threshold session: collect the joins first")
-        return server
+        return self.server
 
     def _plan(self) -> tp.Plan:
-        plan: tp.Plan | None = getattr(self, "plan", None)
-        if plan is None:
+        if self.plan is None:
             raise ProtocolError("no session started")
-        return plan
+        return self.plan
+
+    def _config(self) -> SessionConfig:
+        return self.computation.session_config
+
+    def _policy(self) -> Policy:
+        if self.policy is None:
+            raise ProtocolError("the aggregator has not received the public setup")
+        return self.policy
+
+    def collect_done(self, dones: Mapping[str, bytes]) -> list[str]:
+        """Check each party's signed status (the computation's
+        :meth:`Aggregator.collect_done`)."""
+        return self.computation.collect_done(dones)
 
 
 def _native(ct: object) -> th.Ciphertext:
@@ -354,21 +366,11 @@ def _native(ct: object) -> th.Ciphertext:
     return ct.ct
 
 
-class ThresholdAggregator(ThresholdMixin, Aggregator):
-    """The threshold aggregator. ``computation``: the :class:`Aggregator` whose
-    :meth:`~Aggregator.aggregate` runs on the joint-key ciphertexts (default: its own, the
-    honest one); pass any subclass, e.g. from the tamper suite, to test robustness. It is
-    composed, not subclassed: it only ever receives this session's public state."""
-
-    def __init__(self, computation: Aggregator | None = None) -> None:
-        super().__init__()
-        self.computation = self if computation is None else computation
-        self._threshold_init()
-
-
-def threshold_aggregator(aggregator: Aggregator | None = None) -> ThresholdMixin:
+def threshold_aggregator(
+    aggregator: Aggregator | ThresholdAggregator | None = None,
+) -> ThresholdAggregator:
     """A threshold aggregator whose computation is ``aggregator`` (any :class:`Aggregator`,
-    e.g. from the tamper suite), or the honest one."""
-    if isinstance(aggregator, ThresholdMixin):
+    e.g. from the tamper suite), or the honest one; a :class:`ThresholdAggregator` as is."""
+    if isinstance(aggregator, ThresholdAggregator):
         return aggregator
     return ThresholdAggregator(aggregator)

@@ -17,6 +17,7 @@ import numpy.typing as npt
 from privfl.crypto.threshold import CiphertextHolder
 from privfl.errors import ProtocolError
 from privfl.evaluation.fhauc.ciphertext import HECiphertext
+from privfl.evaluation.fhauc.layout import Layout
 from privfl.evaluation.fhauc.messages import SessionConfig
 from privfl.evaluation.fhauc.policy import Policy
 from privfl.evaluation.fhauc.threshold import plan as tp
@@ -36,6 +37,10 @@ class ThresholdKeys:
     @property
     def slots(self) -> int:
         return fhauc_parameters().batch_size
+
+    def layout(self, config: SessionConfig, policy: Policy) -> Layout:
+        """The session plan's layout (semi-honest AUC: T and F in one ciphertext)."""
+        return tp.plan(config, policy).layout
 
     def missing_rotations(self, steps: Sequence[int]) -> list[int]:
         slots = self.slots

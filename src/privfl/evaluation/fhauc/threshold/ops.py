@@ -27,9 +27,8 @@ operations (``+``, ``*`` by a ciphertext or an integer, ``rotate``, ``window_sum
 Capacity, noise and scaling (why parties scale their values)
 ------------------------------------------------------------
 Joint decryption keeps two towers at a 59-bit scale: a decrypted value must stay below
-``2^56`` (:mod:`privfl.crypto.threshold.params`), in practice far below (a reply's error
-grows with it: :func:`capacity_bits`, ``2^37`` on ring ``2^14``, measured), and OpenFHE's
-decoder refuses a result whose error exceeds ``2^-5`` (value units). The aggregator's reply
+``2^56``, in practice far below (:func:`capacity_bits`, derived below), and OpenFHE's decoder
+refuses a result whose error exceeds ``2^-5`` (value units). The aggregator's reply
 holds ``c·(X + Y)`` with ``X + Y <= 4 (M C)^2`` (``M`` parties, ``C`` the provisioned size
 bound) and ``c < 2^c_hi``, and its error is the product's error times ``c``: about
 ``c 2 sqrt(L) M B e`` for ``L`` slots of products of ``M`` summed values below ``B`` with
@@ -74,17 +73,23 @@ from privfl.errors import InputError, ProtocolError
 from privfl.evaluation.fhauc import malicious
 from privfl.evaluation.fhauc.layout import Layout
 
-# OpenFHE's decoder refuses a result whose imaginary-part error exceeds 2^-5, and a malicious
-# reply's error grows with its magnitude: replies of about 2^40 on ring 2^12 (2 parties,
-# 2^21 samples per party, c / 2^j near 1) failed to decode ("approximation error is too
-# high") while replies of 2^37.8 and below decoded (issue 27; the old bound 2^52 let the
-# size bound 2^20 and above fail). Ring 2^14 gets 1 bit less (its decoding sums twice as many
-# terms per slot); 2 x 10^6-row sessions decode there. Fresh ciphertexts decode to 2^50.
+# Decode capacity, derived (docs/security/fhauc.md, "Why a reply decodes"): OpenFHE's decoder
+# (CKKSPackedEncoding::Decode) refuses a reply whose imaginary part, read off m(X) - m(1/X)
+# at scale 2^59, has a coefficient std above 2^(59-5): a per-slot imaginary error s is
+# allowed up to 2^-5 sqrt(2n) (n slots). Encoding in doubles leaves every uploaded slot a
+# relative error rho = 2^-49.7 (measured; ~ (log2 2n + 1) 2^-53), so a malicious reply
+# c' 2^-2k sum_i T_i F_i has s <= c' 2^-2k rho sqrt(2 sum_i (T_i F_i)^2) (an upper estimate:
+# OpenFHE's was 1.4-6 bits lower): the slot *products* of additive shares count, not the
+# reply (replies of 2^31 were refused once products reached 2^50-2^52, 400 slots; fresh
+# vectors decode to 2^50). Honest products grow as (M C)^2 2^(2 hiding_bits); their constant
+# is the measured part: at hiding_bits = 0 replies of 2^37.8 decoded and 2^40 failed on ring
+# 2^12: the bound is 2^38 there, 2^37 on ring 2^14 (1 bit of margin; the decoder allows half
+# a bit more). Figures: benchmarks/threshold_decode_capacity.py.
 DECODE_CAPACITY_BITS = 44.0
 
 
 def capacity_bits(ring: int) -> float:
-    """log2 of the largest decrypted slot magnitude privfl lets a reply reach on ``ring``."""
+    """log2 of the largest ``c' 4 (M C)^2 2^(2 hiding_bits) 2^-2k`` a reply may reach."""
     return DECODE_CAPACITY_BITS - 0.5 * math.log2(ring)
 
 
@@ -147,8 +152,6 @@ class ThresholdCiphertext:
     ) -> None:
         if (ct is None) == (lazy is None):
             raise ValueError("a ciphertext is either native or lazy")
-        if window and factor != 1.0:
-            raise ValueError("a pending window sum and a pending real factor do not combine")
         self._ct, self._lazy, self._factor, self._window = ct, lazy, factor, window
 
     @classmethod
@@ -161,12 +164,13 @@ class ThresholdCiphertext:
     @property
     def ct(self) -> Ciphertext:
         """The OpenFHE ciphertext (built once from the rows of a lazy one; a pending real
-        factor from :meth:`scale_by` is applied here, at one level; a pending rotate-and-sum
-        from :meth:`window_sum` is done here)."""
+        factor from :meth:`scale_by` is applied here, at one level, *then* a pending
+        rotate-and-sum from :meth:`window_sum`, on the tower the factor's rescale dropped)."""
         if self._window:
-            summed = _rotate_and_sum(ThresholdCiphertext(self._ct, self._lazy), self._window)
-            self._ct, self._lazy = summed.ct, None
-            self._window = 0
+            base = ThresholdCiphertext(self._ct, self._lazy, self._factor).ct
+            scaled = base.rescaled() if self._factor != 1.0 else base
+            summed = _rotate_and_sum(ThresholdCiphertext(scaled), self._window)
+            self._ct, self._lazy, self._factor, self._window = summed.ct, None, 1.0, 0
         if self._factor != 1.0:
             base = ThresholdCiphertext(self._ct, self._lazy).ct
             self._ct, self._lazy, self._factor = base * self._factor, None, 1.0
@@ -209,7 +213,7 @@ class ThresholdCiphertext:
             k = int(other)
             if self._window:  # k·(sum of rotations) = sum of rotations of k·x, exactly
                 base = ThresholdCiphertext(self._ct, self._lazy) * k
-                return ThresholdCiphertext(base.ct.rescaled(), window=self._window)
+                return ThresholdCiphertext(base.ct.rescaled(), None, self._factor, self._window)
             if k == 0:
                 return ThresholdCiphertext(self.ct - self.ct)
             out = _doubling_product(self.ct, abs(k))
@@ -220,12 +224,12 @@ class ThresholdCiphertext:
         """Every slot times a real ``factor`` (one level; ``precision_bits`` is SEAL's).
         Consecutive real factors fold into one product, applied when the ciphertext is next
         used: an aggregator that rescales a reply spends no more levels than the honest
-        multiplier does (as a deviating aggregator could by choosing its ``c``)."""
+        multiplier does (as a deviating aggregator could by choosing its ``c``). A pending
+        window sum runs after the factor's rescale, on one tower fewer (noise: as for an
+        integer multiplier, :meth:`window_sum`)."""
         if not math.isfinite(factor):
             raise ValueError("factor must be finite")
-        if self._window:
-            return ThresholdCiphertext(self.ct, factor=float(factor))
-        return ThresholdCiphertext(self._ct, self._lazy, self._factor * float(factor))
+        return ThresholdCiphertext(self._ct, self._lazy, self._factor * float(factor), self._window)
 
     def rotate(self, steps: int) -> ThresholdCiphertext:
         return ThresholdCiphertext(self.ct.rotate(int(steps)))
@@ -293,14 +297,17 @@ def value_shift(
     c_high_bits: float,
     ring: int,
     malicious_mode: bool,
+    hiding_bits: int = 0,
 ) -> int:
     """``k``: parties scale every slot value by ``2^-k`` (module docstring). The larger of
-    what capacity needs (``c X 2^-2k`` below :func:`capacity_bits`) and what OpenFHE's
+    what capacity needs (``c X 2^-2k``, times ``2^(2 hiding_bits)`` for the masks' bits in
+    the slot products, below :func:`capacity_bits`) and what OpenFHE's
     decoder needs against noise: it refuses a result whose error exceeds ``2^-5`` (value
     units), and the reply's error is about ``c 2^-k 2 sqrt(L) M B e`` (``L`` slots of
     products of ``M`` summed values below ``B`` with fresh error ``e``); privfl keeps it
     below ``2^-8``."""
     x_max_bits = 2 * math.log2(parties * max_samples) + (2.0 if malicious_mode else 0.0)
+    x_max_bits += 2.0 * hiding_bits  # the masks' extra bits reach the slot products
     capacity = math.ceil(max(0.0, c_high_bits + x_max_bits - capacity_bits(ring)) / 2)
     product = (
         1.0

@@ -1,10 +1,10 @@
 """An FHAUC party with threshold keys: its own key share, generated in a session and kept
 for later sessions within its decryption budget (:mod:`.keyset`).
 
-Steps (bytes in, bytes out): ``join(config)`` · ``keygen(start)`` · ``keycheck(joint)`` ·
-``upload(checks)`` · ``decrypt(requests)`` (all but the lead) · ``fuse(lead)`` (the lead) ·
-``finish(reveal)`` -> :class:`~.party.PartyResult` · ``done()``. A session reusing a key set
-skips ``keygen``; its ``keycheck(start)`` only checks the joins.
+Steps (bytes in, bytes out; :meth:`~ThresholdFhaucParty.handlers` for the one schedule):
+``join(config)`` · ``keygen(start)`` · ``keycheck(joint)`` · ``upload(checks)`` ·
+``decrypt(requests)`` (all but the lead) · ``fuse(lead)`` (the lead) · ``finish(reveal)`` ->
+:class:`~.party.PartyResult` · ``done()``. With a kept key set ``keycheck(start)`` (no keygen).
 
 What each step does and learns: ``keygen`` checks the signed joins, derives the transcript,
 session key and threshold session id, samples its share in OpenFHE and sends the ``b`` halves
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 import numpy.typing as npt
@@ -38,6 +38,7 @@ from privfl.evaluation.fhauc.party import PartyResult
 from privfl.evaluation.fhauc.policy import Policy
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.session import check_start, session_key
+from privfl.evaluation.fhauc.steps import Step
 from privfl.evaluation.fhauc.threshold import messages as tmsg
 from privfl.evaluation.fhauc.threshold import plan as tp
 from privfl.evaluation.fhauc.threshold import reveal as threshold_reveal
@@ -69,8 +70,7 @@ class ThresholdFhaucParty:
         if roster.get(name) != identity.public_bytes:
             raise UnknownPartyError(f"party {name!r} is not in the roster with this identity key")
         self.name, self.roster, self.provisioner = name, dict(roster), provisioner
-        self._identity = identity
-        self._scores, self._labels = scores, labels
+        self._identity, self._scores, self._labels = identity, scores, labels
         self.reveals = frozenset(Reveal.parse(r) for r in reveals)
         self._seed: bytes | None = None
         self._policy: Policy | None = None
@@ -114,6 +114,13 @@ class ThresholdFhaucParty:
         return self._lead() == self.name
 
     # ------------------------------------------------------------------ steps
+    def handlers(self) -> dict[Step, Callable[[bytes], bytes]]:
+        """This party's steps before ``result`` (:func:`~..schedule.party_step`)."""
+        return {
+            Step.JOIN: self.join, Step.KEYGEN: self.keygen, Step.KEYCHECK: self.keycheck,
+            Step.UPLOAD: self.upload, Step.DECRYPT: self.decrypt, Step.FUSE: self.fuse,
+        }  # fmt: skip
+
     def join(self, data: bytes) -> bytes:
         """Check the config against roster and policy (and that threshold mode can run it),
         draw a fresh nonce, answer with a signed Join. Abandons any earlier session."""
@@ -295,17 +302,11 @@ class ThresholdFhaucParty:
         keys, kept = self._keys, self.key_set.keys if self.key_set else None
         return ThresholdState(
             self.stage.value if self.stage else "",
-            self._config.to_bytes() if self._config else b"",
-            self._nonce,
-            self._transcript,
+            self._config.to_bytes() if self._config else b"", self._nonce, self._transcript,
             keys.export_local_state() if keys and keys.has_share and keys is not kept else b"",
-            self._own_rows.tobytes() if self._own_rows is not None else b"",
-            self._joint_bytes,
-            self._lead_seed,
-            tuple(self.abandoned),
-            self._lead_secret,
-            b"".join(self._commitments),
-        ).to_bytes()
+            self._own_rows.tobytes() if self._own_rows is not None else b"", self._joint_bytes,
+            self._lead_seed, tuple(self.abandoned), self._lead_secret, b"".join(self._commitments),
+        ).to_bytes()  # fmt: skip
 
     def restore(self, data: bytes | None) -> None:
         """Resume from :meth:`export_state` (config checked, counts recomputed, share and
@@ -355,9 +356,8 @@ class ThresholdFhaucParty:
         self._counts = self._count(config)
 
     def _aad(self) -> bytes:
-        cfg = self._cfg()
-        lead = self._lead()
-        return b"privfl/fhauc-threshold/reveal|" + cfg.session + self._transcript + lead.encode()
+        session, lead = self._cfg().session, self._lead().encode()
+        return b"privfl/fhauc-threshold/reveal|" + session + self._transcript + lead
 
     def _count(self, config: SessionConfig) -> PartyCounts:
         s, y = validate_bounded_party(

@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from privfl.crypto.threshold import ThresholdContext, ThresholdParameters
-from privfl.errors import InsufficientPrecisionError, ProtocolError
+from privfl.errors import InputError, InsufficientPrecisionError, ProtocolError
 from privfl.evaluation.fhauc import curve, malicious
 from privfl.evaluation.fhauc.layout import Layout
 from privfl.evaluation.fhauc.messages import SessionConfig
@@ -173,6 +173,7 @@ def plan(config: SessionConfig, policy: Policy) -> Plan:
         # 3 bits (S = 4, N = 100). Together with the reply's magnitude (capacity_bits) this
         # made OpenFHE refuse honest replies from a size bound of 2^20 up (issue 27).
         sizes = Malicious.sizes(config, policy)
+        check_hiding(policy)
         shift, j = multiplier_scaling(
             sizes, params, ring, sizes.slots_used, float(sizes.value_bits), (lo, hi)
         )
@@ -190,6 +191,20 @@ def plan(config: SessionConfig, policy: Policy) -> Plan:
 
 
 MAX_MULTIPLIER_SCALE_BITS = 48
+
+
+def check_hiding(policy: Policy) -> None:
+    """:class:`InputError` before any work for a malicious threshold AUC session with
+    ``hiding_bits > 0``: the masks' extra bits grow the slot products, whose encoding error
+    (:data:`~.ops.DECODE_CAPACITY_BITS`: relative ``2^-49.7`` per slot) the verification's
+    threshold noise model (:func:`~.ops.sigma_products`) does not hold, so honest sessions
+    with ``hiding_bits = 4`` were refused as deviations (2 parties x 2,000 rows)."""
+    if policy.hiding_bits > 0:
+        raise InputError(
+            f"hiding_bits={policy.hiding_bits} is not supported with threshold keys in the "
+            "malicious variant (the verification would refuse honest sessions): use "
+            "hiding_bits=0, or single keys"
+        )
 
 
 def multiplier_scaling(
@@ -211,8 +226,11 @@ def multiplier_scaling(
     ``~2^{2k + j} / c``) wins. Public: every role computes it from the config and policy."""
     lo, hi = multiplier_bits
     best: tuple[float, int, int] | None = None
+    hiding = sizes.mask_bits - math.ceil(math.log2(2 * sizes.max_samples + 1))
     for j in range(0, math.ceil(hi) + MAX_MULTIPLIER_SCALE_BITS + 1):
-        k = value_shift(sizes.parties, sizes.max_samples, share_bits, terms, hi - j, ring, True)
+        k = value_shift(
+            sizes.parties, sizes.max_samples, share_bits, terms, hi - j, ring, True, hiding
+        )
         sigma_x, sigma_y = sigma_products(sizes, params, ring, k, 2.0**lo, j)
         score = sigma_x + sigma_y
         if best is None or score < best[0]:
