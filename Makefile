@@ -46,9 +46,9 @@ demo: $(STAMP)
 # tests/test_threshold_threads.py checks that choice in a clean environment, as users get it.
 # tests/test_docs.py runs every code block of README.md and docs/ and builds the site (`make docs`).
 # tests/conftest.py starts the longest tests first, one at the head of each worker's share.
-# Last measured (issue 31 item 5): 646 s user + 82 s system CPU, 17 min 28 s wall on 2 cores
-# shared with other jobs (load average 7 to 18); the real-process Flower tests and the docs
-# pages hold half of it. `--cpu-report FILE` (tests/_cpu_report.py) writes each test's CPU;
+# Last measured (issue 31 item 5, 1,309 tests): 707 s user + 92 s system CPU, 33 min 53 s
+# wall on 2 cores shared with other jobs (load average 7 to 31); the real-process Flower tests
+# and the docs pages hold half of it. `--cpu-report FILE` (tests/_cpu_report.py) writes each test's CPU;
 # docs/reproducing.md has the figures per test.
 test: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/pytest -q -n 4 --dist worksteal

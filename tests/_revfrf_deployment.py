@@ -18,21 +18,24 @@ SETTINGS = dict(n_trees=2, max_depth=1, rho=256, candidates=4)
 SEED = 7
 
 
-def make(root: Path, n_train: int = 90, n_test: int = 12) -> dict:
-    """Provision the keys (512-bit DT-PKC: tests only) and write every node's files."""
+def make(
+    root: Path, n_train: int = 90, n_test: int = 12, participants: tuple[str, ...] = PARTICIPANTS
+) -> dict:
+    """Provision the keys (512-bit DT-PKC: tests only) and write every node's files, for
+    ``participants`` (a prefix of :data:`PARTICIPANTS`)."""
     data = load_tabular("wine", seed=0)
     rng = np.random.default_rng(11)
     x, y = data.x_train[: n_train + 10], data.y_train[: n_train + 10]
     xt = data.x_test[: n_test + 3]
     ids = np.array([f"w{i:04d}" for i in range(len(x))])
     tids = np.array([f"t{i:03d}" for i in range(len(xt))])
-    counts = [len(COLUMNS[p]) for p in PARTICIPANTS]
+    counts = [len(COLUMNS[p]) for p in participants]
     provision_revfrf(
-        PARTICIPANTS, counts, root / "keys", requesters=["asker"], key_bits=512,
+        participants, counts, root / "keys", requesters=["asker"], key_bits=512,
         allow_insecure_key_bits=True, **SETTINGS,
     )  # fmt: skip
     files = {}
-    for p in (*PARTICIPANTS, "CS"):
+    for p in (*participants, "CS"):
         keep = rng.permutation(np.flatnonzero(rng.random(len(x)) < 0.93))
         tkeep = rng.permutation(np.flatnonzero(rng.random(len(xt)) < 0.9))
         if p == "CS":

@@ -102,13 +102,14 @@ def _digits_split(members, seed=0):
 
 def test_memorising_model_is_detected_on_its_last_layer():
     """60 training images, 400 epochs at a high learning rate: the model memorises them, and
-    the attack on the last layer (output, gradient, label, loss) exceeds 0.7 accuracy."""
+    the attack on the last layer (output, gradient, label, loss) exceeds 0.7 accuracy (its
+    attack models train 30 epochs: 0.75 here, 0.77 with 60 at twice the CPU)."""
     x, y, order = _digits_split(60)
     mem, non = order[:60], order[60:120]
     model = MLP([64, 30, 20, 10], seed=0).train(x[mem], y[mem], 400, 5, 3.0)
     assert (model.predict(x[mem]) == y[mem]).mean() == 1.0
     rows = membership_inference(
-        model, (x[mem], y[mem]), (x[non], y[non]), layers=[3], runs=2, epochs=60
+        model, (x[mem], y[mem]), (x[non], y[non]), layers=[3], runs=2, epochs=30
     )
     full = next(r for r in rows if r.features == "output+gradient+label+loss")
     assert full.accuracy > 0.7, rows

@@ -1,6 +1,9 @@
 """``privfl forest local`` as a newcomer runs it: one command over real Flower processes (a
-SuperLink, three participants, the CC and a requester on free loopback ports), quiet, typed
-predictions, and nothing left running afterwards. (Equality with the in-process forest on the
+SuperLink, two participants, the CC and a requester on free loopback ports), quiet, typed
+predictions, and nothing left running afterwards. Two participants (the fewest the command
+accepts; its default is three): every extra node costs a SuperNode, its SuperExec and a fresh
+ClientApp process per round (issue 31), and nothing checked here depends on their number.
+(Equality with the in-process forest on the
 same aligned rows, for the requester's batch of rows too, is
 ``tests/test_flower_revfrf_memory.py``'s, through the same apps: it needs ϱ at least the row
 count, so that the participants' candidate splits are not sampled.)"""
@@ -34,8 +37,8 @@ def test_forest_local_grows_predicts_typed_and_stops_everything(tmp_path):
     env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}")
     done = subprocess.run(
         [str(BIN / "privfl"), "forest", "local", str(tmp_path / "wine.csv"), "-l", "quality",
-         "--trees", "1", "--depth", "1", "--predict", "2", "--key-bits", "512",
-         "--insecure-key-bits",
+         "--participants", "2", "--trees", "1", "--depth", "1", "--predict", "2",
+         "--key-bits", "512", "--insecure-key-bits",
          "--workdir", str(work), "--json"],
         capture_output=True, text=True, env=env, timeout=900, check=False,
     )  # fmt: skip

@@ -29,7 +29,9 @@ pytest.importorskip("flwr")
 from privfl.federation.flower.local import LocalFederation  # noqa: E402
 from privfl.federation.flower.quickstart import APP_PYPROJECT  # noqa: E402
 
-PARTIES = ["site-a", "site-b", "site-c"]
+# Two parties, the fewest FHAUC accepts: every extra node costs a SuperNode, its SuperExec and
+# a fresh ClientApp process per round (issue 31); one of two killed stops the run all the same.
+PARTIES = ["site-a", "site-b"]
 BIN = Path(sys.executable).parent
 
 
@@ -88,12 +90,12 @@ def test_a_supernode_killed_mid_session_stops_the_run_naming_it_and_flwr_reports
             break
         lines.append(line)
         if "join round complete" in line:  # the join maps the parties; kill one after it
-            federation.kill("site-c")
+            federation.kill("site-b")
             break
     outcome = federation.finish_run(proc, timeout=180, lines=lines)
     assert "join round complete" in outcome.log, outcome.log
     assert not outcome.ok and outcome.status == "finished:failed", outcome.status
-    assert any("site-c" in e for e in outcome.errors()), outcome.log
+    assert any("site-b" in e for e in outcome.errors()), outcome.log
     assert results(root) == {}  # no AUC anywhere
 
 

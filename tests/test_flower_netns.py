@@ -42,7 +42,10 @@ from privfl.federation.flower.local import LinkSecurity, LocalFederation  # noqa
 from privfl.federation.flower.quickstart import APP_PYPROJECT, local_policy  # noqa: E402
 from privfl.federation.provisioning import provision  # noqa: E402
 
-PARTIES = ("site-a", "site-b", "site-c")
+# Two parties, the fewest FHAUC accepts: every extra node costs a SuperNode, its SuperExec and
+# a fresh ClientApp process per round (issue 31); TLS, authentication and the rogue do not
+# depend on the number of parties.
+PARTIES = ("site-a", "site-b")
 LINK_ADDRESS = "198.18.0.1"
 SUBNET = ipaddress.ip_network("198.18.0.0/24")
 
@@ -185,7 +188,7 @@ def _provision(root: Path) -> tuple[dict[str, Path], RevealedCurve]:
 def run_authenticated_deployment(
     root: Path, address: str, prefix: Callable[[str], list[str]] | None
 ) -> None:
-    """TLS + node authentication: three registered parties run FHAUC (threshold keys,
+    """TLS + node authentication: two registered parties run FHAUC (threshold keys,
     malicious security, curve reveal), a rogue node with an unregistered key is refused;
     every check of the module docstring; each party's verified curve equals the binned
     reference within 1e-6, and the ServerApp's log holds no result (every node generated
