@@ -312,6 +312,12 @@ def test_a_participants_weak_key_from_its_grant_equals_the_recomputed_one():
     entry = RosterEntry("p", sk.public, 1, Ed25519PrivateKey.generate().public_key())
     grant = KeyGrant("participant-keys", params, sk.theta, 0, sk.public.h, bytes(32), (entry,))
     assert grant.weak_key("p") == grant.weak_key() == sk
+    other = dtpkc.new_key_pair(params).public  # a roster entry that is not g^θ: refused
+    swapped = RosterEntry("p", other, 1, entry.revocation_key)
+    with pytest.raises(MalformedMessageError, match="not g"):
+        KeyGrant(
+            "participant-keys", params, sk.theta, 0, sk.public.h, bytes(32), (swapped,)
+        ).weak_key("p")
     with pytest.raises(MalformedMessageError):
         KeyGrant(
             "participant-keys", params, params.n, 0, sk.public.h, bytes(32), (entry,)

@@ -137,3 +137,13 @@ def test_a_reopen_does_not_let_a_participant_split_a_top_node_a_second_time():
         model.revoke(root.provider)
     with pytest.raises(ProtocolError):
         split_by(model, victim, root, children(0))
+
+
+def test_junk_split_requests_draw_no_randomness_beyond_the_pending_proposals(forest):
+    """A batch's count of ``split-request`` headers is unchecked (any session, unparsed): the
+    participant draws encryption randomness for at most its pending proposals, so junk
+    headers cost it nothing (review finding: up to 65,536 draws of two exponentiations)."""
+    model, _, _ = forest
+    participant = next(iter(model.participants.values()))
+    participant.prepare_uploads(65_536)
+    assert len(participant._fresh) == len(participant._pending) < 65_536

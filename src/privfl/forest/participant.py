@@ -140,7 +140,9 @@ class Participant:
         """Draw the encryption randomness of the next ``count`` split uploads ahead, on the
         thread pool (:func:`~privfl.crypto.dtpkc.randomizers`); each is used once and none
         is exported (a node rebuilt per batch draws afresh)."""
-        bound = min(count, self._config.max_internal_nodes)
+        # at most one upload per pending proposal: a batch of junk split-requests (any
+        # session, never parsed here) costs no randomness beyond what could be answered
+        bound = min(count, len(self._pending), self._config.max_internal_nodes)
         self._fresh = dtpkc.randomizers(self._keys().public, bound) if bound > 0 else []
 
     def export_state(self) -> bytes:
