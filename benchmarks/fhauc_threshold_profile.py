@@ -30,6 +30,7 @@ import numpy as np
 
 import privfl
 import privfl.metrics as pm
+from fhauc_scale import synthetic  # the same benchmark data as the scale figures
 from privfl.runner import InProcessRunner
 
 PROFILE = cProfile.Profile(time.process_time)  # CPU seconds: what the work costs
@@ -79,15 +80,6 @@ def patch_runner() -> None:
             STEP_CPU[getattr(fn, "__name__", "?")] += time.process_time() - c0
 
     InProcessRunner.run = run  # type: ignore[method-assign]
-
-
-def synthetic(parties: int, size: int, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
-    rng = np.random.default_rng(seed)  # not secret: benchmark data
-    out = []
-    for _ in range(parties):
-        y = rng.integers(0, 2, size).astype(np.int8)
-        out.append((np.clip(rng.normal(0.4 + 0.2 * y, 0.2), 0, 1), y))
-    return out
 
 
 def one(data: list[tuple[np.ndarray, np.ndarray]], security: str, reveal: str, keys: str) -> None:
