@@ -2,10 +2,12 @@
 delivers one message per party for a step and returns every party's answer; a
 :class:`StepRunner` runs (and, in process, times) the aggregator's side of each step.
 
-Every answer comes from another role and is hostile: :func:`answers` and :func:`stream`
-refuse a missing party, an answer from a party the step was not sent to, and a second
-answer from one party (:class:`~privfl.errors.ProtocolError` naming the party), so the
-schedule never produces a result with a party missing or counted twice.
+Every answer comes from another role and is hostile: :func:`stream` refuses a missing
+party, an answer from a party the step was not sent to, and a second answer from one party;
+:func:`answers` refuses a missing party and keeps only the parties asked (a transport's
+``exchange`` returns one answer per key, so none counts twice). Either way the schedule never
+produces a result with a party missing or counted twice (:class:`~privfl.errors.ProtocolError`
+naming the party).
 """
 
 from __future__ import annotations
