@@ -238,8 +238,10 @@ def test_no_module_level_import_cycle():
 
 
 def class_creation_lines(text: str) -> list[int]:
-    """Lines that build a class at run time (``type(name, bases, dict)``) or an object
-    without its constructor (``object.__new__``)."""
+    """Lines that build a class at run time (``type(name, bases, dict)``,
+    ``types.new_class``), an object without its constructor (``object.__new__``) or graft
+    one object's state or class onto another (``x.__dict__.update(...)``,
+    ``x.__class__ = ...``)."""
     import ast
 
     out = []
@@ -249,7 +251,18 @@ def class_creation_lines(text: str) -> list[int]:
             three_arg_type = isinstance(f, ast.Name) and f.id == "type" and len(node.args) == 3
             new = isinstance(f, ast.Attribute) and f.attr == "__new__"
             new = new and isinstance(f.value, ast.Name) and f.value.id == "object"
-            if three_arg_type or new:
+            new_class = isinstance(f, ast.Attribute) and f.attr == "new_class"
+            graft = isinstance(f, ast.Attribute) and f.attr == "update"
+            graft = graft and isinstance(f.value, ast.Attribute) and f.value.attr == "__dict__"
+            if three_arg_type or new or new_class or graft:
+                out.append(node.lineno)
+        elif isinstance(node, ast.Assign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            swapped = any(
+                isinstance(t, ast.Attribute) and t.attr in ("__class__", "__dict__")
+                for t in targets
+            )
+            if swapped:
                 out.append(node.lineno)
     return out
 
@@ -262,6 +275,9 @@ def test_library_code_creates_no_class_at_run_time():
 def test_the_one_engine_guards_can_fail():
     assert class_creation_lines("C = type('C', (A, B), {})\nx = object.__new__(C)") == [1, 2]
     assert class_creation_lines("t = type(x)") == []
+    grafts = "C = types.new_class('C', (A,))\nx.__dict__.update(y.__dict__)\nx.__class__ = B"
+    assert sorted(class_creation_lines(grafts)) == [1, 2, 3]
+    assert class_creation_lines("x.__dict__ |= y.__dict__\nd.update(e)") == [1]
     assert find_cycle({"a.b": {"a.c"}, "a.c": {"a.b"}}) == ["a.b", "a.c", "a.b"]
 
 
