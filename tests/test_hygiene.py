@@ -304,3 +304,32 @@ def test_protocol_code_needs_no_type_ignore():
 def test_the_type_ignore_guard_flags_violations():
     assert type_ignore_lines("x = f()  # type: ignore[assignment]\ny = 1\n") == [1]
     assert type_ignore_lines('s = "# type: ignore"\n') == []
+
+
+def key_mode_leaks(modules: dict[str, set[str]], engine: tuple[str, ...]) -> list[str]:
+    """The ``engine`` modules that import a key mode's own modules (threshold FHAUC, threshold
+    CKKS or the single-key backend) at module level: the one party and the one schedule must
+    reach keys only through their backend interfaces."""
+    modes = (
+        "privfl.evaluation.fhauc.threshold",
+        "privfl.crypto.threshold",
+        "privfl.threshold",
+        "privfl.crypto.ckks",
+    )
+    return [
+        f"{m} imports {t}"
+        for m in engine
+        for t in sorted(modules.get(m, set()))
+        if t.startswith(modes)
+    ]
+
+
+def test_the_one_party_and_its_key_interface_know_no_key_mode():
+    """``Party`` and ``PartyKeys`` are composed with a backend chosen by the role builder: they
+    import no key mode (the single-key default backend is the one name the party knows)."""
+    engine = ("privfl.evaluation.fhauc.party", "privfl.evaluation.fhauc.party_keys")
+    leaks = key_mode_leaks(module_edges(), engine)
+    assert not leaks, "key mode in the party engine: " + ", ".join(leaks)
+    assert key_mode_leaks({"a": {"privfl.crypto.threshold.params"}}, ("a",)) == [
+        "a imports privfl.crypto.threshold.params"
+    ]
