@@ -69,6 +69,7 @@ class ThresholdPartyKeys:
         """``name``: the party these keys belong to (its index in a session's key rounds)."""
         self._me = name
         self.key_set: KeySet | None = None  # kept across sessions (.keyset)
+        self._checked: tuple[SessionConfig, Policy, tp.Plan] | None = None  # the last plan
         self._reset()
 
     def _reset(self) -> None:
@@ -92,6 +93,8 @@ class ThresholdPartyKeys:
         provisioner: str,
     ) -> tuple[bytes, Policy]:
         """Unwrap the shared seed and the policy (from the pinned provisioning party)."""
+        if name != self._me:
+            raise ProtocolError(f"these threshold keys belong to party {self._me!r}, not {name!r}")
         return open_bundle(data, name, identity, dict(roster), provisioner)
 
     @property
@@ -113,7 +116,7 @@ class ThresholdPartyKeys:
 
     def check_config(self, config: SessionConfig, policy: Policy) -> None:
         """Threshold mode can run ``config`` (the joint key's plan)."""
-        tp.plan(config, policy)
+        self._checked = (config, policy, tp.plan(config, policy))
 
     def abandon(self, config: SessionConfig, stage: Stage) -> None:
         """Count the abandoned session against a kept key set (the limit on lead steering)."""
@@ -123,7 +126,7 @@ class ThresholdPartyKeys:
         """Refuse what verification could refuse later and a kept key set this party does
         not hold or whose budget is spent; commit to a fresh lead secret (the join's nonce)."""
         self._reset()
-        plan = tp.plan(config, policy)
+        plan = self._plan_for(config, policy)
         threshold_reveal.check_at_join(plan, config, policy)  # before any upload
         if config.key_set:  # a kept key set: only if held, for these parties, within budget
             check_reuse(self.key_set, config, plan.executions * plan.requests_per_execution)
@@ -298,7 +301,7 @@ class ThresholdPartyKeys:
         config = check(state.config)
         if policy is None:
             raise ProtocolError("this party has no key bundle yet")
-        self._plan = tp.plan(config, policy)
+        self._plan = self._plan_for(config, policy)
         self._lead_seed, self._lead_secret = state.lead_seed, state.lead_secret
         self._commitments = state.commitment_list(len(config.parties))
         try:
@@ -335,6 +338,13 @@ class ThresholdPartyKeys:
     def _aad(self, party: PartySide) -> bytes:
         session, lead = party.config().session, self._lead().encode()
         return b"privfl/fhauc-threshold/reveal|" + session + party.progress().transcript + lead
+
+    def _plan_for(self, config: SessionConfig, policy: Policy) -> tp.Plan:
+        """The plan :meth:`check_config` made for these very objects, or a fresh one."""
+        checked = self._checked
+        if checked is not None and checked[0] is config and checked[1] is policy:
+            return checked[2]
+        return tp.plan(config, policy)
 
     def _p(self) -> tp.Plan:
         if self._plan is None:
