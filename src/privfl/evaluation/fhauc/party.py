@@ -206,8 +206,8 @@ class Party:
         self.state = replace(
             self.progress(),
             stage=Stage.UPLOADED,
-            positives=int(counts.tp[-1]),
-            negatives=int(counts.fp[-1]),
+            positives=counts.positives,
+            negatives=counts.negatives,
         )
         return message
 
@@ -228,7 +228,10 @@ class Party:
         session = parse_config(state.config).session
         return Done(session, self.name, status).seal(self._identity)
 
-    # ------------------------------------------------------------------ for the key backend
+    # ---------------------------------------------- for the key backend (its PartySide view)
+    # The backend works on the party's session through these (never through the identity
+    # key or the data): progress and stage, the checked start, the session key, the counts,
+    # the packed statistics and signing.
     def config(self) -> SessionConfig:
         return parse_config(self.progress().config)
 
