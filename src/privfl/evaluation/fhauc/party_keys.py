@@ -125,6 +125,7 @@ class PartySide(Protocol):
 class PartyKeys(Protocol):
     """A party's key backend (the module docstring)."""
 
+    mode: str  # "single" | "threshold": labels the node-local state these keys wrote
     upload_after: Stage  # the stage the party's upload step needs
     finish_after: Stage  # the stage the party's result step needs
 

@@ -38,6 +38,7 @@ __all__ = ["SingleKeys"]
 class SingleKeys:
     """The CKKS secret context a party received from the key holder (module docstring)."""
 
+    mode = "single"
     upload_after = Stage.JOINED
     finish_after = Stage.UPLOADED
 

@@ -167,10 +167,12 @@ def _party(context: Context) -> fhauc.Party:
     )  # fmt: skip
     party.receive_bundle(keys.bundle)
     record = context.state.get(STATE)
-    kept = record.get("key-set") if isinstance(record, ConfigRecord) else None
+    if not isinstance(record, ConfigRecord) or record.get("keys") != party.keys.mode:
+        record = ConfigRecord()  # nothing saved, or saved by the node's other key mode
+    kept = record.get("key-set")
     if isinstance(kept, bytes) and kept:  # the key set first: a reuse session's share is there
         party.keys.import_kept(kept)
-    state = record.get("state") if isinstance(record, ConfigRecord) else None
+    state = record.get("state")
     party.restore(state if isinstance(state, bytes) else None)
     return party
 
@@ -179,8 +181,8 @@ def _save(context: Context, party: fhauc.Party) -> None:
     """The party's session progress and its kept key material (threshold keys: the key set
     with its decryption count), into the node-local state: saved after every step, also a
     failed one, before any answer."""
-    kept = party.keys.export_kept()
-    context.state[STATE] = ConfigRecord({"state": party.export_state(), "key-set": kept})
+    state, kept = party.export_state(), party.keys.export_kept()
+    context.state[STATE] = ConfigRecord({"keys": party.keys.mode, "state": state, "key-set": kept})
 
 
 # What a party tells the server when a step fails: a fixed code, never the exception's text

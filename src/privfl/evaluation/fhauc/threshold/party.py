@@ -62,6 +62,7 @@ log = logging.getLogger(__name__)
 class ThresholdPartyKeys:
     """One data owner's threshold keys (module docstring)."""
 
+    mode = "threshold"
     upload_after = Stage.KEYCHECK
     finish_after = Stage.DECRYPTED
 
