@@ -4,7 +4,10 @@ Used by ``privfl flower local`` (the quickstart) and by the integration tests, s
 exercise exactly what a newcomer runs. Everything binds to loopback on free ports; every
 process is started in its own session and killed (process group, SIGKILL after SIGTERM) by
 :meth:`LocalFederation.close`, which the context manager calls also on failure or Ctrl-C; if
-this process dies first (SIGKILL, a crash), a watchdog (:mod:`.reaper`) kills them.
+this process dies first (SIGKILL, a crash), a watchdog (:mod:`.reaper`) kills them. The
+processes Flower itself starts in sessions of their own (the SuperLink's SuperExec and each
+run's ``flwr-serverapp``) are not in those groups: every process carries a mark in its
+environment, and ``close`` (and the watchdog) kill whatever still carries it.
 
 Readiness, without a start-up race: the SuperLink counts as up when its port accepts
 connections *and* ``flwr supernode list`` answers; the SuperNodes when that list shows the
@@ -109,6 +112,9 @@ class LocalFederation:
         # has its own session) if this process dies before close(); told to forget a group
         # once this object killed it whole
         self._reaper = Reaper()
+        # the processes Flower starts in sessions of their own (the SuperExec, each run's
+        # flwr-serverapp) inherit this mark; close() and the watchdog kill them by it
+        self._reaper.mark(self.env)
 
     # ------------------------------------------------------------------ processes
     def _write_connection(self, num_supernodes: int = 0) -> None:
