@@ -66,6 +66,8 @@ def test_a_supernode_killed_mid_session_stops_the_run_naming_it_and_flwr_reports
     federation,
 ):
     root = federation.root
+    # the nodes were up without a `flwr supernode list` (1.1 s of CPU each): the SuperLink's log
+    assert "ListNodes" not in (root / "superlink.log").read_text()
     # `flwr run` exits 0 on a failed run; `privfl flower run` reports it with status 1
     bad = subprocess.run(
         [str(BIN / "privfl"), "flower", "run", str(root / "app"), "local", "--json",
@@ -283,3 +285,26 @@ def test_a_federation_closed_mid_run_leaves_no_flower_process(tmp_path):
         fed.start_superlink()
         _start_waiting_run(fed, tmp_path)
     assert _flower_processes(fed.home) == []
+
+
+def test_nodes_are_waited_for_by_asking_the_superlink_when_its_log_shows_none(
+    tmp_path, monkeypatch
+):
+    """A SuperLink log without the activation lines (another Flower version): the wait asks
+    ``flwr supernode list`` instead, every ``_ASK_EVERY_S``, and gives up at the timeout."""
+    import privfl.federation.flower.local as local
+    from privfl.errors import ProtocolError
+
+    monkeypatch.setattr(local, "_ASK_EVERY_S", 0.05)
+    fed = LocalFederation(tmp_path)
+    try:
+        (tmp_path / "superlink.log").write_text("INFO: a node came up in other words\n")
+        online = iter([0, 1, 2])
+        monkeypatch.setattr(fed, "online_nodes", lambda: next(online))
+        fed.wait_for_nodes(2, timeout=30)
+        assert next(online, None) is None  # asked until the SuperLink listed both
+        monkeypatch.setattr(fed, "online_nodes", lambda: 1)
+        with pytest.raises(ProtocolError, match="fewer than 2 SuperNodes"):
+            fed.wait_for_nodes(2, timeout=0.3)
+    finally:
+        fed.close()
