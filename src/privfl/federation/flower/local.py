@@ -24,7 +24,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -43,6 +42,7 @@ from privfl.federation.flower.launch import (
     flower_bin,
     free_port,
 )
+from privfl.federation.flower.ready import activated_nodes, port_open
 from privfl.federation.flower.reaper import Reaper
 
 CONNECTION = "local"
@@ -53,9 +53,7 @@ TASK_POLL_ENV = "FLWR_SUPEREXEC_TASK_POLL_INTERVAL"
 TASK_POLL_S = 0.25
 # How often a SuperLink or SuperNode is started again when its port was taken first.
 _RESTARTS = 3
-# What the SuperLink logs when a SuperNode comes online (what wait_for_nodes reads), and how
-# often wait_for_nodes asks the SuperLink instead while its log does not show them all.
-_ACTIVATED = re.compile(r"Activated node_id=(\d+)")
+# How often wait_for_nodes asks the SuperLink while its log does not show the nodes activated.
 _ASK_EVERY_S = 10.0
 
 
@@ -230,30 +228,11 @@ class LocalFederation:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self._alive("superlink")
-            if self._port_open():
+            if port_open(self.address, self.port, self.prefix("superlink")):
                 return
             time.sleep(0.2)
         where = f"{self.address}:{self.port}"
         raise ProtocolError(f"the SuperLink did not listen on {where} in {timeout:g} s")
-
-    def _port_open(self) -> bool:
-        prefix = self.prefix("superlink")
-        if not prefix:
-            with socket.socket() as s:
-                s.settimeout(2.0)
-                return s.connect_ex((self.address, self.port)) == 0
-        probe = (
-            "import socket, sys; s = socket.socket(); s.settimeout(2.0); "
-            f"sys.exit(s.connect_ex(({self.address!r}, {self.port})))"
-        )
-        try:
-            done = subprocess.run(  # noqa: S603 - fixed executables, no shell
-                [*prefix, sys.executable, "-S", "-c", probe], capture_output=True, timeout=30,
-                check=False,
-            )  # fmt: skip
-        except subprocess.TimeoutExpired:
-            return False
-        return done.returncode == 0
 
     def online_nodes(self) -> int:
         """SuperNodes the SuperLink lists as online (``flwr supernode list``; on a loaded
@@ -264,15 +243,6 @@ class LocalFederation:
         except (ValueError, AttributeError):
             return 0
         return sum(1 for n in nodes if str(n.get("status", "online")).startswith("online"))
-
-    def _activated(self) -> int:
-        """SuperNodes the SuperLink's log says it activated (Flower 1.41 logs
-        ``[Fleet.ActivateNode] Activated node_id=N`` when a node comes online)."""
-        try:
-            text = (self.root / "superlink.log").read_text(errors="replace")
-        except OSError:
-            return 0
-        return len(set(_ACTIVATED.findall(text)))
 
     def wait_for_nodes(self, count: int, timeout: float = 600.0) -> None:
         """Block until ``count`` SuperNodes are online (a dead one fails at once): until the
@@ -285,7 +255,7 @@ class LocalFederation:
         while True:
             for name in self.procs:
                 self._alive(name)
-            if self._activated() >= count:
+            if activated_nodes(self.root / "superlink.log") >= count:
                 return
             now = time.monotonic()
             if now - last >= _ASK_EVERY_S:
