@@ -51,7 +51,7 @@ demo: $(STAMP)
 # and the docs pages hold half of it. `--cpu-report FILE` (tests/_cpu_report.py) writes each test's CPU;
 # docs/reproducing.md has the figures per test.
 test: $(STAMP)
-	OMP_NUM_THREADS=1 $(BIN)/pytest -q -n 4 --dist worksteal
+	OMP_NUM_THREADS=1 $(BIN)/pytest -q -n 6 --dist worksteal
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
