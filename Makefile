@@ -20,7 +20,7 @@ FIND_LINKS := $(if $(HAVE_WHEELS),--find-links $(WHEELS))
 help:
 	@echo "make install          .venv with every extra (network-bound: 13 min wall, 69 s CPU, fresh clone)"
 	@echo "make demo             FHAUC with 15 parties on breast-cancer data (40 s wall, load 15)"
-	@echo "make test             the whole test suite, 6 workers (857 s CPU, 25 min wall at load 4-27; main: 747 s, 9:15 quiet)"
+	@echo "make test             the whole test suite, 6 workers (750 s CPU, 20 min wall at load 5-29; main: 747 s, 9:15 quiet)"
 	@echo "make lint             ruff and mypy --strict"
 	@echo "make docs             the documentation site into site/, warnings as errors (4.1 s CPU, 16 s wall, load 13)"
 	@echo "make bench            FHAUC's cost table, a line per row (63 s CPU, 7.7 min wall at load 15-33)"
@@ -49,9 +49,9 @@ demo: $(STAMP)
 # every thread). OpenFHE needs nothing: privfl chooses its threads itself, and
 # tests/test_threshold_threads.py checks that choice in a clean environment, as users get it.
 # tests/test_docs.py runs every code block of README.md and docs/ and builds the site (`make docs`).
-# Last measured (issue 31 item 5, 1,376 tests): 757 s user + 100 s system CPU, 25 min 20 s
-# wall on 2 cores shared with other jobs (load average 4 to 27); main before: 742 s CPU, 8:58
-# wall on a quiet machine with 4 workers. `--cpu-report FILE` (tests/_cpu_report.py) writes
+# Last measured (issue 31 item 5, 1,376 tests, 2 cores shared with other jobs): 750 s CPU,
+# 19 min 40 s wall (load average 4.7 to 28.6); 857 s, 25 min 20 s (load 4 to 27); main before:
+# 742 s CPU, 8:58 wall on a quiet machine with 4 workers. `--cpu-report FILE` (tests/_cpu_report.py) writes
 # each test's CPU; docs/reproducing.md has the figures per test.
 test: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/pytest -q -n 6 --dist worksteal
