@@ -4,6 +4,7 @@ last role holding it is gone, and keeps every other key set usable. Real keys an
 ciphertexts on the fast ``test`` ring."""
 
 import gc
+import threading
 
 import numpy as np
 
@@ -74,14 +75,40 @@ def test_threshold_sessions_in_one_process_leave_no_keys_behind(monkeypatch):
 def test_a_lease_released_early_is_not_released_again_at_collection():
     server, parties = key_set()
     tag = server.tag
-    leases = [keystore.install(server.context, tag, _unused, None, _Owner()) for _ in range(2)]
+    assert keystore.holders(tag) == 1  # the server's lease (the parties install no keys)
+    owners = [_Owner(), _Owner()]
+    leases = [keystore.install(server.context, tag, _unused, None, o) for o in owners]
+    assert keystore.holders(tag) == 3
     for lease in leases:
         lease.release()
         lease.release()
-    assert tag in keystore.held_tags()  # the roles' own leases still hold it
+    assert keystore.holders(tag) == 1
+    del owners, leases
+    gc.collect()
+    assert keystore.holders(tag) == 1  # the early releases were not counted again
     del server, parties
     gc.collect()
     assert tag not in keystore.held_tags()
+
+
+def test_a_role_collected_while_the_store_is_busy_does_not_wait_on_it():
+    """Collection starts at any allocation, also inside the store's own critical section: a
+    finaliser that took the store's lock there would wait on itself for ever."""
+    server, _ = key_set()
+    cyclic = _Owner()
+    cyclic.me = cyclic  # collected only by the cycle collector, at a moment nobody chooses
+    keystore.install(server.context, server.tag, _unused, None, cyclic)
+    del cyclic
+
+    def collect_inside_the_store():
+        with keystore._STORE.lock:
+            gc.collect()
+
+    worker = threading.Thread(target=collect_inside_the_store, daemon=True)
+    worker.start()
+    worker.join(timeout=10)
+    assert not worker.is_alive(), "a finaliser waited on the key store's lock"
+    assert keystore.holders(server.tag) == 1
 
 
 class _Owner:
