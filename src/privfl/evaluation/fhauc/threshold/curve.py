@@ -44,7 +44,7 @@ from privfl.errors import InputError, MalformedMessageError
 from privfl.evaluation.fhauc import curve, malicious
 from privfl.evaluation.fhauc.messages import SessionConfig
 from privfl.evaluation.fhauc.policy import Policy, Security
-from privfl.evaluation.fhauc.threshold.ops import FLOODING_MARGIN, fresh_error_bits
+from privfl.evaluation.fhauc.threshold.noise import FLOODING_MARGIN, fresh_error_bits
 from privfl.messages import Reader, Writer
 
 __all__ = [

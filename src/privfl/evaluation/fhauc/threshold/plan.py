@@ -34,13 +34,8 @@ from privfl.evaluation.fhauc.messages import SessionConfig
 from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.threshold import curve as threshold_curve
-from privfl.evaluation.fhauc.threshold.ops import (
-    check_session,
-    fhauc_parameters,
-    semi_honest_precision,
-    sigma_products,
-    value_shift,
-)
+from privfl.evaluation.fhauc.threshold.noise import semi_honest_precision, sigma_products
+from privfl.evaluation.fhauc.threshold.ops import check_session, fhauc_parameters, value_shift
 from privfl.evaluation.fhauc.variant import (
     Malicious,
     Outcome,
@@ -80,7 +75,7 @@ class ThresholdMalicious(Malicious):
 
 class ThresholdSemiHonest(SemiHonest):
     """The semi-honest variant with threshold mode's noise model: the AUC is output with its
-    precision (:func:`~.ops.semi_honest_precision`), and only when that is within
+    precision (:func:`~.noise.semi_honest_precision`), and only when that is within
     the policy's required accuracy; otherwise :class:`InsufficientPrecisionError` (the
     flooding noise of joint decryption is far larger than single-key CKKS noise, and a size
     bound far above the real data amplifies it), never a silently coarser AUC. As in the
@@ -156,11 +151,11 @@ def plan(config: SessionConfig, policy: Policy) -> Plan:
     mode = config.security
     executions = policy.executions if mode is Security.MALICIOUS else 1
     parties = len(config.parties)
-    # semi-honest: T and F in one ciphertext (half the upload; as single keys, the malicious
-    # variant keeps the folded layout its noise model was calibrated for)
-    layout = check_session(
-        params, parties, config.terms(), executions, joint=mode is Security.SEMI_HONEST
-    )
+    # T and F in one ciphertext whenever they fit (half the upload and half the aggregator's
+    # parsing, hashing and summing, for one rotation by W per execution): in both variants,
+    # at any number of parties, since OpenFHE's rotation adds almost no noise (noise.ROTATION_NOISE,
+    # which the malicious noise model includes: sigma_products)
+    layout = check_session(params, parties, config.terms(), executions, joint=True)
     lo, hi = malicious.multiplier_bounds(policy.multiplier_bits)
     ring = ThresholdContext.for_parameters(params, parties).ring
     bad = mode is Security.MALICIOUS
@@ -197,7 +192,7 @@ def check_hiding(policy: Policy) -> None:
     """:class:`InputError` before any work for a malicious threshold AUC session with
     ``hiding_bits > 0``: the masks' extra bits grow the slot products, whose encoding error
     (:data:`~.ops.DECODE_CAPACITY_BITS`: relative ``2^-49.7`` per slot) the verification's
-    threshold noise model (:func:`~.ops.sigma_products`) does not hold, so honest sessions
+    threshold noise model (:func:`~.noise.sigma_products`) does not hold, so honest sessions
     with ``hiding_bits = 4`` were refused as deviations (2 parties x 2,000 rows)."""
     if policy.hiding_bits > 0:
         raise InputError(
