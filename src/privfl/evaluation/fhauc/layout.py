@@ -72,6 +72,11 @@ class Layout:
         return [*steps, self.window] if self.joint else steps
 
     @property
+    def f_rotation(self) -> int:
+        """Joint layout: the rotation of the parties' sum that brings F under T's slots."""
+        return self.window
+
+    @property
     def f_ciphertexts(self) -> int:
         """F-vector ciphertexts a party uploads per execution (none when joint: F rides
         in the T ciphertext)."""
@@ -123,6 +128,54 @@ class Layout:
         d[0] = tp
         d[self.slots // 2] = fp
         return tchunks, fchunks, [d]
+
+
+@dataclass(frozen=True)
+class CurveLayout(Layout):
+    """The ``curve``/``metrics`` reveals' vectors (:mod:`~privfl.evaluation.fhauc.curve`): T
+    and F of ``terms`` slots each, chunked; no rotations, no D ciphertext.
+
+    ``joint`` (threshold keys, :mod:`~privfl.evaluation.fhauc.threshold.plan`): T and F in
+    one ciphertext when ``2 H <= slots`` with ``H = next_pow2(terms)`` (:attr:`f_rotation`):
+    T at slots ``0..terms-1``, F at ``H..H+terms-1``, zeros elsewhere. The aggregator's
+    reply is unchanged: two ciphertexts, the parties' sum (T in its first ``terms`` slots)
+    and the sum rotated by ``H`` (F there), each times ``c``
+    (:func:`~privfl.evaluation.fhauc.uploads.summed_vectors`), so the same two ciphertexts
+    per execution are decrypted and the same first ``terms`` slots of each revealed. Half
+    the upload, for one rotation per execution."""
+
+    @classmethod
+    def for_curve(cls, terms: int, slots: int, joint: bool = False) -> CurveLayout:
+        joint = joint and 2 * next_pow2(terms) <= slots
+        return cls(terms, slots, False, slots, math.ceil(terms / slots), joint)
+
+    @property
+    def rotation_steps(self) -> list[int]:
+        return [self.f_rotation] if self.joint else []
+
+    @property
+    def f_rotation(self) -> int:
+        return next_pow2(self.terms)
+
+    @property
+    def denominator_ciphertexts(self) -> int:
+        return 0
+
+    def chunk(self, v: FloatArray) -> list[FloatArray]:
+        out = np.zeros(self.chunks * self.slots)
+        out[: v.size] = v
+        return list(out.reshape(self.chunks, self.slots))
+
+    def vectors(self, t: FloatArray, f: FloatArray) -> tuple[list[FloatArray], list[FloatArray]]:
+        """One party's T and F ciphertext vectors (joint: one vector, F at :attr:`f_rotation`)."""
+        if t.size != self.terms or f.size != self.terms:
+            raise InputError(f"expected {self.terms} terms per vector, got {t.size}/{f.size}")
+        if not self.joint:
+            return self.chunk(t), self.chunk(f)
+        v = np.zeros(self.slots)
+        v[: self.terms] = t
+        v[self.f_rotation : self.f_rotation + self.terms] = f
+        return [v], []
 
 
 # Sizes of one ciphertext at the top level: serialised (seeded: one polynomial plus a seed,

@@ -129,7 +129,9 @@ def curve_plan(config: SessionConfig, policy: Policy, params: ThresholdParameter
     executions = policy.executions if mode is Security.MALICIOUS else 1
     parties = len(config.parties)
     params.check(parties)
-    layout = curve.CurveLayout.for_curve(config.terms(), params.batch_size)
+    # T and F in one upload ciphertext when they fit (CurveLayout: the reply, what is decrypted
+    # and revealed are unchanged; the aggregator rotates the sum once per execution)
+    layout = curve.CurveLayout.for_curve(config.terms(), params.batch_size, params.sum_keys)
     per_execution = 2 * layout.chunks
     threshold_curve.check_budget(params, executions, per_execution)
     lo, hi = malicious.multiplier_bounds(policy.multiplier_bits)
