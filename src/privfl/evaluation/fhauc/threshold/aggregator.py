@@ -48,6 +48,7 @@ from typing import Any, TypeVar
 
 from privfl import threshold as tr
 from privfl.crypto import threshold as th
+from privfl.crypto.threshold.messages import ciphertext_rows
 from privfl.errors import MalformedMessageError, ProtocolError, UnknownPartyError
 from privfl.evaluation.fhauc.aggregator import Aggregator
 from privfl.evaluation.fhauc.messages import AGGREGATOR, SessionConfig
@@ -326,14 +327,14 @@ class ThresholdAggregator:
 
     def _fresh(self, raw: bytes, sender: str) -> ThresholdCiphertext:
         server = self._server()
-        message = th.CiphertextMessage.from_bytes(raw, server.context, server.session)
+        message = ciphertext_rows(raw, server.context, server.session)  # checked, no copy
         fresh = (self._plan().upload_level, 1)
         if message.sender != sender or (message.level, message.deg) != fresh:
             raise MalformedMessageError(
                 f"upload from {sender}: not a fresh ciphertext of its own (level "
                 f"{message.level}, degree {message.deg})"
             )
-        return ThresholdCiphertext.from_message(server.context, message)
+        return ThresholdCiphertext.from_rows(server.context, message, server.session)
 
     def _server(self) -> tr.ThresholdServer:
         if self.server is None:

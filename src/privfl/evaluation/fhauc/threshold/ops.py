@@ -66,6 +66,7 @@ from privfl.crypto.threshold import (
     ThresholdParameters,
     parameter_set,
 )
+from privfl.crypto.threshold.messages import CiphertextRows
 from privfl.crypto.threshold.params import SCALING_MOD_BITS
 from privfl.crypto.threshold.wire import add_mod
 from privfl.errors import InputError, ProtocolError
@@ -163,6 +164,16 @@ class ThresholdCiphertext:
         layout = ctx.ciphertext_layout(message.level, message.deg)
         rows = np.frombuffer(message.payload, dtype=np.uint64).reshape(layout.vectors, ctx.ring)
         return cls(lazy=_Rows(ctx, message.level, message.deg, rows, message.session.hex()))
+
+    @classmethod
+    def from_rows(
+        cls, ctx: ThresholdContext, message: CiphertextRows, session: bytes
+    ) -> ThresholdCiphertext:
+        """A lazy ciphertext from a checked message whose rows were never copied into bytes
+        (:func:`~privfl.crypto.threshold.messages.ciphertext_rows`)."""
+        vectors = ctx.ciphertext_layout(message.level, message.deg).vectors
+        rows = message.rows.reshape(vectors, ctx.ring)
+        return cls(lazy=_Rows(ctx, message.level, message.deg, rows, session.hex()))
 
     @property
     def ct(self) -> Ciphertext:
