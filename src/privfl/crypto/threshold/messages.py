@@ -79,7 +79,7 @@ class _Message:
 
     @classmethod
     def _decode(
-        cls, data: bytes, ctx: ThresholdContext, session: bytes
+        cls, data: bytes | memoryview, ctx: ThresholdContext, session: bytes
     ) -> tuple[str, list[int | npt.NDArray[np.uint64]]]:
         """The sender and the checked fields in declaration order (coefficient payloads as
         ``(vectors, ring)`` arrays): every check of :meth:`from_bytes`."""
@@ -220,7 +220,9 @@ class CiphertextRows:
     rows: npt.NDArray[np.uint64]
 
 
-def ciphertext_rows(data: bytes, ctx: ThresholdContext, session: bytes) -> CiphertextRows:
+def ciphertext_rows(
+    data: bytes | memoryview, ctx: ThresholdContext, session: bytes
+) -> CiphertextRows:
     """:meth:`CiphertextMessage.from_bytes`'s checks, the payload kept as rows."""
     sender, values = CiphertextMessage._decode(data, ctx, session)
     level, deg, rows = values

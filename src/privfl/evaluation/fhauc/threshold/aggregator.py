@@ -87,7 +87,7 @@ class ThresholdAggregator:
         self.reuse_keys = True  # announce the kept key set when it fits (False: re-key)
         self._commitments: tuple[bytes, ...] = ()
         self._requests: list[th.DecryptionRequest] = []
-        self._uploads: dict[str, tmsg.ThresholdUpload] = {}
+        self._uploads: dict[str, tmsg.UploadViews] = {}
         self._keys_installed = False
 
     # ------------------------------------------------------------------ public state
@@ -207,7 +207,7 @@ class ThresholdAggregator:
         cfg = self._config()
         self._uploads = {}
         for p in cfg.parties:
-            msg = tmsg.ThresholdUpload.from_bytes(uploads[p], cfg.session, self.roster)
+            msg = tmsg.ThresholdUpload.views(uploads[p], cfg.session, self.roster)  # no copy
             if msg.sender != p:
                 raise UnknownPartyError(f"an upload signed by {msg.sender!r} arrived as {p!r}'s")
             if msg.transcript != tp.threshold_transcript(self.transcript or b""):
@@ -308,7 +308,7 @@ class ThresholdAggregator:
             raise UnknownPartyError(f"{party!r} sent a key share in {share.sender!r}'s name")
         return share
 
-    def _open(self, msg: tmsg.ThresholdUpload, plan: tp.Plan) -> list[Upload]:
+    def _open(self, msg: tmsg.UploadViews, plan: tp.Plan) -> list[Upload]:
         layout = plan.layout
         if len(msg.executions) != plan.executions:
             raise MalformedMessageError(
@@ -325,7 +325,7 @@ class ThresholdAggregator:
             out.append(Upload(msg.sender, msg.session, list(t), list(f), list(d), e))
         return out
 
-    def _fresh(self, raw: bytes, sender: str) -> ThresholdCiphertext:
+    def _fresh(self, raw: bytes | memoryview, sender: str) -> ThresholdCiphertext:
         server = self._server()
         message = ciphertext_rows(raw, server.context, server.session)  # checked, no copy
         fresh = (self._plan().upload_level, 1)
