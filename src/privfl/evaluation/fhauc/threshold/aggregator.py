@@ -60,6 +60,7 @@ from privfl.evaluation.fhauc.threshold import plan as tp
 from privfl.evaluation.fhauc.threshold.keys import ThresholdKeys
 from privfl.evaluation.fhauc.threshold.keyset import ServerKeySet
 from privfl.evaluation.fhauc.threshold.ops import ThresholdCiphertext
+from privfl.evaluation.fhauc.threshold.parallel import map_parties
 from privfl.evaluation.fhauc.threshold.setup import ThresholdPublicSetup
 from privfl.evaluation.fhauc.uploads import Upload
 from privfl.evaluation.statistics import ScoreRange
@@ -206,13 +207,18 @@ class ThresholdAggregator:
         :meth:`request_decryptions`."""
         cfg = self._config()
         self._uploads = {}
-        for p in cfg.parties:
+        transcript = tp.threshold_transcript(self.transcript or b"")
+
+        def check(p: str) -> tmsg.UploadViews:
             msg = tmsg.ThresholdUpload.views(uploads[p], cfg.session, self.roster)  # no copy
             if msg.sender != p:
                 raise UnknownPartyError(f"an upload signed by {msg.sender!r} arrived as {p!r}'s")
-            if msg.transcript != tp.threshold_transcript(self.transcript or b""):
+            if msg.transcript != transcript:
                 raise ProtocolError(f"the upload of {p} belongs to another session")
-            self._uploads[p] = msg
+            return msg
+
+        checked = map_parties(check, cfg.parties, self.computation.workers)
+        self._uploads = dict(zip(cfg.parties, checked, strict=True))
 
     def install_keys(self) -> None:
         """Key generation round 2, end: install the joint evaluation keys (every party's
@@ -232,7 +238,11 @@ class ThresholdAggregator:
         cfg, server, plan = self._config(), self._server(), self._plan()
         if set(self._uploads) != set(cfg.parties) or not self._keys_installed:
             raise ProtocolError("the uploads and joint keys of every party are needed first")
-        by_party = {p: self._open(self._uploads[p], plan) for p in cfg.parties}
+        server.context.ciphertext_layout(plan.upload_level, 1)  # built once, before threads
+        opened = map_parties(
+            lambda p: self._open(self._uploads[p], plan), cfg.parties, self.computation.workers
+        )
+        by_party = dict(zip(cfg.parties, opened, strict=True))
         self._uploads = {}
         self.keys.install(server)
         comp = self.computation
@@ -262,16 +272,20 @@ class ThresholdAggregator:
         cfg, server = self._config(), self._server()
         ctx = server.context
         per_request: list[list[th.DecryptionShare]] = [[] for _ in self._requests]
-        for p in cfg.parties:
-            if p == self.lead:
-                continue
+
+        def decode(p: str) -> list[th.DecryptionShare]:
             msg = tmsg.DecryptShares.from_bytes(shares[p], cfg.session, self.roster)
             if msg.sender != p or len(msg.shares) != len(self._requests):
                 raise MalformedMessageError(f"the decryption shares of {p!r} do not fit")
-            for k, raw in enumerate(msg.shares):
-                share = th.DecryptionShare.from_bytes(raw, ctx, server.session)
+            out = [th.DecryptionShare.from_bytes(raw, ctx, server.session) for raw in msg.shares]
+            for share in out:
                 if share.sender != p:
                     raise UnknownPartyError(f"{p!r} sent a share in {share.sender!r}'s name")
+            return out
+
+        others = [p for p in cfg.parties if p != self.lead]
+        for got in map_parties(decode, others, self.computation.workers):
+            for k, share in enumerate(got):
                 per_request[k].append(share)
         items = tuple(
             server.lead_decryption(req, got, self.lead).to_bytes()
