@@ -3,8 +3,9 @@
 Vectors. Party ``m`` holds (possibly weighted) cumulative counts ``TP_{m,j}``, ``FP_{m,j}``
 for ``j = 1..N-1``. It uploads a *T* vector (the TP positions) and an *F* vector (the FP
 positions), each of ``L = S·(N-1)`` slots (``S = 1`` semi-honest), cut into
-``ceil(L / slots)`` ciphertexts. The aggregator adds the parties' ciphertexts and multiplies
-every resulting ciphertext by one integer ``c`` (:func:`aggregate`): no product, no rotation.
+``ceil(L / slots)`` ciphertexts (threshold keys: both in one, :class:`CurveLayout`). The
+aggregator adds the parties' ciphertexts and multiplies every resulting ciphertext by one
+integer ``c`` (:func:`aggregate`): no product, no rotation (but the joint upload's one).
 
 Semi-honest: the T slots are ``TP_{m,j}``, the F slots ``FP_{m,j}``, at scale ``2^40``.
 A party decrypts ``c·TP_j``, ``c·FP_j`` and normalises by ``c·(P+Q)``. The CKKS error is

@@ -85,7 +85,8 @@ def curve_shift(config: SessionConfig, policy: Policy, c_high_bits: float) -> in
     return max(0, math.ceil(c_high_bits + value_bits(config, policy) - CURVE_CAPACITY_BITS))
 
 
-# A curve reply is a sum of fresh ciphertexts times an integer (no product, no rotation):
+# A curve reply is a sum of fresh ciphertexts times an integer (no product; at most the
+# joint layout's rotation, whose noise is tiny: noise.ROTATION_NOISE):
 # fresh vectors decoded up to 2^50 on ring 2^12 (uniform slots, largest error 2^1.6, relative
 # 2^-48.4); the AUC reply's bound is lower (:func:`~.ops.capacity_bits`).
 CURVE_CAPACITY_BITS = 50.0
