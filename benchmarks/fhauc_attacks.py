@@ -31,6 +31,7 @@ import privfl
 from privfl.crypto import keywrap
 from privfl.errors import PrivflError
 from privfl.evaluation import fhauc
+from privfl.evaluation.fhauc import roles
 from privfl.evaluation.fhauc.messages import SessionConfig, Start
 from privfl.evaluation.fhauc.tamper import DeflateDenominator, ScaleNumeratorEverywhere
 from privfl.evaluation.fhauc.uploads import PartyUpload
@@ -89,7 +90,7 @@ class Site:
         self.data = data(seed)
         self.parties = []
         for n, (s, y) in zip(self.names, self.data, strict=True):
-            p = fhauc.Party(n, ids[n], roster, "p0", s, y)
+            p = roles.make_party("single", n, ids[n], roster, "p0", s, y)
             p.receive_bundle(bundles[n])
             self.parties.append(p)
 

@@ -32,7 +32,8 @@ import privfl.metrics as pm
 from privfl.crypto import keywrap
 from privfl.errors import PrivflError
 from privfl.evaluation import fhauc
-from privfl.evaluation.fhauc import curve_tamper
+from privfl.evaluation.fhauc import curve_tamper, roles
+from privfl.evaluation.fhauc.reveal import Reveal
 
 N, S, M, SIZE = 50, 4, 3, 1000
 EPSILONS = (1e-11, 1e-9, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3)
@@ -62,7 +63,7 @@ class Site:
         self.reference = np.concatenate([ref.tp, ref.fp])
         self.parties = []
         for n, (s, y) in zip(self.names, self.data, strict=True):
-            p = fhauc.Party(n, ids[n], roster, "p0", s, y, reveals=("curve",))
+            p = roles.make_party("single", n, ids[n], roster, "p0", s, y, reveal=Reveal.CURVE)
             p.receive_bundle(bundles[n])
             self.parties.append(p)
 

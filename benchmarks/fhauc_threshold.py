@@ -250,7 +250,9 @@ def reuse_rows(args: argparse.Namespace) -> None:
             traffic = max(
                 t.get("setup", 0) + t.get("session", 0) for t in transport.traffic.values()
             )
-            used = max(p.key_set.keys.decryption_shares_made for p in parties if p.key_set)
+            used = max(
+                p.keys.key_set.keys.decryption_shares_made for p in parties if p.keys.key_set
+            )
             err = max(abs(r.auc - ref) for r in results)
             keygen = "yes" if "party_keygen" in runner.seconds else "no"
             print(

@@ -340,7 +340,7 @@ def test_an_upload_at_another_scale_is_malformed_and_names_its_sender(rng):
     d = Deployment(rng)
     ups = d.uploads()
     msg = fhauc.PartyUpload.from_bytes(ups["p1"], d.agg.config.session, d.roster)
-    ctx = d.parties[1]._ctx()
+    ctx = d.parties[1].keys._ctx()
     odd = ctx.encrypt(np.ones(4), 30).to_bytes()  # scale 2^30 instead of 2^40
     executions = (((odd,), msg.executions[0][1], msg.executions[0][2]),)
     # signed by p1 itself: a member that uploads at the wrong scale

@@ -28,13 +28,14 @@ from privfl.errors import (
 )
 from privfl.evaluation.fhauc.messages import SessionConfig
 from privfl.evaluation.fhauc.policy import Policy, Security
+from privfl.evaluation.fhauc.roles import make_party
 from privfl.evaluation.fhauc.schedule import SessionRequest, party_step, run_session
+from privfl.evaluation.fhauc.steps import Step
 from privfl.evaluation.fhauc.tamper import TAMPERS
 from privfl.evaluation.fhauc.threshold import ops as threshold_ops
 from privfl.evaluation.fhauc.threshold import plan as tp
 from privfl.evaluation.fhauc.threshold.aggregator import ThresholdAggregator
 from privfl.evaluation.fhauc.threshold.messages import KeyCheck, Relay
-from privfl.evaluation.fhauc.threshold.party import ThresholdFhaucParty
 from privfl.evaluation.fhauc.threshold.setup import provision
 from privfl.evaluation.fhauc.transport import Transport
 
@@ -81,7 +82,9 @@ def deployment(rng, m=3, size=200, security="semi-honest", aggregator=None, n_po
     policy = Policy(mode, 1 << (size - 1).bit_length(), max_splits=4,
                     min_pairs=1 << (pairs.bit_length() - 1))  # fmt: skip
     public, bundles = provision("p0", ids["p0"], roster, policy)
-    parties = [ThresholdFhaucParty(n, ids[n], roster, "p0", s, y) for n, (s, y) in zip(names, data)]
+    parties = [
+        make_party("threshold", n, ids[n], roster, "p0", s, y) for n, (s, y) in zip(names, data)
+    ]
     for p in parties:
         p.receive_bundle(bundles[p.name])
     agg = aggregator or ThresholdAggregator()
@@ -157,7 +160,7 @@ def test_aggregator_holds_no_key_share_and_never_a_fusable_set_of_shares(rng):
     assert seen == [] and not hasattr(agg.server, "_secret")
     # only the transcript-chosen lead fused; it never sent a decryption share, and the
     # aggregator got exactly M - 1 of them per reply
-    assert [p.name for p in parties if p.is_lead] == [agg.lead]
+    assert [p.name for p in parties if p.keys.is_lead] == [agg.lead]
     assert agg.lead not in rec.down["decrypt"] and set(rec.down["fuse"]) == {agg.lead}
     assert len(rec.up["decrypt"]) == len(parties) - 1
     # c0 plus the sum the aggregator built does not decrypt to the reply
@@ -390,10 +393,10 @@ def _key_round(agg, parties, request):
     start = agg.collect_joins({p.name: p.join(config) for p in parties})
     assert agg.lead == ""  # unknown to the aggregator when it relays the joins
     for p in parties:
-        agg.add_keygen_share(p.name, p.keygen(start))
+        agg.add_keygen_share(p.name, party_step(p, Step.KEYGEN, start)[0])
     joint = agg.finish_keygen()
     assert agg.lead == ""  # and still unknown with the joint key
-    return config, {p.name: p.keycheck(joint) for p in parties}
+    return config, {p.name: party_step(p, Step.KEYCHECK, joint)[0] for p in parties}
 
 
 def test_the_lead_is_fixed_by_secrets_the_parties_committed_to_before_the_aggregator_saw_them(
@@ -417,7 +420,7 @@ def test_the_lead_is_fixed_by_secrets_the_parties_committed_to_before_the_aggreg
     assert agg.lead == cfg.parties[tp.lead_index(transcript, len(cfg.parties), seed)]
     for p in parties:
         p.upload(relay)
-    assert [p.name for p in parties if p.is_lead] == [agg.lead]
+    assert [p.name for p in parties if p.keys.is_lead] == [agg.lead]
     # abandoning now (to get another lead) is recorded by every party
     agg.start_session(request.parties, 10, security=request.security, splits=1)
     again = agg.start_session(request.parties, 10, security=request.security, splits=1)
@@ -477,7 +480,7 @@ def test_the_record_of_abandoned_sessions_survives_the_node_state(rng):
     s, y = make_parties(rng, 1, 200)[0]
 
     def fresh_process(state):
-        p = ThresholdFhaucParty("p0", ids["p0"], roster, "p0", s, y)
+        p = make_party("threshold", "p0", ids["p0"], roster, "p0", s, y)
         p.receive_bundle(bundles["p0"])
         p.restore(state)
         return p

@@ -68,7 +68,7 @@ def test_a_party_refuses_a_curve_session_it_did_not_consent_to(rng):
     )
     with pytest.raises(ProtocolError, match="consented to"):
         run_session(agg, rec, curve_request)
-    assert all(not p.holds_key_share for p in parties)  # refused at the join
+    assert all(not p.keys.holds_key_share for p in parties)  # refused at the join
 
 
 def test_a_session_beyond_the_decryption_budget_is_refused_before_any_work(rng):

@@ -45,7 +45,7 @@ def test_a_second_session_reuses_the_key_set_without_key_generation():
     second = session(agg, parties, request)
     assert Step.KEYGEN in first.down and Step.KEYGEN not in second.down  # no key generation
     config = SessionConfig.from_bytes(second.down[Step.JOIN]["p0"])
-    assert config.key_set == key_id and all(p.key_set.key_id == key_id for p in parties)
+    assert config.key_set == key_id and all(p.keys.key_set.key_id == key_id for p in parties)
     expected = privfl.binned_auc(data, request.thresholds)
     for rec in (first, second):
         assert all(r.auc == pytest.approx(expected, abs=TOL) for r in rec.results.values())
@@ -54,7 +54,7 @@ def test_a_second_session_reuses_the_key_set_without_key_generation():
         traffic(first, p.name) for p in parties
     )
     assert agg.key_set.used == 2 and all(
-        p.key_set.keys.decryption_shares_made == 2 for p in parties
+        p.keys.key_set.keys.decryption_shares_made == 2 for p in parties
     )
 
 
@@ -64,7 +64,7 @@ def test_a_party_refuses_a_reused_key_set_beyond_its_own_budget_and_re_keying_wo
     budget = agg.key_set.server.context.params.max_decryptions
     while agg.key_set.used < budget:  # honest sessions until the budget is spent
         session(agg, parties, request)
-    assert all(p.key_set.remaining == 0 for p in parties)
+    assert all(p.keys.key_set.remaining == 0 for p in parties)
     # an aggregator that miscounts (or cheats) and announces the spent key set again
     agg.key_set.used = 0
     spent = agg.key_set.key_id
@@ -77,7 +77,7 @@ def test_a_party_refuses_a_reused_key_set_beyond_its_own_budget_and_re_keying_wo
     agg.key_set.used = budget
     rec = session(agg, parties, request)
     assert Step.KEYGEN in rec.down and agg.key_set.key_id != spent
-    assert all(p.key_set.key_id == agg.key_set.key_id for p in parties)
+    assert all(p.keys.key_set.key_id == agg.key_set.key_id for p in parties)
     expected = privfl.binned_auc(data, request.thresholds)
     assert all(r.auc == pytest.approx(expected, abs=TOL) for r in rec.results.values())
 
@@ -97,7 +97,7 @@ def restart_after_the_lead_draw(agg, parties, request) -> str:
     config = agg.start_session(request.parties, request.thresholds, security=request.security)
     assert SessionConfig.from_bytes(config).key_set == agg.key_set.key_id
     start = agg.collect_joins({p.name: p.join(config) for p in parties})
-    agg.relay_checks({p.name: p.keycheck(start) for p in parties})
+    agg.relay_checks({p.name: p.handlers()[Step.KEYCHECK](start) for p in parties})
     return agg.lead
 
 
@@ -130,14 +130,14 @@ def test_a_steering_aggregator_restarting_reuse_sessions_is_refused_after_the_ab
     restart_after_the_lead_draw(agg, parties, request)  # abandon 2: the limit
     config = agg.start_session(request.parties, request.thresholds, security=request.security)
     assert SessionConfig.from_bytes(config).key_set == kept  # the aggregator tries again
-    made = [p.key_set.keys.decryption_shares_made for p in parties]
+    made = [p.keys.key_set.keys.decryption_shares_made for p in parties]
     for p in parties:  # the join notes abandon 2 and refuses
         with pytest.raises(ProtocolError, match=r"abandoned after the lead was drawn.*re-key"):
             p.join(config)
-    assert [p.key_set.keys.decryption_shares_made for p in parties] == made
+    assert [p.keys.key_set.keys.decryption_shares_made for p in parties] == made
     params = threshold_ops.fhauc_parameters()
     for p in parties:  # the count survives the node-local storage
-        assert import_key_set(export_key_set(p.key_set), p.name, params).abandoned == 2
+        assert import_key_set(export_key_set(p.keys.key_set), p.name, params).abandoned == 2
         with pytest.raises(ProtocolError, match="abandoned"):
             p.join(config)  # and stays: no new abandon, still refused
     agg.reuse_keys = False  # re-keying works, with a clean count

@@ -114,3 +114,18 @@ def test_a_failing_node_names_its_party_not_only_its_node_id(tmp_path):
 
     assert party_of(7, {7: "site-b"}) == "site-b (node 7)"
     assert party_of(8, {7: "site-b"}) == "node 8"
+
+
+def test_node_local_state_written_by_the_other_key_mode_is_ignored_not_fatal(nodes):
+    """A node re-provisioned from threshold to single keys (or back) finds the other mode's
+    record in its state: it starts afresh instead of failing every step on those bytes."""
+    from flwr.app import ConfigRecord
+
+    agg, contexts, _ = nodes
+    other = {"keys": "threshold", "state": b"\x01threshold-state", "key-set": b"\x02key-set"}
+    for p in PARTIES:
+        contexts[p].state[client_app.STATE] = ConfigRecord(other)
+    config = agg.start_session(PARTIES, 20)
+    joins = {p: client_app.run_step("join", config, contexts[p])[1] for p in PARTIES}
+    assert agg.collect_joins(joins)
+    assert contexts["site-a"].state[client_app.STATE]["keys"] == "single"

@@ -165,7 +165,7 @@ def test_a_run_failing_after_the_decryption_relay_leaves_the_deployment_usable(
     share) does not leave the file behind the parties' counts, so the next run reuses the set
     (fresh request ids, a count that fits) instead of being refused at the decrypt step."""
     from privfl.errors import ProtocolError
-    from privfl.evaluation.fhauc.threshold.party import ThresholdFhaucParty
+    from privfl.evaluation.fhauc.threshold.party import ThresholdPartyKeys
 
     budget(monkeypatch, 3)
     kept = tmp_path / "key-set.bin"
@@ -176,11 +176,11 @@ def test_a_run_failing_after_the_decryption_relay_leaves_the_deployment_usable(
         run()
         assert "fhauc_keygen" in rounds(caplog)
 
-        def refuse(self, data):
+        def refuse(self, party, data):
             raise ProtocolError("the lead fails after the decryption relay")
 
         with monkeypatch.context() as m:
-            m.setattr(ThresholdFhaucParty, "fuse", refuse)
+            m.setattr(ThresholdPartyKeys, "fuse", refuse)
             with pytest.raises(server_app.PartyFailure, match="fhauc_fuse"):
                 run()
         assert "fhauc_decrypt" in rounds(caplog)
@@ -229,7 +229,7 @@ def test_nodes_refuse_a_kept_set_after_two_abandoned_sessions_and_the_next_run_r
     re-keys and succeeds."""
     from privfl.errors import ProtocolError
     from privfl.evaluation.fhauc.threshold.keyset import ABANDON_LIMIT
-    from privfl.evaluation.fhauc.threshold.party import ThresholdFhaucParty
+    from privfl.evaluation.fhauc.threshold.party import ThresholdPartyKeys
 
     budget(monkeypatch, 8)
     kept = tmp_path / "key-set.bin"
@@ -239,11 +239,11 @@ def test_nodes_refuse_a_kept_set_after_two_abandoned_sessions_and_the_next_run_r
 
         run()
 
-        def refuse(self, data):
+        def refuse(self, party, data):
             raise ProtocolError("the lead stops after the lead draw")
 
         with monkeypatch.context() as m:
-            m.setattr(ThresholdFhaucParty, "fuse", refuse)
+            m.setattr(ThresholdPartyKeys, "fuse", refuse)
             for _ in range(ABANDON_LIMIT):  # abandoned after the key checks drew the lead
                 with pytest.raises(server_app.PartyFailure, match="fhauc_fuse"):
                     run()

@@ -238,8 +238,10 @@ def test_no_module_level_import_cycle():
 
 
 def class_creation_lines(text: str) -> list[int]:
-    """Lines that build a class at run time (``type(name, bases, dict)``) or an object
-    without its constructor (``object.__new__``)."""
+    """Lines that build a class at run time (``type(name, bases, dict)``,
+    ``types.new_class``), an object without its constructor (``object.__new__``) or graft
+    one object's state or class onto another (``x.__dict__.update(...)``,
+    ``x.__class__ = ...``)."""
     import ast
 
     out = []
@@ -249,7 +251,18 @@ def class_creation_lines(text: str) -> list[int]:
             three_arg_type = isinstance(f, ast.Name) and f.id == "type" and len(node.args) == 3
             new = isinstance(f, ast.Attribute) and f.attr == "__new__"
             new = new and isinstance(f.value, ast.Name) and f.value.id == "object"
-            if three_arg_type or new:
+            new_class = isinstance(f, ast.Attribute) and f.attr == "new_class"
+            graft = isinstance(f, ast.Attribute) and f.attr == "update"
+            graft = graft and isinstance(f.value, ast.Attribute) and f.value.attr == "__dict__"
+            if three_arg_type or new or new_class or graft:
+                out.append(node.lineno)
+        elif isinstance(node, ast.Assign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            swapped = any(
+                isinstance(t, ast.Attribute) and t.attr in ("__class__", "__dict__")
+                for t in targets
+            )
+            if swapped:
                 out.append(node.lineno)
     return out
 
@@ -262,6 +275,9 @@ def test_library_code_creates_no_class_at_run_time():
 def test_the_one_engine_guards_can_fail():
     assert class_creation_lines("C = type('C', (A, B), {})\nx = object.__new__(C)") == [1, 2]
     assert class_creation_lines("t = type(x)") == []
+    grafts = "C = types.new_class('C', (A,))\nx.__dict__.update(y.__dict__)\nx.__class__ = B"
+    assert sorted(class_creation_lines(grafts)) == [1, 2, 3]
+    assert class_creation_lines("x.__dict__ |= y.__dict__\nd.update(e)") == [1]
     assert find_cycle({"a.b": {"a.c"}, "a.c": {"a.b"}}) == ["a.b", "a.c", "a.b"]
 
 
@@ -288,3 +304,32 @@ def test_protocol_code_needs_no_type_ignore():
 def test_the_type_ignore_guard_flags_violations():
     assert type_ignore_lines("x = f()  # type: ignore[assignment]\ny = 1\n") == [1]
     assert type_ignore_lines('s = "# type: ignore"\n') == []
+
+
+def key_mode_leaks(modules: dict[str, set[str]], engine: tuple[str, ...]) -> list[str]:
+    """The ``engine`` modules that import a key mode's own modules (threshold FHAUC, threshold
+    CKKS or the single-key backend) at module level: the one party and the one schedule must
+    reach keys only through their backend interfaces."""
+    modes = (
+        "privfl.evaluation.fhauc.threshold",
+        "privfl.crypto.threshold",
+        "privfl.threshold",
+        "privfl.crypto.ckks",
+    )
+    return [
+        f"{m} imports {t}"
+        for m in engine
+        for t in sorted(modules.get(m, set()))
+        if t.startswith(modes)
+    ]
+
+
+def test_the_one_party_and_its_key_interface_know_no_key_mode():
+    """``Party`` and ``PartyKeys`` are composed with a backend chosen by the role builder: they
+    import no key mode (the single-key default backend is the one name the party knows)."""
+    engine = ("privfl.evaluation.fhauc.party", "privfl.evaluation.fhauc.party_keys")
+    leaks = key_mode_leaks(module_edges(), engine)
+    assert not leaks, "key mode in the party engine: " + ", ".join(leaks)
+    assert key_mode_leaks({"a": {"privfl.crypto.threshold.params"}}, ("a",)) == [
+        "a imports privfl.crypto.threshold.params"
+    ]

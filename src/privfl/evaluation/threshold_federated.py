@@ -1,7 +1,7 @@
 """``federated_auc(..., keys="threshold")``: FHAUC where every party holds its own key share.
 
 Builds the roles (a provisioning party that creates only the shared seed, one
-:class:`~.fhauc.threshold.party.ThresholdFhaucParty` per data holder, the threshold
+:class:`~.fhauc.party.Party` with threshold keys per data holder, the threshold
 aggregator) and runs the one schedule, :func:`~.fhauc.schedule.run_session`, through an
 in-process transport that moves real message bytes and times every role. The security
 argument is in :mod:`privfl.evaluation.fhauc.threshold.aggregator`.
@@ -21,13 +21,12 @@ from privfl.evaluation.federated import AUCResult, party_names
 from privfl.evaluation.fhauc import Aggregator, malicious, roles
 from privfl.evaluation.fhauc.measures import Timings, Traffic
 from privfl.evaluation.fhauc.messages import SessionConfig
-from privfl.evaluation.fhauc.party import PartyResult
+from privfl.evaluation.fhauc.party import Party, PartyResult
 from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.evaluation.fhauc.schedule import SessionReport, SessionRequest, party_step, run_session
 from privfl.evaluation.fhauc.steps import KEY_STEPS, Step
 from privfl.evaluation.fhauc.threshold.aggregator import ThresholdAggregator
 from privfl.evaluation.fhauc.threshold.messages import UploadStep
-from privfl.evaluation.fhauc.threshold.party import ThresholdFhaucParty
 from privfl.evaluation.fhauc.threshold.plan import plan
 from privfl.evaluation.fhauc.transport import Transport
 from privfl.evaluation.statistics import ScoreRange, interior_thresholds
@@ -45,7 +44,7 @@ class ThresholdTransport(Transport):
 
     SETUP: ClassVar[frozenset[str]] = KEY_STEPS
 
-    def __init__(self, parties: Sequence[ThresholdFhaucParty], runner: InProcessRunner) -> None:
+    def __init__(self, parties: Sequence[Party], runner: InProcessRunner) -> None:
         self.parties = {p.name: p for p in parties}
         self.runner = runner
         self.results: dict[str, PartyResult] = {}

@@ -178,7 +178,7 @@ class ThresholdParty(CiphertextHolder):
 
     def receive_evaluation_keys(self, keys: tm.EvaluationKeys) -> None:
         """Install the joint evaluation keys (for a party that computes on ciphertexts)."""
-        install_evaluation_keys(self.context, self.session, keys)
+        install_evaluation_keys(self.context, self.session, keys, self)
 
     # ------------------------------------------------------------------ decryption
     def _count_decryption(self) -> None:

@@ -4,6 +4,7 @@ RNS prime, their sums, and the checks every fusing role runs on a set of decrypt
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,8 +13,9 @@ import numpy.typing as npt
 
 from privfl.crypto.threshold import messages as tm
 from privfl.crypto.threshold import wire
-from privfl.crypto.threshold.context import ThresholdContext
+from privfl.crypto.threshold.context import KeyShape, ThresholdContext
 from privfl.errors import ProtocolError, UnknownPartyError
+from privfl.threshold import keystore
 
 
 def coefficient_rows(shape_layout: wire.Layout, payload: bytes) -> npt.NDArray[np.uint64]:
@@ -43,28 +45,31 @@ def check_senders(
         )
 
 
-def key_installed(getter: Any, tag: str) -> bool:
-    """Whether OpenFHE's process-global store already holds keys under ``tag`` (several
-    roles of one session simulated in one process install the same public keys once)."""
-    try:
-        getter(tag)
-    except RuntimeError:
-        return False
-    return True
-
-
-def install_evaluation_keys(ctx: ThresholdContext, session: bytes, keys: tm.EvaluationKeys) -> None:
-    """Insert the joint relinearisation and automorphism keys into OpenFHE's key stores."""
-    tag, cc = session.hex(), ctx.cc
-    if not key_installed(cc.GetEvalMultKeyVector, tag):
-        cc.InsertEvalMultKey(
-            [ctx.load("eval_key", ctx.switch_key_shape.layout, keys.mult_key, tag)]
-        )
+def install_evaluation_keys(
+    ctx: ThresholdContext, session: bytes, keys: tm.EvaluationKeys, owner: object
+) -> keystore.Lease:
+    """Insert the joint relinearisation and automorphism keys into OpenFHE's key stores (once
+    per process: several roles of one session simulated in one process share them) and return
+    ``owner``'s lease on them (:mod:`~privfl.threshold.keystore`): the keys leave the stores
+    when the last lease on the session's tag is released."""
+    tag = session.hex()
     shape = ctx.automorphism_shape
-    if shape is not None and not key_installed(cc.GetEvalAutomorphismKeyMap, tag):
-        b = payload_rows(keys.automorphism_keys, len(shape.b_index), ctx.ring)
-        payload = shape.merge(ctx.crp(shape, session, "automorphism"), b)
-        cc.InsertEvalAutomorphismKey(ctx.load("eval_key_map", shape.layout, payload, tag), tag)
+
+    def mult() -> Any:
+        return ctx.load("eval_key", ctx.switch_key_shape.layout, keys.mult_key, tag)
+
+    automorphism = None
+    if shape is not None:
+        automorphism = functools.partial(_automorphism_keys, ctx, shape, session, keys)
+    return keystore.install(ctx, tag, mult, automorphism, owner)
+
+
+def _automorphism_keys(
+    ctx: ThresholdContext, shape: KeyShape, session: bytes, keys: tm.EvaluationKeys
+) -> Any:
+    b = payload_rows(keys.automorphism_keys, len(shape.b_index), ctx.ring)
+    payload = shape.merge(ctx.crp(shape, session, "automorphism"), b)
+    return ctx.load("eval_key_map", shape.layout, payload, session.hex())
 
 
 def sum_rows(

@@ -118,7 +118,7 @@ class ThresholdServer(CiphertextHolder):
             )
         joint = self._mult_sum.tobytes()
         keys = tm.EvaluationKeys(self.session, self.name, joint, self._joint_auto_b)
-        install_evaluation_keys(self.context, self.session, keys)
+        install_evaluation_keys(self.context, self.session, keys, self)
         self._mult_sum = None
         self.joint_evaluation_keys = keys
         return keys
@@ -133,7 +133,7 @@ class ThresholdServer(CiphertextHolder):
         if self.public_key is not None or self._keygen_senders:
             raise ProtocolError("this server already holds or is generating a key set")
         self.use_joint_public_key(public_key_rows)
-        install_evaluation_keys(self.context, self.session, keys)
+        install_evaluation_keys(self.context, self.session, keys, self)
         self._round_one_done = True
         self.joint_evaluation_keys = keys
         self._next_id = last_request_id

@@ -1,10 +1,18 @@
-"""An FHAUC party: a data owner holding its scores, labels, the CKKS secret key and the seed.
+"""An FHAUC party: a data owner holding its scores and labels, composed with its keys.
 
-One method per protocol step, each taking the bytes it receives and returning the bytes it
-sends (or its result at the end); the steps must come in order, for one session at a time:
+One :class:`Party` class whatever the keys: it holds what every party does (its data and
+counts, the check of an announced session against its roster, policy and consent, the stage
+machine, the packing of its statistics with the session's multipliers and masks, the result)
+and delegates what depends on the keys to one :class:`~.party_keys.PartyKeys` backend chosen
+by the role builder (:func:`~.roles.make_party`): :class:`~.single_keys.SingleKeys` (the CKKS
+secret context from the key holder) or :class:`~.threshold.party.ThresholdPartyKeys` (its own
+key share). The backend adds its steps to :meth:`Party.handlers` (threshold keys: ``keygen``,
+``keycheck``, ``decrypt``, ``fuse``) the way :class:`~.rounds.KeyRounds` adds the aggregator's.
 
-``join(config) -> Join`` · ``upload(start) -> PartyUpload`` · ``finish(result) -> PartyResult``
-(then :meth:`Party.done` for the signed status the aggregator collects).
+Each step takes the bytes it receives and returns the bytes it sends (or its result at the
+end); the steps must come in order, for one session at a time:
+``join(config) -> Join`` · [key rounds] · ``upload(start or key checks)`` · [decryption] ·
+``finish(result) -> PartyResult`` (then :meth:`Party.done` for the signed status).
 
 What a party learns: the session's public parameters, the global AUC (the whole protocol's
 output) and, against a malicious aggregator, the size of ``TP·FP`` within a factor
@@ -12,41 +20,33 @@ output) and, against a malicious aggregator, the size of ``TP·FP`` within a fac
 ``curve``/``metrics`` reveal, which it must have consented to (``reveals=``), the global
 counts up to a common secret scale instead (:mod:`~privfl.evaluation.fhauc.reveal`).
 The party's progress through a session (:class:`~.party_state.SessionState`) can be exported
-and restored,
-so that a deployment that runs each step in a fresh process (a Flower ClientApp) keeps the
-order checks; the state holds nothing secret beyond the party's own two totals.
+and restored (:meth:`Party.export_state`, in the backend's node-local format), so that a
+deployment that runs each step in a fresh process (a Flower ClientApp) keeps the order checks.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from privfl.crypto import keywrap, prng
-from privfl.crypto.ckks import CKKSContext
-from privfl.errors import InputError, MalformedMessageError, ProtocolError, UnknownPartyError
+from privfl.crypto import keywrap
+from privfl.errors import InputError, ProtocolError, UnknownPartyError
 from privfl.evaluation.fhauc import curve
-from privfl.evaluation.fhauc.key_holder import BUNDLE_PURPOSE
 from privfl.evaluation.fhauc.layout import Layout
-from privfl.evaluation.fhauc.messages import (
-    Done,
-    Join,
-    KeyBundle,
-    SessionConfig,
-    Start,
-)
+from privfl.evaluation.fhauc.messages import Done, Join, SessionConfig, Start
+from privfl.evaluation.fhauc.party_keys import PartyKeys, Sealable
 from privfl.evaluation.fhauc.party_state import SessionState, Stage
-from privfl.evaluation.fhauc.policy import Policy, Security
+from privfl.evaluation.fhauc.policy import Policy
 from privfl.evaluation.fhauc.reveal import Reveal
-from privfl.evaluation.fhauc.session import check_start, new_nonce, parse_config, session_key
+from privfl.evaluation.fhauc.session import CheckedStart, check_start, parse_config, session_key
+from privfl.evaluation.fhauc.single_keys import SingleKeys
 from privfl.evaluation.fhauc.steps import Step
-from privfl.evaluation.fhauc.uploads import PartyUpload, Result, Upload
-from privfl.evaluation.fhauc.variant import Malicious, Outcome, PartyView, variant_for
+from privfl.evaluation.fhauc.variant import Outcome, Packed, PartyView, variant_for
 from privfl.evaluation.statistics import (
     PartyCounts,
     party_counts,
@@ -55,7 +55,6 @@ from privfl.evaluation.statistics import (
     validate_weights,
     weighted_counts,
 )
-from privfl.messages import Reader
 
 log = logging.getLogger(__name__)
 
@@ -106,54 +105,46 @@ class PartyResult:
 
 class Party:
     """A data owner (see the module docstring). Holds only its own secrets: its data, the
-    CKKS secret context, the shared seed and its identity key."""
+    shared seed and its identity key; its key material is its key backend's (``keys``)."""
 
     def __init__(
         self,
         name: str,
         identity: keywrap.IdentityKey,
         roster: dict[str, bytes],
-        key_holder: str,
+        provisioner: str,
         scores: npt.ArrayLike | None = None,
         labels: npt.ArrayLike | None = None,
         *,
         weights: npt.ArrayLike | None = None,
         reveals: Iterable[Reveal | str] = (Reveal.AUC,),
+        keys: PartyKeys | None = None,
     ) -> None:
-        """``weights``: per-sample weights (``curve``/``metrics`` reveals only).
+        """``provisioner``: the party whose bundle this one accepts (single keys: the key
+        holder). ``weights``: per-sample weights (``curve``/``metrics`` reveals only).
         ``reveals``: the disclosures this party consents to; a session announcing another
-        ``reveal`` is refused (default: the AUC only)."""
+        ``reveal`` is refused (default: the AUC only). ``keys``: the key backend (default
+        single keys; :func:`~.roles.make_party` chooses it from the provisioned key mode)."""
         if roster.get(name) != identity.public_bytes:
             raise UnknownPartyError(f"party {name!r} is not in the roster with this identity key")
-        self.name, self.roster, self.key_holder = name, dict(roster), key_holder
+        self.name, self.roster, self.provisioner = name, dict(roster), provisioner
         self._identity = identity
         self._scores, self._labels, self._weights = scores, labels, weights
         self.reveals = frozenset(Reveal.parse(r) for r in reveals)
-        self._context: CKKSContext | None = None
+        self.keys: PartyKeys = keys if keys is not None else SingleKeys()
         self._seed: bytes | None = None
         self._policy: Policy | None = None
         self.state: SessionState | None = None
+        self.abandoned: list[str] = []  # sessions this party joined and never finished
+        self._counts: PartyCounts | None = None
 
     # ------------------------------------------------------------------ setup
     def receive_bundle(self, data: bytes) -> None:
-        """Unwrap the secret context, seed and policy (must come from the pinned key holder)."""
-        bundle = KeyBundle.from_bytes(data)
-        secret = keywrap.unwrap(
-            bundle.wrapped,
-            recipient=self.name,
-            recipient_key=self._identity,
-            roster=self.roster,
-            expected_sender=self.key_holder,
-            purpose=BUNDLE_PURPOSE,
+        """Open this party's bundle (it must come from the pinned provisioning party): the
+        key backend keeps its key material, the party the shared seed and the policy."""
+        self._seed, self._policy = self.keys.receive_bundle(
+            data, self.name, self._identity, self.roster, self.provisioner
         )
-        r = Reader(secret, "key bundle")
-        context = CKKSContext.deserialize(r.bytes_())
-        seed = r.bytes_(prng.SEED_BYTES)
-        policy = Policy.from_bytes(r.bytes_(256))
-        r.end()
-        if not context.is_private or len(seed) != prng.SEED_BYTES:
-            raise MalformedMessageError("key bundle lacks the secret key or the seed")
-        self._context, self._seed, self._policy = context, seed, policy
 
     @property
     def policy(self) -> Policy:
@@ -161,38 +152,110 @@ class Party:
             raise ProtocolError(f"party {self.name} has no key bundle yet")
         return self._policy
 
+    @property
+    def stage(self) -> Stage | None:
+        return self.state.stage if self.state is not None else None
+
+    def export_state(self) -> bytes:
+        """This party's progress (and its key backend's session material) for node-local
+        storage only."""
+        return self.keys.export_state(self.state, self.abandoned)
+
     def restore(self, state: bytes | None) -> None:
-        """Resume a session from :meth:`SessionState.to_bytes` (a fresh process per step).
-        The restored config is checked again against this party's roster and policy."""
-        if state is None:
-            self.state = None
-            return
-        restored = SessionState.from_bytes(state)
-        self._check_config(restored.config)
-        self.state = restored
+        """Resume a session from :meth:`export_state` (a fresh process per step). The
+        restored config is checked again against this party's roster, policy and keys."""
+        restored = self.keys.restore(state, self._check_config, self._policy)
+        if restored.abandoned is not None:
+            self.abandoned = list(restored.abandoned)
+        self.state, self._counts = restored.state, None
+        if self.state is not None and self.state.transcript:
+            self._counts = self._count(parse_config(self.state.config))
 
     # ------------------------------------------------------------------ steps
     def handlers(self) -> dict[Step, Callable[[bytes], bytes]]:
-        """This party's steps before ``result`` (:func:`~.schedule.party_step`)."""
-        return {Step.JOIN: self.join, Step.UPLOAD: self.upload}
+        """This party's steps before ``result`` (:func:`~.schedule.party_step`): ``join``,
+        ``upload`` and the steps of its key backend."""
+        steps: dict[Step, Callable[[bytes], bytes]] = {Step.JOIN: self.join}
+        steps.update(self.keys.handlers(self))
+        steps[Step.UPLOAD] = self.upload
+        return steps
 
     def join(self, data: bytes) -> bytes:
-        """Check the announced config against this party's roster and policy, draw a fresh
-        nonce and answer with a signed Join. An unfinished earlier session is abandoned for
-        good: its nonce is forgotten, so none of its messages can be used again."""
+        """Check the announced config against this party's roster, policy, consent and keys,
+        draw a fresh nonce and answer with a signed Join. An unfinished earlier session is
+        abandoned for good: its nonce is forgotten, so none of its messages can be used again."""
         config = self._check_config(data)
-        if self.state is not None and self.state.stage is not Stage.FINISHED:
-            log.info("party %s abandons session %s", self.name, self._session_hex())
         self._count(config)  # refuse bad or oversized data before joining
-        self._check_verification(config)  # and what verification could refuse later
-        nonce = new_nonce()
+        if self.state is not None and self.state.stage is not Stage.FINISHED:
+            old = parse_config(self.state.config)
+            self.abandoned.append(old.session.hex())
+            log.info("party %s abandons session %s", self.name, self.abandoned[-1][:8])
+            self.keys.abandon(old, self.state.stage)
+            self.state = None
+        self._counts = None
+        nonce = self.keys.begin(config, self.policy)  # what verification could refuse later
         self.state = SessionState(Stage.JOINED, data, nonce)
         return Join(config.session, self.name, config.digest, nonce).seal(self._identity)
 
     def upload(self, data: bytes) -> bytes:
-        """Check every party's join, derive the session key and upload the encrypted
-        statistics of every execution, signed. Reveals only ciphertext sizes."""
-        state = self._expect(Stage.JOINED, "upload")
+        """Upload the encrypted statistics of every execution, signed (the key backend checks
+        ``data``: the start message or the key checks). Reveals only ciphertext sizes."""
+        self.expect(self.keys.upload_after, "upload")
+        message = self.keys.upload(self, data)
+        counts = self.counts()
+        self.state = replace(
+            self.progress(),
+            stage=Stage.UPLOADED,
+            positives=counts.positives,
+            negatives=counts.negatives,
+        )
+        return message
+
+    def finish(self, data: bytes) -> PartyResult:
+        """Open the session's result with the key backend, verify (malicious) and output the
+        global AUC. A session finishes once: a second result for it is refused."""
+        self.expect(self.keys.finish_after, "finish")
+        config = self.config()
+        done = self.keys.finish(self, data)
+        return PartyResult(
+            self.name, config.session.hex(), config.security.value, config.num_points,
+            config.parties, done.executions, done.outcome, done.abandoned,
+        )  # fmt: skip
+
+    def done(self, status: str = "ok") -> bytes:
+        """The signed end-of-session status for the aggregator (never the AUC)."""
+        state = self.expect(Stage.FINISHED, "report its status")
+        session = parse_config(state.config).session
+        return Done(session, self.name, status).seal(self._identity)
+
+    # ---------------------------------------------- for the key backend (its PartySide view)
+    # The backend works on the party's session through these (never through the identity
+    # key or the data): progress and stage, the checked start, the session key, the counts,
+    # the packed statistics and signing.
+    def config(self) -> SessionConfig:
+        return parse_config(self.progress().config)
+
+    def progress(self) -> SessionState:
+        if self.state is None:
+            raise ProtocolError(f"party {self.name} has no session")
+        return self.state
+
+    def expect(self, stage: Stage, step: str) -> SessionState:
+        if self.state is None or self.state.stage is not stage:
+            have = "no session" if self.state is None else f"stage '{self.state.stage.value}'"
+            raise ProtocolError(
+                f"party {self.name} cannot {step} now ({have}, expected '{stage.value}'): "
+                "steps out of order are refused"
+            )
+        return self.state
+
+    def advance(self, stage: Stage) -> None:
+        self.state = replace(self.progress(), stage=stage)
+
+    def open_start(self, data: bytes) -> CheckedStart:
+        """Check the aggregator's start message (the config joined) and every relayed join;
+        count this party's data."""
+        state = self.progress()
         config = parse_config(state.config)
         start = Start.from_bytes(data, config.session)
         if start.config != state.config:
@@ -201,86 +264,42 @@ class Party:
                 "this party joined"
             )
         checked = check_start(config, self.policy, start.joins, self.roster, self.name, state.nonce)
-        counts = self._count(config)
-        key = self._key(checked.transcript)
-        ctx, layout = self._ctx(), self._layout(config)
-        variant = variant_for(config.security)
-        view = PartyView(config, self.policy, key, config.parties.index(self.name))
+        self._counts = self._count(config)
+        return checked
+
+    def set_transcript(self, transcript: bytes) -> None:
+        self.state = replace(self.progress(), transcript=transcript)
+
+    def session_key(self) -> bytes:
+        if self._seed is None:
+            raise ProtocolError(f"party {self.name} has no key bundle yet")
+        return session_key(self._seed, self.progress().transcript)
+
+    def view(self) -> PartyView:
+        config = self.config()
+        return PartyView(config, self.policy, self.session_key(), config.parties.index(self.name))
+
+    def counts(self) -> PartyCounts:
+        if self._counts is None:
+            raise ProtocolError(f"party {self.name} has no session")
+        return self._counts
+
+    def pack(self, layout: Layout) -> list[Packed]:
+        """The slot vectors of every execution: the variant's (AUC) or the curve's, with the
+        session's multipliers and masks."""
+        config, view = self.config(), self.view()
         if config.reveal is Reveal.AUC:
-            packed = variant.pack(counts, layout, view)
-        else:
-            if not isinstance(layout, curve.CurveLayout):
-                raise ProtocolError("a curve session needs a curve layout")
-            packed = curve.pack(*self._curve_counts(config), layout, view)
-        uploads = [
-            Upload(
-                self.name,
-                config.session,
-                [ctx.encrypt(v, p.scale_bits) for v in p.t],
-                [ctx.encrypt(v, p.scale_bits) for v in p.f],
-                [ctx.encrypt(v, p.scale_bits) for v in p.d],
-                e,
-            )
-            for e, p in enumerate(packed)
-        ]
-        self.state = SessionState(
-            Stage.UPLOADED,
-            state.config,
-            state.nonce,
-            checked.transcript,
-            counts.positives,
-            counts.negatives,
-        )
-        message = PartyUpload.build(config.session, self.name, checked.transcript, uploads)
+            return variant_for(config.security).pack(self.counts(), layout, view)
+        if not isinstance(layout, curve.CurveLayout):
+            raise ProtocolError("a curve session needs a curve layout")
+        return curve.pack(*self._curve_counts(config), layout, view)
+
+    def curve_total(self) -> float:
+        tp, fp = self._curve_counts(self.config())
+        return float(tp[-1] + fp[-1])
+
+    def seal(self, message: Sealable) -> bytes:
         return message.seal(self._identity)
-
-    def finish(self, data: bytes) -> PartyResult:
-        """Decrypt every execution's reply, verify (malicious) and output the global AUC.
-        A session finishes once: a second result for it is refused."""
-        state = self._expect(Stage.UPLOADED, "finish")
-        config = parse_config(state.config)
-        ctx, layout = self._ctx(), self._layout(config)
-        variant = variant_for(config.security)
-        executions = variant.executions(self.policy)
-        extra = 2 * (layout.chunks - 1) if config.reveal is not Reveal.AUC else 0
-        result = Result.from_bytes(data, ctx, config.session, extra, executions)
-        self.state = SessionState(Stage.FINISHED, state.config, state.nonce, state.transcript)
-        if [r.execution for r in result.replies] != list(range(executions)):
-            raise ProtocolError(
-                f"the result must hold executions 0..{executions - 1} in order, got "
-                f"{[r.execution for r in result.replies]}"
-            )
-        key = self._key(state.transcript)
-        view = PartyView(config, self.policy, key, config.parties.index(self.name))
-        if config.reveal is not Reveal.AUC:
-            if not isinstance(layout, curve.CurveLayout):
-                raise ProtocolError("a curve session needs a curve layout")
-            vectors = [curve.reply_vectors(r.decrypt(ctx), layout) for r in result.replies]
-            tp, fp = self._curve_counts(config)
-            outcome = curve.recover(vectors, float(tp[-1] + fp[-1]), view)
-        else:
-            plain = [r.decrypt(ctx) for r in result.replies]
-            decoded = [(float(v[0][0]), float(v[1][layout.denominator_slot])) for v in plain]
-            counts = PartyCounts(
-                np.array([0, state.positives], dtype=np.int64),
-                np.array([0, state.negatives], dtype=np.int64),
-            )
-            outcome = variant.recover(decoded, counts, view)
-        return PartyResult(
-            self.name,
-            config.session.hex(),
-            config.security.value,
-            config.num_points,
-            config.parties,
-            executions,
-            outcome,
-        )
-
-    def done(self, status: str = "ok") -> bytes:
-        """The signed end-of-session status for the aggregator (never the AUC)."""
-        state = self._expect(Stage.FINISHED, "report its status")
-        session = parse_config(state.config).session
-        return Done(session, self.name, status).seal(self._identity)
 
     # ------------------------------------------------------------------ internals
     def _check_config(self, data: bytes) -> SessionConfig:
@@ -291,33 +310,13 @@ class Party:
         if unknown:
             raise UnknownPartyError(f"session names parties outside the roster: {unknown}")
         config.check_policy(self.policy)
-        if config.key_set:  # public: a single-key party holds no threshold key set
-            raise ProtocolError(
-                "the session names a threshold key set to reuse; this party holds single keys "
-                "(provision threshold keys, or announce a single-key session)"
-            )
         if config.reveal not in self.reveals:
             raise ProtocolError(
                 f"the session would reveal {config.reveal.value!r} to the parties; party "
                 f"{self.name} consented to {sorted(r.value for r in self.reveals)} only"
             )
-        if config.reveal is Reveal.AUC:
-            variant = variant_for(config.security)
-            variant.multiplier_range(self._ctx().params, config, self.policy)  # raises if too big
-            variant.upload_scale_bits(self._ctx().params, config, self.policy)
-        else:
-            curve.multiplier_range(self._ctx().params, config, self.policy)  # raises if too big
-            curve.upload_scale_bits(self._ctx().params, config, self.policy)
-        self._layout(config)
+        self.keys.check_config(config, self.policy)
         return config
-
-    def _check_verification(self, config: SessionConfig) -> None:
-        """Malicious: refuse at join what the verification could refuse after decryption."""
-        variant = variant_for(config.security)
-        if config.reveal is Reveal.AUC and isinstance(variant, Malicious):
-            variant.check_before_upload(config, self.policy)  # public sizes and min_pairs
-        elif config.reveal is not Reveal.AUC and config.security is Security.MALICIOUS:
-            curve.check_before_upload(config, self.policy)
 
     def _count(self, config: SessionConfig) -> PartyCounts:
         """Validate the local data and count TP/FP at the session's decision points."""
@@ -349,31 +348,3 @@ class Party:
                 "(the bound that sizes the CKKS headroom and the masks)"
             )
         return weighted_counts(s, y, w, config.thresholds)
-
-    def _layout(self, config: SessionConfig) -> Layout:
-        ctx = self._ctx()
-        return curve.layout_for(config, ctx.params.slots, True, ctx.rotation_steps)
-
-    def _key(self, transcript: bytes) -> bytes:
-        if self._seed is None:
-            raise ProtocolError(f"party {self.name} has no key bundle yet")
-        return session_key(self._seed, transcript)
-
-    def _ctx(self) -> CKKSContext:
-        if self._context is None:
-            raise ProtocolError(f"party {self.name} has no key bundle yet")
-        return self._context
-
-    def _expect(self, stage: Stage, step: str) -> SessionState:
-        if self.state is None or self.state.stage is not stage:
-            have = "no session" if self.state is None else f"stage '{self.state.stage.value}'"
-            raise ProtocolError(
-                f"party {self.name} cannot {step} now ({have}, expected '{stage.value}'): "
-                "steps out of order are refused"
-            )
-        return self.state
-
-    def _session_hex(self) -> str:
-        if self.state is None:
-            return "-"
-        return parse_config(self.state.config).session.hex()[:8]

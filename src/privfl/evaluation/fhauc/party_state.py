@@ -1,7 +1,9 @@
-"""A single-key FHAUC party's progress through one session (:class:`SessionState`), for its
+"""An FHAUC party's progress through one session (:class:`SessionState`), for its
 own node-local storage between steps (a Flower ClientApp may be a fresh process per message):
 stage, the config it joined, its nonce, the transcript and its own two totals. Nothing secret
-beyond those totals; parsed with bounded reads."""
+beyond those totals; parsed with bounded reads. With single keys these are the whole node-local
+state; with threshold keys :class:`~.threshold.state.ThresholdState` stores them with the key
+share."""
 
 from __future__ import annotations
 
@@ -16,8 +18,13 @@ __all__ = ["SessionState", "Stage"]
 
 
 class Stage(StrEnum):
+    """A party's progress through one session (single keys: joined, uploaded, finished)."""
+
     JOINED = "joined"
+    KEYGEN = "keygen"
+    KEYCHECK = "keycheck"
     UPLOADED = "uploaded"
+    DECRYPTED = "decrypted"
     FINISHED = "finished"
 
 

@@ -5,6 +5,10 @@
 :func:`provision`; the Flower ServerApp and ClientApp build their one role from a key folder
 with :func:`make_aggregator` and :func:`make_party`. Every (keys, security, reveal) combination
 is built here; :func:`check_combination` refuses unknown options before anything is built.
+Both roles are built by composition, never by subclassing per key mode: the one
+:class:`~.aggregator.Aggregator` (inside a threshold aggregator with threshold keys) and the
+one :class:`~.party.Party` with its key backend (:class:`~.single_keys.SingleKeys` or
+:class:`~.threshold.party.ThresholdPartyKeys`), chosen here once from ``keys``.
 
 Every party gets its own identity key (X25519 + Ed25519) and the roster pins them all; the
 first party provisions: with single keys it is the key holder (it creates the CKKS keys and
@@ -17,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, overload
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -28,12 +32,14 @@ from privfl.errors import InputError
 from privfl.evaluation.fhauc.aggregator import Aggregator
 from privfl.evaluation.fhauc.key_holder import KeyHolder
 from privfl.evaluation.fhauc.party import Party
+from privfl.evaluation.fhauc.party_keys import PartyKeys
 from privfl.evaluation.fhauc.policy import Policy
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.rounds import AnyAggregator
+from privfl.evaluation.fhauc.single_keys import SingleKeys
 from privfl.evaluation.fhauc.threshold import setup as threshold_setup
 from privfl.evaluation.fhauc.threshold.aggregator import threshold_aggregator
-from privfl.evaluation.fhauc.threshold.party import ThresholdFhaucParty
+from privfl.evaluation.fhauc.threshold.party import ThresholdPartyKeys
 from privfl.runner import InProcessRunner
 
 __all__ = [
@@ -88,6 +94,7 @@ class Federation:
     identities: dict[str, keywrap.IdentityKey]
     roster: dict[str, bytes]
     aggregator: AnyAggregator
+    keys: KeyMode = "single"
 
     @property
     def provisioner(self) -> str:
@@ -98,9 +105,8 @@ class Federation:
         return self.identities[name], self.roster, self.provisioner
 
 
-@overload
 def make_party(
-    keys: Literal["single"],
+    keys: str,
     name: str,
     identity: keywrap.IdentityKey,
     roster: dict[str, bytes],
@@ -109,51 +115,25 @@ def make_party(
     labels: npt.ArrayLike,
     weights: npt.ArrayLike | None = None,
     reveal: Reveal | Sequence[Reveal] = Reveal.AUC,
-) -> Party: ...
-
-
-@overload
-def make_party(
-    keys: Literal["threshold"],
-    name: str,
-    identity: keywrap.IdentityKey,
-    roster: dict[str, bytes],
-    provisioner: str,
-    scores: npt.ArrayLike,
-    labels: npt.ArrayLike,
-    weights: npt.ArrayLike | None = None,
-    reveal: Reveal | Sequence[Reveal] = Reveal.AUC,
-) -> ThresholdFhaucParty: ...
-
-
-def make_party(
-    keys: KeyMode,
-    name: str,
-    identity: keywrap.IdentityKey,
-    roster: dict[str, bytes],
-    provisioner: str,
-    scores: npt.ArrayLike,
-    labels: npt.ArrayLike,
-    weights: npt.ArrayLike | None = None,
-    reveal: Reveal | Sequence[Reveal] = Reveal.AUC,
-) -> Party | ThresholdFhaucParty:
+) -> Party:
     """Party ``name`` (its identity key, the roster pinning every party, the provisioning
-    party whose bundle it accepts) holding its data; it consents to ``reveal`` only (one
-    mode, or several: a deployed node consents to what its operator configured)."""
+    party whose bundle it accepts) holding its data, with the key backend for ``keys``; it
+    consents to ``reveal`` only (one mode, or several: a deployed node consents to what its
+    operator configured)."""
     reveals = (reveal,) if isinstance(reveal, str) else tuple(reveal)
     if not reveals:
         raise InputError("a party must consent to at least one reveal mode")
     for mode in reveals:
         check_combination(keys, mode)
-    if keys == "threshold":
+    backend: PartyKeys = SingleKeys()
+    if check_combination(keys) == "threshold":
         if weights is not None:
             raise InputError("keys='threshold' takes no sample weights yet")
-        return ThresholdFhaucParty(
-            name, identity, roster, provisioner, scores, labels, reveals=reveals
-        )
+        backend = ThresholdPartyKeys(name)
     return Party(
-        name, identity, roster, provisioner, scores, labels, weights=weights, reveals=reveals
-    )
+        name, identity, roster, provisioner, scores, labels, weights=weights, reveals=reveals,
+        keys=backend,
+    )  # fmt: skip
 
 
 def in_process(names: Sequence[str], keys: str, computation: AnyAggregator | None) -> Federation:
@@ -161,12 +141,13 @@ def in_process(names: Sequence[str], keys: str, computation: AnyAggregator | Non
     ``keys`` (see :func:`make_aggregator`)."""
     identities = {n: keywrap.IdentityKey() for n in names}
     roster = {n: k.public_bytes for n, k in identities.items()}
-    return Federation(tuple(names), identities, roster, make_aggregator(keys, computation))
+    mode = check_combination(keys)
+    return Federation(tuple(names), identities, roster, make_aggregator(mode, computation), mode)
 
 
 def provision(
     fed: Federation,
-    parties: Sequence[Party] | Sequence[ThresholdFhaucParty],
+    parties: Sequence[Party],
     policy: Policy,
     runner: InProcessRunner,
     params: CKKSParameters = DEFAULT_PARAMETERS,
@@ -175,8 +156,7 @@ def provision(
     key material (single keys: the CKKS keys and bundles; threshold keys: the seed only), the
     aggregator receives the public setup and every party its own bundle, all as bytes."""
     name = fed.provisioner
-    threshold = all(isinstance(p, ThresholdFhaucParty) for p in parties)
-    if threshold:
+    if fed.keys == "threshold":
         public, bundles = runner.run(
             "setup", threshold_setup.provision, name, fed.identities[name], fed.roster, policy
         )

@@ -119,8 +119,8 @@ def run_session(
 
 
 class StepParty(Protocol):
-    """A party as :func:`party_step` drives it (:class:`~.party.Party`, and with threshold
-    keys :class:`~.threshold.party.ThresholdFhaucParty`)."""
+    """A party as :func:`party_step` drives it (:class:`~.party.Party`, whatever its key
+    backend)."""
 
     def handlers(self) -> Mapping[Step, Callable[[bytes], bytes]]:
         """This party's answer to each step before ``result`` (bytes in, bytes out)."""

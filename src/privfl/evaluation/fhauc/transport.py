@@ -2,12 +2,13 @@
 delivers one message per party for a step and returns every party's answer; a
 :class:`StepRunner` runs (and, in process, times) the aggregator's side of each step.
 
-Every answer comes from another role and is hostile: :func:`stream` refuses a missing
-party, an answer from a party the step was not sent to, and a second answer from one party;
-:func:`answers` refuses a missing party and keeps only the parties asked (a transport's
-``exchange`` returns one answer per key, so none counts twice). Either way the schedule never
-produces a result with a party missing or counted twice (:class:`~privfl.errors.ProtocolError`
-naming the party).
+Every answer comes from another role and is hostile: :func:`stream` and :func:`answers`
+both refuse a missing party and an answer from a party the step was not sent to; :func:`stream`
+also refuses a second answer from one party (a transport's ``exchange`` returns one answer per
+key, so none counts twice there). Either way the schedule never produces a result with a party
+missing, counted twice or added (:class:`~privfl.errors.ProtocolError` naming the party). A
+transport that learns who sent an answer from the answer itself (a Flower reply names its
+party) checks that claim against the party it asked, too.
 """
 
 from __future__ import annotations
@@ -58,9 +59,12 @@ def answers(
     transport: Transport, step: str, messages: Mapping[str, bytes], parties: Sequence[str]
 ) -> dict[str, bytes]:
     """Every answer of ``parties`` to ``messages`` for ``step``, in ``parties`` order
-    (:class:`ProtocolError` naming the parties that did not answer; answers from anyone else
-    are dropped)."""
+    (:class:`ProtocolError` naming the parties that did not answer, or a sender the step was
+    not sent to)."""
     got = transport.exchange(step, messages)
+    unexpected = sorted(p for p in got if p not in messages)
+    if unexpected:
+        raise ProtocolError(f"an unexpected answer from {unexpected} in step {str(step)!r}")
     missing = [p for p in parties if p not in got]
     if missing:
         raise ProtocolError(f"no answer from {missing} in step {str(step)!r}")

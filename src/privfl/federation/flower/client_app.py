@@ -61,14 +61,11 @@ from privfl.evaluation import fhauc
 from privfl.evaluation.fhauc import roles
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.steps import Step
-from privfl.evaluation.fhauc.threshold.keyset import export_key_set, import_key_set
-from privfl.evaluation.fhauc.threshold.ops import fhauc_parameters
-from privfl.evaluation.fhauc.threshold.party import ThresholdFhaucParty
 from privfl.federation.flower import timing
 from privfl.federation.flower.node_table import read_columns
 from privfl.federation.flower.payload import pack, unpack
 from privfl.federation.flower.timing import Phases
-from privfl.federation.provisioning import PartyKeys, load_party_keys
+from privfl.federation.provisioning import load_party_keys
 
 app = ClientApp()
 STATE = "privfl-fhauc"
@@ -158,46 +155,34 @@ def consents(context: Context) -> tuple[Reveal, ...]:
     return tuple(Reveal.parse(r.strip()) for r in text.split(",") if r.strip())
 
 
-def _party(context: Context) -> fhauc.Party | ThresholdFhaucParty:
+def _party(context: Context) -> fhauc.Party:
+    """This node's party, built by the one role builder with the key backend its key folder
+    was provisioned for, its kept key material and session progress restored from the
+    node-local state."""
     keys_dir, (scores, labels) = _party_files(context)
     keys = load_party_keys(keys_dir)
-    if keys.keys == "threshold":
-        return _threshold_party(context, keys, scores, labels)
     party = roles.make_party(
-        "single", keys.name, keys.identity, keys.roster, keys.key_holder, scores, labels,
+        keys.keys, keys.name, keys.identity, keys.roster, keys.key_holder, scores, labels,
         reveal=consents(context),
     )  # fmt: skip
     party.receive_bundle(keys.bundle)
     record = context.state.get(STATE)
-    state = record.get("state") if isinstance(record, ConfigRecord) else None
-    party.restore(state if isinstance(state, bytes) else None)
-    return party
-
-
-def _threshold_party(
-    context: Context, keys: PartyKeys, scores: FloatArray, labels: Int8Array
-) -> ThresholdFhaucParty:
-    """A threshold party (keys provisioned with ``--keys threshold``), its session progress
-    and key share restored from the node-local state."""
-    party = roles.make_party(
-        "threshold", keys.name, keys.identity, keys.roster, keys.key_holder, scores, labels,
-        reveal=consents(context),
-    )  # fmt: skip
-    party.receive_bundle(keys.bundle)
-    record = context.state.get(STATE)
-    kept = record.get("key-set") if isinstance(record, ConfigRecord) else None
+    if not isinstance(record, ConfigRecord) or record.get("keys") != party.keys.mode:
+        record = ConfigRecord()  # nothing saved, or saved by the node's other key mode
+    kept = record.get("key-set")
     if isinstance(kept, bytes) and kept:  # the key set first: a reuse session's share is there
-        party.key_set = import_key_set(kept, party.name, fhauc_parameters())
-    state = record.get("threshold") if isinstance(record, ConfigRecord) else None
+        party.keys.import_kept(kept)
+    state = record.get("state")
     party.restore(state if isinstance(state, bytes) else None)
     return party
 
 
-def _save_threshold(context: Context, party: ThresholdFhaucParty) -> None:
-    """The party's session progress and its kept key set (with its decryption count), into
-    the node-local state: saved after every step, also a failed one, before any answer."""
-    kept = export_key_set(party.key_set) if party.key_set is not None else b""
-    context.state[STATE] = ConfigRecord({"threshold": party.export_state(), "key-set": kept})
+def _save(context: Context, party: fhauc.Party) -> None:
+    """The party's session progress and its kept key material (threshold keys: the key set
+    with its decryption count), into the node-local state: saved after every step, also a
+    failed one, before any answer."""
+    state, kept = party.export_state(), party.keys.export_kept()
+    context.state[STATE] = ConfigRecord({"keys": party.keys.mode, "state": state, "key-set": kept})
 
 
 # What a party tells the server when a step fails: a fixed code, never the exception's text
@@ -253,10 +238,7 @@ def run_step(
     try:
         answer, result = fhauc.party_step(party, step, data)  # one step handler, both key modes
     finally:
-        if isinstance(party, ThresholdFhaucParty):
-            _save_threshold(context, party)
-        elif party.state is not None:
-            context.state[STATE] = ConfigRecord({"state": party.state.to_bytes()})
+        _save(context, party)
     if result is not None:
         path = _write_result(context, result)
         log(INFO, "privfl FHAUC result for %s: AUC = %.8f (written to %s)",

@@ -66,7 +66,13 @@ from privfl.evaluation import fhauc
 from privfl.evaluation.fhauc.policy import Security
 from privfl.evaluation.fhauc.transport import Transport
 from privfl.federation.flower.payload import pack
-from privfl.federation.flower.server_app import PartyFailure, _claims, _round, _wait_for_nodes
+from privfl.federation.flower.server_app import (
+    PartyFailure,
+    _claims,
+    _round,
+    _wait_for_nodes,
+    check_sender,
+)
 from privfl.federation.provisioning import load_aggregator_keys
 
 PREFIX = "privauc"
@@ -130,6 +136,7 @@ class EvalTransport(Transport):
         got = _round(self.grid, f"{PREFIX}_{step}", targets, contents, self.timeout)
         out = {}
         for node, (blobs, meta) in got.items():
+            check_sender(targets[node], meta, step)  # a node answers as the party it was asked
             if len(blobs) != 1:
                 raise PartyFailure(f"{targets[node]} answered step {step} with {len(blobs)} blobs")
             out[targets[node]] = blobs[0]

@@ -33,6 +33,7 @@ from flwr.common.logger import log
 
 from privfl.errors import InputError, ProtocolError
 from privfl.evaluation import fhauc
+from privfl.evaluation.fhauc import roles
 from privfl.federation.flower import timing
 from privfl.federation.flower.client_app import failure_code, party_label
 from privfl.federation.flower.payload import pack, unpack
@@ -108,14 +109,16 @@ def eval_step(
         raise ProtocolError(f"step {step} before any join")
     scores, labels = score_fn(model, context)
     keys = load_party_keys(_keys_dir(context))
-    party = fhauc.Party(keys.name, keys.identity, keys.roster, keys.key_holder, scores, labels)
+    party = roles.make_party(
+        "single", keys.name, keys.identity, keys.roster, keys.key_holder, scores, labels
+    )
     party.receive_bundle(keys.bundle)
     party.restore(state)
     try:
         answer, result = fhauc.party_step(party, step, blobs[0])
     finally:
         if party.state is not None:
-            saved = party.state.to_bytes()
+            saved = party.export_state()
             context.state[STATE] = ConfigRecord({"round": server_round, "state": saved})
     if result is None:
         return party.name, answer, None

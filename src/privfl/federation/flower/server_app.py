@@ -151,8 +151,11 @@ class FlowerTransport(Transport):
     def _answers(
         self, step: str, got: Mapping[str, tuple[list[bytes], dict[str, Any]]]
     ) -> dict[str, bytes]:
+        """Each asked party's answer; a reply naming another party than the one its node was
+        asked as is refused (:func:`check_sender`)."""
         out = {}
-        for party, (blobs, _) in got.items():
+        for party, (blobs, meta) in got.items():
+            check_sender(party, meta, step)
             if len(blobs) != 1:
                 raise PartyFailure(f"{party} answered step {step} with {len(blobs)} blobs")
             out[party] = blobs[0]
@@ -160,6 +163,17 @@ class FlowerTransport(Transport):
         log(INFO, "fhauc: %s round complete", step)
         time.sleep(self.pause)
         return out
+
+
+def check_sender(party: str, meta: Mapping[str, Any], step: str) -> None:
+    """A node asked as ``party`` must answer as ``party``: a reply naming another sender is an
+    answer from a party the step was not sent to (:class:`PartyFailure` naming it)."""
+    claimed = meta.get("party")
+    if claimed != party:
+        raise PartyFailure(
+            f"an unexpected answer from {claimed!r} in step {step!r} (its node was asked as "
+            f"{party!r})"
+        )
 
 
 def _wait_for_nodes(grid: Grid, count: int, timeout: float) -> list[int]:

@@ -36,7 +36,7 @@ against ``c/M`` with no abandon); honest failures after the key check (a node cr
 decrypt step) count the same, so a deployment that fails twice on a set re-keys; and an
 aggregator willing to pay a full key generation per try can still re-key and abandon fresh
 sessions, where the lead is fixed after the key rounds and every party records the abandoned
-session (:attr:`~.party.ThresholdFhaucParty.abandoned`).
+session (:attr:`~..party.Party.abandoned`).
 
 What reuse changes for each role: the aggregator links the sessions that share a key set
 (it chose them); a party learns nothing new (the key set's shares and joint key are what it

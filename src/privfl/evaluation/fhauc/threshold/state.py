@@ -13,24 +13,15 @@ node that survives the ClientApp's processes.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 
 from privfl.errors import MalformedMessageError
+from privfl.evaluation.fhauc.party_state import Stage
 from privfl.messages import Reader, Writer
 
 MAX_STATE_FIELD = 1 << 27
 MAX_ABANDONED = 64
 
-
-class Stage(StrEnum):
-    """A threshold party's progress through one session."""
-
-    JOINED = "joined"
-    KEYGEN = "keygen"
-    KEYCHECK = "keycheck"
-    UPLOADED = "uploaded"
-    DECRYPTED = "decrypted"
-    FINISHED = "finished"
+__all__ = ["MAX_ABANDONED", "Stage", "ThresholdState"]
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,109 @@
+"""Every transport refuses an answer from a party the step was not sent to (issue 27): the
+schedule's :func:`~privfl.evaluation.fhauc.transport.answers` (what every in-process transport
+goes through) and the Flower transports, whose replies name their party (the FHAUC
+ServerApp's :class:`FlowerTransport` and the private-AUC :class:`EvalTransport`). Earlier,
+``answers`` silently dropped such an answer and a Flower reply naming another party was taken
+as the answer of the party its node was asked as."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pytest
+
+from privfl.errors import ProtocolError
+from privfl.evaluation.fhauc.rounds import SessionIO
+from privfl.evaluation.fhauc.steps import Step
+from privfl.evaluation.fhauc.transport import Transport, answers, direct, stream
+
+PARTIES = ("site-a", "site-b")
+
+
+class Intruding(Transport):
+    """Answers every party asked, plus one answer from ``intruder`` (a party not asked)."""
+
+    def __init__(self, intruder: str) -> None:
+        self.intruder = intruder
+
+    def exchange(self, step: str, messages: Mapping[str, bytes]) -> dict[str, bytes]:
+        got = {p: b"answer of " + p.encode() for p in messages}
+        got[self.intruder] = b"unasked"
+        return got
+
+
+@pytest.mark.parametrize("intruder", ["mallory", "site-b"])
+def test_answers_refuses_an_answer_from_a_party_the_step_was_not_sent_to(intruder):
+    """``site-b`` is in the session but was not sent this step (a step for one party, as
+    ``fuse`` is for the lead)."""
+    with pytest.raises(ProtocolError, match=f"unexpected answer from \\['{intruder}'\\]"):
+        answers(Intruding(intruder), Step.FUSE, {"site-a": b"m"}, ("site-a",))
+
+
+def test_the_schedule_refuses_an_unasked_answer_at_every_entry_point():
+    io = SessionIO(Intruding("mallory"), direct, PARTIES)
+    with pytest.raises(ProtocolError, match="mallory"):
+        io.everyone(Step.JOIN, b"config")
+    with pytest.raises(ProtocolError, match="mallory"):
+        io.to(Step.DECRYPT, {"site-b": b"requests"}, ("site-b",))
+    with pytest.raises(ProtocolError, match="mallory"):  # stream() refused it already
+        stream(Intruding("mallory"), Step.UPLOAD, {"site-a": b"m"}, ("site-a",), print)
+
+
+def test_an_honest_transport_still_passes_every_answer_in_party_order():
+    class Honest(Transport):
+        def exchange(self, step: str, messages: Mapping[str, bytes]) -> dict[str, bytes]:
+            return {p: m + b"!" for p, m in reversed(list(messages.items()))}
+
+    got = answers(Honest(), Step.JOIN, {p: p.encode() for p in PARTIES}, PARTIES)
+    assert list(got.items()) == [("site-a", b"site-a!"), ("site-b", b"site-b!")]
+
+
+# ----------------------------------------------------------------------------- Flower
+def _memory_grid(app):
+    pytest.importorskip("flwr")
+    from _memory_grid import MemoryGrid, node_context
+
+    return MemoryGrid(app, {k + 1: node_context(5, k + 1, {}) for k in range(len(PARTIES))})
+
+
+def test_the_fhauc_flower_transport_refuses_a_node_answering_as_another_party(monkeypatch):
+    """Node 2 plays ``site-b``; asked as ``site-b`` it answers as ``site-a`` (a reply naming
+    a party the step was not sent to): refused, naming that sender."""
+    pytest.importorskip("flwr")
+    from _memory_grid import task_identity
+    from privfl.federation.flower import client_app, server_app
+
+    plays = {1: "site-a", 2: "site-a"}  # node 2's reply names site-a: not the party asked
+    monkeypatch.setattr(
+        client_app, "run_step", lambda step, data, ctx, phases=None: (plays[ctx.node_id], b"ok")
+    )
+    with task_identity(5):
+        grid = _memory_grid(client_app.app)
+        transport = server_app.FlowerTransport(grid, {"site-a": 1, "site-b": 2}, 5.0, 0.0)
+        assert transport.exchange("upload", {"site-a": b"m"}) == {"site-a": b"ok"}
+        with pytest.raises(ProtocolError, match="unexpected answer from 'site-a'"):
+            transport.exchange("upload", {"site-b": b"m"})
+
+
+def test_the_private_auc_flower_transport_refuses_a_node_answering_as_another_party(
+    monkeypatch,
+):
+    pytest.importorskip("flwr")
+    from flwr.app import ArrayRecord
+    from flwr.clientapp import ClientApp
+
+    from _memory_grid import task_identity
+    from privfl.federation.flower import private_eval, private_eval_client
+
+    monkeypatch.setattr(
+        private_eval_client, "eval_step", lambda step, message, ctx, fn: ("site-a", b"ok", None)
+    )
+    app = ClientApp()
+    private_eval_client.add_private_auc(app, lambda model, ctx: None)
+    with task_identity(5):
+        grid = _memory_grid(app)
+        node_of = {"site-a": 1, "site-b": 2}
+        transport = private_eval.EvalTransport(grid, node_of, 5.0, 1, ArrayRecord(), False)
+        assert transport.exchange("upload", {"site-a": b"m"}) == {"site-a": b"ok"}
+        with pytest.raises(ProtocolError, match="unexpected answer from 'site-a'"):
+            transport.exchange("upload", {"site-b": b"m"})
