@@ -153,11 +153,14 @@ def plan(config: SessionConfig, policy: Policy) -> Plan:
     mode = config.security
     executions = policy.executions if mode is Security.MALICIOUS else 1
     parties = len(config.parties)
-    # T and F in one ciphertext whenever they fit (half the upload and half the aggregator's
-    # parsing, hashing and summing, for one rotation by W per execution): in both variants,
-    # at any number of parties, since OpenFHE's rotation adds almost no noise (noise.ROTATION_NOISE,
-    # which the malicious noise model includes: sigma_products)
-    layout = check_session(params, parties, config.terms(), executions, joint=True)
+    # T and F in one ciphertext when they fit (half the upload and half the aggregator's
+    # parsing, hashing and summing, for one rotation by W per execution): semi-honest always,
+    # malicious where single keys use it too (malicious.joint_allowed: from 64 parties). With
+    # 2 parties every layout-joint session tried at N = 100 and 1,000-2,000 rows disagreed
+    # beyond the tolerance in 5 to 7 of 12 honest sessions (the model's rotation noise, even
+    # at 8 e, did not cover it: an error the threshold noise model lacks, not yet found)
+    joint = mode is Security.SEMI_HONEST or malicious.joint_allowed(parties)
+    layout = check_session(params, parties, config.terms(), executions, joint=joint)
     lo, hi = malicious.multiplier_bounds(policy.multiplier_bits)
     ring = ThresholdContext.for_parameters(params, parties).ring
     bad = mode is Security.MALICIOUS
