@@ -8,9 +8,8 @@ With ``L`` terms per vector (``N-1`` semi-honest, ``S·N`` malicious) and ``slot
   numerator terms, so a rotate-and-sum over ``W`` puts ``num`` in *every* slot (no partial
   sum is ever exposed). ``T ⊙ rot(F, W/2)`` is zero except ``TP·FP`` at slot ``L``.
   Two ciphertexts per party, ``log2 W`` Galois keys (8 at N = 100).
-* *joint* (``2W <= slots``; single keys: semi-honest, or malicious from
-  :data:`~privfl.evaluation.fhauc.malicious.JOINT_MIN_PARTIES` parties; threshold keys: both
-  variants at any number of parties, :mod:`~privfl.evaluation.fhauc.threshold.noise`):
+* *joint* (``2W <= slots``; semi-honest, or malicious from
+  :data:`~privfl.evaluation.fhauc.malicious.JOINT_MIN_PARTIES` parties, in both key modes):
   as folded, but T and F share one ciphertext: each period of ``2W`` slots holds T's
   period then F's. The aggregator sums the parties' joint ciphertexts ``X`` and takes
   ``T = X``, ``F = rot(X, W)``:
