@@ -20,7 +20,7 @@ FIND_LINKS := $(if $(HAVE_WHEELS),--find-links $(WHEELS))
 help:
 	@echo "make install          .venv with every extra (network-bound: 13 min wall, 69 s CPU, fresh clone)"
 	@echo "make demo             FHAUC with 15 parties on breast-cancer data (40 s wall, load 15)"
-	@echo "make test             the whole test suite, 4 workers (747 s CPU, 9:15 wall on a clean clone, install included)"
+	@echo "make test             the whole test suite, 6 workers (750 s CPU, 20 min wall at load 5-29; main: 747 s, 9:15 quiet)"
 	@echo "make lint             ruff and mypy --strict"
 	@echo "make docs             the documentation site into site/, warnings as errors (4.1 s CPU, 16 s wall, load 13)"
 	@echo "make bench            FHAUC's cost table, a line per row (63 s CPU, 7.7 min wall at load 15-33)"
@@ -38,20 +38,23 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/privfl demo
 
-# Four workers on two cores: the Flower tests spend most of their time waiting for processes
-# (a fresh ClientApp process per message, Flower's heartbeat), so they overlap with the rest.
+# Six workers on two cores: the real-process Flower tests spend most of their time waiting
+# (a fresh ClientApp process per message, Flower's 3 s SuperNode poll), so tests/conftest.py
+# starts them at the heads of four workers and the CPU-bound long tests at the heads of the
+# other two, which keep the cores busy meanwhile (with four workers all starting on a Flower
+# test, main's run kept 1.38 of 2 cores busy). Each extra worker costs its own start and
+# collection (about 7 s of CPU).
 # Time bounds in tests use CPU time (time.process_time), which parallel workers do not inflate.
-# One OpenMP thread for torch and BLAS in four parallel workers (their CPU-time bounds count
+# One OpenMP thread for torch and BLAS in the parallel workers (their CPU-time bounds count
 # every thread). OpenFHE needs nothing: privfl chooses its threads itself, and
 # tests/test_threshold_threads.py checks that choice in a clean environment, as users get it.
 # tests/test_docs.py runs every code block of README.md and docs/ and builds the site (`make docs`).
-# tests/conftest.py starts the longest tests first, one at the head of each worker's share.
-# Last measured (issue 31 item 5, 1,309 tests): 707 s user + 92 s system CPU, 33 min 53 s
-# wall on 2 cores shared with other jobs (load average 7 to 31); the real-process Flower tests
-# and the docs pages hold half of it. `--cpu-report FILE` (tests/_cpu_report.py) writes each test's CPU;
-# docs/reproducing.md has the figures per test.
+# Last measured (issue 31 item 5, 1,376 tests, 2 cores shared with other jobs): 750 s CPU,
+# 19 min 40 s wall (load average 4.7 to 28.6); 857 s, 25 min 20 s (load 4 to 27); main before:
+# 742 s CPU, 8:58 wall on a quiet machine with 4 workers. `--cpu-report FILE` (tests/_cpu_report.py) writes
+# each test's CPU; docs/reproducing.md has the figures per test.
 test: $(STAMP)
-	OMP_NUM_THREADS=1 $(BIN)/pytest -q -n 4 --dist worksteal
+	OMP_NUM_THREADS=1 $(BIN)/pytest -q -n 6 --dist worksteal
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks

@@ -28,47 +28,75 @@ def rng():
     return np.random.default_rng(1234)
 
 
-# The longest tests (real Flower processes, docs pages that deploy or train), longest first,
-# as parts of their node ids. ``make test`` runs ``-n 4 --dist worksteal``: xdist hands each
-# worker one contiguous share of the collection and idle workers steal from the *end* of the
-# others' shares, so a long test started last would run alone at the end. The hook puts one
-# long test at the head of each worker's share, in turn, so they start at once and overlap
-# with the short ones (which are what the other workers steal).
-# Ordered by the wall time of a measured run (issue 31: `-n 4 --dist worksteal`, load average
-# 10-22 from other jobs, docs/reproducing.md): training-deployment.md (303 s) ranked 11th and
-# started near the end; the refused-settings training CLI case (102 s) and the FHAUC property
-# tests (60 s each) were missing.
-# Re-ordered from `--cpu-report` (issue 31 item 5: the wall times of a run at load 10-17,
-# the same tests' CPU): the training-deployment page no longer starts processes (its
-# blocks run in test_flower_train_processes.py) and the too-few-levels refusal is instant.
+# The longest tests as parts of their node ids, with their wall seconds in a measured run and
+# whether they mostly wait (real Flower processes: Flower's 3 s SuperNode poll, a fresh
+# ClientApp process per message; 13-28 % of their wall time is CPU). ``make test`` runs
+# ``-n 6 --dist worksteal`` on 2 cores: xdist hands each worker one contiguous share of the
+# collection, idle workers steal from the *end* of the others' shares, and the tests at the
+# head of a share all run on that worker, one after another. The hook puts the long tests at
+# the heads: the waiting ones on four workers (or all but as many as there are cores), the
+# CPU-bound ones on the others (so the cores stay busy while the real-process tests wait: with
+# every worker starting on a Flower test, main's `-n 4` run kept only 1.38 of 2 cores busy),
+# each longest first on the worker whose head holds the fewest seconds so far.
+# Wall seconds: main's `--cpu-report` of a quiet-machine run (issue 31 item 5, -n 4, 10:10).
 LONGEST = (
-    "test_flower_train_processes.py::test_privfl_flower_train_writes",
-    "test_flower_forest_local.py",
-    "test_flower_train_private_auc.py",
-    "test_flower_netns.py::test_fhauc_across_namespaces",
-    "test_flower_revfrf.py::",
-    "test_flower_integration.py::test_a_supernode_killed",
-    "runs_as_written[docs/guide/training.md]",
-    "test_audit.py::test_memorising_model_is_detected",
-    "test_fhauc_malicious.py::test_honest_malicious_run_equals_binned_reference",
-    "runs_as_written[README.md]",
-    "no_oracle_at_2048_bits",
-    "test_cli_schemas.py::test_train_json_has_one_schema_in_both_modes",
-    "test_random_honest_malicious_auc_sessions_are_accepted",
-    "runs_as_written[docs/guide/training-data.md]",
-    "runs_as_written[docs/deploy/",
+    ("test_flower_train_processes.py::test_privfl_flower_train_writes", 205, True),
+    ("test_flower_train_private_auc.py", 182, True),
+    ("test_flower_forest_local.py", 172, True),
+    ("test_flower_netns.py::test_fhauc_across_namespaces", 153, True),
+    ("test_flower_revfrf.py::", 111, True),
+    ("test_flower_integration.py::test_a_supernode_killed", 85, True),
+    ("test_flower_integration.py::test_a_server_whose_port_was_taken", 19, True),
+    ("runs_as_written[docs/deploy/fhauc.md]", 22, True),
+    ("runs_as_written[README.md]", 51, False),
+    ("test_random_honest_malicious_sessions_are_refused", 37, False),
+    ("runs_as_written[docs/guide/training.md]", 36, False),
+    ("test_flower_train.py::test_training_over_the_flower_apps", 23, False),
+    ("no_oracle_at_2048_bits", 21, False),
+    ("test_cli_schemas.py::test_train_json_has_one_schema_in_both_modes", 21, False),
+    ("test_audit.py::test_fresh_disjoint_halves_stay_near_chance", 20, False),
+    ("test_every_setting_is_accepted_with_its_guarantee_or_refused", 19, False),
+    ("test_fhauc_malicious.py::test_honest_malicious_run_equals_binned_reference", 16, False),
+    ("runs_as_written[docs/guide/threshold-keys.md]", 16, False),
+    ("test_the_docs_site_builds_with_warnings_as_errors", 15, False),
+    ("runs_as_written[docs/guide/audit.md]", 14, False),
+    ("runs_as_written[docs/guide/training-data.md]", 13, False),
 )
 
 
 def _rank(nodeid: str) -> int:
-    return next((k for k, part in enumerate(LONGEST) if part in nodeid), len(LONGEST))
+    return next((k for k, (part, *_) in enumerate(LONGEST) if part in nodeid), len(LONGEST))
+
+
+# Workers the waiting tests need so that none holds much more than the longest of them (their
+# wall seconds add up to 4.6 times the longest's).
+WAITING_WORKERS = 4
+
+
+def heads(tests: list[tuple[float, bool]], workers: int, cores: int) -> list[list[int]]:
+    """Deal long tests (wall seconds, whether it mostly waits; longest first) to ``workers``
+    heads: the waiting ones to the first ``max(workers - cores, WAITING_WORKERS)`` (all, with
+    fewer workers), the others to the rest (all workers when none is left), each to the head
+    with the fewest seconds so far (ties: the lower worker). Returns each head's indices."""
+    busy = max(0, workers - max(workers - cores, WAITING_WORKERS))
+    waiting, computing = range(workers - busy), range(workers - busy, workers)
+    dealt: list[list[int]] = [[] for _ in range(workers)]
+    load = [0.0] * workers
+    for k, (sec, waits) in enumerate(tests):
+        w = min(waiting if waits or not busy else computing, key=lambda i: (load[i], i))
+        dealt[w].append(k)
+        load[w] += sec
+    return dealt
 
 
 def pytest_collection_modifyitems(config, items):
-    """Long tests first, one at the head of each xdist worker's initial share."""
+    """Long tests first, dealt longest-first to the heads of the xdist workers' shares."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     rank = {i.nodeid: _rank(i.nodeid) for i in items}
-    long = sorted((i for i in items if rank[i.nodeid] < len(LONGEST)), key=lambda i: rank[i.nodeid])
+    long = sorted(
+        (i for i in items if rank[i.nodeid] < len(LONGEST)),
+        key=lambda i: -LONGEST[rank[i.nodeid]][1],
+    )
     short = [i for i in items if rank[i.nodeid] == len(LONGEST)]
     if workers <= 1 or not long:
         items[:] = long + short
@@ -78,11 +106,11 @@ def pytest_collection_modifyitems(config, items):
     for k in range(workers):
         sizes.append(left // (workers - k))
         left -= sizes[-1]
-    heads: list[list] = [[] for _ in range(workers)]
-    for k, item in enumerate(long):
-        heads[k % workers].append(item)
+    tests = [LONGEST[rank[i.nodeid]][1:] for i in long]
+    dealt = heads(tests, workers, os.cpu_count() or 1)
     ordered, rest = [], iter(short)
-    for head, size in zip(heads, sizes):
+    for picks, size in zip(dealt, sizes):
+        head = [long[k] for k in picks]
         ordered += head + [next(rest) for _ in range(max(0, size - len(head)))]
     ordered += list(rest)
     items[:] = ordered

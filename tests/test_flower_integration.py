@@ -66,6 +66,8 @@ def test_a_supernode_killed_mid_session_stops_the_run_naming_it_and_flwr_reports
     federation,
 ):
     root = federation.root
+    # the nodes were up without a `flwr supernode list` (1.1 s of CPU each): the SuperLink's log
+    assert "ListNodes" not in (root / "superlink.log").read_text()
     # `flwr run` exits 0 on a failed run; `privfl flower run` reports it with status 1
     bad = subprocess.run(
         [str(BIN / "privfl"), "flower", "run", str(root / "app"), "local", "--json",
@@ -239,3 +241,70 @@ def test_the_watchdog_spares_a_group_it_was_told_to_forget():
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
+
+
+def _flower_processes(home: Path) -> list[str]:
+    """Every live process started for the federation whose Flower home is ``home`` (its
+    environment says so: Flower passes it on to every process it starts), by command line."""
+    import os
+
+    found = []
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if f"FLWR_HOME={home}".encode() in env:
+            found.append(f"{pid} {cmd.decode(errors='replace')[:160]}")
+    return found
+
+
+def _start_waiting_run(fed: LocalFederation, root: Path) -> subprocess.Popen[str]:
+    """A run whose ServerApp waits for SuperNodes that never come; returns once its
+    ``flwr-serverapp`` process is up (the SuperLink's SuperExec starts it in a session of its
+    own: not in any process group the federation started)."""
+    provision(PARTIES, root / "keys")
+    (root / "app").mkdir(exist_ok=True)
+    (root / "app" / "pyproject.toml").write_text(APP_PYPROJECT)
+    proc = fed.start_run(
+        root / "app", {"aggregator-keys": str(root / "keys" / "aggregator"), "timeout": 300.0}
+    )
+    deadline = time.monotonic() + 120
+    while not any("flwr-serverapp" in p for p in _flower_processes(fed.home)):
+        assert time.monotonic() < deadline, "no flwr-serverapp started"
+        time.sleep(0.2)
+    return proc
+
+
+def test_a_federation_closed_mid_run_leaves_no_flower_process(tmp_path):
+    """What a test's teardown does when the test timed out mid-run (issue 31: a
+    ``flwr-serverapp`` outlived a network-namespace test that way): ``close`` stops every
+    process the federation caused, the ServerApp Flower started for the run included."""
+    with LocalFederation(tmp_path) as fed:
+        fed.start_superlink()
+        _start_waiting_run(fed, tmp_path)
+    assert _flower_processes(fed.home) == []
+
+
+def test_nodes_are_waited_for_by_asking_the_superlink_when_its_log_shows_none(
+    tmp_path, monkeypatch
+):
+    """A SuperLink log without the activation lines (another Flower version): the wait asks
+    ``flwr supernode list`` instead, every ``_ASK_EVERY_S``, and gives up at the timeout."""
+    import privfl.federation.flower.local as local
+    from privfl.errors import ProtocolError
+
+    monkeypatch.setattr(local, "_ASK_EVERY_S", 0.05)
+    fed = LocalFederation(tmp_path)
+    try:
+        (tmp_path / "superlink.log").write_text("INFO: a node came up in other words\n")
+        online = iter([0, 1, 2])
+        monkeypatch.setattr(fed, "online_nodes", lambda: next(online))
+        fed.wait_for_nodes(2, timeout=30)
+        assert next(online, None) is None  # asked until the SuperLink listed both
+        monkeypatch.setattr(fed, "online_nodes", lambda: 1)
+        with pytest.raises(ProtocolError, match="fewer than 2 SuperNodes"):
+            fed.wait_for_nodes(2, timeout=0.3)
+    finally:
+        fed.close()

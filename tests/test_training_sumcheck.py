@@ -25,11 +25,16 @@ from privfl.crypto.threshold.wire import uniform_coefficients
 from privfl.errors import ProtocolError, UnknownPartyError
 from privfl.messages import new_session_id
 from privfl.runner import InProcessRunner
+from privfl.threshold import ThresholdParty
+from privfl.training.config import secret_layout
+from privfl.training.desk import ShareDesk
 from privfl.training.envelope import Envelope, pack_parts, unpack_parts
 from privfl.training.federated import _build
 from privfl.training.node import PartyNode
+from privfl.training.party import Party
 from privfl.training.schedule import InProcessTransport, run_training
 from privfl.training.secret import initial_layers
+from privfl.training.server import Server
 from privfl.training.sumcheck import (
     LayerDigest,
     SumCheck,
@@ -49,11 +54,33 @@ def _data(count=3, rows=4, seed=7):
     return [(rng.uniform(0, 1, (rows, 6)), rng.integers(0, 4, rows)) for _ in range(count)]
 
 
+_KEYED: dict[int, tuple] = {}
+
+
 def _roles(rounds=1):
-    sched = Schedule(LAYERS, 1, rounds, rounds, 4, 1.0, 0)
-    session, _, plan = _build(_data(), sched, "test", 0)
-    nodes = [PartyNode(p, plan.names) for p in session.parties]
-    return session.server, plan, nodes
+    """A fresh server and fresh party nodes of a session through its setup. The setup (the
+    joint threshold key generation, the nodes' key check: about 1.1 s of CPU) runs once per
+    test module and ``rounds``; every call gets new role objects with their own round state,
+    each party's key share and once-only records restored from its node-local state as the
+    setup left them (what a deployed node loads for each message), so no test sees another's
+    rounds, decryptions or refusals. No test here tampers with the keys (test_training_keycheck
+    does, with keys of its own)."""
+    if rounds not in _KEYED:
+        sched = Schedule(LAYERS, 1, rounds, rounds, 4, 1.0, 0)
+        session, _, plan = _build(_data(), sched, "test", 0)
+        local = [p.desk.export_local_state() for p in session.parties]
+        _KEYED[rounds] = (session, plan, local)
+    session, plan, local = _KEYED[rounds]
+    old, sched = session.server, plan.schedule
+    server = Server(sched, old.session, old.crypto, old.layout, old.max_update_norm)
+    nodes = []
+    for k, ((x, y), state) in enumerate(zip(_data(), local, strict=True)):
+        crypto = ThresholdParty(plan.names[k], k, old.crypto.context, old.session)
+        desk = ShareDesk(session.parties[k].desk._identity, plan, crypto)
+        desk.import_local_state(state)
+        party = Party(k, old.session, x, y, sched, desk, secret_layout(sched))
+        nodes.append(PartyNode(party, plan.names))
+    return server, plan, nodes
 
 
 def _layers(nodes):

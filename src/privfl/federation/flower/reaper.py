@@ -12,30 +12,60 @@ Its stdin is the pipe's only reading end and the parent holds the only writing e
 the parent dies for any reason the kernel closes it, the watchdog reads end-of-file, and it
 kills (SIGKILL) every group it was told about and not told to forget. It needs no signal
 handler in the parent and no ``preexec_fn`` (which is unsafe with threads).
+
+Process groups are not enough: Flower starts some processes in sessions of their own. The
+SuperLink starts its SuperExec detached (``start_new_session``), and that SuperExec starts each
+run's ``flwr-serverapp``; those only watch their parent's pid, and a ``flwr-serverapp`` waiting
+for nodes outlived the SuperLink's teardown (issue 31: found after a network-namespace test that
+timed out). So the launcher also *marks* its processes: :meth:`Reaper.mark` puts a random token
+in the environment they start with, which every process they start inherits (Flower passes its
+environment on, also through ``ip netns exec``). When the pipe closes (the parent died, or
+:meth:`Reaper.close` after a teardown), the watchdog kills every process whose environment, read
+from ``/proc/PID/environ``, holds a token it was given, until none is left. A token is never
+reused, so unlike a group id it cannot name an unrelated process.
 """
 
 from __future__ import annotations
 
 import contextlib
+import secrets
 import subprocess
 import sys
+from collections.abc import MutableMapping
 from typing import IO
 
+# The environment variable that marks a federation's processes (value: a random token).
+MARK_ENV = "PRIVFL_FEDERATION"
+
 # The watchdog's whole program (run with ``python -S -c``: no site, nothing of privfl). Lines:
-# "+PGID" remember a group, "-PGID" forget it, "-" forget all; at end-of-file, SIGKILL the
-# remembered ones.
+# "+PGID" remember a group, "-PGID" forget it, "-" forget all groups, "=TOKEN" remember a mark;
+# at end-of-file, SIGKILL the remembered groups, then every process marked with a remembered
+# token (``PRIVFL_FEDERATION=TOKEN`` in its environment), again until none is left (one may
+# have been starting a child), at most 50 passes 0.1 s apart.
 # A group's id is its leader's pid, which the kernel does not reuse while the group has a
 # member; it may be reused once the group is gone. So the watchdog notes the leader's start
 # time and, at the end, spares a group whose leader's pid now belongs to a later process.
 _PROGRAM = """
-import os, signal, sys
+import os, signal, sys, time
 def started(pid):
     try:
         with open("/proc/%d/stat" % pid) as f:
             return f.read().rsplit(")", 1)[1].split()[19]
     except (OSError, IndexError):
         return None
-groups = {}
+def marked(marks):
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open("/proc/%s/environ" % name, "rb") as f:
+                if marks.intersection(f.read().split(b"\\0")):
+                    out.append(int(name))
+        except OSError:
+            pass
+    return out
+groups, marks = {}, set()
 for line in sys.stdin:
     line = line.strip()
     if line[:1] == "+" and line[1:].isdigit():
@@ -44,6 +74,8 @@ for line in sys.stdin:
         groups.clear()
     elif line[:1] == "-" and line[1:].isdigit():
         groups.pop(int(line[1:]), None)
+    elif line[:1] == "=" and line[1:].isalnum():
+        marks.add(("%s=%s" % (MARK, line[1:])).encode())
 for pgid, start in groups.items():
     now = started(pgid)
     if now is not None and now != start:
@@ -52,6 +84,16 @@ for pgid, start in groups.items():
         os.killpg(pgid, signal.SIGKILL)
     except OSError:
         pass
+for _ in range(50 if marks else 0):
+    pids = marked(marks)
+    if not pids:
+        break
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    time.sleep(0.1)
 """
 
 
@@ -61,7 +103,7 @@ class Reaper:
 
     def __init__(self) -> None:
         self._proc: subprocess.Popen[bytes] | None = subprocess.Popen(  # noqa: S603 - fixed program
-            [sys.executable, "-S", "-c", _PROGRAM],
+            [sys.executable, "-S", "-c", f"MARK = {MARK_ENV!r}\n{_PROGRAM}"],
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True, close_fds=True,
         )  # fmt: skip
@@ -79,13 +121,22 @@ class Reaper:
         """Kill process group ``pgid`` if this process dies before :meth:`forget`."""
         self._send(f"+{pgid}")
 
+    def mark(self, env: MutableMapping[str, str]) -> None:
+        """Put a fresh random token in ``env`` (as ``PRIVFL_FEDERATION``): every process started
+        with ``env``, and every process those start, is killed once the pipe closes."""
+        token = secrets.token_hex(16)
+        env[MARK_ENV] = token
+        self._send(f"={token}")
+
     def forget(self, pgid: int) -> None:
         """Group ``pgid`` is gone (its id may be reused): never kill it."""
         self._send(f"-{pgid}")
 
     def close(self) -> None:
         """Forget every group and stop the watchdog (once the groups were stopped: a stopped
-        group's id may be reused by an unrelated process)."""
+        group's id may be reused by an unrelated process); before it exits, the watchdog kills
+        what is left of the marked processes (e.g. a ``flwr-serverapp`` in a session of its
+        own, whose parent was stopped) and this call waits for it (at most 10 s)."""
         self._send("-")
         proc, self._proc = self._proc, None
         if proc is None:
@@ -100,4 +151,4 @@ class Reaper:
             proc.wait(timeout=10)
 
 
-__all__ = ["Reaper"]
+__all__ = ["MARK_ENV", "Reaper"]
