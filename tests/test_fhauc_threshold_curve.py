@@ -144,6 +144,33 @@ def test_the_sealed_reveal_holds_the_used_slots_only_and_the_aggregator_sees_no_
     assert not any(isinstance(v, float | np.ndarray) for v in held.values())
 
 
+def test_a_threshold_curve_upload_is_one_ciphertext_per_execution_and_the_reply_two(rng):
+    """T and F share one upload ciphertext (CurveLayout joint: half the upload); the
+    aggregator's reply still has two ciphertexts per execution, T and the sum rotated to F."""
+    from privfl.evaluation.fhauc.messages import SessionConfig
+    from privfl.evaluation.fhauc.threshold import messages as tmsg
+    from privfl.evaluation.metric_reference import binned_reference
+
+    data, parties, agg, rec, request = deployment(rng, m=3, size=200, security="malicious")
+    for p in parties:
+        p.reveals = frozenset({Reveal.CURVE})
+    curve_request = SessionRequest(
+        request.parties, 10, (0.0, 1.0), Security.MALICIOUS, 2, Reveal.CURVE
+    )
+    run_session(agg, rec, curve_request)
+    config = SessionConfig.from_bytes(rec.down["join"]["p0"])
+    for answer in rec.up["upload"].values():
+        step = tmsg.UploadStep.from_bytes(answer)
+        upload = tmsg.ThresholdUpload.from_bytes(step.upload, config.session, agg.roster)
+        assert {tuple(len(v) for v in e) for e in upload.executions} == {(1, 0, 0)}
+    assert agg.plan is not None and agg.plan.requests_per_execution == 2
+    ref = binned_reference(data, 10)
+    for result in rec.results.values():
+        assert result.outcome.verified is True
+        assert result.outcome.curve.tp == pytest.approx(ref.tp, abs=TOL)
+        assert result.outcome.curve.fp == pytest.approx(ref.fp, abs=TOL)
+
+
 class ExtraDecryption(ThresholdAggregator):
     """Asks every party for one decryption share more than the session's plan has."""
 

@@ -150,7 +150,9 @@ def test_a_steering_aggregator_restarting_reuse_sessions_is_refused_after_the_ab
 def test_a_semi_honest_upload_is_one_ciphertext_per_execution_and_a_malicious_one_keeps_two():
     """Item 4 (session 2 under 2 MB per party): a semi-honest AUC upload carries T and F in
     one ciphertext (the joint layout), half the bytes of the folded layout's two; the
-    malicious variant keeps two (its noise model has no rotation). Both equal the reference."""
+    malicious variant keeps two below 64 parties (malicious.joint_allowed, as single keys:
+    at 2 parties the joint layout's honest sessions disagreed beyond the tolerance). Both
+    equal the reference."""
     from privfl.evaluation.fhauc.threshold import messages as tmsg
 
     for security, shape in (("semi-honest", (1, 0, 0)), ("malicious", (1, 1, 0))):

@@ -256,3 +256,30 @@ def test_any_bytes_of_the_packed_size_unpack_below_two_to_the_sixty(data, count)
 def test_packing_refuses_a_coefficient_of_sixty_one_bits():
     with pytest.raises(ValueError, match="2\\^60"):
         wire.pack60(np.array([1 << 60, 0], dtype=np.uint64).tobytes())
+
+
+def _rows_or_message(world, data):
+    """What the aggregator's upload decoder (``tm.ciphertext_rows``, no copy into bytes) and
+    ``CiphertextMessage.from_bytes`` make of ``data`` (None: a typed ProtocolError)."""
+    ctx, session = world["server"].context, world["server"].session
+    start = time.process_time()
+    out = []
+    for decode in (tm.CiphertextMessage.from_bytes, tm.ciphertext_rows):
+        try:
+            out.append(decode(data, ctx, session))
+        except ProtocolError:
+            out.append(None)
+    assert time.process_time() - start < 4.0
+    return out
+
+
+@settings(max_examples=40, deadline=timedelta(seconds=20))
+@given(edits=st.lists(mutation, min_size=1, max_size=3), noise=st.binary(max_size=4096))
+def test_the_rows_decoder_refuses_exactly_what_the_message_decoder_refuses(world, edits, noise):
+    valid = world["valid"][tm.CiphertextMessage].to_bytes()
+    for data in (_mutate(valid, edits), noise, valid):
+        msg, rows = _rows_or_message(world, data)
+        assert (msg is None) == (rows is None)
+        if msg is not None:
+            assert (rows.sender, rows.level, rows.deg) == (msg.sender, msg.level, msg.deg)
+            assert rows.rows.tobytes() == msg.payload and not rows.rows.flags.writeable

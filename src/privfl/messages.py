@@ -207,16 +207,22 @@ def decode_message(
 
 
 def _decode(
-    data: bytes, protocol: str, version: int, step: str | None, session: bytes | None
+    data: bytes | memoryview,
+    protocol: str,
+    version: int,
+    step: str | None,
+    session: bytes | None,
 ) -> tuple[Header, memoryview]:
-    """:func:`decode_message` with the payload as a view into ``data`` (made immutable
-    first), not a copy."""
+    """:func:`decode_message` with the payload as a view into ``data`` (copied first unless
+    it is ``bytes`` or a read-only view of ``bytes``: what is read cannot change), not a copy."""
     if not isinstance(data, bytes | bytearray | memoryview):
         raise MalformedMessageError(f"expected bytes, got {type(data).__name__}")
-    data = bytes(data)
-    if len(data) < len(MAGIC) or data[: len(MAGIC)] != MAGIC:
+    view = memoryview(data)
+    if not (view.readonly and isinstance(view.obj, bytes) and view.format == "B"):
+        view = memoryview(bytes(data))  # a view of immutable bytes cannot change: no copy
+    if len(view) < len(MAGIC) or view[: len(MAGIC)] != MAGIC:
         raise MalformedMessageError("not a privfl message (bad magic bytes)")
-    r = Reader(memoryview(data)[len(MAGIC) :])
+    r = Reader(view[len(MAGIC) :])
     proto = r.str_()
     ver = r.u32()
     if proto != protocol or ver != version:
@@ -232,7 +238,7 @@ def _decode(
             f"message is from session {sess.hex()[:8]}..., this run is {session.hex()[:8]}..."
         )
     sender = r.str_()
-    payload = r.view(len(data))
+    payload = r.view(len(view))
     r.end()
     return Header(proto, ver, st, sess, sender), payload
 
@@ -248,7 +254,7 @@ class Codec:
         return encode_message(Header(self.protocol, self.version, step, session, sender), payload)
 
     def decode(
-        self, data: bytes, step: str | None = None, session: bytes | None = None
+        self, data: bytes | memoryview, step: str | None = None, session: bytes | None = None
     ) -> tuple[Header, Reader]:
         """Check the header (protocol, version, step, session) and return a strict reader
         over the payload (a view of ``data``, not a copy), named after the step for error

@@ -137,6 +137,7 @@ class ThresholdContext:
         self.levels = params.multiplicative_depth + 1
         self.steps = _rotation_steps(params)
         self._layouts: dict[tuple[object, ...], wire.Layout] = {}
+        self._layout_lock = threading.Lock()
         self._scales: dict[tuple[int, int], float] = {}
         self._key_layouts()
 
@@ -210,15 +211,20 @@ class ThresholdContext:
         return self.cc.Encrypt(self._template_key, plain)
 
     def _layout(self, key: tuple[object, ...], build: Callable[[], tuple[Any, str]]) -> wire.Layout:
-        """The cached layout ``key``, built from ``build()`` -> (object, key tag). A shape
-        OpenFHE cannot produce (declared by a peer) is a MalformedMessageError."""
-        if key not in self._layouts:
-            try:
-                obj, tag = build()
-                self._layouts[key] = self._scan(obj, tag)
-            except (RuntimeError, ValueError) as exc:
-                raise MalformedMessageError(f"no ciphertext can have the shape {key}") from exc
-        return self._layouts[key]
+        """The cached layout ``key``, built from ``build()`` -> (object, key tag), once, under
+        a lock (messages may be decoded on several threads). A shape OpenFHE cannot produce
+        (declared by a peer) is a MalformedMessageError."""
+        layout = self._layouts.get(key)
+        if layout is not None:
+            return layout
+        with self._layout_lock:
+            if key not in self._layouts:
+                try:
+                    obj, tag = build()
+                    self._layouts[key] = self._scan(obj, tag)
+                except (RuntimeError, ValueError) as exc:
+                    raise MalformedMessageError(f"no ciphertext can have the shape {key}") from exc
+            return self._layouts[key]
 
     def ciphertext_layout(self, level: int, deg: int, towers: int = 0) -> wire.Layout:
         """Layout of a 2-element ciphertext at ``level`` with scaling degree ``deg``, optionally

@@ -73,9 +73,19 @@ class _Message:
     @classmethod
     def from_bytes(cls, data: bytes, ctx: ThresholdContext, session: bytes) -> Self:
         """Decode and check ``data`` against ``ctx`` and ``session`` (see the module doc)."""
+        sender, values = cls._decode(data, ctx, session)
+        payloads = (v if isinstance(v, int) else v.tobytes() for v in values)
+        return cls(session, sender, *payloads)
+
+    @classmethod
+    def _decode(
+        cls, data: bytes | memoryview, ctx: ThresholdContext, session: bytes
+    ) -> tuple[str, list[int | npt.NDArray[np.uint64]]]:
+        """The sender and the checked fields in declaration order (coefficient payloads as
+        ``(vectors, ring)`` arrays): every check of :meth:`from_bytes`."""
         header, r = CODEC.decode(data, step=cls.STEP, session=session)
         ints: dict[str, int] = {}
-        values: list[int | bytes] = []
+        values: list[int | npt.NDArray[np.uint64]] = []
         for f in fields(cls)[2:]:
             if f.type == "int":
                 ints[f.name] = r.u64()
@@ -86,11 +96,10 @@ class _Message:
             moduli = cls._moduli(ctx, f.name, ints)
             count, what = len(moduli) * ctx.ring, f"{cls.STEP} {f.name}"
             packed = r.view(wire.packed_bytes(count))  # bounded before it is read
-            raw = wire.unpack60(packed, count, what)
-            wire.check_coefficients(moduli, ctx.ring, raw, what)
-            values.append(raw)
+            raw = wire.unpack60_array(packed, count, what)
+            values.append(wire.check_rows(moduli, ctx.ring, raw, what))
         r.end()
-        return cls(session, header.sender, *values)
+        return header.sender, values
 
     @classmethod
     def _check_shape(cls, ctx: ThresholdContext, level: int, deg: int) -> None:
@@ -197,6 +206,30 @@ class CiphertextMessage(_Shaped):
     STEP: ClassVar[str] = "ciphertext"
     LAYOUT: ClassVar[str] = "ciphertext_layout"
     payload: bytes
+
+
+@dataclass(frozen=True, eq=False)
+class CiphertextRows:
+    """A checked :class:`CiphertextMessage` whose payload stays an array (read-only,
+    ``(vectors, ring)``): for a holder that adds uploads on their rows, without a copy into
+    ``bytes`` (:meth:`CiphertextMessage.rows_from_bytes`)."""
+
+    sender: str
+    level: int
+    deg: int
+    rows: npt.NDArray[np.uint64]
+
+
+def ciphertext_rows(
+    data: bytes | memoryview, ctx: ThresholdContext, session: bytes
+) -> CiphertextRows:
+    """:meth:`CiphertextMessage.from_bytes`'s checks, the payload kept as rows."""
+    sender, values = CiphertextMessage._decode(data, ctx, session)
+    level, deg, rows = values
+    if not isinstance(level, int) or not isinstance(deg, int) or isinstance(rows, int):
+        raise MalformedMessageError("a ciphertext message has the wrong fields")
+    rows.flags.writeable = False
+    return CiphertextRows(sender, level, deg, rows)
 
 
 @dataclass(frozen=True)

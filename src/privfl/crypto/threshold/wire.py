@@ -60,6 +60,7 @@ __all__ = [
     "add_mod",
     "add_mod_into",
     "check_coefficients",
+    "check_rows",
     "extract",
     "loose_moduli",
     "pack60",
@@ -70,6 +71,7 @@ __all__ = [
     "sub_mod",
     "uniform_coefficients",
     "unpack60",
+    "unpack60_array",
 ]
 
 U64 = np.dtype("<u8")
@@ -110,6 +112,12 @@ def unpack60(data: bytes | memoryview, count: int, what: str) -> bytes:
     """The ``u64`` payload of ``count`` coefficients packed by :func:`pack60`;
     :class:`MalformedMessageError` when ``data`` is not exactly their packed size (any
     bytes of the right size unpack to values below ``2^60``: the caller checks the moduli)."""
+    return unpack60_array(data, count, what).tobytes()
+
+
+def unpack60_array(data: bytes | memoryview, count: int, what: str) -> npt.NDArray[np.uint64]:
+    """:func:`unpack60` as a new array of ``count`` coefficients (no copy into ``bytes``:
+    what a holder that only adds the rows needs)."""
     if count % 2 or len(data) != packed_bytes(count):
         raise MalformedMessageError(
             f"{what}: {len(data)} coefficient bytes, expected {packed_bytes(count)}"
@@ -123,7 +131,7 @@ def unpack60(data: bytes | memoryview, count: int, what: str) -> bytes:
         np.bitwise_and(low, _LOW60, out=even)
         # bytes 7..14 hold record bits 56..119, so ``high >> 4`` is bits 60..119: ``y``
         np.right_shift(high, _SHIFT4, out=odd)
-    return out.tobytes()
+    return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -237,7 +245,18 @@ def check_coefficients(
         raise MalformedMessageError(
             f"{what}: {len(payload)} coefficient bytes, expected {expected}"
         )
-    values = np.frombuffer(payload, dtype=U64).reshape(len(moduli), ring)
+    return check_rows(moduli, ring, np.frombuffer(payload, dtype=U64), what)
+
+
+def check_rows(
+    moduli: npt.NDArray[np.uint64], ring: int, values: npt.NDArray[np.uint64], what: str
+) -> npt.NDArray[np.uint64]:
+    """:func:`check_coefficients` on ``len(moduli) * ring`` coefficients already in an array."""
+    if values.size != len(moduli) * ring:
+        raise MalformedMessageError(
+            f"{what}: {values.size} coefficients, expected {len(moduli) * ring}"
+        )
+    values = values.reshape(len(moduli), ring)
     if bool((values >= moduli[:, None]).any()):
         raise MalformedMessageError(f"{what}: a coefficient is not reduced modulo its prime")
     return values

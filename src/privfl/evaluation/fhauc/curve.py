@@ -3,8 +3,9 @@
 Vectors. Party ``m`` holds (possibly weighted) cumulative counts ``TP_{m,j}``, ``FP_{m,j}``
 for ``j = 1..N-1``. It uploads a *T* vector (the TP positions) and an *F* vector (the FP
 positions), each of ``L = S·(N-1)`` slots (``S = 1`` semi-honest), cut into
-``ceil(L / slots)`` ciphertexts. The aggregator adds the parties' ciphertexts and multiplies
-every resulting ciphertext by one integer ``c`` (:func:`aggregate`): no product, no rotation.
+``ceil(L / slots)`` ciphertexts (threshold keys: both in one, :class:`CurveLayout`). The
+aggregator adds the parties' ciphertexts and multiplies every resulting ciphertext by one
+integer ``c`` (:func:`aggregate`): no product, no rotation (but the joint upload's one).
 
 Semi-honest: the T slots are ``TP_{m,j}``, the F slots ``FP_{m,j}``, at scale ``2^40``.
 A party decrypts ``c·TP_j``, ``c·FP_j`` and normalises by ``c·(P+Q)``. The CKKS error is
@@ -60,6 +61,7 @@ from privfl.errors import (
 )
 from privfl.evaluation.fhauc import malicious
 from privfl.evaluation.fhauc.ciphertext import HECiphertext
+from privfl.evaluation.fhauc.layout import CurveLayout as CurveLayout
 from privfl.evaluation.fhauc.layout import Layout
 from privfl.evaluation.fhauc.messages import SessionConfig
 from privfl.evaluation.fhauc.policy import MAX_EXECUTIONS, Policy, Security
@@ -69,28 +71,6 @@ from privfl.evaluation.fhauc.variant import SEMI_HONEST_SLACK, Outcome, Packed, 
 
 NORMALISED_NOISE = 2.5  # |δ(w/T)| <= (|δw| + u·|δT|) / T with |δT| <= sqrt(2)·σ_w
 MAX_MULTIPLIER_BITS = 61.0  # Ciphertext * int accepts |c| < 2^62
-
-
-@dataclass(frozen=True)
-class CurveLayout(Layout):
-    """Two vectors of ``terms`` slots each, chunked; no rotations, no D ciphertext."""
-
-    @classmethod
-    def for_curve(cls, terms: int, slots: int) -> CurveLayout:
-        return cls(terms, slots, False, slots, math.ceil(terms / slots))
-
-    @property
-    def rotation_steps(self) -> list[int]:
-        return []
-
-    @property
-    def denominator_ciphertexts(self) -> int:
-        return 0
-
-    def chunk(self, v: FloatArray) -> list[FloatArray]:
-        out = np.zeros(self.chunks * self.slots)
-        out[: v.size] = v
-        return list(out.reshape(self.chunks, self.slots))
 
 
 def layout_for(
@@ -194,7 +174,7 @@ def pack(tp: FloatArray, fp: FloatArray, layout: CurveLayout, view: PartyView) -
     t, f = np.asarray(tp[1:], dtype=np.float64), np.asarray(fp[1:], dtype=np.float64)
     cfg, policy = view.config, view.policy
     if cfg.security is Security.SEMI_HONEST:
-        return [Packed(layout.chunk(t), layout.chunk(f), [], None)]
+        return [Packed(*layout.vectors(t, f), [], None)]
     sz = sizes(cfg, policy)
     bound = 2.0 ** (sz.mask_bits + 3)
     out = []
@@ -204,9 +184,7 @@ def pack(tp: FloatArray, fp: FloatArray, layout: CurveLayout, view: PartyView) -
         slots = split_and_permute(rnd.r * (tf + rnd.masks), sz.splits, bound, rnd.perm)
         # TP and FP shares are permuted together, then cut in two: the aggregator cannot
         # tell which ciphertext holds which count, so treating them differently is caught
-        out.append(
-            Packed(layout.chunk(slots[:half]), layout.chunk(slots[half:]), [], sz.scale_bits)
-        )
+        out.append(Packed(*layout.vectors(slots[:half], slots[half:]), [], sz.scale_bits))
     return out
 
 

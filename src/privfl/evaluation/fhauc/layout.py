@@ -8,8 +8,8 @@ With ``L`` terms per vector (``N-1`` semi-honest, ``S·N`` malicious) and ``slot
   numerator terms, so a rotate-and-sum over ``W`` puts ``num`` in *every* slot (no partial
   sum is ever exposed). ``T ⊙ rot(F, W/2)`` is zero except ``TP·FP`` at slot ``L``.
   Two ciphertexts per party, ``log2 W`` Galois keys (8 at N = 100).
-* *joint* (single keys, semi-honest or malicious from
-  :data:`~privfl.evaluation.fhauc.malicious.JOINT_MIN_PARTIES` parties, ``2W <= slots``):
+* *joint* (``2W <= slots``; semi-honest, or malicious from
+  :data:`~privfl.evaluation.fhauc.malicious.JOINT_MIN_PARTIES` parties, in both key modes):
   as folded, but T and F share one ciphertext: each period of ``2W`` slots holds T's
   period then F's. The aggregator sums the parties' joint ciphertexts ``X`` and takes
   ``T = X``, ``F = rot(X, W)``:
@@ -22,7 +22,8 @@ With ``L`` terms per vector (``N-1`` semi-honest, ``S·N`` malicious) and ``slot
   ``benchmarks/fhauc_scale.py --rotation-noise --scale-bits 40,28``): harmless to the
   semi-honest AUC; the malicious variant's noise model covers it
   (:meth:`~privfl.evaluation.fhauc.malicious.Sizes.sigma_products`), and uses the joint
-  layout only where it widens that bound by at most ``sqrt 2`` (``ρ_rot² <= M``).
+  layout only where it widens that bound by at most ``sqrt 2`` (``ρ_rot² <= M``). The
+  curve reveals have their own joint layout (:class:`CurveLayout`, threshold keys).
 * *chunked* otherwise: T and F are cut into ``ceil(L/slots)`` ciphertexts each, and a third
   ciphertext ``D`` holds ``TP`` at slot 0 and ``FP`` at slot ``slots/2``; the aggregator sums
   the chunk products, rotate-and-sums over ``slots`` and computes ``D ⊙ rot(D, slots/2)``.
@@ -70,6 +71,11 @@ class Layout:
         to bring F under T)."""
         steps = window_steps(self.window)
         return [*steps, self.window] if self.joint else steps
+
+    @property
+    def f_rotation(self) -> int:
+        """Joint layout: the rotation of the parties' sum that brings F under T's slots."""
+        return self.window
 
     @property
     def f_ciphertexts(self) -> int:
@@ -123,6 +129,54 @@ class Layout:
         d[0] = tp
         d[self.slots // 2] = fp
         return tchunks, fchunks, [d]
+
+
+@dataclass(frozen=True)
+class CurveLayout(Layout):
+    """The ``curve``/``metrics`` reveals' vectors (:mod:`~privfl.evaluation.fhauc.curve`): T
+    and F of ``terms`` slots each, chunked; no rotations, no D ciphertext.
+
+    ``joint`` (threshold keys, :mod:`~privfl.evaluation.fhauc.threshold.plan`): T and F in
+    one ciphertext when ``2 H <= slots`` with ``H = next_pow2(terms)`` (:attr:`f_rotation`):
+    T at slots ``0..terms-1``, F at ``H..H+terms-1``, zeros elsewhere. The aggregator's
+    reply is unchanged: two ciphertexts, the parties' sum (T in its first ``terms`` slots)
+    and the sum rotated by ``H`` (F there), each times ``c``
+    (:func:`~privfl.evaluation.fhauc.uploads.summed_vectors`), so the same two ciphertexts
+    per execution are decrypted and the same first ``terms`` slots of each revealed. Half
+    the upload, for one rotation per execution."""
+
+    @classmethod
+    def for_curve(cls, terms: int, slots: int, joint: bool = False) -> CurveLayout:
+        joint = joint and 2 * next_pow2(terms) <= slots
+        return cls(terms, slots, False, slots, math.ceil(terms / slots), joint)
+
+    @property
+    def rotation_steps(self) -> list[int]:
+        return [self.f_rotation] if self.joint else []
+
+    @property
+    def f_rotation(self) -> int:
+        return next_pow2(self.terms)
+
+    @property
+    def denominator_ciphertexts(self) -> int:
+        return 0
+
+    def chunk(self, v: FloatArray) -> list[FloatArray]:
+        out = np.zeros(self.chunks * self.slots)
+        out[: v.size] = v
+        return list(out.reshape(self.chunks, self.slots))
+
+    def vectors(self, t: FloatArray, f: FloatArray) -> tuple[list[FloatArray], list[FloatArray]]:
+        """One party's T and F ciphertext vectors (joint: one vector, F at :attr:`f_rotation`)."""
+        if t.size != self.terms or f.size != self.terms:
+            raise InputError(f"expected {self.terms} terms per vector, got {t.size}/{f.size}")
+        if not self.joint:
+            return self.chunk(t), self.chunk(f)
+        v = np.zeros(self.slots)
+        v[: self.terms] = t
+        v[self.f_rotation : self.f_rotation + self.terms] = f
+        return [v], []
 
 
 # Sizes of one ciphertext at the top level: serialised (seeded: one polynomial plus a seed,

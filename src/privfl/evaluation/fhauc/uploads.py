@@ -134,11 +134,11 @@ def summed_vectors(
 ) -> tuple[list[HECiphertext], list[HECiphertext]]:
     """The slot-wise sums over parties of the T chunks and of the F chunks (aggregator; it
     learns nothing: it never decrypts). In the joint layout F is the summed ciphertext
-    rotated by the window, which brings F's half of each period under T's
-    (:mod:`~privfl.evaluation.fhauc.layout`)."""
+    rotated by :attr:`~.Layout.f_rotation` (the AUC's window; the curve's F offset), which
+    brings F's slots under T's (:mod:`~privfl.evaluation.fhauc.layout`)."""
     t = [add_all([u.t[k] for u in uploads]) for k in range(layout.chunks)]
     if layout.joint:
-        return t, [t[0].rotate(layout.window)]
+        return t, [t[0].rotate(layout.f_rotation)]
     return t, [add_all([u.f[k] for u in uploads]) for k in range(layout.chunks)]
 
 

@@ -48,6 +48,7 @@ from typing import Any, TypeVar
 
 from privfl import threshold as tr
 from privfl.crypto import threshold as th
+from privfl.crypto.threshold.messages import ciphertext_rows
 from privfl.errors import MalformedMessageError, ProtocolError, UnknownPartyError
 from privfl.evaluation.fhauc.aggregator import Aggregator
 from privfl.evaluation.fhauc.messages import AGGREGATOR, SessionConfig
@@ -59,6 +60,7 @@ from privfl.evaluation.fhauc.threshold import plan as tp
 from privfl.evaluation.fhauc.threshold.keys import ThresholdKeys
 from privfl.evaluation.fhauc.threshold.keyset import ServerKeySet
 from privfl.evaluation.fhauc.threshold.ops import ThresholdCiphertext
+from privfl.evaluation.fhauc.threshold.parallel import map_parties
 from privfl.evaluation.fhauc.threshold.setup import ThresholdPublicSetup
 from privfl.evaluation.fhauc.uploads import Upload
 from privfl.evaluation.statistics import ScoreRange
@@ -86,7 +88,7 @@ class ThresholdAggregator:
         self.reuse_keys = True  # announce the kept key set when it fits (False: re-key)
         self._commitments: tuple[bytes, ...] = ()
         self._requests: list[th.DecryptionRequest] = []
-        self._uploads: dict[str, tmsg.ThresholdUpload] = {}
+        self._uploads: dict[str, tmsg.UploadViews] = {}
         self._keys_installed = False
 
     # ------------------------------------------------------------------ public state
@@ -205,13 +207,18 @@ class ThresholdAggregator:
         :meth:`request_decryptions`."""
         cfg = self._config()
         self._uploads = {}
-        for p in cfg.parties:
-            msg = tmsg.ThresholdUpload.from_bytes(uploads[p], cfg.session, self.roster)
+        transcript = tp.threshold_transcript(self.transcript or b"")
+
+        def check(p: str) -> tmsg.UploadViews:
+            msg = tmsg.ThresholdUpload.views(uploads[p], cfg.session, self.roster)  # no copy
             if msg.sender != p:
                 raise UnknownPartyError(f"an upload signed by {msg.sender!r} arrived as {p!r}'s")
-            if msg.transcript != tp.threshold_transcript(self.transcript or b""):
+            if msg.transcript != transcript:
                 raise ProtocolError(f"the upload of {p} belongs to another session")
-            self._uploads[p] = msg
+            return msg
+
+        checked = map_parties(check, cfg.parties, self.computation.workers)
+        self._uploads = dict(zip(cfg.parties, checked, strict=True))
 
     def install_keys(self) -> None:
         """Key generation round 2, end: install the joint evaluation keys (every party's
@@ -231,7 +238,11 @@ class ThresholdAggregator:
         cfg, server, plan = self._config(), self._server(), self._plan()
         if set(self._uploads) != set(cfg.parties) or not self._keys_installed:
             raise ProtocolError("the uploads and joint keys of every party are needed first")
-        by_party = {p: self._open(self._uploads[p], plan) for p in cfg.parties}
+        server.context.ciphertext_layout(plan.upload_level, 1)  # built once, before threads
+        opened = map_parties(
+            lambda p: self._open(self._uploads[p], plan), cfg.parties, self.computation.workers
+        )
+        by_party = dict(zip(cfg.parties, opened, strict=True))
         self._uploads = {}
         self.keys.install(server)
         comp = self.computation
@@ -261,16 +272,20 @@ class ThresholdAggregator:
         cfg, server = self._config(), self._server()
         ctx = server.context
         per_request: list[list[th.DecryptionShare]] = [[] for _ in self._requests]
-        for p in cfg.parties:
-            if p == self.lead:
-                continue
+
+        def decode(p: str) -> list[th.DecryptionShare]:
             msg = tmsg.DecryptShares.from_bytes(shares[p], cfg.session, self.roster)
             if msg.sender != p or len(msg.shares) != len(self._requests):
                 raise MalformedMessageError(f"the decryption shares of {p!r} do not fit")
-            for k, raw in enumerate(msg.shares):
-                share = th.DecryptionShare.from_bytes(raw, ctx, server.session)
+            out = [th.DecryptionShare.from_bytes(raw, ctx, server.session) for raw in msg.shares]
+            for share in out:
                 if share.sender != p:
                     raise UnknownPartyError(f"{p!r} sent a share in {share.sender!r}'s name")
+            return out
+
+        others = [p for p in cfg.parties if p != self.lead]
+        for got in map_parties(decode, others, self.computation.workers):
+            for k, share in enumerate(got):
                 per_request[k].append(share)
         items = tuple(
             server.lead_decryption(req, got, self.lead).to_bytes()
@@ -307,7 +322,7 @@ class ThresholdAggregator:
             raise UnknownPartyError(f"{party!r} sent a key share in {share.sender!r}'s name")
         return share
 
-    def _open(self, msg: tmsg.ThresholdUpload, plan: tp.Plan) -> list[Upload]:
+    def _open(self, msg: tmsg.UploadViews, plan: tp.Plan) -> list[Upload]:
         layout = plan.layout
         if len(msg.executions) != plan.executions:
             raise MalformedMessageError(
@@ -324,16 +339,16 @@ class ThresholdAggregator:
             out.append(Upload(msg.sender, msg.session, list(t), list(f), list(d), e))
         return out
 
-    def _fresh(self, raw: bytes, sender: str) -> ThresholdCiphertext:
+    def _fresh(self, raw: bytes | memoryview, sender: str) -> ThresholdCiphertext:
         server = self._server()
-        message = th.CiphertextMessage.from_bytes(raw, server.context, server.session)
+        message = ciphertext_rows(raw, server.context, server.session)  # checked, no copy
         fresh = (self._plan().upload_level, 1)
         if message.sender != sender or (message.level, message.deg) != fresh:
             raise MalformedMessageError(
                 f"upload from {sender}: not a fresh ciphertext of its own (level "
                 f"{message.level}, degree {message.deg})"
             )
-        return ThresholdCiphertext.from_message(server.context, message)
+        return ThresholdCiphertext.from_rows(server.context, message, server.session)
 
     def _server(self) -> tr.ThresholdServer:
         if self.server is None:

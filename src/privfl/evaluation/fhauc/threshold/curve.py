@@ -3,6 +3,10 @@ reveal (pure functions; the packing, aggregation and recovery are :mod:`.curve`'
 
 What differs from single keys is only how the reply is decrypted and how noisy that is:
 
+* a party uploads T and F in one ciphertext per execution when they fit
+  (:class:`~privfl.evaluation.fhauc.layout.CurveLayout`, ``joint``: half the bytes, half
+  the aggregator's checking and summing); the aggregator rotates the sum once to bring F
+  under T, so its reply, what is decrypted and what is revealed are as with two uploads;
 * the aggregator's reply per execution is the :mod:`.curve` reply (``2·chunks``
   ciphertexts, every one the parties' slot-wise sum times one integer ``c``, applied by
   doubling at no level); each ciphertext is one joint decryption, so a session needs
@@ -18,10 +22,13 @@ What differs from single keys is only how the reply is decrypted and how noisy t
   free of ``c`` either way.
 
 Noise per summed slot in count units (:func:`slot_sigma`): the fresh encryption error
-``e = 2^(fresh_error_bits + k)`` of each of the ``S·M`` summed shares and the flooding noise
+``e = 2^(fresh_error_bits + k)`` of each of the ``S·M`` summed shares, the rotation that
+brings F under T in the joint layout (:class:`~.layout.CurveLayout`: std at most
+``ROTATION_NOISE e`` once per summed slot, counted for T too) and the flooding noise
 ``f·2^k / c_min`` of each of the ``S`` decrypted shares. Semi-honest: the bound
-``M e + 6 f 2^k / c_min`` (six standard deviations of the flooding noise); malicious: the
-std ``hypot(NOISE_CONSTANT sqrt(S M) e, FLOODING_MARGIN sqrt(S) f 2^k / c_min, sqrt(S) d)``
+``(M + 6 ROTATION_NOISE) e + 6 f 2^k / c_min`` (six standard deviations of the rotation and
+of the flooding noise); malicious: the std ``hypot(NOISE_CONSTANT sqrt(S (M + ROTATION_NOISE^2))
+e, FLOODING_MARGIN sqrt(S) f 2^k / c_min, sqrt(S) d)``
 with ``d = 2^(log2 M + V - 50)`` the decoding's rounding (:data:`DECODE_RELATIVE_BITS`). The
 verification's tolerance, precision and guarantee are :mod:`.curve`'s with this per-slot
 term, and each party checks at join (before any upload) that they can be met.
@@ -44,7 +51,11 @@ from privfl.errors import InputError, MalformedMessageError
 from privfl.evaluation.fhauc import curve, malicious
 from privfl.evaluation.fhauc.messages import SessionConfig
 from privfl.evaluation.fhauc.policy import Policy, Security
-from privfl.evaluation.fhauc.threshold.ops import FLOODING_MARGIN, fresh_error_bits
+from privfl.evaluation.fhauc.threshold.noise import (
+    FLOODING_MARGIN,
+    ROTATION_NOISE,
+    fresh_error_bits,
+)
 from privfl.messages import Reader, Writer
 
 __all__ = [
@@ -74,7 +85,8 @@ def curve_shift(config: SessionConfig, policy: Policy, c_high_bits: float) -> in
     return max(0, math.ceil(c_high_bits + value_bits(config, policy) - CURVE_CAPACITY_BITS))
 
 
-# A curve reply is a sum of fresh ciphertexts times an integer (no product, no rotation):
+# A curve reply is a sum of fresh ciphertexts times an integer (no product; at most the
+# joint layout's rotation, whose noise is tiny: noise.ROTATION_NOISE):
 # fresh vectors decoded up to 2^50 on ring 2^12 (uniform slots, largest error 2^1.6, relative
 # 2^-48.4); the AUC reply's bound is lower (:func:`~.ops.capacity_bits`).
 CURVE_CAPACITY_BITS = 50.0
@@ -105,12 +117,13 @@ def slot_sigma(
     splits = config.splits if config.security is Security.MALICIOUS else 1
     e = 2.0 ** (fresh_error_bits(ring, m) + shift_k)
     flood = 2.0 ** (params.decryption_error_bits(m) + shift_k - c_low_bits)
+    m_rot = m + ROTATION_NOISE**2  # F: the joint layout's rotation of the sum (a bound)
     if config.security is Security.MALICIOUS:
-        fresh = malicious.NOISE_CONSTANT * math.sqrt(splits * m) * e
+        fresh = malicious.NOISE_CONSTANT * math.sqrt(splits * m_rot) * e
         decode = math.sqrt(splits) * 2.0 ** (value_bits(config, policy) - DECODE_RELATIVE_BITS)
         flooding = FLOODING_MARGIN * math.sqrt(splits) * flood
         return float(math.hypot(fresh, flooding, decode))
-    return float(m * e + 6.0 * FLOODING_MARGIN * flood)
+    return float((m + 6.0 * ROTATION_NOISE) * e + 6.0 * FLOODING_MARGIN * flood)
 
 
 def check_budget(params: ThresholdParameters, executions: int, ciphertexts: int) -> None:

@@ -172,7 +172,18 @@ class ThresholdUpload:
     def from_bytes(
         cls, data: bytes, session: bytes, roster: Mapping[str, bytes]
     ) -> ThresholdUpload:
-        sender, sess, r = open_signed(data, cls.STEP, session, roster)
+        v = cls.views(data, session, roster)
+        execs = tuple(
+            (tuple(map(bytes, t)), tuple(map(bytes, f)), tuple(map(bytes, d)))
+            for t, f, d in v.executions
+        )
+        return cls(v.session, v.sender, v.transcript, execs)
+
+    @classmethod
+    def views(cls, data: bytes, session: bytes, roster: Mapping[str, bytes]) -> UploadViews:
+        """:meth:`from_bytes` (every check) with each ciphertext message a view into
+        ``data``, not a copy (the aggregator's path: ``data`` is immutable ``bytes``)."""
+        sender, sess, r = open_signed(bytes(data), cls.STEP, session, roster)
         transcript = r.bytes_(DIGEST_BYTES)
         if len(transcript) != DIGEST_BYTES:
             raise MalformedMessageError(f"upload from {sender}: bad transcript hash")
@@ -181,10 +192,24 @@ class ThresholdUpload:
             vectors = []
             for _v in range(3):
                 n = r.count(MAX_CIPHERTEXTS, "ciphertexts")
-                vectors.append(tuple(r.bytes_(MAX_CIPHERTEXT_MESSAGE_BYTES) for _ in range(n)))
+                vectors.append(tuple(r.view(MAX_CIPHERTEXT_MESSAGE_BYTES) for _ in range(n)))
             execs.append((vectors[0], vectors[1], vectors[2]))
         r.end()
-        return cls(sess, sender, transcript, tuple(execs))
+        return UploadViews(sess, sender, transcript, tuple(execs))
+
+
+Views = tuple[memoryview, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class UploadViews:
+    """A checked :class:`ThresholdUpload` whose ciphertext messages are read-only views into
+    the signed message's immutable bytes (:meth:`ThresholdUpload.views`)."""
+
+    session: bytes
+    sender: str
+    transcript: bytes
+    executions: tuple[tuple[Views, Views, Views], ...]
 
 
 @dataclass(frozen=True)

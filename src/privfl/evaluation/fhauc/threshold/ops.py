@@ -11,13 +11,13 @@ operations (``+``, ``*`` by a ciphertext or an integer, ``rotate``, ``window_sum
   doubling and adding (no level, "at scale 1" as in single-key mode); ``scale_by`` multiplies
   by a real constant (one level). A reply decrypts as long as it has used at most 2 of the
   ``"fhauc"`` set's 3 levels (two towers stay for the flooding noise). Semi-honest uploads
-  are fresh ciphertexts at level 1 (three towers: 738 KB each), so the honest product ends at
-  level 2; a semi-honest AUC upload is *one* such ciphertext per execution, T and F sharing it
-  in the joint layout (:mod:`~privfl.evaluation.fhauc.layout`: the aggregator rotates the sum
-  by ``W`` with the joint key's sum keys, adding key-switching noise once; the malicious
-  variant keeps the folded layout, whose noise model has no rotation); malicious uploads are
-  at level 0, one level to spare, so that a deviating
-  aggregator's extra plaintext product still decrypts and is caught by the verification.
+  are fresh ciphertexts at level 1 (three towers: 738 KB each), malicious ones at level 0
+  (the multiplier's level, and one so that a deviating aggregator's extra plaintext product
+  still decrypts and is caught by the verification). An AUC upload is *one* ciphertext per
+  execution (semi-honest; malicious from 64 parties, as with single keys), T and F sharing
+  it in the joint layout
+  (:mod:`~privfl.evaluation.fhauc.layout`: the aggregator rotates the sum by ``W`` with the
+  joint key's sum keys, adding key-switching noise once, :data:`ROTATION_NOISE`).
 * uploads stay *lazy* (checked coefficient rows) until an OpenFHE operation needs them;
   their sums are computed on the rows (:class:`ThresholdCiphertext`).
 * the aggregator's reply for one execution is ``num + den`` in one ciphertext (``num`` in
@@ -47,7 +47,7 @@ every honest session was refused for lack of guarantee. Malicious replies theref
 uploads are at level 0, so two levels remain for the product and the multiplier), with
 ``(k, j)`` chosen by :func:`~privfl.evaluation.fhauc.threshold.plan.multiplier_scaling`,
 and parties multiply what they decode by ``2^{2k + j}``. The variant's tolerance uses these
-terms (:func:`sigma_products`); its acceptance rule and guarantee are the single-key ones,
+terms (:func:`~.noise.sigma_products`); its acceptance rule and guarantee are the single-key ones,
 and each party checks before uploading that they can be met (refusing otherwise, naming the
 setting), never accepting more loosely.
 """
@@ -67,11 +67,16 @@ from privfl.crypto.threshold import (
     ThresholdParameters,
     parameter_set,
 )
+from privfl.crypto.threshold.messages import CiphertextRows
 from privfl.crypto.threshold.params import SCALING_MOD_BITS
 from privfl.crypto.threshold.wire import add_mod
 from privfl.errors import InputError, ProtocolError
-from privfl.evaluation.fhauc import malicious
 from privfl.evaluation.fhauc.layout import Layout
+from privfl.evaluation.fhauc.threshold.noise import FLOODING_MARGIN as FLOODING_MARGIN
+from privfl.evaluation.fhauc.threshold.noise import ROTATION_NOISE as ROTATION_NOISE
+from privfl.evaluation.fhauc.threshold.noise import fresh_error_bits
+from privfl.evaluation.fhauc.threshold.noise import semi_honest_precision as semi_honest_precision
+from privfl.evaluation.fhauc.threshold.noise import sigma_products as sigma_products
 
 # Decode capacity, derived (docs/security/fhauc.md, "Why a reply decodes"): OpenFHE's decoder
 # (CKKSPackedEncoding::Decode) refuses a reply whose imaginary part, read off m(X) - m(1/X)
@@ -160,6 +165,16 @@ class ThresholdCiphertext:
         layout = ctx.ciphertext_layout(message.level, message.deg)
         rows = np.frombuffer(message.payload, dtype=np.uint64).reshape(layout.vectors, ctx.ring)
         return cls(lazy=_Rows(ctx, message.level, message.deg, rows, message.session.hex()))
+
+    @classmethod
+    def from_rows(
+        cls, ctx: ThresholdContext, message: CiphertextRows, session: bytes
+    ) -> ThresholdCiphertext:
+        """A lazy ciphertext from a checked message whose rows were never copied into bytes
+        (:func:`~privfl.crypto.threshold.messages.ciphertext_rows`)."""
+        vectors = ctx.ciphertext_layout(message.level, message.deg).vectors
+        rows = message.rows.reshape(vectors, ctx.ring)
+        return cls(lazy=_Rows(ctx, message.level, message.deg, rows, session.hex()))
 
     @property
     def ct(self) -> Ciphertext:
@@ -280,15 +295,6 @@ def check_session(
     return layout
 
 
-def fresh_error_bits(ring: int, parties: int) -> float:
-    """log2 of (an upper bound on) the per-slot error of a fresh public-key encryption under
-    the joint key, in value units at the 59-bit scale: coefficient error ``3.2 sqrt(4/3 N M)``
-    (``v e + e0 + s e1`` with ``M`` summed Gaussian and ternary terms), spread over the
-    slots by ``sqrt(N)``, with 2 bits of margin."""
-    coefficient = math.log2(3.2) + 0.5 * math.log2(4.0 / 3.0 * ring * parties)
-    return coefficient + 0.5 * math.log2(ring) + 2.0 - SCALING_MOD_BITS
-
-
 def value_shift(
     parties: int,
     max_samples: int,
@@ -331,69 +337,3 @@ def decode_pairs(raw: npt.ArrayLike, layout: Layout, shift_k: int) -> tuple[floa
     ns = ds + 1
     factor = 2.0 ** (2 * shift_k)
     return float(values[ns]) * factor, (float(values[ds]) - float(values[ns])) * factor
-
-
-def sigma_products(
-    sizes: malicious.Sizes,
-    params: ThresholdParameters,
-    ring: int,
-    shift_k: int,
-    c_min: float,
-    multiplier_scale_bits: int = 0,
-) -> tuple[float, float]:
-    """Std bounds of the errors of ``X/c`` and ``Y/c`` in threshold mode (malicious
-    variant): the single-key model of :meth:`malicious.Sizes.sigma_products` with the fresh
-    error of :func:`fresh_error_bits` times ``2^k`` (values are scaled by ``2^-k``), plus the
-    flooding noise of the joint decryption (``params.decryption_error_bits``, times ``2^2k /
-    c``, times ``2^j`` when the aggregator applied ``c / 2^j``; ``Y`` is a difference of two
-    slots)."""
-    m = sizes.parties
-    e = 2.0 ** (fresh_error_bits(ring, m) + shift_k)
-    b = 2.0 ** (sizes.mask_bits + 3)
-    k = malicious.NOISE_CONSTANT
-    sigma_x = k * math.sqrt(sizes.slots_used) * m * b * e
-    sigma_y = k * 4.0 * m * sizes.max_samples * math.sqrt(m) * e
-    flood = 2.0 ** (params.decryption_error_bits(m) + 2 * shift_k + multiplier_scale_bits) / c_min
-    return math.hypot(sigma_x, flood), math.hypot(sigma_y, math.sqrt(2.0) * flood)
-
-
-# The flooding model's standard deviation was measured 20-30 % below the AUC's observed error
-# (759 sessions on the "fhauc-test" set, C = 10^7, 2-3 parties: RMS of error / sigma 1.2-1.3,
-# largest 4.4): the precision uses sigma x 1.3.
-FLOODING_MARGIN = 1.3
-
-
-def semi_honest_precision(
-    params: ThresholdParameters,
-    ring: int,
-    parties: int,
-    terms: int,
-    shift_k: int,
-    auc: float,
-    y: float,
-    own: tuple[int, int],
-    c_high_bits: float,
-    max_samples: int,
-) -> float:
-    """``PRECISION_SIGMAS`` standard errors of a semi-honest threshold AUC ``x / 2y``, from
-    what a party knows after decryption: ``y = c·Y`` decoded (``c < 2^c_high_bits``, so
-    ``P N = Y > y / 2^c_high_bits``), its own positives and negatives ``own`` and the policy
-    bound ``C = max_samples`` (so ``P, N <= M C``).
-
-    * Flooding noise of the joint decryption: ``f = 2^(decryption_error_bits + 2k)`` per
-      slot in decoded units, on ``x`` and on ``y`` (a difference of two slots: ``sqrt 2 f``);
-      in AUC units ``hypot(f, 2 AUC sqrt(2) f) / 2y``. This is the term that grows as
-      ``(M C)^2 / (P N)`` through ``k``: a policy bound ``C`` far above the real party sizes
-      costs precision.
-    * Fresh encryption error of the product ``T·F`` summed over ``L`` slots: ``T e_F + F e_T``
-      with ``e = 2^(fresh_error_bits + k)`` per summed count (``sqrt M`` parties), at most
-      ``NOISE_CONSTANT sqrt(L M) e (P + N)`` on ``X = 2 P N AUC``; in AUC units
-      ``NOISE_CONSTANT sqrt(L M) e (1/P + 1/N) / 2`` (``c`` cancels), with ``P`` and ``N``
-      bounded below by the party's own counts and by ``(y / 2^c_high_bits) / (M C)``."""
-    flood = FLOODING_MARGIN * 2.0 ** (params.decryption_error_bits(parties) + 2 * shift_k)
-    flooding = math.hypot(flood, 2.0 * auc * math.sqrt(2.0) * flood) / (2.0 * y)
-    e = 2.0 ** (fresh_error_bits(ring, parties) + shift_k)
-    floor = y / 2.0**c_high_bits / (parties * max_samples)
-    pos, neg = (max(1.0, float(n), floor) for n in own)
-    product = malicious.NOISE_CONSTANT * math.sqrt(terms * parties) * e * (1 / pos + 1 / neg) / 2
-    return malicious.PRECISION_SIGMAS * math.hypot(flooding, product)

@@ -34,13 +34,8 @@ from privfl.evaluation.fhauc.messages import SessionConfig
 from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.threshold import curve as threshold_curve
-from privfl.evaluation.fhauc.threshold.ops import (
-    check_session,
-    fhauc_parameters,
-    semi_honest_precision,
-    sigma_products,
-    value_shift,
-)
+from privfl.evaluation.fhauc.threshold.noise import semi_honest_precision, sigma_products
+from privfl.evaluation.fhauc.threshold.ops import check_session, fhauc_parameters, value_shift
 from privfl.evaluation.fhauc.variant import (
     Malicious,
     Outcome,
@@ -80,7 +75,7 @@ class ThresholdMalicious(Malicious):
 
 class ThresholdSemiHonest(SemiHonest):
     """The semi-honest variant with threshold mode's noise model: the AUC is output with its
-    precision (:func:`~.ops.semi_honest_precision`), and only when that is within
+    precision (:func:`~.noise.semi_honest_precision`), and only when that is within
     the policy's required accuracy; otherwise :class:`InsufficientPrecisionError` (the
     flooding noise of joint decryption is far larger than single-key CKKS noise, and a size
     bound far above the real data amplifies it), never a silently coarser AUC. As in the
@@ -134,7 +129,9 @@ def curve_plan(config: SessionConfig, policy: Policy, params: ThresholdParameter
     executions = policy.executions if mode is Security.MALICIOUS else 1
     parties = len(config.parties)
     params.check(parties)
-    layout = curve.CurveLayout.for_curve(config.terms(), params.batch_size)
+    # T and F in one upload ciphertext when they fit (CurveLayout: the reply, what is decrypted
+    # and revealed are unchanged; the aggregator rotates the sum once per execution)
+    layout = curve.CurveLayout.for_curve(config.terms(), params.batch_size, params.sum_keys)
     per_execution = 2 * layout.chunks
     threshold_curve.check_budget(params, executions, per_execution)
     lo, hi = malicious.multiplier_bounds(policy.multiplier_bits)
@@ -156,11 +153,14 @@ def plan(config: SessionConfig, policy: Policy) -> Plan:
     mode = config.security
     executions = policy.executions if mode is Security.MALICIOUS else 1
     parties = len(config.parties)
-    # semi-honest: T and F in one ciphertext (half the upload; as single keys, the malicious
-    # variant keeps the folded layout its noise model was calibrated for)
-    layout = check_session(
-        params, parties, config.terms(), executions, joint=mode is Security.SEMI_HONEST
-    )
+    # T and F in one ciphertext when they fit (half the upload and half the aggregator's
+    # parsing, hashing and summing, for one rotation by W per execution): semi-honest always,
+    # malicious where single keys use it too (malicious.joint_allowed: from 64 parties). With
+    # 2 parties every layout-joint session tried at N = 100 and 1,000-2,000 rows disagreed
+    # beyond the tolerance in 5 to 7 of 12 honest sessions (the model's rotation noise, even
+    # at 8 e, did not cover it: an error the threshold noise model lacks, not yet found)
+    joint = mode is Security.SEMI_HONEST or malicious.joint_allowed(parties)
+    layout = check_session(params, parties, config.terms(), executions, joint=joint)
     lo, hi = malicious.multiplier_bounds(policy.multiplier_bits)
     ring = ThresholdContext.for_parameters(params, parties).ring
     bad = mode is Security.MALICIOUS
@@ -197,7 +197,7 @@ def check_hiding(policy: Policy) -> None:
     """:class:`InputError` before any work for a malicious threshold AUC session with
     ``hiding_bits > 0``: the masks' extra bits grow the slot products, whose encoding error
     (:data:`~.ops.DECODE_CAPACITY_BITS`: relative ``2^-49.7`` per slot) the verification's
-    threshold noise model (:func:`~.ops.sigma_products`) does not hold, so honest sessions
+    threshold noise model (:func:`~.noise.sigma_products`) does not hold, so honest sessions
     with ``hiding_bits = 4`` were refused as deviations (2 parties x 2,000 rows)."""
     if policy.hiding_bits > 0:
         raise InputError(
