@@ -308,3 +308,20 @@ def test_nodes_are_waited_for_by_asking_the_superlink_when_its_log_shows_none(
             fed.wait_for_nodes(2, timeout=0.3)
     finally:
         fed.close()
+
+
+def test_the_log_readiness_counts_whole_activation_lines_of_nodes_still_active(tmp_path):
+    """Only the SuperLink's own activation lines count (coloured or not), a node deactivated
+    since does not, and text a node makes the SuperLink log (a FAB hash) forges nothing."""
+    from privfl.federation.flower.ready import activated_nodes
+
+    log = tmp_path / "superlink.log"
+    log.write_text(
+        "\x1b[92mINFO \x1b[0m:      [Fleet.ActivateNode] Activated node_id=11\n"
+        "INFO :      [Fleet.ActivateNode] Activated node_id=22\n"
+        "INFO :      [Fleet.ActivateNode] Activated node_id=33\n"
+        "INFO :      [Fleet.GetFab] Requesting FAB for fab_hash=x Activated node_id=44\n"
+        "INFO :      [Fleet.DeactivateNode] Deactivated node_id=33\n"
+    )
+    assert activated_nodes(log) == 2
+    assert activated_nodes(tmp_path / "missing.log") == 0

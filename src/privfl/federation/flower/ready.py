@@ -13,9 +13,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-# What the SuperLink logs when a SuperNode comes online (Flower 1.41:
-# ``[Fleet.ActivateNode] Activated node_id=N``).
-_ACTIVATED = re.compile(r"Activated node_id=(\d+)")
+# What the SuperLink logs when a SuperNode comes online or leaves (Flower 1.41: a whole line
+# ``INFO :      [Fleet.ActivateNode] Activated node_id=N`` / ``[Fleet.DeactivateNode]
+# Deactivated node_id=N``). Anchored to whole lines: other log lines quote text a node sends.
+_EVENT = re.compile(
+    r"^(?:\x1b\[[0-9;]*m)?[A-Z]+\s*(?:\x1b\[[0-9;]*m)?:\s+"  # the level, maybe coloured
+    r"\[Fleet\.(Activate|Deactivate)Node\] (?:Activated|Deactivated) "
+    r"node_id=(\d+)\s*$",
+    re.MULTILINE,
+)
 
 
 def port_open(address: str, port: int, prefix: list[str]) -> bool:
@@ -40,12 +46,21 @@ def port_open(address: str, port: int, prefix: list[str]) -> bool:
 
 
 def activated_nodes(log: Path) -> int:
-    """The distinct SuperNodes a SuperLink's log says it activated (0 without the file)."""
+    """The distinct SuperNodes a SuperLink's log says are active: activated and not
+    deactivated since (0 without the file). A hint for the launcher's wait only: a node that
+    can reach the SuperLink could still forge a line through text the SuperLink logs for it,
+    and then the run starts early and Flower's own wait for nodes applies."""
     try:
         text = log.read_text(errors="replace")
     except OSError:
         return 0
-    return len(set(_ACTIVATED.findall(text)))
+    active: set[str] = set()
+    for kind, node in _EVENT.findall(text):
+        if kind == "Activate":
+            active.add(node)
+        else:
+            active.discard(node)
+    return len(active)
 
 
 __all__ = ["activated_nodes", "port_open"]
