@@ -39,6 +39,9 @@ def rng():
 # every worker starting on a Flower test, main's `-n 4` run kept only 1.38 of 2 cores busy),
 # each longest first on the worker whose head holds the fewest seconds so far.
 # Wall seconds: main's `--cpu-report` of a quiet-machine run (issue 31 item 5, -n 4, 10:10).
+# A timeline of a quiet `-n 6` run (completion times per worker) showed README's block and the
+# Flower-apps training test, which wait on real processes too, filling the computing heads
+# until 300 s while the 1,200 short CPU-bound tests waited behind them: they are waiting ones.
 LONGEST = (
     ("test_flower_train_processes.py::test_privfl_flower_train_writes", 205, True),
     ("test_flower_train_private_auc.py", 182, True),
@@ -48,10 +51,10 @@ LONGEST = (
     ("test_flower_integration.py::test_a_supernode_killed", 85, True),
     ("test_flower_integration.py::test_a_server_whose_port_was_taken", 19, True),
     ("runs_as_written[docs/deploy/fhauc.md]", 22, True),
-    ("runs_as_written[README.md]", 51, False),
+    ("runs_as_written[README.md]", 51, True),  # `privfl flower local`: real processes
     ("test_random_honest_malicious_sessions_are_refused", 37, False),
     ("runs_as_written[docs/guide/training.md]", 36, False),
-    ("test_flower_train.py::test_training_over_the_flower_apps", 23, False),
+    ("test_flower_train.py::test_training_over_the_flower_apps", 23, True),
     ("no_oracle_at_2048_bits", 21, False),
     ("test_cli_schemas.py::test_train_json_has_one_schema_in_both_modes", 21, False),
     ("test_audit.py::test_fresh_disjoint_halves_stay_near_chance", 20, False),

@@ -53,18 +53,30 @@ def started(pid):
             return f.read().rsplit(")", 1)[1].split()[19]
     except (OSError, IndexError):
         return None
-def marked(marks):
-    out = []
+def kill_marked(marks):
+    # a pidfd pins the process: the environ read and the kill then reach the same process,
+    # even if the pid is reused in between (no pidfd: a plain kill, the pid read just before)
+    found = 0
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == os.getpid():
             continue
+        fd = None
         try:
+            fd = os.pidfd_open(int(name)) if hasattr(os, "pidfd_open") else None
             with open("/proc/%s/environ" % name, "rb") as f:
-                if marks.intersection(f.read().split(b"\\0")):
-                    out.append(int(name))
+                if not marks.intersection(f.read().split(b"\\0")):
+                    continue
+            found += 1
+            if fd is not None:
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
+            else:
+                os.kill(int(name), signal.SIGKILL)
         except OSError:
             pass
-    return out
+        finally:
+            if fd is not None:
+                os.close(fd)
+    return found
 groups, marks = {}, set()
 for line in sys.stdin:
     line = line.strip()
@@ -85,14 +97,8 @@ for pgid, start in groups.items():
     except OSError:
         pass
 for _ in range(50 if marks else 0):
-    pids = marked(marks)
-    if not pids:
+    if not kill_marked(marks):
         break
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
     time.sleep(0.1)
 """
 
