@@ -12,9 +12,12 @@ mirror of :class:`~.rounds.KeyRounds` on the aggregator side:
   lead, the fused reveal (``fuse``), the kept key set's decryption budget and the share's
   node-local export.
 
-The backend never sees the party's identity key or its data: it works through the
-:class:`PartySide` the party passes to each call (the session's progress, the checked start,
-the session key, the counts, signing), and the party never touches the backend's key material.
+The backend never sees the party's data, and its identity key only once, to open its bundle
+(``receive_bundle``); in a session it works through the :class:`PartySide` the party passes
+to each call (the session's progress, the checked start, the session key, the counts,
+signing), and the party never touches the backend's key material. ``PartySide`` is a typed
+interface: at run time the backend is handed the party object itself, and the backends in this
+package use only the interface's members (a fresh-eyes review checked it).
 """
 
 from __future__ import annotations
