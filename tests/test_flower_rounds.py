@@ -133,6 +133,16 @@ def test_a_node_that_never_answers_stops_the_round_naming_it_within_the_timeout(
     assert grid.pulls >= 3  # it polled, it did not wait once for the whole timeout
 
 
+def test_a_round_waiting_for_a_reply_backs_off_to_the_longest_pause(federation):
+    """Every pull is a SuperLink request: a round waiting 2 s pulls about a dozen times
+    (pauses 0.05, 0.1, then 0.2 s), not 40 times as at a fixed 50 ms."""
+    grid, _, _ = federation
+    grid.silent = {3}
+    with pytest.raises(NodeFailure, match="no reply from site-c"):
+        exchange(grid, "fhauc_join", {3: pack([b"config"])}, {3: "site-c"}, timeout=2.0)
+    assert 8 <= grid.pulls <= 14, grid.pulls
+
+
 def test_a_refused_push_stops_the_round_before_waiting(federation):
     grid, _, _ = federation
     grid.refuse = True
@@ -178,7 +188,8 @@ def test_reported_phases_are_checked_and_a_process_knows_its_age():
     assert 0.0 < process_age() < 365 * 86400
     start, load, work = Phases().report(load=0.5)
     assert load <= 0.5 and work >= 0.0 and start > 0.0
-    assert rounds_mod.POLL_S <= 0.1
+    # the ServerApp pulls far more often than Flower's own 3 s, and backs off to at most 0.2 s
+    assert rounds_mod.POLL_S <= 0.1 and rounds_mod.POLL_S <= rounds_mod.POLL_MAX_S <= 0.25
 
 
 def test_a_connected_node_outside_the_session_does_not_stop_it_and_learns_no_result(federation):

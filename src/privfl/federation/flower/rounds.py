@@ -1,10 +1,14 @@
-"""One round of a privfl ServerApp: push one message per node, pull the replies every 50 ms.
+"""One round of a privfl ServerApp: push one message per node, pull the replies from 50 ms on.
 
 Every ServerApp (FHAUC, the private evaluation inside a training job, RevFRF) sends its
 rounds through :func:`exchange`, so they share one delivery and one failure rule. Flower's
 ``grid.send_and_receive`` polls for replies every 3 s (fixed in Flower 1.41); pushing the
-messages and pulling the replies every :data:`POLL_S` leaves only the SuperNodes' own cost
-(their idle poll, the ClientApp process per message) in a round.
+messages and pulling the replies after :data:`POLL_S`, then at doubling intervals up to
+:data:`POLL_MAX_S` (back to :data:`POLL_S` after each reply), leaves only the SuperNodes' own
+cost (their idle poll, the ClientApp process per message) in a round. Every pull is a request
+the SuperLink answers from its database: pulling every 50 ms for the whole of a 5 s round
+made the SuperLink and the ServerApp the third largest CPU cost of the real-process tests
+(issue 31), and a real round's reply cannot come sooner than a fresh ClientApp process.
 
 Failures, decided on what the ServerApp sees (never on a node's secret): a reply that is a
 Flower error (e.g. the SuperLink's "Node Unavailable" for a dead node) or a privfl status
@@ -35,6 +39,7 @@ from privfl.federation.flower.payload import BLOBS, unpack
 from privfl.federation.flower.timing import TIMINGS, phases
 
 POLL_S = 0.05
+POLL_MAX_S = 0.2
 MAX_REASON = 200  # characters of a node's failure reason or claim quoted in errors
 
 Reply = tuple[list[bytes], dict[str, Any]]
@@ -90,8 +95,10 @@ def exchange(
     node_of = dict(zip(ids, contents, strict=True))
     got: dict[int, Reply] = {}
     deadline = time.monotonic() + timeout
+    pause = POLL_S
     while len(got) < len(ids):
         pending = [i for i in ids if node_of[i] not in got]
+        before = len(got)
         for reply in grid.pull_messages(pending):
             node = node_of.get(reply.metadata.reply_to_message_id)
             if node is None or node in got:
@@ -113,7 +120,10 @@ def exchange(
                     f"no reply from {', '.join(missing)} in round {round_name} within "
                     f"{timeout:g} s; stopping the run before any result is produced"
                 )
-            time.sleep(POLL_S)
+            if len(got) > before:
+                pause = POLL_S  # the other replies tend to follow (the nodes run in parallel)
+            time.sleep(pause)
+            pause = min(2 * pause, POLL_MAX_S)
     _log_round(kind, time.perf_counter() - started, contents, got)
     return got
 
