@@ -53,8 +53,12 @@ demo: $(STAMP)
 # 19 min 40 s wall (load average 4.7 to 28.6); 857 s, 25 min 20 s (load 4 to 27); main before:
 # 742 s CPU, 8:58 wall on a quiet machine with 4 workers. `--cpu-report FILE` (tests/_cpu_report.py) writes
 # each test's CPU; docs/reproducing.md has the figures per test.
+# Python's default of writing bytecode caches (PYTHONDONTWRITEBYTECODE empty): an environment
+# that sets it (this machine's shell does) makes every worker recompile and every test
+# module be assertion-rewritten again (collection 5.8 s of CPU instead of 3.5 s per worker),
+# and every CLI, Flower and ClientApp process compile privfl's modules again.
 test: $(STAMP)
-	OMP_NUM_THREADS=1 $(BIN)/pytest -q -n 6 --dist worksteal
+	PYTHONDONTWRITEBYTECODE= OMP_NUM_THREADS=1 $(BIN)/pytest -q -n 6 --dist worksteal
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
