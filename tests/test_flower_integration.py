@@ -68,6 +68,16 @@ def test_a_supernode_killed_mid_session_stops_the_run_naming_it_and_flwr_reports
     root = federation.root
     # the nodes were up without a `flwr supernode list` (1.1 s of CPU each): the SuperLink's log
     assert "ListNodes" not in (root / "superlink.log").read_text()
+    # the SuperExecs poll for tasks every 0.25 s on the nodes (a round waits for it), every 1 s
+    # (Flower's default) beside the SuperLink, whose SuperExec only picks up runs
+    polls = {
+        name: dict(
+            v.split(b"=", 1) for v in Path(f"/proc/{federation.procs[name].pid}/environ")
+            .read_bytes().split(b"\0") if b"=" in v
+        ).get(b"FLWR_SUPEREXEC_TASK_POLL_INTERVAL")
+        for name in ("superlink", *PARTIES)
+    }  # fmt: skip
+    assert polls == {"superlink": b"1.0", **{p: b"0.25" for p in PARTIES}}, polls
     # `flwr run` exits 0 on a failed run; `privfl flower run` reports it with status 1
     bad = subprocess.run(
         [str(BIN / "privfl"), "flower", "run", str(root / "app"), "local", "--json",

@@ -51,6 +51,8 @@ CONNECTION = "local"
 # FLWR_SUPEREXEC_TASK_POLL_INTERVAL wins.
 TASK_POLL_ENV = "FLWR_SUPEREXEC_TASK_POLL_INTERVAL"
 TASK_POLL_S = 0.25
+# The SuperLink's SuperExec only picks up runs (once per `flwr run`): Flower's default 1 s.
+RUN_POLL_S = 1.0
 # How often a SuperLink or SuperNode is started again when its port was taken first.
 _RESTARTS = 3
 # How often wait_for_nodes asks the SuperLink while its log shows no node activated at all (a log
@@ -133,11 +135,11 @@ class LocalFederation:
             text += f"options.num-supernodes = {num_supernodes}\n"
         (self.home / "config.toml").write_text(text)
 
-    def _start(self, name: str, args: list[str]) -> None:
+    def _start(self, name: str, args: list[str], env: Mapping[str, str] | None = None) -> None:
         log = open(self.root / f"{name}.log", "wb")  # noqa: SIM115 - closed in close()
         self._logs.append(log)
         self.procs[name] = subprocess.Popen(  # noqa: S603 - fixed executables, no shell
-            [*self.prefix(name), *args], env=self.env, stdout=log, stderr=subprocess.STDOUT,
+            [*self.prefix(name), *args], env=env or self.env, stdout=log, stderr=subprocess.STDOUT,
             cwd=self.root, start_new_session=True,
         )  # fmt: skip
         self._reaper.watch(self.procs[name].pid)
@@ -160,7 +162,8 @@ class LocalFederation:
             args.append("--enable-supernode-auth")
         if self._simulation:
             args.append("--simulation")
-        self._start("superlink", args)
+        poll = {} if TASK_POLL_ENV in os.environ else {TASK_POLL_ENV: str(RUN_POLL_S)}
+        self._start("superlink", args, {**self.env, **poll})  # an operator's own value wins
 
     def start_supernode(
         self, name: str, node_config: Mapping[str, ConfigValue], *, auth_key: Path | None = None
