@@ -349,6 +349,28 @@ class KeyBundle:
         r.end()
         return cls(header.sender, wrapped)
 
+    @classmethod
+    def open(
+        cls,
+        data: bytes,
+        purpose: str,
+        me: str,
+        identity: IdentityKey,
+        roster: Mapping[str, bytes],
+        holder: str,
+    ) -> Reader:
+        """Party ``me`` unwraps a bundle of either key mode (``purpose`` names the mode), which
+        must come from the pinned provisioning party ``holder``: a reader of its secret."""
+        secret = keywrap.unwrap(
+            cls.from_bytes(data).wrapped,
+            recipient=me,
+            recipient_key=identity,
+            roster=dict(roster),
+            expected_sender=holder,
+            purpose=purpose,
+        )
+        return Reader(secret, "key bundle")
+
 
 def upload_body(
     transcript: bytes,

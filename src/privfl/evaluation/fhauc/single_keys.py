@@ -30,7 +30,6 @@ from privfl.evaluation.fhauc.steps import Step
 from privfl.evaluation.fhauc.uploads import PartyUpload, Result, Upload
 from privfl.evaluation.fhauc.variant import Malicious, variant_for
 from privfl.evaluation.statistics import PartyCounts
-from privfl.messages import Reader
 
 __all__ = ["SingleKeys"]
 
@@ -54,16 +53,7 @@ class SingleKeys:
         provisioner: str,
     ) -> tuple[bytes, Policy]:
         """Unwrap the secret context, seed and policy (must come from the pinned key holder)."""
-        bundle = KeyBundle.from_bytes(data)
-        secret = keywrap.unwrap(
-            bundle.wrapped,
-            recipient=name,
-            recipient_key=identity,
-            roster=dict(roster),
-            expected_sender=provisioner,
-            purpose=BUNDLE_PURPOSE,
-        )
-        r = Reader(secret, "key bundle")
+        r = KeyBundle.open(data, BUNDLE_PURPOSE, name, identity, roster, provisioner)
         context = CKKSContext.deserialize(r.bytes_())
         seed = r.bytes_(prng.SEED_BYTES)
         policy = Policy.from_bytes(r.bytes_(256))

@@ -21,7 +21,7 @@ from privfl.evaluation.fhauc.messages import (
     read_roster,
 )
 from privfl.evaluation.fhauc.policy import Policy
-from privfl.messages import Reader, Writer
+from privfl.messages import Writer
 
 THRESHOLD_BUNDLE_PURPOSE = "fhauc-threshold-bundle-v1"
 KEYS_THRESHOLD = "threshold"
@@ -82,16 +82,7 @@ def open_bundle(
     data: bytes, me: str, identity: keywrap.IdentityKey, roster: dict[str, bytes], holder: str
 ) -> tuple[bytes, Policy]:
     """A party unwraps its bundle (from the pinned provisioning party): (seed, policy)."""
-    bundle = KeyBundle.from_bytes(data)
-    secret = keywrap.unwrap(
-        bundle.wrapped,
-        recipient=me,
-        recipient_key=identity,
-        roster=roster,
-        expected_sender=holder,
-        purpose=THRESHOLD_BUNDLE_PURPOSE,
-    )
-    r = Reader(secret, "threshold key bundle")
+    r = KeyBundle.open(data, THRESHOLD_BUNDLE_PURPOSE, me, identity, roster, holder)
     seed = r.bytes_(prng.SEED_BYTES)
     policy = Policy.from_bytes(r.bytes_(256))
     r.end()
