@@ -43,14 +43,17 @@ def fresh_error_bits(ring: int, parties: int) -> float:
 #   error. Without these two terms the measured errors were up to 27 (X) and 1,300 (Y)
 #   times the model in the two-ciphertext layout, hidden by the decoding floor of the
 #   tolerance (malicious.DECODE_FLOOR).
-# * Coherence in the joint layout: T and F are one polynomial and F = rot(X, W) with ``W``
-#   half the period, so the F error a slot's T value meets comes from the same coefficients
-#   (the rotation by half a period maps ``X(Y)`` to ``X(-Y)`` on the period's subring), and
-#   the encoding's rounding errors follow the coefficients: the numerator's error adds up
-#   coherently over the ``S N`` slots, about ``2^-53 sum_i v_i^2`` per party, not as
-#   independent errors (at 2 parties x 1,000 rows, N = 100: 10 to 40 times the two-ciphertext
-#   layout's). Measured up to 0.66 (X) and 1.2 (Y) times ``2^-53 M S N B^2``; with
-#   COHERENT_CONSTANT = 2 (and ``Y``'s ``sqrt 2``) below half the model.
+# * Coherence in the joint layout (measured): the numerator's error adds up coherently over
+#   the ``S N`` slots, about ``2^-53 sum_i v_i^2`` per party, not as independent errors (at 2
+#   parties x 1,000 rows, N = 100: 10 to 40 times the two-ciphertext layout's), while the
+#   rotation itself adds nothing measurable and the same product from two ciphertexts has no
+#   coherent part. Our explanation (not proven): T and F are one polynomial and F = rot(X, W)
+#   with ``W`` half the period maps ``X(Y)`` to ``X(-Y)`` on the period's subring, so the F
+#   error a slot's T value meets comes from the same coefficients, and the encoder's
+#   double-precision error is a fixed linear function of the values (a quadratic form in one
+#   party's own vector has a nonzero mean). Measured up to 0.77 (X) and 1.2 (Y) times
+#   ``2^-53 M S N B^2``; with COHERENT_CONSTANT = 2 (and ``Y``'s ``sqrt 2``) below half the
+#   model.
 #   This is the error that refused honest joint-layout sessions at 2 parties.
 ENCODING_BITS_BELOW = 51.0
 COHERENT_CONSTANT = 2.0
