@@ -87,8 +87,9 @@ def sigma_products(
     variant): the single-key model of :meth:`malicious.Sizes.sigma_products` with a fresh
     error that combines the joint key's encryption error (:func:`fresh_error_bits`, times
     ``2^k``: values are scaled by ``2^-k``) and the encoding error (:func:`encoding_error`);
-    in the ``joint`` layout F's rotation (:data:`ROTATION_NOISE`, once in the numerator,
-    twice in the denominator) and the coherent product error (:func:`coherent_error`);
+    F's rotations (:data:`ROTATION_NOISE`: the denominator's by ``W/2``, and in the ``joint``
+    layout the one by ``W`` after the sum) and there the coherent product error
+    (:func:`coherent_error`);
     ``Y``, a difference of two slots of the reply, also carries ``sqrt 2`` times ``X``'s
     product error; plus the flooding noise of the joint decryption
     (``params.decryption_error_bits`` times :data:`FLOODING_MARGIN`, times ``2^2k / c``,
@@ -97,11 +98,13 @@ def sigma_products(
     e = math.hypot(2.0 ** (fresh_error_bits(ring, m) + shift_k), encoding_error(sizes))
     b = 2.0 ** (sizes.mask_bits + 3)
     k = malicious.NOISE_CONSTANT
-    rot = ROTATION_NOISE**2 if joint else 0.0  # F = rot(sum, W): once, after the sum
-    sigma_x = k * math.sqrt(sizes.slots_used) * math.sqrt(m * (m + rot)) * b * e
+    # F's rotations: by W after the sum (joint layout), and by W/2 for the denominator
+    rot_x = ROTATION_NOISE**2 if joint else 0.0
+    rot_y = rot_x + ROTATION_NOISE**2
+    sigma_x = k * math.sqrt(sizes.slots_used) * math.sqrt(m * (m + rot_x)) * b * e
     if joint:
         sigma_x = math.hypot(sigma_x, coherent_error(sizes))
-    sigma_y = k * 4.0 * m * sizes.max_samples * math.sqrt(m + 2 * rot) * e
+    sigma_y = k * 4.0 * m * sizes.max_samples * math.sqrt(m + rot_y) * e
     sigma_y = math.hypot(sigma_y, math.sqrt(2.0) * sigma_x)
     # the flooding std with FLOODING_MARGIN, as in the semi-honest precision: at 64 parties,
     # where it dominates, the measured errors without it reached 1.3 (X) and 2.0 (Y) times it
