@@ -145,10 +145,16 @@ CORNERS = [
 
 
 BUDGET = [(p, rows, 4096, "threshold", "curve", 20.0) for p in (2, 1000) for rows in (100, 10**6)]
-FEW_ROWS = [(2, 100, 4096, "single", "auc", bits) for bits in (8.0, 20.0)]
+FEW_ROWS = [
+    (2, 100, 4096, keys, "auc", bits) for keys in ("single", "threshold") for bits in (8.0, 20.0)
+]
+# threshold keys' noise model with the encoding error (issue 27, threshold.noise): at N = 4,096
+# and 10 % positives its bound on the product errors (calibrated on measured ones) no longer
+# fits 2^-20 in 16 executions
+NOISY = [(2, 10**6, 4096, "threshold", "auc", 20.0), (1000, 100, 4096, "threshold", "auc", 20.0)]
 
 
-@pytest.mark.parametrize(("rate", "expected"), [(0.5, BUDGET), (0.1, FEW_ROWS + BUDGET)])
+@pytest.mark.parametrize(("rate", "expected"), [(0.5, BUDGET), (0.1, FEW_ROWS + BUDGET + NOISY)])
 def test_the_corners_of_the_range_are_accepted_but_for_the_stated_ones(rate, expected):
     """Every corner (2 / 1,000 parties, 100 / 10^6 rows, N 3 / 100 / 4,096, both keys, both
     reveals, guarantee 2^-8 / 2^-20) at 50 % and 10 % positives is accepted, except, each
@@ -158,7 +164,9 @@ def test_the_corners_of_the_range_are_accepted_but_for_the_stated_ones(rate, exp
     decoding's rounding grows with the size bound, a term the join check lacked before
     issue 27's fix); and the single-key AUC of
     2 parties x 100 rows with 10 % positives (20 positives) at N = 4,096 (more decision
-    points than rows)."""
+    points than rows), and with threshold keys the same AUC corner, and the AUC at N = 4,096,
+    10 % positives and 2^-20 with 2 x 10^6 or 1,000 x 100 rows (the threshold model's
+    encoding error, measured: ``benchmarks/threshold_product_noise.py``)."""
     refused = []
     for parties, rows, n_points, keys, reveal, bits in CORNERS:
         config, policy = session(parties, rows, n_points, keys, reveal, bits, rate)
@@ -166,7 +174,7 @@ def test_the_corners_of_the_range_are_accepted_but_for_the_stated_ones(rate, exp
         if refusal is not None:
             assert "decision points" in refusal, refusal
             refused.append((parties, rows, n_points, keys, reveal.value, bits))
-    assert refused == expected
+    assert sorted(refused) == sorted(expected)
 
 
 def test_the_budget_of_a_threshold_curve_lowers_the_executions_to_two_not_a_refusal():

@@ -9,7 +9,8 @@ With ``L`` terms per vector (``N-1`` semi-honest, ``S·N`` malicious) and ``slot
   sum is ever exposed). ``T ⊙ rot(F, W/2)`` is zero except ``TP·FP`` at slot ``L``.
   Two ciphertexts per party, ``log2 W`` Galois keys (8 at N = 100).
 * *joint* (``2W <= slots``; semi-honest, or malicious from
-  :data:`~privfl.evaluation.fhauc.malicious.JOINT_MIN_PARTIES` parties, in both key modes):
+  :data:`~privfl.evaluation.fhauc.malicious.JOINT_MIN_PARTIES` parties with single keys and
+  where :func:`~privfl.evaluation.fhauc.threshold.plan.joint_pays` with threshold keys):
   as folded, but T and F share one ciphertext: each period of ``2W`` slots holds T's
   period then F's. The aggregator sums the parties' joint ciphertexts ``X`` and takes
   ``T = X``, ``F = rot(X, W)``:
@@ -22,8 +23,11 @@ With ``L`` terms per vector (``N-1`` semi-honest, ``S·N`` malicious) and ``slot
   ``benchmarks/fhauc_scale.py --rotation-noise --scale-bits 40,28``): harmless to the
   semi-honest AUC; the malicious variant's noise model covers it
   (:meth:`~privfl.evaluation.fhauc.malicious.Sizes.sigma_products`), and uses the joint
-  layout only where it widens that bound by at most ``sqrt 2`` (``ρ_rot² <= M``). The
-  curve reveals have their own joint layout (:class:`CurveLayout`, threshold keys).
+  layout only where it widens that bound by at most ``sqrt 2`` (``ρ_rot² <= M``). With
+  threshold keys (OpenFHE) the product ``T ⊙ rot(X, W)`` also has a coherent encoding
+  error, since T and F are one polynomial
+  (:func:`~privfl.evaluation.fhauc.threshold.noise.coherent_error`). The curve reveals have
+  their own joint layout (:class:`CurveLayout`, threshold keys).
 * *chunked* otherwise: T and F are cut into ``ceil(L/slots)`` ciphertexts each, and a third
   ciphertext ``D`` holds ``TP`` at slot 0 and ``FP`` at slot ``slots/2``; the aggregator sums
   the chunk products, rotate-and-sums over ``slots`` and computes ``D ⊙ rot(D, slots/2)``.

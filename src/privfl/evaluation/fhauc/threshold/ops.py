@@ -14,7 +14,7 @@ operations (``+``, ``*`` by a ciphertext or an integer, ``rotate``, ``window_sum
   are fresh ciphertexts at level 1 (three towers: 738 KB each), malicious ones at level 0
   (the multiplier's level, and one so that a deviating aggregator's extra plaintext product
   still decrypts and is caught by the verification). An AUC upload is *one* ciphertext per
-  execution (semi-honest; malicious from 64 parties, as with single keys), T and F sharing
+  execution (semi-honest; malicious where :func:`~.plan.joint_pays`), T and F sharing
   it in the joint layout
   (:mod:`~privfl.evaluation.fhauc.layout`: the aggregator rotates the sum by ``W`` with the
   joint key's sum keys, adding key-switching noise once, :data:`ROTATION_NOISE`).

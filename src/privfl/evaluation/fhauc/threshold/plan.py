@@ -63,14 +63,16 @@ class ThresholdMalicious(Malicious):
         shift_k: int,
         c_min: float,
         multiplier_scale_bits: int = 0,
+        joint: bool = True,
     ) -> None:
         self.params, self.ring, self.shift_k, self.c_min = params, ring, shift_k, c_min
-        self.multiplier_scale_bits = multiplier_scale_bits
+        self.multiplier_scale_bits, self.joint = multiplier_scale_bits, joint
 
     def sigma_products(self, sizes: malicious.Sizes) -> tuple[float, float]:
         return sigma_products(
-            sizes, self.params, self.ring, self.shift_k, self.c_min, self.multiplier_scale_bits
-        )
+            sizes, self.params, self.ring, self.shift_k, self.c_min, self.multiplier_scale_bits,
+            self.joint,
+        )  # fmt: skip
 
 
 class ThresholdSemiHonest(SemiHonest):
@@ -154,18 +156,17 @@ def plan(config: SessionConfig, policy: Policy) -> Plan:
     executions = policy.executions if mode is Security.MALICIOUS else 1
     parties = len(config.parties)
     # T and F in one ciphertext when they fit (half the upload and half the aggregator's
-    # parsing, hashing and summing, for one rotation by W per execution): semi-honest always,
-    # malicious where single keys use it too (malicious.joint_allowed: from 64 parties). With
-    # 2 parties every layout-joint session tried at N = 100 and 1,000-2,000 rows disagreed
-    # beyond the tolerance in 5 to 7 of 12 honest sessions (the model's rotation noise, even
-    # at 8 e, did not cover it: an error the threshold noise model lacks, not yet found)
-    joint = mode is Security.SEMI_HONEST or malicious.joint_allowed(parties)
-    layout = check_session(params, parties, config.terms(), executions, joint=joint)
+    # parsing, hashing and summing, for one rotation by W per execution): semi-honest always;
+    # malicious when the joint layout's noise bound, which holds its coherent product error
+    # (noise.coherent_error), is within sqrt 2 of two ciphertexts' (joint_pays)
+    layout = check_session(params, parties, config.terms(), executions, joint=True)
     lo, hi = malicious.multiplier_bounds(policy.multiplier_bits)
     ring = ThresholdContext.for_parameters(params, parties).ring
     bad = mode is Security.MALICIOUS
     c_samples = policy.max_samples_per_party
     variant: Variant
+    if bad and layout.joint and not joint_pays(config, policy, params, ring, (lo, hi)):
+        layout = check_session(params, parties, config.terms(), executions, joint=False)
     if bad:
         # the decoder sees every slot's product: the last of a position's S shares reaches
         # 2^V (V = mu + 3 + ceil(log2 S), not the 2^(mu+3) of the first S-1), and S*N slots
@@ -175,9 +176,9 @@ def plan(config: SessionConfig, policy: Policy) -> Plan:
         sizes = Malicious.sizes(config, policy)
         check_hiding(policy)
         shift, j = multiplier_scaling(
-            sizes, params, ring, sizes.slots_used, float(sizes.value_bits), (lo, hi)
+            sizes, params, ring, sizes.slots_used, float(sizes.value_bits), (lo, hi), layout.joint
         )
-        variant = ThresholdMalicious(params, ring, shift, 2.0**lo, j)
+        variant = ThresholdMalicious(params, ring, shift, 2.0**lo, j, layout.joint)
     else:
         j = 0
         share_bits = math.log2(2 * c_samples)
@@ -188,6 +189,39 @@ def plan(config: SessionConfig, policy: Policy) -> Plan:
     # still decrypts and is caught by the verification rather than by a level error
     level = 0 if mode is Security.MALICIOUS else 1
     return Plan(params, layout, executions, shift, (lo, hi), variant, level, j)
+
+
+# the joint layout's noise bound may exceed the two-ciphertext layout's by this factor (the
+# single keys' rule, malicious.JOINT_MIN_PARTIES: the rotation widens the bound by at most
+# sqrt 2); beyond it the verification would need more executions for the same guarantee
+JOINT_MAX_WIDENING = math.sqrt(2.0)
+
+
+def joint_pays(
+    config: SessionConfig,
+    policy: Policy,
+    params: ThresholdParameters,
+    ring: int,
+    multiplier_bits: tuple[float, float],
+) -> bool:
+    """Whether a malicious AUC session puts T and F in one upload ciphertext (the joint
+    layout): when its worst-case noise bound per execution is at most
+    :data:`JOINT_MAX_WIDENING` times the two-ciphertext layout's. The joint layout adds the
+    coherent product error (:func:`~.noise.coherent_error`: with 2 to 8 parties about 5
+    times the other's bound), which only the flooding noise of the joint decryption hides
+    (default ring: from about 64 parties of about 100 rows, 1.36 times at 64 x 100 rows and
+    1.11 at 100 x 100; any size at 1,000 parties). Public: every role computes it from the
+    session's sizes (never from ``min_pairs``, which the aggregator does not hold, nor from
+    any data)."""
+    sizes = Malicious.sizes(config, policy)
+    sigma: dict[bool, float] = {}
+    for joint in (True, False):
+        k, j = multiplier_scaling(
+            sizes, params, ring, sizes.slots_used, float(sizes.value_bits), multiplier_bits, joint
+        )
+        products = sigma_products(sizes, params, ring, k, 2.0 ** multiplier_bits[0], j, joint)
+        sigma[joint] = malicious.worst_case_sigma(products, 1.0)
+    return sigma[True] <= JOINT_MAX_WIDENING * sigma[False]
 
 
 MAX_MULTIPLIER_SCALE_BITS = 48
@@ -214,6 +248,7 @@ def multiplier_scaling(
     terms: int,
     share_bits: float,
     multiplier_bits: tuple[float, float],
+    joint: bool = True,
 ) -> tuple[int, int]:
     """``(k, j)`` of a malicious session: parties scale their values by ``2^-k``, and the
     aggregator applies its multiplier as the real ``c / 2^j`` (one level) instead of an
@@ -231,7 +266,7 @@ def multiplier_scaling(
         k = value_shift(
             sizes.parties, sizes.max_samples, share_bits, terms, hi - j, ring, True, hiding
         )
-        sigma_x, sigma_y = sigma_products(sizes, params, ring, k, 2.0**lo, j)
+        sigma_x, sigma_y = sigma_products(sizes, params, ring, k, 2.0**lo, j, joint)
         score = sigma_x + sigma_y
         if best is None or score < best[0]:
             best = (score, k, j)
