@@ -6,7 +6,7 @@ One session per ``--parties`` value (100 rows per party, N = 100, positive rate 
 ``fhauc`` ring unless ``--fast-threshold``): process CPU summed per timed key of the
 in-process runner (``party_<step>``: all parties together; ``aggregator``,
 ``aggregator_keygen``), the run's wall and CPU time, the peak resident memory of the process
-(``ru_maxrss``, so run one ``--parties`` value per process to read it per size), the error
+(``ru_maxrss``) and by how much each key raised it, the error
 against the binned reference and the load average:
 
     OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python benchmarks/fhauc_threshold_parties.py \
@@ -33,18 +33,25 @@ from privfl.evaluation.fhauc.threshold import ops as threshold_ops
 from privfl.runner import InProcessRunner
 
 CPU: dict[str, float] = defaultdict(float)
+PEAK: dict[str, float] = defaultdict(float)  # GiB the process's peak RSS grew by in each key
+
+
+def peak_gib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB
 
 
 def count_cpu() -> None:
-    """Sum process CPU per runner key (the runner's own wall timings keep working)."""
+    """Sum process CPU per runner key, and how much each key raised the peak resident memory
+    (the runner's own wall timings keep working)."""
     plain = InProcessRunner.run
 
     def run(self: InProcessRunner, key: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        c0 = time.process_time()
+        c0, p0 = time.process_time(), peak_gib()
         try:
             return plain(self, key, fn, *args, **kwargs)
         finally:
             CPU[key] += time.process_time() - c0
+            PEAK[key] += peak_gib() - p0
 
     InProcessRunner.run = run  # type: ignore[method-assign]
 
@@ -78,7 +85,7 @@ def main() -> None:
         value = pm.roc_curve(data, 100, **options).auc
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     error = abs(value - privfl.binned_auc(data, 100))
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB
+    peak = peak_gib()
     load = "/".join(f"{x:.2f}" for x in os.getloadavg())
     ring = "fhauc-test" if args.fast_threshold else "fhauc"
     print(
@@ -87,7 +94,8 @@ def main() -> None:
         f"|auc - binned| {error:.1e}, load {load}"
     )
     for key, seconds in sorted(CPU.items(), key=lambda kv: -kv[1]):
-        print(f"    {key:>22} cpu {seconds:8.2f} s  {100 * seconds / max(cpu, 1e-9):5.1f} %")
+        share = 100 * seconds / max(cpu, 1e-9)
+        print(f"    {key:>22} cpu {seconds:8.2f} s {share:5.1f} %  peak RSS +{PEAK[key]:.2f} GiB")
 
 
 if __name__ == "__main__":
