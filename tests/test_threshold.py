@@ -158,6 +158,36 @@ def test_the_common_reference_polynomials_are_the_same_at_every_role_and_differ_
     assert bool((a1 < shape.layout.moduli[shape.a_index][:, None]).all())
 
 
+def test_crp_keys_shared_by_parties_in_one_process_are_unchanged_by_keygen_and_per_session():
+    from privfl.threshold import ThresholdParty
+
+    ctx = ThresholdContext.for_parameters(PARAMS, M)
+    s1, s2 = new_session_id(), new_session_id()
+    kinds = [("public-key", "public_key", ctx.public_key_shape)]
+    kinds += [("switch-key", "eval_key", ctx.switch_key_shape)]
+    kinds += [("automorphism", "eval_key_map", ctx.automorphism_shape)]
+
+    def crp_bytes(session):
+        return [ctx.serialize(ctx.crp_key(shape, session, p, k)) for p, k, shape in kinds]
+
+    def built(session):  # what crp_key computes, without the process-wide copy
+        zeros = [np.zeros((len(shape.b_index), ctx.ring), dtype=np.uint64) for *_, shape in kinds]
+        return [
+            ctx.serialize(
+                ctx.load(k, shape.layout, shape.merge(ctx.crp(shape, session, p), z), session.hex())
+            )
+            for (p, k, shape), z in zip(kinds, zeros, strict=True)
+        ]
+
+    first = crp_bytes(s1)
+    for i in range(2):  # two parties of session s1 generate their shares from the shared CRPs
+        ThresholdParty(f"p{i}", i, ctx, s1).keygen_share()
+    assert crp_bytes(s1) == first == built(s1)  # OpenFHE only read them
+    assert crp_bytes(s2) == built(s2) != first  # another session: its own CRPs
+    p, k, shape = kinds[2]
+    assert ctx.crp_key(shape, s2, p, k) is ctx.crp_key(shape, s2, p, k)  # built once
+
+
 # ---------------------------------------------------------------- joint decryption
 @pytest.mark.parametrize("requester", range(M))
 def test_joint_decryption_of_an_encryption_under_the_joint_key_equals_the_plaintext(

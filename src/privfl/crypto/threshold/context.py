@@ -139,6 +139,9 @@ class ThresholdContext:
         self._layouts: dict[tuple[object, ...], wire.Layout] = {}
         self._layout_lock = threading.Lock()
         self._scales: dict[tuple[int, int], float] = {}
+        self._crp_session = b""  # the session whose CRP keys are kept (crp_key)
+        self._crp_keys: dict[tuple[str, str, KeyShape], Any] = {}
+        self._crp_lock = threading.Lock()
         self._key_layouts()
 
     @classmethod
@@ -304,10 +307,23 @@ class ThresholdContext:
 
     def crp_key(self, shape: KeyShape, session: bytes, purpose: str, kind: str) -> Any:
         """A key object whose ``a`` parts are the session's CRPs and ``b`` parts are zero:
-        the input every party hands to OpenFHE's ``Multi*KeyGen`` calls."""
-        zeros = np.zeros((len(shape.b_index), self.ring), dtype=wire.U64)
-        payload = shape.merge(self.crp(shape, session, purpose), zeros)
-        return self.load(kind, shape.layout, payload, session.hex())
+        the input every party hands to OpenFHE's ``Multi*KeyGen`` calls.
+
+        Public and the same at every role of ``session``, and those calls only read it, so
+        it is built once per session and process: the parties one process simulates (all
+        of them in :func:`privfl.federated_auc`) share it instead of each expanding and
+        parsing it again (a sixth of a party's key generation). Only the latest session's
+        are kept (about 40 MB with the ``fhauc`` set, until another session asks)."""
+        with self._crp_lock:
+            if session != self._crp_session:
+                self._crp_session, self._crp_keys = session, {}
+            key = self._crp_keys.get((purpose, kind, shape))
+            if key is None:
+                zeros = np.zeros((len(shape.b_index), self.ring), dtype=wire.U64)
+                payload = shape.merge(self.crp(shape, session, purpose), zeros)
+                key = self.load(kind, shape.layout, payload, session.hex())
+                self._crp_keys[(purpose, kind, shape)] = key
+            return key
 
     def crp_boot_element(self, session: bytes, request_id: int) -> Any:
         """The uniformly random element ``a`` of interactive bootstrapping ``request_id``."""
