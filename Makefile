@@ -20,7 +20,7 @@ FIND_LINKS := $(if $(HAVE_WHEELS),--find-links $(WHEELS))
 help:
 	@echo "make install          .venv with every extra (network-bound: 13 min wall, 69 s CPU, fresh clone)"
 	@echo "make demo             FHAUC with 15 parties on breast-cancer data (40 s wall, load 15)"
-	@echo "make test             the whole test suite, 6 workers (806 s CPU, 10:26 wall on a clean clone, install included, quiet)"
+	@echo "make test             the whole test suite, 6 workers (about 990 s CPU with Flower's processes, 11:39 wall on a clean clone, install included, load 6-10)"
 	@echo "make lint             ruff and mypy --strict"
 	@echo "make docs             the documentation site into site/, warnings as errors (4.1 s CPU, 16 s wall, load 13)"
 	@echo "make bench            FHAUC's cost table, a line per row (63 s CPU, 7.7 min wall at load 15-33)"
@@ -49,10 +49,10 @@ demo: $(STAMP)
 # every thread). OpenFHE needs nothing: privfl chooses its threads itself, and
 # tests/test_threshold_threads.py checks that choice in a clean environment, as users get it.
 # tests/test_docs.py runs every code block of README.md and docs/ and builds the site (`make docs`).
-# Last measured (issue 31 item 5, 1,376 tests, 2 cores shared with other jobs): 750 s CPU,
-# 19 min 40 s wall (load average 4.7 to 28.6); 857 s, 25 min 20 s (load 4 to 27); main before:
-# 742 s CPU, 8:58 wall on a quiet machine with 4 workers. `--cpu-report FILE` (tests/_cpu_report.py) writes
-# each test's CPU; docs/reproducing.md has the figures per test.
+# Last measured (issue 31 item 5, a clean clone, 1,401 tests, load 6 to 10): 11:39 wall, install
+# included; 739 s CPU as `time` counts it, about 990 s in a cgroup that also counts the Flower
+# processes no test waits for (benchmarks/suite_cpu.py). `--cpu-report FILE`
+# (tests/_cpu_report.py) writes each test's CPU; docs/reproducing.md has the figures per test.
 # Python's default of writing bytecode caches (PYTHONDONTWRITEBYTECODE empty): an environment
 # that sets it (this machine's shell does) makes every worker recompile and every test
 # module be assertion-rewritten again (collection 5.8 s of CPU instead of 3.5 s per worker),
