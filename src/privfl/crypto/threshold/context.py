@@ -313,7 +313,8 @@ class ThresholdContext:
         it is built once per session and process: the parties one process simulates (all
         of them in :func:`privfl.federated_auc`) share it instead of each expanding and
         parsing it again (a sixth of a party's key generation). Only the latest session's
-        are kept (about 40 MB with the ``fhauc`` set, until another session asks)."""
+        are kept (about 40 MB with the ``fhauc`` set, until another session asks), per context:
+        a process that keeps contexts for many party counts keeps as many sets."""
         with self._crp_lock:
             if session != self._crp_session:
                 self._crp_session, self._crp_keys = session, {}

@@ -73,9 +73,10 @@ Noise, tolerance and the guarantee
 * Acceptance: the ``K`` recovered values must lie within ``τ = 10 σ`` of each other (``σ``
   the largest of the executions' bounds). The model exceeds the true std at least twice, so
   an honest spread reaches ``τ`` only beyond 14 standard deviations of a difference: never
-  in practice. The output is their mean; its honest error is below ``7.5 σ / sqrt K`` (the
-  reported *precision*; a party refuses, ``InsufficientPrecisionError``, when it exceeds the
-  provisioned required accuracy).
+  in practice (threshold keys where the flooding noise dominates, on the default ring at 64
+  to 200 parties: about 11, docs/security/fhauc.md). The output is their mean; its honest
+  error is below ``7.5 σ / sqrt K`` (the reported *precision*; a party refuses,
+  ``InsufficientPrecisionError``, when it exceeds the provisioned required accuracy).
 * Checked before upload: the tolerance, precision and guarantee above depend on
   the drawn multipliers only through ``r0, r1, r2`` in ``[1, 4)``, and their worst case
   (:func:`worst_case_sigma`) is known to every party before it uploads, with the provisioned

@@ -47,7 +47,10 @@ from privfl.evaluation.fhauc.variant import (
 from privfl.evaluation.statistics import PartyCounts
 from privfl.messages import SESSION_ID_BYTES
 
-LABEL = b"privfl/fhauc-threshold/v1|"
+# v2: the noise model with the encoding and coherent errors, and the layout rule joint_pays
+# (v1 roles build other upload layouts): v1 and v2 roles derive different transcripts and lead
+# commitments, so a mixed session fails in the key rounds, before any upload
+LABEL = b"privfl/fhauc-threshold/v2|"
 
 
 class ThresholdMalicious(Malicious):
