@@ -7,8 +7,9 @@ messages and pulling the replies after :data:`POLL_S`, then at doubling interval
 :data:`POLL_MAX_S` (back to :data:`POLL_S` after each reply), leaves only the SuperNodes' own
 cost (their idle poll, the ClientApp process per message) in a round. Every pull is a request
 the SuperLink answers from its database: pulling every 50 ms for the whole of a 5 s round
-made the SuperLink and the ServerApp the third largest CPU cost of the real-process tests
-(issue 31), and a real round's reply cannot come sooner than a fresh ClientApp process.
+made the SuperLink and the ServerApp the largest CPU cost after the ClientApps in the
+real-process tests (issue 31), and a real round's reply cannot come sooner than a fresh
+ClientApp process.
 
 Failures, decided on what the ServerApp sees (never on a node's secret): a reply that is a
 Flower error (e.g. the SuperLink's "Node Unavailable" for a dead node) or a privfl status
