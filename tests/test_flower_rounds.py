@@ -140,7 +140,8 @@ def test_a_round_waiting_for_a_reply_backs_off_to_the_longest_pause(federation):
     grid.silent = {3}
     with pytest.raises(NodeFailure, match="no reply from site-c"):
         exchange(grid, "fhauc_join", {3: pack([b"config"])}, {3: "site-c"}, timeout=2.0)
-    assert 8 <= grid.pulls <= 14, grid.pulls
+    # 13 pulls on time; a loaded machine oversleeps (fewer), a fixed 50 ms would make about 40
+    assert 4 <= grid.pulls <= 14, grid.pulls
 
 
 def test_a_refused_push_stops_the_round_before_waiting(federation):
