@@ -41,40 +41,26 @@ from collections import Counter
 import numpy as np
 
 import privfl
+from _noise_harness import MultiplierRecorder, synthetic
 from privfl.errors import InputError, ProtocolError
-from privfl.evaluation.fhauc import aggregator as agg_module
 from privfl.evaluation.fhauc import malicious
 from privfl.evaluation.fhauc import variant as variant_module
 
 LAYOUTS = {"separate": False, "joint": True, "plan": None}
 
 
-def synthetic(parties: int, rows: int, rng: np.random.Generator) -> list:
-    out = []
-    for _ in range(parties):
-        y = (rng.random(rows) < 0.3).astype(np.int8)
-        out.append((np.clip(rng.normal(0.4 + 0.2 * y, 0.2), 0, 1), y))
-    return out
-
-
-class Recorder:
+class Recorder(MultiplierRecorder):
     """Records the aggregator's multipliers and what one party decodes (benchmark only)."""
 
     def __init__(self) -> None:
-        self.cs: list[int] = []
+        super().__init__()
         self.seen: list[tuple[list[tuple[float, float]], object]] = []
         self.spread_over_tol = 0.0
-        self._random = agg_module.random_multiplier
         self._recover = variant_module.Malicious.recover
         self._allowed = malicious.joint_allowed
 
     def install(self, joint: bool | None) -> None:
         rec = self
-
-        def random_multiplier(lo: float, hi: float) -> int:
-            c = rec._random(lo, hi)
-            rec.cs.append(c)
-            return c
 
         def recover(variant, decoded, counts, view):  # type: ignore[no-untyped-def]
             out = rec._recover(variant, decoded, counts, view)
@@ -83,13 +69,13 @@ class Recorder:
                 rec.spread_over_tol = out.spread / out.tolerance
             return out
 
-        agg_module.random_multiplier = random_multiplier
+        self.record_multipliers()
         variant_module.Malicious.recover = recover  # type: ignore[method-assign]
         if joint is not None:
             malicious.joint_allowed = lambda parties: joint
 
     def uninstall(self) -> None:
-        agg_module.random_multiplier = self._random
+        self.restore_multipliers()
         variant_module.Malicious.recover = self._recover  # type: ignore[method-assign]
         malicious.joint_allowed = self._allowed
 

@@ -38,8 +38,8 @@ from collections import Counter
 import numpy as np
 
 import privfl
+from _noise_harness import MultiplierRecorder, synthetic
 from privfl.errors import InputError, ProtocolError
-from privfl.evaluation.fhauc import aggregator as agg_module
 from privfl.evaluation.fhauc import curve as curve_module
 from privfl.evaluation.fhauc.threshold import curve as threshold_curve
 from privfl.evaluation.fhauc.threshold import noise
@@ -47,31 +47,17 @@ from privfl.evaluation.fhauc.threshold import ops as threshold_ops
 from privfl.evaluation.statistics import interior_thresholds, party_counts
 
 
-def synthetic(parties: int, rows: int, rng: np.random.Generator) -> list:
-    out = []
-    for _ in range(parties):
-        y = (rng.random(rows) < 0.3).astype(np.int8)
-        out.append((np.clip(rng.normal(0.4 + 0.2 * y, 0.2), 0, 1), y))
-    return out
-
-
-class Recorder:
+class Recorder(MultiplierRecorder):
     """Records the aggregator's multipliers and what one party decodes (benchmark only)."""
 
     def __init__(self) -> None:
-        self.cs: list[int] = []
+        super().__init__()
         self.seen: list[tuple[list, object, float | None]] = []
         self.spread_over_tol = 0.0
-        self._random = agg_module.random_multiplier
         self._recover = curve_module.recover
 
     def install(self) -> None:
         rec = self
-
-        def random_multiplier(lo: float, hi: float) -> int:
-            c = rec._random(lo, hi)
-            rec.cs.append(c)
-            return c
 
         def recover(decoded, own_total, view, slot_sigma=None):  # type: ignore[no-untyped-def]
             out = rec._recover(decoded, own_total, view, slot_sigma)
@@ -80,11 +66,11 @@ class Recorder:
                 rec.spread_over_tol = out.spread / out.tolerance
             return out
 
-        agg_module.random_multiplier = random_multiplier
+        self.record_multipliers()
         curve_module.recover = recover
 
     def uninstall(self) -> None:
-        agg_module.random_multiplier = self._random
+        self.restore_multipliers()
         curve_module.recover = self._recover
 
 

@@ -44,8 +44,8 @@ from collections import Counter
 import numpy as np
 
 import privfl
+from _noise_harness import MultiplierRecorder, synthetic
 from privfl.errors import InputError, ProtocolError
-from privfl.evaluation.fhauc import aggregator as agg_module
 from privfl.evaluation.fhauc import malicious
 from privfl.evaluation.fhauc.threshold import noise
 from privfl.evaluation.fhauc.threshold import ops as threshold_ops
@@ -56,31 +56,17 @@ LAYOUTS = {"folded": False, "joint": True, "plan": None}
 LAYOUT_NAMES = {v: k.ljust(6) for k, v in LAYOUTS.items()}
 
 
-def synthetic(parties: int, rows: int, rng: np.random.Generator) -> list:
-    out = []
-    for _ in range(parties):
-        y = (rng.random(rows) < 0.3).astype(np.int8)
-        out.append((np.clip(rng.normal(0.4 + 0.2 * y, 0.2), 0, 1), y))
-    return out
-
-
-class Recorder:
+class Recorder(MultiplierRecorder):
     """Records the aggregator's multipliers and what one party decodes (benchmark only)."""
 
     def __init__(self) -> None:
-        self.cs: list[int] = []
+        super().__init__()
         self.seen: list[tuple[list[tuple[float, float]], object, object]] = []
-        self._random = agg_module.random_multiplier
         self._recover = plan_module.ThresholdMalicious.recover
         self._check = plan_module.check_session
 
     def install(self, joint: bool | None) -> None:
         rec = self
-
-        def random_multiplier(lo: float, hi: float) -> int:
-            c = rec._random(lo, hi)
-            rec.cs.append(c)
-            return c
 
         def recover(variant, decoded, counts, view):  # type: ignore[no-untyped-def]
             rec.seen.append((list(decoded), view, variant))
@@ -90,13 +76,13 @@ class Recorder:
             return rec._check(params, parties, terms, executions, joint=forced)
 
         forced = joint
-        agg_module.random_multiplier = random_multiplier
+        self.record_multipliers()
         plan_module.ThresholdMalicious.recover = recover
         if joint is not None:
             plan_module.check_session = check_session
 
     def uninstall(self) -> None:
-        agg_module.random_multiplier = self._random
+        self.restore_multipliers()
         plan_module.ThresholdMalicious.recover = self._recover
         plan_module.check_session = self._check
 

@@ -1,5 +1,5 @@
-"""Helpers several test modules use: the CLI's leaf commands, and the Flower processes a run
-left behind."""
+"""Helpers several test modules use: the CLI's leaf commands, the Flower processes a run left
+behind, and a malicious AUC execution's measured error against a noise model."""
 
 from __future__ import annotations
 
@@ -37,3 +37,23 @@ def leftover_processes(marker: str) -> list[str]:
         if marker in text and "flower" in text:
             found.append(text)
     return found
+
+
+def product_ratios(data, points, decoded, cs, view, sizes, sigmas) -> list[float]:
+    """Each malicious AUC execution's measured ``|X/c - exact| / sigma_x`` and ``|Y/c -
+    exact| / sigma_y``: ``decoded`` (X, Y) per execution as one party decoded them, ``cs`` the
+    aggregator's multipliers (the last ones drawn), the exact values from the parties' data
+    and the execution's randomness (``view``: the party's session view)."""
+    import privfl
+    from privfl.evaluation.fhauc import malicious
+
+    sigma_x, sigma_y = sigmas
+    p = sum(int(y.sum()) for _, y in data)
+    n = sum(int(y.size) for _, y in data) - p
+    auc = privfl.binned_auc(data, points)
+    ratios = []
+    for e, ((x, y), c) in enumerate(zip(decoded, cs[-len(decoded) :], strict=True)):
+        rnd = malicious.derive(view.key, e, view.index, sizes)
+        ratios.append(abs(x / c - (rnd.r0 * 2.0 * p * n * auc + rnd.r1 * p * n)) / sigma_x)
+        ratios.append(abs(y / c - rnd.r2 * p * n) / sigma_y)
+    return ratios

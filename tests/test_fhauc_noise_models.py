@@ -13,10 +13,10 @@ from __future__ import annotations
 import numpy as np
 
 import privfl
+from _shared import product_ratios
 from conftest import make_parties
 from privfl.evaluation.fhauc import aggregator as agg_module
 from privfl.evaluation.fhauc import curve as curve_module
-from privfl.evaluation.fhauc import malicious
 from privfl.evaluation.fhauc import variant as variant_module
 from privfl.evaluation.fhauc.threshold import ops as threshold_ops
 from privfl.evaluation.statistics import interior_thresholds, party_counts
@@ -94,13 +94,5 @@ def test_the_single_key_joint_layout_model_bounds_the_measured_error(monkeypatch
     decoded, view = seen[0]
     sizes = variant_module.Malicious.sizes(view.config, view.policy)
     assert sizes.rotated  # the joint layout's model
-    sigma_x, sigma_y = sizes.sigma_products()
-    p = sum(int(y.sum()) for _, y in data)
-    n = sum(int(y.size) for _, y in data) - p
-    auc = privfl.binned_auc(data, N_POINTS)
-    ratios = []
-    for e, ((x, y), c) in enumerate(zip(decoded, cs[-len(decoded) :], strict=True)):
-        rnd = malicious.derive(view.key, e, view.index, sizes)
-        ratios.append(abs(x / c - (rnd.r0 * 2.0 * p * n * auc + rnd.r1 * p * n)) / sigma_x)
-        ratios.append(abs(y / c - rnd.r2 * p * n) / sigma_y)
+    ratios = product_ratios(data, N_POINTS, decoded, cs, view, sizes, sizes.sigma_products())
     assert max(ratios) < MAX_SIGMAS, ratios

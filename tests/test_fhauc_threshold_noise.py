@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 import privfl
+from _shared import product_ratios
 from conftest import make_parties
 from privfl.evaluation.fhauc import aggregator as agg_module
-from privfl.evaluation.fhauc import malicious
 from privfl.evaluation.fhauc.messages import SessionConfig
 from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.evaluation.fhauc.threshold import ops as threshold_ops
@@ -66,15 +66,8 @@ def measured_ratios(monkeypatch, data, joint: bool | None) -> tuple[list[float],
     privfl.federated_auc(data, N_POINTS, security="malicious", keys="threshold")
     decoded, view, variant = seen[0]
     sizes = variant.sizes(view.config, view.policy)
-    sigma_x, sigma_y = variant.sigma_products(sizes)
-    p = sum(int(y.sum()) for _, y in data)
-    n = sum(int(y.size) for _, y in data) - p
-    auc = privfl.binned_auc(data, N_POINTS)
-    ratios = []
-    for e, ((x, y), c) in enumerate(zip(decoded, cs[-len(decoded) :], strict=True)):
-        rnd = malicious.derive(view.key, e, view.index, sizes)
-        ratios.append(abs(x / c - (rnd.r0 * 2.0 * p * n * auc + rnd.r1 * p * n)) / sigma_x)
-        ratios.append(abs(y / c - rnd.r2 * p * n) / sigma_y)
+    sigmas = variant.sigma_products(sizes)
+    ratios = product_ratios(data, N_POINTS, decoded, cs, view, sizes, sigmas)
     return ratios, plan_module.plan(view.config, view.policy).layout.joint
 
 
