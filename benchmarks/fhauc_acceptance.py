@@ -15,6 +15,14 @@ which the project does not hold).
     OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python benchmarks/fhauc_acceptance.py \
         [--sessions 1000] [--settings single-auc-3x2000,...] [--fast-threshold]
 
+``--random K`` instead draws K honest sessions at random over the range (keys, reveal, 2 to
+64 parties and 100 to 10^6 rows per party log-uniformly with at most 4 x 10^6 rows in all,
+N = 3 to 4,096 log-uniformly, 5 to 95 % positives, the guarantee 2^-8 or, one draw in five,
+2^-20), with every other option at its default, and counts the sessions accepted, those
+refused at join naming a setting (``InsufficientPrecisionError``: before any upload, allowed
+by the issue) and those refused after the join (counted against the stated rate of 1 in
+1,000); one line per refusal names its draw.
+
 ``--fast-threshold`` runs threshold keys on the insecure ``fhauc-test`` ring (2^12) instead
 of the default ``fhauc`` set (ring 2^14); the acceptance logic is the same, only the noise
 figures differ.
@@ -35,7 +43,7 @@ import numpy as np
 
 import privfl
 import privfl.metrics as pm
-from privfl.errors import InputError, ProtocolError
+from privfl.errors import InputError, InsufficientPrecisionError, ProtocolError
 from privfl.evaluation.fhauc.threshold import ops as threshold_ops
 
 
@@ -160,16 +168,81 @@ def run(setting: Setting, sessions: int, seed: int) -> None:
         print(f"    {name}: {reason}", flush=True)
 
 
+RANDOM_LOG = "random draw"
+
+
+def draw(rng: np.random.Generator) -> tuple[Setting, int]:
+    """One random honest setting of the range (see the module's docstring) and a data seed."""
+    parties = round(float(np.exp(rng.uniform(np.log(2), np.log(64)))))
+    rows = round(float(np.exp(rng.uniform(np.log(100), np.log(10**6)))))
+    rows = min(rows, 4_000_000 // parties)
+    n_points = round(float(np.exp(rng.uniform(np.log(3), np.log(4096)))))
+    keys = str(rng.choice(["single", "threshold"]))
+    reveal = str(rng.choice(["auc", "curve"]))
+    bits = 20.0 if rng.random() < 0.2 else 8.0
+    rate = float(rng.uniform(0.05, 0.95))
+    name = f"{keys}-{reveal}-{parties}x{rows}-N{n_points}-r{rate:.2f}-g{bits:g}"
+    seed = int(rng.integers(2**32))
+    return Setting(name, keys, reveal, parties, rows, n_points, rate, bits), seed
+
+
+def run_random(sessions: int, seed: int) -> None:
+    """``sessions`` random honest sessions; refusals at join (naming a setting) are counted
+    apart from refusals after it."""
+    rng = np.random.default_rng(seed)  # benchmark draws only, not secret
+    counts: Counter[str] = Counter()
+    worst, cpu, start = 0.0, time.process_time(), time.perf_counter()
+    for k in range(1, sessions + 1):
+        setting, data_seed = draw(rng)
+        data = synthetic(setting.parties, setting.rows, setting.rate,
+                         np.random.default_rng(data_seed))  # fmt: skip
+        if sum(int(y.sum()) for _, y in data) in (0, setting.parties * setting.rows):
+            counts["one class only (not a session)"] += 1
+            continue
+        options = {"security": "malicious", "keys": setting.keys,
+                   "min_guarantee_bits": setting.bits}  # fmt: skip
+        try:
+            if setting.reveal == "auc":
+                value = privfl.federated_auc(data, setting.n_points, **options).auc
+            else:
+                curve = pm.roc_curve(data, setting.n_points, **options)
+                if curve.run["verified"] is not True:
+                    raise ProtocolError("the curve was not verified")
+                value = curve.auc
+            worst = max(worst, abs(value - privfl.binned_auc(data, setting.n_points)))
+            counts["accepted"] += 1
+        except InsufficientPrecisionError as exc:
+            counts["refused at join"] += 1
+            print(f"    {RANDOM_LOG} {k}: {setting.name} refused at join: {str(exc)[:200]}",
+                  flush=True)  # fmt: skip
+        except (ProtocolError, InputError) as exc:
+            counts["refused after join"] += 1
+            print(f"    {RANDOM_LOG} {k}: {setting.name} REFUSED AFTER JOIN "
+                  f"({type(exc).__name__}): {str(exc)[:200]}", flush=True)  # fmt: skip
+        if k % 50 == 0 or k == sessions:
+            print(
+                f"random sessions {k:5d}  {dict(sorted(counts.items()))}  max |auc - binned| "
+                f"{worst:.1e}  {(time.perf_counter() - start) / k:.2f} s/session (cpu "
+                f"{(time.process_time() - cpu) / k:.2f})  load {os.getloadavg()[0]:.1f}",
+                flush=True,
+            )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sessions", type=int, default=1000)
     ap.add_argument("--settings", default=",".join(SETTINGS))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--fast-threshold", action="store_true")
+    ap.add_argument("--random", type=int, default=0, metavar="K",
+                    help="draw K random honest sessions over the range instead")  # fmt: skip
     args = ap.parse_args()
     if args.fast_threshold:
         threshold_ops.FHAUC_PARAMETER_SET = "fhauc-test"
     print(f"load average {os.getloadavg()} (2 cores shared)")
+    if args.random:
+        run_random(args.random, args.seed)
+        return
     for name in args.settings.split(","):
         run(SETTINGS[name], args.sessions, args.seed)
 
