@@ -15,14 +15,19 @@ which the project does not hold).
     OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python benchmarks/fhauc_acceptance.py \
         [--sessions 1000] [--settings single-auc-3x2000,...] [--fast-threshold]
 
-``--random K`` instead draws K honest sessions at random over the range (keys, reveal, 2 to
-64 parties and 100 to 10^6 rows per party log-uniformly with at most 4 x 10^6 rows in all,
-N = 3 to 4,096 log-uniformly, 5 to 95 % positives, the guarantee 2^-8 or, one draw in five,
-2^-20), with every other option at its default, and counts the sessions accepted, those
-refused at join naming a setting (the join check's ``InsufficientPrecisionError`` or
-``WeakGuaranteeError``, "refused before upload: ...": allowed by the issue) and the other
-refusals (counted against the stated rate of 1 in 1,000); one line per refusal names its
-draw.
+``--random K`` instead draws K honest sessions at random over the range, each with fresh data
+and session randomness: keys and reveal (AUC or curve) uniformly; the number of parties
+log-uniformly in 2 to 64, then the rows per party log-uniformly in 100 to
+min(10^6, 4 x 10^6 / parties) (the cap keeps a draw within this machine's memory and time); N
+log-uniformly in 3 to 4,096; 5 to 95 % positives uniformly; the guarantee 2^-8 (the default)
+or, one draw in five, 2^-20; every other option at its default (the default ring unless
+``--fast-threshold``, named in the first line). It counts, per guarantee: the sessions
+accepted (verified, and within 1e-6 of the binned reference: the AUC, and with the curve
+reveal every point of the curve too); those refused at join by the parties' check, naming the
+setting to change ("refused before upload: ...", before any upload: allowed by the issue);
+and those refused otherwise or accepted wrong (against the stated rate of 1 in 1,000). A
+draw with one class only is skipped and counted apart. One line per refusal names its draw
+(with its data seed), a line every 50 draws and a final line give the counts.
 
 ``--fast-threshold`` runs threshold keys on the insecure ``fhauc-test`` ring (2^12) instead
 of the default ``fhauc`` set (ring 2^14); the acceptance logic is the same, only the noise
@@ -46,6 +51,7 @@ import privfl
 import privfl.metrics as pm
 from privfl.errors import InputError, InsufficientPrecisionError, ProtocolError
 from privfl.evaluation.fhauc.threshold import ops as threshold_ops
+from privfl.evaluation.metric_reference import binned_reference
 
 
 @dataclass(frozen=True)
@@ -171,74 +177,100 @@ def run(setting: Setting, sessions: int, seed: int) -> None:
 
 RANDOM_LOG = "random draw"
 # how every party's join check (single and threshold keys, AUC and curve) words its refusal;
-# the InsufficientPrecisionError and WeakGuaranteeError after decryption do not start so
+# the InsufficientPrecisionError and WeakGuaranteeError raised after decryption do not
+TOLERANCE = 1e-6  # an accepted value further from the binned reference counts as wrong
 AT_JOIN = "refused before upload"
+RANGE = {"parties": (2, 64), "rows": (100, 10**6), "n_points": (3, 4096)}
+MAX_ROWS = 4_000_000  # in all, so that a draw fits this machine's memory and time
 
 
-def count_other_refusal(counts: Counter[str], k: int, setting: Setting, exc: Exception) -> None:
-    """Count and print a refusal that is not the join check's (any other error, at any step,
-    counts against the stated rate)."""
-    counts["refused after join"] += 1
-    print(f"    {RANDOM_LOG} {k}: {setting.name} REFUSED AFTER JOIN "
-          f"({type(exc).__name__}): {str(exc)[:200]}", flush=True)  # fmt: skip
+def log_uniform(rng: np.random.Generator, low: int, high: int) -> int:
+    """An integer in ``[low, high]``, log-uniform (every end point as likely as its
+    neighbours)."""
+    return min(high, int(np.exp(rng.uniform(np.log(low), np.log(high + 1)))))
 
 
 def draw(rng: np.random.Generator) -> tuple[Setting, int]:
     """One random honest setting of the range (see the module's docstring) and a data seed."""
-    parties = round(float(np.exp(rng.uniform(np.log(2), np.log(64)))))
-    rows = round(float(np.exp(rng.uniform(np.log(100), np.log(10**6)))))
-    rows = min(rows, 4_000_000 // parties)
-    n_points = round(float(np.exp(rng.uniform(np.log(3), np.log(4096)))))
+    parties = log_uniform(rng, *RANGE["parties"])
+    low, high = RANGE["rows"]
+    rows = log_uniform(rng, low, min(high, MAX_ROWS // parties))
+    n_points = log_uniform(rng, *RANGE["n_points"])
     keys = str(rng.choice(["single", "threshold"]))
     reveal = str(rng.choice(["auc", "curve"]))
     bits = 20.0 if rng.random() < 0.2 else 8.0
     rate = float(rng.uniform(0.05, 0.95))
-    name = f"{keys}-{reveal}-{parties}x{rows}-N{n_points}-r{rate:.2f}-g{bits:g}"
     seed = int(rng.integers(2**32))
+    name = f"{keys}-{reveal}-{parties}x{rows}-N{n_points}-r{rate:.2f}-g{bits:g}-seed{seed}"
     return Setting(name, keys, reveal, parties, rows, n_points, rate, bits), seed
 
 
+def one_random_session(setting: Setting, data: list) -> str:
+    """Run one drawn session; its outcome: ``"accepted"``, ``"refused at join"`` (the join
+    check's refusal, naming a setting), or a line saying what else happened."""
+    options = {"security": "malicious", "keys": setting.keys,
+               "min_guarantee_bits": setting.bits}  # fmt: skip
+    try:
+        if setting.reveal == "auc":
+            res = privfl.federated_auc(data, setting.n_points, **options)
+            verified, value = res.verified, res.auc
+            error = abs(value - privfl.binned_auc(data, setting.n_points))
+        else:
+            curve = pm.roc_curve(data, setting.n_points, **options)
+            verified = curve.run["verified"]
+            ref = binned_reference(data, setting.n_points)
+            error = max(
+                float(np.max(np.abs(np.asarray(curve.curve.tp) - ref.tp))),
+                float(np.max(np.abs(np.asarray(curve.curve.fp) - ref.fp))),
+                abs(curve.auc - ref.auc()),
+            )
+    except InsufficientPrecisionError as exc:
+        if str(exc).startswith(AT_JOIN):
+            return f"refused at join: {str(exc)[:240]}"
+        return f"REFUSED otherwise ({type(exc).__name__}): {str(exc)[:240]}"
+    except Exception as exc:  # any other failure counts against the rate
+        return f"REFUSED otherwise ({type(exc).__name__}): {str(exc)[:240]}"
+    if verified is not True:
+        return "WRONG: accepted without being verified"
+    if not error <= TOLERANCE:  # NaN too
+        return f"WRONG: accepted {error:.1e} away from the binned reference"
+    return f"accepted {error:.1e}"
+
+
 def run_random(sessions: int, seed: int) -> None:
-    """``sessions`` random honest sessions; refusals at join (naming a setting) are counted
-    apart from refusals after it."""
+    """``sessions`` random honest sessions, counted per guarantee asked: accepted, refused at
+    join (allowed), refused otherwise or accepted wrong (both against the stated rate); draws
+    with one class only are skipped and counted apart."""
     rng = np.random.default_rng(seed)  # benchmark draws only, not secret
     counts: Counter[str] = Counter()
     worst, cpu, start = 0.0, time.process_time(), time.perf_counter()
+
+    def summary(k: int) -> str:
+        return (
+            f"random sessions {k:5d}  {dict(sorted(counts.items()))}  max |error| accepted "
+            f"{worst:.1e}  {(time.perf_counter() - start) / k:.2f} s/session (cpu "
+            f"{(time.process_time() - cpu) / k:.2f}, this process)  load {os.getloadavg()[0]:.1f}"
+        )
+
     for k in range(1, sessions + 1):
         setting, data_seed = draw(rng)
         data = synthetic(setting.parties, setting.rows, setting.rate,
                          np.random.default_rng(data_seed))  # fmt: skip
+        tag = f"2^-{setting.bits:g}"
         if sum(int(y.sum()) for _, y in data) in (0, setting.parties * setting.rows):
-            counts["one class only (not a session)"] += 1
-            continue
-        options = {"security": "malicious", "keys": setting.keys,
-                   "min_guarantee_bits": setting.bits}  # fmt: skip
-        try:
-            if setting.reveal == "auc":
-                value = privfl.federated_auc(data, setting.n_points, **options).auc
+            counts["skipped: one class only"] += 1
+        else:
+            outcome = one_random_session(setting, data)
+            if outcome.startswith("accepted"):
+                counts[f"{tag} accepted"] += 1
+                worst = max(worst, float(outcome.split()[1]))
             else:
-                curve = pm.roc_curve(data, setting.n_points, **options)
-                if curve.run["verified"] is not True:
-                    raise ProtocolError("the curve was not verified")
-                value = curve.auc
-            worst = max(worst, abs(value - privfl.binned_auc(data, setting.n_points)))
-            counts["accepted"] += 1
-        except InsufficientPrecisionError as exc:
-            if not str(exc).startswith(AT_JOIN):  # the same errors exist after decryption
-                count_other_refusal(counts, k, setting, exc)
-                continue
-            counts["refused at join"] += 1
-            print(f"    {RANDOM_LOG} {k}: {setting.name} refused at join: {str(exc)[:200]}",
-                  flush=True)  # fmt: skip
-        except (ProtocolError, InputError) as exc:
-            count_other_refusal(counts, k, setting, exc)
-        if k % 50 == 0 or k == sessions:
-            print(
-                f"random sessions {k:5d}  {dict(sorted(counts.items()))}  max |auc - binned| "
-                f"{worst:.1e}  {(time.perf_counter() - start) / k:.2f} s/session (cpu "
-                f"{(time.process_time() - cpu) / k:.2f})  load {os.getloadavg()[0]:.1f}",
-                flush=True,
-            )
+                kind = outcome.split(":")[0].split(" (")[0]
+                counts[f"{tag} {kind}"] += 1
+                print(f"    {RANDOM_LOG} {k}: {setting.name} {outcome}", flush=True)
+        if k % 50 == 0 and k < sessions:
+            print(summary(k), flush=True)
+    print("final " + summary(sessions), flush=True)
 
 
 def main() -> None:
@@ -252,7 +284,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.fast_threshold:
         threshold_ops.FHAUC_PARAMETER_SET = "fhauc-test"
-    print(f"load average {os.getloadavg()} (2 cores shared)")
+    print(f"load average {os.getloadavg()} (2 cores shared); threshold parameter set "
+          f"{threshold_ops.FHAUC_PARAMETER_SET!r}")  # fmt: skip
     if args.random:
         run_random(args.random, args.seed)
         return

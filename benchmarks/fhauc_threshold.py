@@ -8,8 +8,10 @@ joint keys are generated in every session), each
 party's traffic beyond setup (up + down: join, upload, decryption and result messages; the
 lead party's separately), and setup traffic per party (threshold: the key-generation rounds,
 the key checks and the relinearisation share; single key: the wrapped key bundle).
-``agg cpu`` is the aggregator's process CPU time for the same steps as ``agg s`` (what its
-work costs whatever else runs on the machine); each threshold row's ratio line gives both.
+``agg cpu`` is the aggregator's CPU time for the same steps as ``agg s`` (what its work
+costs whatever else runs on the machine): its process's, plus with single keys what its upload
+helper processes spent on the session's uploads (as the pool measures it, ``worker_cpu``);
+each threshold row's ratio line gives both.
 
     nice -n 10 .venv/bin/python benchmarks/fhauc_threshold.py \
         [--parties 15,100,1000] [--security semi-honest] [--busy 1] [--sessions 1]
@@ -80,27 +82,12 @@ def count_aggregator_cpu() -> None:
         finally:
             if key == "aggregator":
                 AGG_CPU[0] += time.process_time() - c0
+                if getattr(fn, "__name__", "") == "handle_uploads":
+                    # the single-key aggregator's upload helper processes, as the pool
+                    # measured them for this step's jobs (0 without helpers)
+                    AGG_CPU[0] += getattr(getattr(fn, "__self__", None), "worker_cpu", 0.0)
 
     InProcessRunner.run = run  # type: ignore[method-assign]
-
-
-def helpers_cpu() -> float:
-    """CPU seconds (user + system) so far of this process's live child processes: the
-    single-key aggregator's upload helpers (:mod:`privfl.evaluation.fhauc.upload_pool`), which
-    do part of its work on the other cores; threshold keys start none."""
-    tick, me, total = os.sysconf("SC_CLK_TCK"), os.getpid(), 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if int(fields[1]) == me:  # field 4 of stat: the parent's pid
-            total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / tick
 
 
 def spin() -> None:
@@ -387,15 +374,14 @@ def table_rows(args: argparse.Namespace) -> None:
                 agg: dict[str, float] = {}
                 agg_cpu: dict[str, float] = {}
                 for keys in ("single", "threshold"):
-                    t0, AGG_CPU[0], h0 = time.perf_counter(), 0.0, helpers_cpu()
+                    t0, AGG_CPU[0] = time.perf_counter(), 0.0
                     timings, sizes, err = one_combination(data, security, reveal, keys)
-                    wall, helpers = time.perf_counter() - t0, helpers_cpu() - h0
+                    wall = time.perf_counter() - t0
                     up = sizes["party_upload"]
                     session = sizes.get("party_session_traffic", 0)
                     down = session - up if session else sizes["aggregator_reply"]
                     setup = sizes.get("party_setup_traffic", 0) or sizes.get("setup_key_bundle", 0)
-                    # this process's aggregator steps, plus its upload helpers' CPU
-                    cpu = timings.get("aggregator_cpu", AGG_CPU[0]) + helpers
+                    cpu = AGG_CPU[0]  # the aggregator's steps, its upload helpers' jobs too
                     agg[keys], agg_cpu[keys] = timings["aggregator"], cpu
                     print(
                         f"{m:>7} {security:>11} {reveal:>7} {keys:>9} "
@@ -410,7 +396,7 @@ def table_rows(args: argparse.Namespace) -> None:
                 print(
                     f"{'':>7} {security:>11} {reveal:>7} aggregator threshold / single key: "
                     f"{ratio:.1f}x wall ({verdict} the reach of 2x), {cpu_ratio:.1f}x CPU "
-                    "(the aggregator's steps plus its upload helper processes)",
+                    "(the aggregator's steps, with the upload helpers' jobs)",
                     flush=True,
                 )
 
