@@ -131,15 +131,19 @@ def slot_sigma(
 
 
 def check_budget(params: ThresholdParameters, executions: int, ciphertexts: int) -> None:
-    """:class:`InputError` before any work when a session needs more joint decryptions
-    (``executions`` x ``ciphertexts`` per reply) than the key set's flooding budget."""
+    """:class:`InputError` before any work (each party, at join: before any upload) when a
+    session needs more joint decryptions (``executions`` x ``ciphertexts`` per reply) than the
+    key set's flooding budget. In process the sizing lowers the executions to what the budget
+    pays for when they meet the guarantee (:func:`~privfl.evaluation.fhauc.sizing.sized_policy`),
+    so this refusal means they do not: the fix is fewer decision points (fewer ciphertexts per
+    reply) or a smaller guarantee (fewer executions)."""
     need = executions * ciphertexts
     if need > params.max_decryptions:
         raise InputError(
-            f"{executions} execution(s) x {ciphertexts} reply ciphertexts need {need} joint "
-            f"decryptions; the flooding noise of parameter set {params.name!r} allows "
-            f"{params.max_decryptions} per key set: use fewer decision points, fewer splits "
-            "or fewer executions"
+            f"refused before upload: {executions} execution(s) x {ciphertexts} reply "
+            f"ciphertexts need {need} joint decryptions, and the flooding noise of parameter "
+            f"set {params.name!r} allows {params.max_decryptions} per key set: use fewer "
+            "decision points, fewer splits, or a smaller min_guarantee_bits (fewer executions)"
         )
 
 

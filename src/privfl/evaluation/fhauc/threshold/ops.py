@@ -289,8 +289,10 @@ def check_session(
     layout = Layout.for_terms(terms, params.batch_size, joint and params.sum_keys)
     if executions > params.max_decryptions:
         raise InputError(
-            f"{executions} executions need {executions} joint decryptions; the flooding noise "
-            f"of parameter set {params.name!r} allows {params.max_decryptions} per key set"
+            f"refused before upload: {executions} executions need {executions} joint "
+            f"decryptions, and the flooding noise of parameter set {params.name!r} allows "
+            f"{params.max_decryptions} per key set: use a smaller min_guarantee_bits (fewer "
+            "executions)"
         )
     return layout
 
