@@ -47,6 +47,12 @@ MAX_SKETCH_ROWS = 64
 MAX_KEY_MESSAGE_BYTES = 64 << 20  # a round-1 key share of the "fhauc" set is ~4 MB
 MAX_CIPHERTEXT_MESSAGE_BYTES = 4 << 20
 MAX_CIPHERTEXTS = 64  # per vector and execution (threshold layouts are at most 2 chunks)
+# A party's signed ciphertext upload: the largest honest one is 16 executions x 2 vectors x 5
+# chunks (N = 4,096 at 4 splits, two-ciphertext layout) x 1 MiB (a level-0 ciphertext of the
+# "fhauc" set) = 160 MiB plus framing (tests/test_fhauc_threshold_upload_size.py); 64 MiB, the
+# key messages' bound it used, refused honest uploads of about 80 MB (2 x 1,119 rows at
+# N = 3,202 drew 9 or more executions of 4 chunks; benchmarks/fhauc_acceptance.py --random)
+MAX_UPLOAD_BYTES = 192 << 20
 GCM_NONCE_BYTES = 12
 # AUC: one (X, Y) pair per execution; curve/metrics: the used slots of at most 16 reply
 # ciphertexts (the key set's decryption budget) of 4,096 slots, as float64
@@ -222,6 +228,7 @@ class UploadStep:
     upload: bytes
 
     LIMIT: ClassVar[int] = MAX_KEY_MESSAGE_BYTES
+    UPLOAD_LIMIT: ClassVar[int] = MAX_UPLOAD_BYTES
 
     def to_bytes(self) -> bytes:
         return Writer().bytes_(self.mult).bytes_(self.upload).getvalue()
@@ -229,7 +236,7 @@ class UploadStep:
     @classmethod
     def from_bytes(cls, data: bytes) -> UploadStep:
         r = Reader(data, "threshold upload step")
-        mult, upload = r.bytes_(cls.LIMIT), r.bytes_(cls.LIMIT)
+        mult, upload = r.bytes_(cls.LIMIT), r.bytes_(cls.UPLOAD_LIMIT)
         r.end()
         return cls(mult, upload)
 
