@@ -135,8 +135,9 @@ def check_budget(params: ThresholdParameters, executions: int, ciphertexts: int)
     session needs more joint decryptions (``executions`` x ``ciphertexts`` per reply) than the
     key set's flooding budget. In process the sizing lowers the executions to what the budget
     pays for when they meet the guarantee (:func:`~privfl.evaluation.fhauc.sizing.sized_policy`),
-    so this refusal means they do not: the fix is fewer decision points (fewer ciphertexts per
-    reply) or a smaller guarantee (fewer executions)."""
+    so this refusal means they do not: the fix is fewer decision points or splits (the
+    malicious curve holds N x splits terms: fewer ciphertexts per reply) or a smaller
+    guarantee (fewer executions)."""
     need = executions * ciphertexts
     if need > params.max_decryptions:
         raise InputError(
