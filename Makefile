@@ -20,7 +20,7 @@ FIND_LINKS := $(if $(HAVE_WHEELS),--find-links $(WHEELS))
 help:
 	@echo "make install          .venv with every extra (network-bound: 13 min wall, 69 s CPU, fresh clone)"
 	@echo "make demo             FHAUC with 15 parties on breast-cancer data (40 s wall, load 15)"
-	@echo "make test             the whole test suite, 6 workers (508 s CPU, about 830 s with Flower's own processes; 6:32 wall with an installed .venv)"
+	@echo "make test             the whole test suite, 6 workers (480 s CPU, about 830 s with Flower's own processes; 6:15 wall with an installed .venv)"
 	@echo "make lint             ruff and mypy --strict"
 	@echo "make docs             the documentation site into site/, warnings as errors (4.1 s CPU, 16 s wall, load 13)"
 	@echo "make bench            FHAUC's cost table, a line per row (63 s CPU, 7.7 min wall at load 15-33)"
@@ -49,8 +49,8 @@ demo: $(STAMP)
 # every thread). OpenFHE needs nothing: privfl chooses its threads itself, and
 # tests/test_threshold_threads.py checks that choice in a clean environment, as users get it.
 # tests/test_docs.py runs every code block of README.md and docs/ and builds the site (`make docs`).
-# Last measured (issue 31 item 5, 1,401 tests, an installed .venv, two nice-19 benchmarks
-# beside it): 6:32 wall, 508 s CPU as `time` counts it; on a fresh machine, nothing else
+# Last measured (issue 31 item 5, 1,405 tests, an installed .venv, two nice-19 benchmarks
+# beside it): 6:15 wall, 480 s CPU as `time` counts it; on a fresh machine, nothing else
 # running, 7:06 and 829 s in a cgroup that also counts the Flower processes no test waits
 # for (benchmarks/suite_cpu.py). `--cpu-report FILE`
 # (tests/_cpu_report.py) writes each test's CPU; docs/reproducing.md has the figures per test.
