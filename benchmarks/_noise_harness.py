@@ -5,9 +5,16 @@ compares the decoded ones with (benchmark only: it patches the library's module 
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
+import privfl
 from privfl.evaluation.fhauc import aggregator as agg_module
+from privfl.evaluation.fhauc import malicious
+from privfl.evaluation.fhauc.threshold import ops as threshold_ops
 
 
 def synthetic(parties: int, rows: int, rng: np.random.Generator) -> list:
@@ -37,3 +44,35 @@ class MultiplierRecorder:
 
     def restore_multipliers(self) -> None:
         agg_module.random_multiplier = self._random
+
+
+def execution_errors(
+    data: list, points: int, decoded: Sequence[tuple[float, float]], cs: Sequence[int],
+    key: bytes, index: int, sizes: Any,
+) -> list[tuple[float, float]]:  # fmt: skip
+    """Per execution, the errors of the decoded ``X/c`` and ``Y/c`` against their exact
+    values from the counts, the multipliers ``c`` and the execution's secret randomness
+    (:func:`privfl.evaluation.fhauc.malicious.derive`)."""
+    p = sum(int(y.sum()) for _, y in data)
+    n = sum(int(y.size) for _, y in data) - p
+    auc = privfl.binned_auc(data, points)
+    out = []
+    for e, ((x, y), c) in enumerate(zip(decoded, cs, strict=True)):
+        rnd = malicious.derive(key, e, index, sizes)
+        out.append((
+            abs(x / c - (rnd.r0 * 2.0 * p * n * auc + rnd.r1 * p * n)),
+            abs(y / c - rnd.r2 * p * n),
+        ))  # fmt: skip
+    return out
+
+
+def choose_ring(default_ring: bool) -> None:
+    """Threshold keys on the default ``fhauc`` set, or (the harnesses' default) the insecure
+    ``fhauc-test`` ring 2^12 for speed; prints which, with the load."""
+    if not default_ring:
+        threshold_ops.FHAUC_PARAMETER_SET = "fhauc-test"
+    print(
+        f"ring {'fhauc (2^14)' if default_ring else 'fhauc-test (2^12)'}  "
+        f"load average {os.getloadavg()} (2 cores shared)",
+        flush=True,
+    )

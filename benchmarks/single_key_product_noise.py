@@ -41,7 +41,7 @@ from collections import Counter
 import numpy as np
 
 import privfl
-from _noise_harness import MultiplierRecorder, synthetic
+from _noise_harness import MultiplierRecorder, execution_errors, synthetic
 from privfl.errors import InputError, ProtocolError
 from privfl.evaluation.fhauc import malicious
 from privfl.evaluation.fhauc import variant as variant_module
@@ -108,18 +108,12 @@ def run(parties: int, rows: int, points: int, layout: str, sessions: int, seed: 
             continue
         rotated = sizes.rotated
         sigma_x, sigma_y = sizes.sigma_products()
-        p = sum(int(y.sum()) for _, y in data)
-        n = sum(int(y.size) for _, y in data) - p
-        auc = privfl.binned_auc(data, points)
         cs = rec.cs[-len(decoded) :]
-        for e, ((x, y), c) in enumerate(zip(decoded, cs, strict=True)):
-            rnd = malicious.derive(view.key, e, view.index, sizes)  # type: ignore[attr-defined]
-            exact_x = rnd.r0 * 2.0 * p * n * auc + rnd.r1 * p * n
-            exact_y = rnd.r2 * p * n
-            ratios_x.append(abs(x / c - exact_x) / sigma_x)
-            ratios_y.append(abs(y / c - exact_y) / sigma_y)
-            worst_x = max(worst_x, abs(x / c - exact_x))
-            worst_y = max(worst_y, abs(y / c - exact_y))
+        key, index = view.key, view.index  # type: ignore[attr-defined]
+        for err_x, err_y in execution_errors(data, points, decoded, cs, key, index, sizes):
+            ratios_x.append(err_x / sigma_x)
+            ratios_y.append(err_y / sigma_y)
+            worst_x, worst_y = max(worst_x, err_x), max(worst_y, err_y)
         b = 2.0 ** (sizes.mask_bits + 3)
         base = 2.0**-53 * parties * sizes.slots_used * b * b
         executions[len(decoded)] += 1

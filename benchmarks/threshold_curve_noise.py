@@ -38,12 +38,11 @@ from collections import Counter
 import numpy as np
 
 import privfl
-from _noise_harness import MultiplierRecorder, synthetic
+from _noise_harness import MultiplierRecorder, choose_ring, synthetic
 from privfl.errors import InputError, ProtocolError
 from privfl.evaluation.fhauc import curve as curve_module
 from privfl.evaluation.fhauc.threshold import curve as threshold_curve
 from privfl.evaluation.fhauc.threshold import noise
-from privfl.evaluation.fhauc.threshold import ops as threshold_ops
 from privfl.evaluation.statistics import interior_thresholds, party_counts
 
 
@@ -159,13 +158,7 @@ def main() -> None:
     ap.add_argument("--default-ring", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
-    if not args.default_ring:
-        threshold_ops.FHAUC_PARAMETER_SET = "fhauc-test"  # insecure ring 2^12, fast
-    print(
-        f"ring {'fhauc (2^14)' if args.default_ring else 'fhauc-test (2^12)'}  "
-        f"load average {os.getloadavg()} (2 cores shared)",
-        flush=True,
-    )
+    choose_ring(args.default_ring)
     for setting in args.settings.split(","):
         parties, rows, points = (int(v) for v in setting.split("x"))
         run(parties, rows, points, args.sessions, args.seed)

@@ -44,11 +44,9 @@ from collections import Counter
 import numpy as np
 
 import privfl
-from _noise_harness import MultiplierRecorder, synthetic
+from _noise_harness import MultiplierRecorder, choose_ring, execution_errors, synthetic
 from privfl.errors import InputError, ProtocolError
-from privfl.evaluation.fhauc import malicious
 from privfl.evaluation.fhauc.threshold import noise
-from privfl.evaluation.fhauc.threshold import ops as threshold_ops
 from privfl.evaluation.fhauc.threshold import plan as plan_module
 
 N_POINTS = 100
@@ -118,18 +116,12 @@ def run(parties: int, rows: int, joint: bool | None, sessions: int, seed: int) -
         config, policy = view.config, view.policy  # type: ignore[attr-defined]
         sizes = variant.sizes(config, policy)  # type: ignore[attr-defined]
         sigma_x, sigma_y = variant.sigma_products(sizes)  # type: ignore[attr-defined]
-        p = sum(int(y.sum()) for _, y in data)
-        n = sum(int(y.size) for _, y in data) - p
-        auc = privfl.binned_auc(data, N_POINTS)
         cs = rec.cs[-len(decoded) :]
-        for e, ((x, y), c) in enumerate(zip(decoded, cs, strict=True)):
-            rnd = malicious.derive(view.key, e, view.index, sizes)  # type: ignore[attr-defined]
-            exact_x = rnd.r0 * 2.0 * p * n * auc + rnd.r1 * p * n
-            exact_y = rnd.r2 * p * n
-            ratios_x.append(abs(x / c - exact_x) / sigma_x)
-            ratios_y.append(abs(y / c - exact_y) / sigma_y)
-            worst_x = max(worst_x, abs(x / c - exact_x))
-            worst_y = max(worst_y, abs(y / c - exact_y))
+        key, index = view.key, view.index  # type: ignore[attr-defined]
+        for err_x, err_y in execution_errors(data, N_POINTS, decoded, cs, key, index, sizes):
+            ratios_x.append(err_x / sigma_x)
+            ratios_y.append(err_y / sigma_y)
+            worst_x, worst_y = max(worst_x, err_x), max(worst_y, err_y)
         # the joint layout's coherent error in units of 2^-53 M S N B^2 (noise.coherent_error
         # without its constant)
         base = noise.coherent_error(sizes) / noise.COHERENT_CONSTANT
@@ -163,13 +155,7 @@ def main() -> None:
     ap.add_argument("--default-ring", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
-    if not args.default_ring:
-        threshold_ops.FHAUC_PARAMETER_SET = "fhauc-test"  # insecure ring 2^12, fast
-    print(
-        f"ring {'fhauc (2^14)' if args.default_ring else 'fhauc-test (2^12)'}  "
-        f"load average {os.getloadavg()} (2 cores shared)",
-        flush=True,
-    )
+    choose_ring(args.default_ring)
     for setting in args.settings.split(","):
         parties, rows = (int(v) for v in setting.split("x"))
         for layout in args.layouts.split(","):
