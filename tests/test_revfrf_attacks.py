@@ -43,6 +43,27 @@ def forest():
     return wine_forest(n_trees=3, max_depth=4)
 
 
+def _split_state(model: RevFRF) -> dict:
+    return {
+        name: (set(p._receipted), set(p._pending), dict(p._splits))
+        for name, p in model.participants.items()
+    }
+
+
+@pytest.fixture(autouse=True)
+def _shared_forest_unchanged(request):
+    """The module's forest is shared by the tests one worker runs, in an order xdist picks:
+    a test that makes a participant split or propose leaves state the next test trips on
+    (CI failed so). Such a test fails here instead, and must build its own forest."""
+    if "forest" not in request.fixturenames:
+        yield
+        return
+    model = request.getfixturevalue("forest")[0]
+    before = _split_state(model)
+    yield
+    assert _split_state(model) == before, "the test changed the shared forest; build one"
+
+
 def mask(n, rows):
     out = np.zeros(n, dtype=bool)
     out[rows] = True
@@ -90,8 +111,8 @@ def test_a_chosen_two_sample_node_is_refused_before_the_participant_sends_anythi
         mask(cfg.n_samples, [3, 7]), mask(cfg.n_samples, [1, 2]),
     )  # fmt: skip
     attempts = [
-        # (a node p0 split already, when an earlier test of the module had it split one: the
-        # one-split-per-node check refuses first, equally before anything is sent)
+        # (node 0 may be one p0 split in the fit: the one-split-per-node check then refuses
+        # first, equally before anything is sent)
         (two_sample_request(model, tree, 0, Provenance(seed=bytes(32))),
          "minimum node size|already split"),
         (two_sample_request(model, tree, node.node_id, real), "minimum node size|already split"),
@@ -520,12 +541,14 @@ def test_a_node_at_max_depth_is_refused_even_with_its_parents_genuine_receipt():
     refuses(victim, request.to_bytes(cfg), ProtocolError, "max_depth")
 
 
-def test_a_second_split_of_a_node_the_victim_split_yields_children_it_refuses(forest):
+def test_a_second_split_of_a_node_the_victim_split_yields_children_it_refuses():
     """Issue 26 (attack 5b): a CS had another participant split a node the victim had split
     itself, and asked the victim at the other split's child (chosen to keep the victim's
     extreme samples: a second threshold with the same (lo, hi)). The victim now refuses a
-    child of a node it split itself under anybody else's receipt."""
-    model, _, _ = forest
+    child of a node it split itself under anybody else's receipt. (Its own forest: the other
+    participant's split changes state the module's shared forest must keep, or the tests
+    after it on the same worker see a node split twice.)"""
+    model, _, _ = wine_forest(n_trees=1, max_depth=2)
     cfg = model.center_server.config
     tree = model.trees[0]
     root = tree.root
