@@ -17,18 +17,19 @@ which the project does not hold).
 
 ``--random K`` instead draws K honest sessions at random over the range, each with fresh data
 and session randomness: keys and reveal (AUC or curve) uniformly; the number of parties
-log-uniformly in 2 to 64, then the rows per party log-uniformly in 100 to
-min(10^6, 4 x 10^6 / parties) (the cap keeps a draw within this machine's memory and time); N
-log-uniformly in 3 to 4,096; 5 to 95 % positives uniformly; the guarantee 2^-8 (the default)
-or, one draw in five, 2^-20; every other option at its default (the default ring unless
-``--fast-threshold``, named in the first line). It counts, per guarantee: the sessions
-accepted (verified, and within 1e-6 of the binned reference: the AUC, and with the curve
-reveal every point of the curve too); those refused at join, before any upload, naming the
-setting to change (by the parties' check or the threshold key set's decryption budget: every
-such message starts "refused before upload:", whatever its error class; allowed by the
-issue); and those refused otherwise or accepted wrong (against the stated rate of 1 in 1,000). A
-draw with one class only is skipped and counted apart. One line per refusal names its draw
-(with its data seed), a line every 50 draws and a final line give the counts.
+log-uniformly in 2 to 64 (``--parties LO,HI``: another range, up to 1,000), then the rows per
+party log-uniformly in 100 to min(10^6, 4 x 10^6 / parties) (the cap keeps a draw within this
+machine's memory and time); N log-uniformly in 3 to 4,096; 5 to 95 % positives uniformly; the
+guarantee 2^-8 (the default) or, one draw in five, 2^-20; every other option at its default
+(the default ring unless ``--fast-threshold``, named in the first line). It counts, per
+guarantee: the sessions accepted (verified, and within 1e-6 of the binned reference: the AUC,
+and with the curve reveal every point of the curve too); those refused at join, before any
+upload, naming the setting to change (by the parties' check or the threshold key set's
+decryption budget: every such message starts "refused before upload:", whatever its error
+class; allowed by the issue); and those refused otherwise or accepted wrong (against the stated
+rate of 1 in 1,000). A draw with one class only is skipped and counted apart. One line per
+refusal names its draw (with its data seed), a line every 50 draws and a final line give the
+counts.
 
 ``--fast-threshold`` runs threshold keys on the insecure ``fhauc-test`` ring (2^12) instead
 of the default ``fhauc`` set (ring 2^14); the acceptance logic is the same, only the noise
@@ -192,9 +193,12 @@ def log_uniform(rng: np.random.Generator, low: int, high: int) -> int:
     return min(high, int(np.exp(rng.uniform(np.log(low), np.log(high + 1)))))
 
 
-def draw(rng: np.random.Generator) -> tuple[Setting, int]:
-    """One random honest setting of the range (see the module's docstring) and a data seed."""
-    parties = log_uniform(rng, *RANGE["parties"])
+def draw(
+    rng: np.random.Generator, parties_range: tuple[int, int] = RANGE["parties"]
+) -> tuple[Setting, int]:
+    """One random honest setting of the range (see the module's docstring) and a data seed;
+    the number of parties log-uniform in ``parties_range``."""
+    parties = log_uniform(rng, *parties_range)
     low, high = RANGE["rows"]
     rows = log_uniform(rng, low, min(high, MAX_ROWS // parties))
     n_points = log_uniform(rng, *RANGE["n_points"])
@@ -239,7 +243,7 @@ def one_random_session(setting: Setting, data: list) -> str:
     return f"accepted {error:.1e}"
 
 
-def run_random(sessions: int, seed: int) -> None:
+def run_random(sessions: int, seed: int, parties_range: tuple[int, int] = RANGE["parties"]) -> None:
     """``sessions`` random honest sessions, counted per guarantee asked: accepted, refused at
     join (allowed), refused otherwise or accepted wrong (both against the stated rate); draws
     with one class only are skipped and counted apart."""
@@ -255,7 +259,7 @@ def run_random(sessions: int, seed: int) -> None:
         )
 
     for k in range(1, sessions + 1):
-        setting, data_seed = draw(rng)
+        setting, data_seed = draw(rng, parties_range)
         data = synthetic(setting.parties, setting.rows, setting.rate,
                          np.random.default_rng(data_seed))  # fmt: skip
         tag = f"2^-{setting.bits:g}"
@@ -283,13 +287,20 @@ def main() -> None:
     ap.add_argument("--fast-threshold", action="store_true")
     ap.add_argument("--random", type=int, default=0, metavar="K",
                     help="draw K random honest sessions over the range instead")  # fmt: skip
+    ap.add_argument("--parties", default="2,64", metavar="LO,HI",
+                    help="--random: the range of the number of parties, drawn log-uniformly "
+                         "(default 2,64; 64,1000 for the large federations, at about 1 CPU "
+                         "minute per threshold session of 100 parties)")  # fmt: skip
     args = ap.parse_args()
+    low, _, high = args.parties.partition(",")
+    if not (low.isdigit() and high.isdigit() and 2 <= int(low) <= int(high) <= 1000):
+        ap.error(f"--parties {args.parties!r}: give LO,HI with 2 <= LO <= HI <= 1000")
     if args.fast_threshold:
         threshold_ops.FHAUC_PARAMETER_SET = "fhauc-test"
     print(f"load average {os.getloadavg()} (2 cores shared); threshold parameter set "
           f"{threshold_ops.FHAUC_PARAMETER_SET!r}")  # fmt: skip
     if args.random:
-        run_random(args.random, args.seed)
+        run_random(args.random, args.seed, (int(low), int(high)))
         return
     for name in args.settings.split(","):
         run(SETTINGS[name], args.sessions, args.seed)
