@@ -290,6 +290,59 @@ def run_random(sessions: int, seed: int, parties_range: tuple[int, int] = RANGE[
     print("final " + summary(sessions), flush=True)
 
 
+def refusal_kind(message: str) -> str:
+    """What a join refusal's message says is short: the key set's budget, the guarantee or
+    the precision (the first words otherwise)."""
+    kinds = {
+        "joint decryptions": "the threshold key set's decryption budget",
+        "guarantee of only": "the guarantee",
+        "precision": "the precision",
+    }
+    for words, kind in kinds.items():
+        if words in message:
+            return kind
+    return message[:80]
+
+
+def run_analytic(sessions: int, seed: int, parties_range: tuple[int, int]) -> None:
+    """The join decision alone for ``sessions`` settings drawn as ``--random`` draws them (same
+    seed, same draws), without ciphertexts: the parties' join check and the in-process sizing
+    are pure functions of public sizes (``tests/test_fhauc_acceptance_range.py``, whose
+    ``session`` and ``outcome`` this reuses). It predicts exactly which real draws are refused
+    at join, and costs milliseconds a draw, so it covers the range the real draws cannot
+    afford (up to 1,000 parties); what it cannot see is a refusal *after* the join."""
+    import sys
+    from pathlib import Path
+
+    from privfl.evaluation.fhauc.reveal import Reveal
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from test_fhauc_acceptance_range import outcome, session
+
+    rng = np.random.default_rng(seed)  # benchmark draws only, not secret
+    counts: Counter[str] = Counter()
+    reasons: Counter[str] = Counter()
+    for k in range(1, sessions + 1):
+        setting, _ = draw(rng, parties_range)
+        reveal = Reveal.AUC if setting.reveal == "auc" else Reveal.CURVE
+        config, policy = session(setting.parties, setting.rows, setting.n_points,
+                                 setting.keys, reveal, setting.bits, setting.rate)  # fmt: skip
+        refusal = outcome(config, policy, setting.keys)
+        kind = f"{setting.keys}-{setting.reveal} 2^-{setting.bits:g}"
+        counts[f"{kind} {'accepted' if refusal is None else 'refused at join'}"] += 1
+        if refusal is not None:
+            reasons[f"{kind}: {refusal_kind(refusal)}"] += 1
+            if k <= 10_000:
+                print(f"    analytic draw {k}: {setting.name} refused at join", flush=True)
+    refused = sum(v for key, v in counts.items() if key.endswith("refused at join"))
+    for key, v in sorted(counts.items()):
+        print(f"{key:40s} {v:7d}")
+    print(f"analytic draws {sessions}, parties {parties_range[0]}-{parties_range[1]}: refused at "
+          f"join {refused} ({100 * refused / sessions:.2f} %)")  # fmt: skip
+    for reason, v in reasons.most_common(8):
+        print(f"    {v:6d}  {reason}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sessions", type=int, default=1000)
@@ -304,6 +357,9 @@ def main() -> None:
                     help="--random: the range of the number of parties, drawn log-uniformly "
                          "(default 2,64; 64,1000 for the large federations, at about 1 CPU "
                          "minute per threshold session of 100 parties)")  # fmt: skip
+    ap.add_argument("--analytic", type=int, default=0, metavar="K",
+                    help="the join decision alone (no ciphertexts) for K draws of "
+                         "--random's distribution, milliseconds each")  # fmt: skip
     args = ap.parse_args()
     low, _, high = args.parties.partition(",")
     if not (low.isdigit() and high.isdigit() and 2 <= int(low) <= int(high) <= 1000):
@@ -312,6 +368,9 @@ def main() -> None:
         threshold_ops.FHAUC_PARAMETER_SET = "fhauc-test"
     print(f"load average {os.getloadavg()} (2 cores shared); threshold parameter set "
           f"{threshold_ops.FHAUC_PARAMETER_SET!r}")  # fmt: skip
+    if args.analytic:
+        run_analytic(args.analytic, args.seed, (int(low), int(high)))
+        return
     if args.random:
         run_random(args.random, args.seed, (int(low), int(high)))
         return
