@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -48,7 +49,14 @@ __all__ = [
     "estimate_noise_bits",
 ]
 
-_CONTEXTS: dict[tuple[ThresholdParameters, int], ThresholdContext] = {}
+# the contexts of the most recently used (parameter set, parties) pairs: each holds about 80 MB
+# (ring 2^14: its key layouts' throwaway keys, CRP keys, tables), so a process that plans
+# sessions of many sizes (a benchmark drawing party counts, a notebook sweeping them) must not
+# keep one per size it ever saw (it grew to 4 GB over 60 sizes). An evicted context stays
+# valid for the objects holding it, and one built again for the same pair shares OpenFHE's
+# registered crypto context, so the keys and ciphertexts of either work with the other.
+MAX_CONTEXTS = 8
+_CONTEXTS: OrderedDict[tuple[ThresholdParameters, int], ThresholdContext] = OrderedDict()
 _LOCK = threading.Lock()
 
 
@@ -146,13 +154,18 @@ class ThresholdContext:
 
     @classmethod
     def for_parameters(cls, params: ThresholdParameters, parties: int) -> ThresholdContext:
-        """The process-wide context for ``params`` and ``parties`` (built once: key layouts
-        need a throwaway key generation)."""
+        """The process-wide context for ``params`` and ``parties`` (built once while it is
+        among the :data:`MAX_CONTEXTS` most recently used: key layouts need a throwaway key
+        generation)."""
+        key = (params, parties)
         with _LOCK:
-            ctx = _CONTEXTS.get((params, parties))
+            ctx = _CONTEXTS.get(key)
             if ctx is None:
                 ctx = cls(params, parties)
-                _CONTEXTS[(params, parties)] = ctx
+                _CONTEXTS[key] = ctx
+                while len(_CONTEXTS) > MAX_CONTEXTS:
+                    _CONTEXTS.popitem(last=False)
+            _CONTEXTS.move_to_end(key)
             return ctx
 
     # ------------------------------------------------------------------ layouts
