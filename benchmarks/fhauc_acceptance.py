@@ -274,24 +274,30 @@ def run_random(sessions: int, seed: int, parties_range: tuple[int, int] = RANGE[
             f"{(time.process_time() - cpu) / k:.2f}, this process)  load {os.getloadavg()[0]:.1f}"
         )
 
-    for k in range(1, sessions + 1):
-        setting, data_seed = draw(rng, parties_range)
-        data = synthetic(setting.parties, setting.rows, setting.rate,
-                         np.random.default_rng(data_seed))  # fmt: skip
-        tag = f"2^-{setting.bits:g}"
-        if sum(int(y.sum()) for _, y in data) in (0, setting.parties * setting.rows):
-            counts["skipped: one class only"] += 1
-        else:
-            outcome = one_random_session(setting, data)
-            if outcome.startswith("accepted"):
-                counts[f"{tag} accepted"] += 1
-                worst = max(worst, float(outcome.split()[1]))
+    finished = 0
+    try:
+        for k in range(1, sessions + 1):
+            setting, data_seed = draw(rng, parties_range)
+            data = synthetic(setting.parties, setting.rows, setting.rate,
+                             np.random.default_rng(data_seed))  # fmt: skip
+            tag = f"2^-{setting.bits:g}"
+            if sum(int(y.sum()) for _, y in data) in (0, setting.parties * setting.rows):
+                counts["skipped: one class only"] += 1
             else:
-                kind = outcome.split(":")[0].split(" (")[0]
-                counts[f"{tag} {kind}"] += 1
-                print(f"    {RANDOM_LOG} {k}: {setting.name} {outcome}", flush=True)
-        if k % 50 == 0 and k < sessions:
-            print(summary(k), flush=True)
+                outcome = one_random_session(setting, data)
+                if outcome.startswith("accepted"):
+                    counts[f"{tag} accepted"] += 1
+                    worst = max(worst, float(outcome.split()[1]))
+                else:
+                    kind = outcome.split(":")[0].split(" (")[0]
+                    counts[f"{tag} {kind}"] += 1
+                    print(f"    {RANDOM_LOG} {k}: {setting.name} {outcome}", flush=True)
+            if k % 50 == 0 and k < sessions:
+                print(summary(k), flush=True)
+            finished = k
+    except KeyboardInterrupt:  # Ctrl-C or SIGINT: the counts of the draws finished so far
+        print(f"stopped after {finished} draws: " + summary(max(finished, 1)), flush=True)
+        return
     print("final " + summary(sessions), flush=True)
 
 
