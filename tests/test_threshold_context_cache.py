@@ -2,7 +2,14 @@
 parties) pairs, not one per size it ever planned: each holds about 80 MB (ring 2^14), and
 ``benchmarks/fhauc_acceptance.py --analytic`` (a join check per drawn party count) was
 killed by the OOM killer at 21 GB. An evicted context stays usable, and the one built again
-for the same pair works with its keys and ciphertexts."""
+for the same pair works with its keys and ciphertexts.
+
+Two further sources of that growth: planning a session built a whole context to read its ring
+dimension, and every context build left its throwaway key's automorphism keys (36 MB on the
+``fhauc`` ring) in OpenFHE's process-global store, which frees nothing by itself: cycling
+through 9 party counts grew by 325 MB per round with the cache at 8. Planning now reads the
+ring from a bare OpenFHE context, and the keystore drops the throwaway keys at its next
+operation (the same cycle: 473, 473, 507 MB over three rounds)."""
 
 from __future__ import annotations
 
@@ -10,8 +17,16 @@ import pytest
 
 pytest.importorskip("openfhe")
 
+import numpy as np
+
 from privfl.crypto.threshold import context
 from privfl.crypto.threshold.params import parameter_set
+from privfl.evaluation.fhauc.messages import SessionConfig
+from privfl.evaluation.fhauc.policy import Policy, Security
+from privfl.evaluation.fhauc.reveal import Reveal
+from privfl.evaluation.fhauc.threshold import plan as threshold_plan
+from privfl.messages import SESSION_ID_BYTES
+from privfl.threshold import keystore
 
 PARAMS = parameter_set("fhauc-test")  # fast, insecure
 
@@ -37,3 +52,35 @@ def test_a_context_in_use_is_kept_while_others_come_and_go():
     for parties in range(3, 3 + 2 * context.MAX_CONTEXTS):
         context.ThresholdContext.for_parameters(PARAMS, parties)
         assert context.ThresholdContext.for_parameters(PARAMS, 2) is kept  # used again: kept
+
+
+def test_the_ring_without_a_context_is_the_contexts_ring():
+    for parties in (2, 5):
+        expected = context.ThresholdContext.for_parameters(PARAMS, parties).ring
+        assert context.ring_dimension(PARAMS, parties) == expected
+
+
+@pytest.mark.parametrize("reveal", [Reveal.AUC, Reveal.CURVE])
+def test_planning_sessions_of_many_sizes_builds_no_context(monkeypatch, reveal):
+    def refuse(*args, **kwargs):
+        raise AssertionError("planning built a ThresholdContext")
+
+    monkeypatch.setattr(context.ThresholdContext, "__init__", refuse)
+    for parties in (3, 17, 64, 333, 1000):
+        config = SessionConfig(
+            bytes(SESSION_ID_BYTES), tuple(f"p{i}" for i in range(parties)),
+            np.linspace(0.9, 0.1, 50), security=Security.MALICIOUS, splits=4, reveal=reveal,
+        )  # fmt: skip
+        plan = threshold_plan.plan(config, Policy(Security.MALICIOUS, 2048, executions=2))
+        assert plan.executions == 2
+
+
+def test_a_context_build_leaves_no_automorphism_keys_after_the_keystore_runs():
+    keystore.held_tags()  # apply whatever earlier tests left queued
+    built = context.ThresholdContext(PARAMS, 2)  # not the cached one: a fresh layout scan
+    tag = context._THROWAWAY_TAGS[-1]
+    assert built.cc.GetEvalAutomorphismKeyMap(tag) is not None  # OpenFHE stored them
+    keystore.held_tags()
+    with pytest.raises(RuntimeError, match="not generated"):
+        built.cc.GetEvalAutomorphismKeyMap(tag)
+    assert not context._THROWAWAY_TAGS

@@ -24,7 +24,12 @@ from privfl.crypto.threshold.ciphertext import (
     CiphertextHolder,
     JointDecryptionError,
 )
-from privfl.crypto.threshold.context import LevelBudgetError, ThresholdContext, estimate_noise_bits
+from privfl.crypto.threshold.context import (
+    LevelBudgetError,
+    ThresholdContext,
+    estimate_noise_bits,
+    ring_dimension,
+)
 from privfl.crypto.threshold.messages import (
     BootstrapRequest,
     BootstrapShare,
@@ -67,4 +72,5 @@ __all__ = [
     "estimate_noise_bits",
     "parameter_set",
     "require_openfhe",
+    "ring_dimension",
 ]

@@ -22,6 +22,7 @@ others, and uploads carry only ``b`` halves.
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from collections import OrderedDict
@@ -47,6 +48,8 @@ __all__ = [
     "LevelBudgetError",
     "ThresholdContext",
     "estimate_noise_bits",
+    "ring_dimension",
+    "take_throwaway_tags",
 ]
 
 # the contexts of the most recently used (parameter set, parties) pairs: each holds about 80 MB
@@ -58,6 +61,32 @@ __all__ = [
 MAX_CONTEXTS = 8
 _CONTEXTS: OrderedDict[tuple[ThresholdParameters, int], ThresholdContext] = OrderedDict()
 _LOCK = threading.Lock()
+# key tags of the throwaway keys whose automorphism keys OpenFHE put in its process-global
+# store while a context learnt its layouts (about 36 MB each on the fhauc ring): that store
+# frees nothing by itself and its Python bindings clear only all of it at once, which only
+# privfl.threshold.keystore may do (it re-inserts the key sets still held); it drops these
+# at its next operation (take_throwaway_tags). list.append and list.pop take no lock.
+_THROWAWAY_TAGS: list[str] = []
+
+
+def take_throwaway_tags() -> list[str]:
+    """The tags of throwaway automorphism keys left in OpenFHE's global store since the last
+    call (:mod:`privfl.threshold.keystore` clears the store and re-inserts what it holds)."""
+    taken: list[str] = []
+    while _THROWAWAY_TAGS:
+        taken.append(_THROWAWAY_TAGS.pop())
+    return taken
+
+
+@functools.lru_cache(maxsize=1024)
+def ring_dimension(params: ThresholdParameters, parties: int) -> int:
+    """The ring dimension of ``params``' context for ``parties`` parties, read from a bare
+    OpenFHE context (no keys, about 9 ms and no lasting memory): planning a session of a
+    new size must not build a :class:`ThresholdContext` (80 MB and a throwaway key
+    generation; a join-check sweep over 1,000 sizes grew by 40 MB per size)."""
+    params.check(parties)
+    cc = _cc_params(require_openfhe(), params, params.noise_estimate_bits(parties))
+    return int(cc.GetRingDimension())
 
 
 class LevelBudgetError(InputError):
@@ -204,6 +233,7 @@ class ThresholdContext:
         if self.steps:
             indices = [cc.FindAutomorphismIndex(s % (self.ring // 2)) for s in self.steps]
             keys = cc.EvalAutomorphismKeyGen(throwaway.secretKey, indices)
+            _THROWAWAY_TAGS.append(tag)  # OpenFHE also stored them: see take_throwaway_tags
             layout = wire.scan_layout(self.serialize(keys), self.ring, self.moduli, tag)
             self.automorphism_shape = _key_shape(layout, len(self.steps), True)
         del throwaway, switch  # the throwaway secret key goes out of scope here

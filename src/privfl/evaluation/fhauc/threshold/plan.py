@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from privfl.crypto.threshold import ThresholdContext, ThresholdParameters
+from privfl.crypto.threshold import ThresholdParameters, ring_dimension
 from privfl.errors import InputError, InsufficientPrecisionError, ProtocolError
 from privfl.evaluation.fhauc import curve, malicious
 from privfl.evaluation.fhauc.layout import Layout
@@ -140,7 +140,7 @@ def curve_plan(config: SessionConfig, policy: Policy, params: ThresholdParameter
     per_execution = 2 * layout.chunks
     threshold_curve.check_budget(params, executions, per_execution)
     lo, hi = malicious.multiplier_bounds(policy.multiplier_bits)
-    ring = ThresholdContext.for_parameters(params, parties).ring
+    ring = ring_dimension(params, parties)
     shift = threshold_curve.curve_shift(config, policy, hi)
     sigma = threshold_curve.slot_sigma(config, policy, params, ring, shift, lo)
     level = params.decrypt_max_level - (1 if mode is Security.MALICIOUS else 0)
@@ -164,7 +164,7 @@ def plan(config: SessionConfig, policy: Policy) -> Plan:
     # (noise.coherent_error), is within sqrt 2 of two ciphertexts' (joint_pays)
     layout = check_session(params, parties, config.terms(), executions, joint=True)
     lo, hi = malicious.multiplier_bounds(policy.multiplier_bits)
-    ring = ThresholdContext.for_parameters(params, parties).ring
+    ring = ring_dimension(params, parties)
     bad = mode is Security.MALICIOUS
     c_samples = policy.max_samples_per_party
     variant: Variant
