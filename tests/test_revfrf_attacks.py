@@ -43,9 +43,36 @@ def forest():
     return wine_forest(n_trees=3, max_depth=4)
 
 
+def _canon(value: object, depth: int = 0) -> object:
+    """A comparable copy of a role's state: arrays by their bytes, containers by content
+    (sets and dicts in sorted order), role objects (budgets, gates) by their attributes;
+    anything deeper than a few levels (keys, contexts) by identity."""
+    if isinstance(value, np.ndarray):
+        return ("array", value.shape, value.dtype.str, value.tobytes())
+    if isinstance(value, (str, bytes, int, float, bool, type(None))):
+        return value
+    if depth > 4:
+        return ("object", id(value))
+    if isinstance(value, dict):
+        return ("dict", sorted((repr(_canon(k, depth + 1)), repr(_canon(v, depth + 1)))
+                               for k, v in value.items()))  # fmt: skip
+    if isinstance(value, (set, frozenset)):
+        return ("set", sorted(repr(_canon(v, depth + 1)) for v in value))
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, [_canon(v, depth + 1) for v in value])
+    if hasattr(value, "__dict__") and type(value).__module__.startswith("privfl.forest"):
+        return (type(value).__name__, _canon(vars(value), depth + 1))
+    return ("object", id(value))
+
+
+_WATCHED = ("_receipted", "_pending", "_splits", "_split_ids", "_released", "_budget", "_tests")
+
+
 def _split_state(model: RevFRF) -> dict:
+    """What a test that splits, proposes, decrypts or compares through the shared forest's
+    participants changes (the center server's and provider's objects by identity only)."""
     return {
-        name: (set(p._receipted), set(p._pending), dict(p._splits))
+        name: {attr: _canon(getattr(p, attr)) for attr in _WATCHED}
         for name, p in model.participants.items()
     }
 

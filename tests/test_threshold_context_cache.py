@@ -8,8 +8,9 @@ Two further sources of that growth: planning a session built a whole context to 
 dimension, and every context build left its throwaway key's automorphism keys (36 MB on the
 ``fhauc`` ring) in OpenFHE's process-global store, which frees nothing by itself: cycling
 through 9 party counts grew by 325 MB per round with the cache at 8. Planning now reads the
-ring from a bare OpenFHE context, and the keystore drops the throwaway keys at its next
-operation (the same cycle: 473, 473, 507 MB over three rounds)."""
+ring from a bare OpenFHE context (a join-check sweep: 300 draws of 2 to 1,000 parties in 3.5 s
+at 82 MB); a context's throwaway automorphism keys stay until the keystore clears OpenFHE's
+store at the end of a threshold session."""
 
 from __future__ import annotations
 
@@ -26,7 +27,6 @@ from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.threshold import plan as threshold_plan
 from privfl.messages import SESSION_ID_BYTES
-from privfl.threshold import keystore
 
 PARAMS = parameter_set("fhauc-test")  # fast, insecure
 
@@ -73,14 +73,3 @@ def test_planning_sessions_of_many_sizes_builds_no_context(monkeypatch, reveal):
         )  # fmt: skip
         plan = threshold_plan.plan(config, Policy(Security.MALICIOUS, 2048, executions=2))
         assert plan.executions == 2
-
-
-def test_a_context_build_leaves_no_automorphism_keys_after_the_keystore_runs():
-    keystore.held_tags()  # apply whatever earlier tests left queued
-    built = context.ThresholdContext(PARAMS, 2)  # not the cached one: a fresh layout scan
-    tag = context._THROWAWAY_TAGS[-1]
-    assert built.cc.GetEvalAutomorphismKeyMap(tag) is not None  # OpenFHE stored them
-    keystore.held_tags()
-    with pytest.raises(RuntimeError, match="not generated"):
-        built.cc.GetEvalAutomorphismKeyMap(tag)
-    assert not context._THROWAWAY_TAGS

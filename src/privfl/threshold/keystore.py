@@ -18,11 +18,9 @@ How a key set leaves the stores:
   its lock, so a finaliser that took the lock could wait on itself.
 - Queued releases are applied at the next :func:`install`, :meth:`Lease.release` or
   :func:`held_tags`, by the thread calling it: when a tag's last lease is gone, both stores are
-  cleared (the Python bindings of OpenFHE 1.5 clear only a whole store: ``ClearEvalMultKeys``,
-  ``ClearEvalAutomorphismKeys``) and the key objects of the tags still held are re-inserted
-  (pointer copies, no deserialisation). The automorphism store is cleared the same way when
-  a context built since left its throwaway layout keys there
-  (:func:`~privfl.crypto.threshold.context.take_throwaway_tags`).
+  cleared (the Python bindings of OpenFHE 1.5 clear only a whole store:
+  ``ClearEvalMultKeys``, ``ClearEvalAutomorphismKeys``) and the key objects of the tags still
+  held are re-inserted (pointer copies, no deserialisation).
 - New keys are rebuilt from their bytes outside the lock.
 
 The keys are public material: nothing here is secret, and no refusal depends on what is
@@ -44,8 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from privfl.crypto.threshold.context import ThresholdContext, take_throwaway_tags
-from privfl.crypto.threshold.params import require_openfhe
+from privfl.crypto.threshold.context import ThresholdContext
 
 __all__ = ["Lease", "held_tags", "holders", "install"]
 
@@ -147,14 +144,9 @@ def _drain() -> None:
             entry.holders -= 1
             if entry.holders <= 0:
                 gone.append(_STORE.entries.pop(tag))
-        # a context's layout scan leaves its throwaway key's automorphism keys in the store
-        # (ThresholdContext._key_layouts): cleared with the rest, never re-inserted
-        stale = take_throwaway_tags()
-        if not gone and not stale:
+        if not gone:
             return
-        fhe = require_openfhe()
-        if gone:
-            fhe.ClearEvalMultKeys()
-        fhe.CryptoContext.ClearEvalAutomorphismKeys()
+        gone[0].ctx.fhe.ClearEvalMultKeys()
+        gone[0].ctx.cc.ClearEvalAutomorphismKeys()
         for other, kept in _STORE.entries.items():
             _insert(other, kept)

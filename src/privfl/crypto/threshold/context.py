@@ -49,7 +49,6 @@ __all__ = [
     "ThresholdContext",
     "estimate_noise_bits",
     "ring_dimension",
-    "take_throwaway_tags",
 ]
 
 # the contexts of the most recently used (parameter set, parties) pairs: each holds about 80 MB
@@ -61,21 +60,6 @@ __all__ = [
 MAX_CONTEXTS = 8
 _CONTEXTS: OrderedDict[tuple[ThresholdParameters, int], ThresholdContext] = OrderedDict()
 _LOCK = threading.Lock()
-# key tags of the throwaway keys whose automorphism keys OpenFHE put in its process-global
-# store while a context learnt its layouts (about 36 MB each on the fhauc ring): that store
-# frees nothing by itself and its Python bindings clear only all of it at once, which only
-# privfl.threshold.keystore may do (it re-inserts the key sets still held); it drops these
-# at its next operation (take_throwaway_tags). list.append and list.pop take no lock.
-_THROWAWAY_TAGS: list[str] = []
-
-
-def take_throwaway_tags() -> list[str]:
-    """The tags of throwaway automorphism keys left in OpenFHE's global store since the last
-    call (:mod:`privfl.threshold.keystore` clears the store and re-inserts what it holds)."""
-    taken: list[str] = []
-    while _THROWAWAY_TAGS:
-        taken.append(_THROWAWAY_TAGS.pop())
-    return taken
 
 
 @functools.lru_cache(maxsize=1024)
@@ -233,7 +217,9 @@ class ThresholdContext:
         if self.steps:
             indices = [cc.FindAutomorphismIndex(s % (self.ring // 2)) for s in self.steps]
             keys = cc.EvalAutomorphismKeyGen(throwaway.secretKey, indices)
-            _THROWAWAY_TAGS.append(tag)  # OpenFHE also stored them: see take_throwaway_tags
+            # OpenFHE also stores them in its process-global automorphism store, under the
+            # throwaway's tag, until privfl.threshold.keystore next clears that store (at the
+            # end of a threshold session); planning builds no context (ring_dimension)
             layout = wire.scan_layout(self.serialize(keys), self.ring, self.moduli, tag)
             self.automorphism_shape = _key_shape(layout, len(self.steps), True)
         del throwaway, switch  # the throwaway secret key goes out of scope here
