@@ -387,7 +387,8 @@ def main() -> None:
     if args.parties is not None and not (args.random or args.analytic):
         ap.error("--parties applies to --random and --analytic draws only")
     low, _, high = (args.parties or "2,64").partition(",")
-    if not (low.isdigit() and high.isdigit() and 2 <= int(low) <= int(high) <= 1000):
+    digits = all(part.isascii() and part.isdigit() for part in (low, high))
+    if not (digits and 2 <= int(low) <= int(high) <= 1000):
         ap.error(f"--parties {args.parties!r}: give LO,HI with 2 <= LO <= HI <= 1000")
     if args.fast_threshold:
         threshold_ops.FHAUC_PARAMETER_SET = "fhauc-test"

@@ -65,7 +65,10 @@ def _canon(value: object, depth: int = 0) -> object:
     return ("object", id(value))
 
 
-_WATCHED = ("_receipted", "_pending", "_splits", "_split_ids", "_released", "_budget", "_tests")
+_WATCHED = (
+    "_receipted", "_pending", "_splits", "_split_ids", "_released", "_budget", "_tests", "_gate",
+    "_rows", "_fresh",
+)  # fmt: skip
 
 
 def _split_state(model: RevFRF) -> dict:
