@@ -105,6 +105,9 @@ SETTINGS = {
         Setting("threshold-curve-2x20000", "threshold", "curve", 2, 20_000, 100, 0.3),
         Setting("threshold-curve-2x131072", "threshold", "curve", 2, 131_072, 100, 0.3),
         Setting("threshold-auc-2x800000", "threshold", "auc", 2, 800_000, 100, 0.3),
+        # the largest curve at 2^-20: 8 joint decryptions an execution, over a key set's budget
+        # of 16 (refused at join), within the budget of 32
+        Setting("threshold-curve-3x2000-N4096-g20", "threshold", "curve", 3, 2000, 4096, 0.3, 20.0),
     ]
 }
 

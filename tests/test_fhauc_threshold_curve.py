@@ -71,6 +71,20 @@ def test_a_party_refuses_a_curve_session_it_did_not_consent_to(rng):
     assert all(not p.keys.holds_key_share for p in parties)  # refused at the join
 
 
+def test_a_curve_of_more_reply_ciphertexts_than_executions_allowed_is_accepted():
+    """3 executions x 6 reply ciphertexts (N = 1,500 at 4 splits: 3 chunks of 2,048 slots per
+    vector): 18 joint decryptions, within the key set's budget of 32 but above 16, the bound
+    the decryption requests, shares and reveal once had (an honest curve of 24 was refused
+    after the upload as malformed)."""
+    parties = make_parties(np.random.default_rng(17), 2, 400)
+    res = pm.roc_curve(
+        parties, 1500, keys="threshold", security="malicious", splits=4, executions=3
+    )
+    ref = pm.roc_curve(parties, 1500)
+    np.testing.assert_allclose(res.tpr, ref.tpr, atol=TOL)
+    np.testing.assert_allclose(res.fpr, ref.fpr, atol=TOL)
+
+
 def test_a_session_beyond_the_decryption_budget_is_refused_before_any_work(rng):
     events: list[object] = []
     parties = make_parties(rng, 2, 100)

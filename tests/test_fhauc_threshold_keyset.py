@@ -6,12 +6,15 @@ ring (fast)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 pytest.importorskip("openfhe")
 
 import privfl
+from privfl.crypto.threshold import params as threshold_params
 from privfl.errors import ProtocolError
 from privfl.evaluation.fhauc.messages import SessionConfig
 from privfl.evaluation.fhauc.schedule import run_session
@@ -58,10 +61,16 @@ def test_a_second_session_reuses_the_key_set_without_key_generation():
     )
 
 
-def test_a_party_refuses_a_reused_key_set_beyond_its_own_budget_and_re_keying_works():
+def test_a_party_refuses_a_reused_key_set_beyond_its_own_budget_and_re_keying_works(monkeypatch):
+    # the test ring with a budget of 4 shares (the default 32 is 32 sessions of this test)
+    small = dataclasses.replace(threshold_params.parameter_set("fhauc-test"), name="fhauc-b4",
+                                max_decryptions=4)  # fmt: skip
+    monkeypatch.setitem(threshold_params.PARAMETER_SETS, "fhauc-b4", small)
+    monkeypatch.setattr(threshold_ops, "FHAUC_PARAMETER_SET", "fhauc-b4")
     data, parties, agg, _, request = deployment(np.random.default_rng(6))
     session(agg, parties, request)
     budget = agg.key_set.server.context.params.max_decryptions
+    assert budget == 4
     while agg.key_set.used < budget:  # honest sessions until the budget is spent
         session(agg, parties, request)
     assert all(p.keys.key_set.remaining == 0 for p in parties)

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Self
 
 from privfl.crypto.identity import IdentityKey
+from privfl.crypto.threshold.params import PARAMETER_SETS
 from privfl.errors import MalformedMessageError
 from privfl.evaluation.fhauc.messages import (
     AGGREGATOR,
@@ -54,9 +55,14 @@ MAX_CIPHERTEXTS = 64  # per vector and execution (threshold layouts are at most 
 # N = 3,202 drew 9 or more executions of 4 chunks; benchmarks/fhauc_acceptance.py --random)
 MAX_UPLOAD_BYTES = 192 << 20
 GCM_NONCE_BYTES = 12
-# AUC: one (X, Y) pair per execution; curve/metrics: the used slots of at most 16 reply
-# ciphertexts (the key set's decryption budget) of 4,096 slots, as float64
-MAX_REVEAL_BYTES = 64 + 16 * MAX_EXECUTIONS + 16 * (4 + 8 * 4096)
+# Joint decryptions in one session: one per execution for the AUC, 2 x chunks per execution
+# for a curve, never more than the "fhauc" key set's budget (32); the decryption requests, the
+# shares and the reveal are bounded by it (a bound of MAX_EXECUTIONS refused an honest curve
+# of 3 executions x 8 reply ciphertexts, benchmarks/fhauc_acceptance.py)
+MAX_REPLY_CIPHERTEXTS = max(MAX_EXECUTIONS, PARAMETER_SETS["fhauc"].max_decryptions)
+# AUC: one (X, Y) pair per execution; curve/metrics: the used slots of at most
+# MAX_REPLY_CIPHERTEXTS reply ciphertexts of 4,096 slots, as float64
+MAX_REVEAL_BYTES = 64 + 16 * MAX_EXECUTIONS + MAX_REPLY_CIPHERTEXTS * (4 + 8 * 4096)
 
 
 @dataclass(frozen=True)
@@ -128,8 +134,8 @@ class Relay:
     STEPS: ClassVar[tuple[str, ...]] = ("th-keychecks", "th-decrypt", "th-lead")
     LIMITS: ClassVar[dict[str, int]] = {
         "th-keychecks": MAX_PARTIES,
-        "th-decrypt": MAX_EXECUTIONS,
-        "th-lead": MAX_EXECUTIONS,
+        "th-decrypt": MAX_REPLY_CIPHERTEXTS,
+        "th-lead": MAX_REPLY_CIPHERTEXTS,
     }
 
     def to_bytes(self) -> bytes:
@@ -259,7 +265,7 @@ class DecryptShares:
     @classmethod
     def from_bytes(cls, data: bytes, session: bytes, roster: Mapping[str, bytes]) -> DecryptShares:
         sender, sess, r = open_signed(data, cls.STEP, session, roster)
-        n = r.count(MAX_EXECUTIONS, "decryption shares")
+        n = r.count(MAX_REPLY_CIPHERTEXTS, "decryption shares")
         shares = tuple(r.bytes_(MAX_CIPHERTEXT_MESSAGE_BYTES) for _ in range(n))
         r.end()
         return cls(sess, sender, shares)
