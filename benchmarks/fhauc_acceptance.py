@@ -43,6 +43,7 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # before OpenFHE loads
 
 import argparse
+import re
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -309,6 +310,7 @@ def refusal_kind(message: str) -> str:
     the precision (the first words otherwise)."""
     kinds = {
         "joint decryptions": "the threshold key set's decryption budget",
+        "an upload may hold": "the upload bound",
         "guarantee of only": "the guarantee",
         "precision": "the precision",
     }
@@ -360,6 +362,35 @@ def run_analytic(sessions: int, seed: int, parties_range: tuple[int, int]) -> No
         print(f"    {v:6d}  {reason}")
 
 
+DRAWN_NAME = re.compile(
+    r"(single|threshold)-(auc|curve)-(\d+)x(\d+)-N(\d+)-r([01]\.\d+)-g(\d+)-seed(\d+)"
+)
+
+
+def replayed(name: str) -> tuple[Setting, int]:
+    """The setting and data seed of a drawn session's name, as a ``--random`` or
+    ``--analytic`` line prints it (``ValueError`` for anything else)."""
+    m = DRAWN_NAME.fullmatch(name)
+    if m is None:
+        raise ValueError(f"{name!r} is not a drawn session's name")
+    keys, reveal, parties, rows, n_points, rate, bits, seed = m.groups()
+    setting = Setting(name, keys, reveal, int(parties), int(rows), int(n_points), float(rate),
+                      float(bits))  # fmt: skip
+    return setting, int(seed)
+
+
+def run_replay(names: list[str]) -> None:
+    """Each named draw once more, a real session on the same data (the name's rate is
+    rounded to 2 digits, so the data differ from the original draw's)."""
+    for name in names:
+        setting, seed = replayed(name)
+        data = synthetic(setting.parties, setting.rows, setting.rate, np.random.default_rng(seed))
+        cpu, start = time.process_time(), time.perf_counter()
+        outcome = one_random_session(setting, data)
+        print(f"    replay {name}: {outcome}  {time.perf_counter() - start:.1f} s (cpu "
+              f"{time.process_time() - cpu:.1f})", flush=True)  # fmt: skip
+
+
 def draws(text: str) -> int:
     """A number of draws for ``--random`` and ``--analytic``: an integer of at least 1."""
     if not text.isdigit() or int(text) < 1:
@@ -382,6 +413,9 @@ def main() -> None:
     drawn.add_argument("--analytic", type=draws, default=0, metavar="K",
                        help="the join decision alone (no ciphertexts) for K draws of "
                             "--random's distribution, milliseconds each")  # fmt: skip
+    drawn.add_argument("--replay", default="", metavar="NAME[,NAME...]",
+                       help="run the drawn sessions these names (as --random and --analytic "
+                            "print them) describe, one real session each")  # fmt: skip
     ap.add_argument("--parties", default=None, metavar="LO,HI",
                     help="--random and --analytic: the range of the number of parties, drawn "
                          "log-uniformly (default 2,64; 64,1000 for the large federations, at "
@@ -397,6 +431,13 @@ def main() -> None:
         threshold_ops.FHAUC_PARAMETER_SET = "fhauc-test"
     print(f"load average {os.getloadavg()} (2 cores shared); threshold parameter set "
           f"{threshold_ops.FHAUC_PARAMETER_SET!r}")  # fmt: skip
+    if args.replay:
+        names = args.replay.split(",")
+        bad = [name for name in names if DRAWN_NAME.fullmatch(name) is None]
+        if bad:
+            ap.error(f"--replay: {', '.join(bad)} is not a drawn session's name")
+        run_replay(names)
+        return
     if args.analytic:
         run_analytic(args.analytic, args.seed, (int(low), int(high)))
         return

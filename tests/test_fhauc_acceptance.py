@@ -145,3 +145,17 @@ def test_threshold_malicious_auc_with_a_million_rows_per_party_is_accepted():
     res = privfl.federated_auc(data, 100, security="malicious", keys="threshold")
     assert res.verified is True and res.guarantee_log2 <= -8
     assert res.auc == pytest.approx(privfl.binned_auc(data, 100), abs=TOL)
+
+
+@pytest.mark.parametrize(("keys", "n_points"), [("single", 953), ("threshold", 600)])
+def test_a_session_whose_guarantee_needs_more_than_16_executions_is_accepted(keys, n_points):
+    """2 parties x 200 rows with 5 % positives at N = 953 (a draw of
+    ``benchmarks/fhauc_acceptance.py --random`` the join refused while at most 16 executions
+    were allowed; with threshold keys N = 600 on the test ring): the sizing takes more than
+    16, within the threshold key set's budget and upload bound, and the session is accepted
+    with the guarantee asked."""
+    data = honest_session(843987900, 2, 200, 0.05)
+    res = privfl.federated_auc(data, n_points, security="malicious", keys=keys)
+    assert 16 < res.executions <= 32
+    assert res.verified is True and res.guarantee_log2 <= -8
+    assert res.auc == pytest.approx(privfl.binned_auc(data, n_points), abs=TOL)

@@ -1,47 +1,84 @@
 """The largest upload an honest threshold party can send fits the aggregator's decoder (issue
 27): the upload step's bound once was the key messages' 64 MiB, and honest malicious AUC
 uploads of about 80 MB (2 x 1,119 rows at N = 3,202, found by
-``benchmarks/fhauc_acceptance.py --random``) were refused after the join as malformed."""
+``benchmarks/fhauc_acceptance.py --random``) were refused after the join as malformed. The
+plan's count of an execution's upload bytes equals OpenFHE's ciphertext layout and a real
+upload; the plan caps the executions so that the upload fits, and a party refuses at join,
+before any upload, a provisioned count that would not."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 pytest.importorskip("openfhe")
 
+import privfl
+from conftest import make_parties
 from privfl.crypto.threshold import ThresholdContext
-from privfl.errors import MalformedMessageError
+from privfl.errors import InputError, MalformedMessageError
 from privfl.evaluation.fhauc.messages import SessionConfig
 from privfl.evaluation.fhauc.policy import MAX_EXECUTIONS, Policy, Security
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.threshold import messages as tmsg
+from privfl.evaluation.fhauc.threshold import ops as threshold_ops
 from privfl.evaluation.fhauc.threshold import plan as tp
 from privfl.messages import SESSION_ID_BYTES
 
-FRAMING = 1 << 20  # signature, names, transcript, per-ciphertext headers: far below 1 MiB
 
-
-def largest_honest_upload(parties: int, n_points: int, splits: int = 4) -> int:
-    """Ciphertext bytes of the largest honest malicious AUC upload on the default ring: the
-    most executions a session may use, every vector and chunk of the plan's layout."""
+def session(parties: int, n_points: int, executions: int = 2, splits: int = 4):
     config = SessionConfig(
         bytes(SESSION_ID_BYTES), tuple(f"p{i}" for i in range(parties)),
         np.linspace(0.999, 0.001, n_points), security=Security.MALICIOUS, splits=splits,
         reveal=Reveal.AUC,
     )  # fmt: skip
-    plan = tp.plan(config, Policy(Security.MALICIOUS, 2048, executions=MAX_EXECUTIONS))
+    return config, Policy(Security.MALICIOUS, 2048, executions=executions)
+
+
+def openfhe_upload_bytes(plan: tp.Plan, parties: int) -> int:
+    """One execution's upload bytes from OpenFHE's own ciphertext layout at the plan's level."""
     ctx = ThresholdContext.for_parameters(plan.params, parties)
-    vectors = 1 if plan.layout.joint else 2
     per_ciphertext = ctx.ciphertext_layout(plan.upload_level, 2).vectors * ctx.ring * 8
-    return MAX_EXECUTIONS * vectors * plan.layout.chunks * per_ciphertext
+    return plan.layout.ciphertexts_per_upload * per_ciphertext
 
 
 @pytest.mark.parametrize(("parties", "n_points"), [(2, 3202), (2, 4096), (1000, 4096)])
 def test_the_largest_honest_upload_fits_the_upload_steps_bound(parties, n_points):
-    size = largest_honest_upload(parties, n_points)
-    assert size > 64 << 20  # the old bound refused each of these
-    assert size + FRAMING <= tmsg.UploadStep.UPLOAD_LIMIT
+    config, policy = session(parties, n_points)
+    plan = tp.plan(config, policy)
+    assert plan.upload_bytes == openfhe_upload_bytes(plan, parties)
+    largest = plan.max_executions * plan.upload_bytes
+    assert largest > 64 << 20  # the old bound refused each of these
+    assert largest + tmsg.UPLOAD_FRAMING_BYTES <= tmsg.UploadStep.UPLOAD_LIMIT
+    # the cap is the upload bound's here, below MAX_EXECUTIONS and the key set's budget
+    assert plan.max_executions < MAX_EXECUTIONS
+    assert (plan.max_executions + 1) * plan.upload_bytes > (
+        tmsg.UploadStep.UPLOAD_LIMIT - tmsg.UPLOAD_FRAMING_BYTES
+    )
+
+
+def test_a_party_refuses_at_join_an_upload_beyond_the_bound():
+    config, policy = session(2, 4096)
+    cap = tp.plan(config, policy).max_executions
+    tp.plan(config, replace(policy, executions=cap))
+    with pytest.raises(InputError, match=r"refused before upload.*MiB an upload may hold"):
+        tp.plan(config, replace(policy, executions=cap + 1))
+
+
+def test_the_plans_upload_bytes_are_a_real_uploads_ciphertexts(monkeypatch):
+    monkeypatch.setattr(threshold_ops, "FHAUC_PARAMETER_SET", "fhauc-test")  # fast, insecure
+    parties = make_parties(np.random.default_rng(3), 2, 200)
+    res = privfl.federated_auc(
+        parties, thresholds=40, security="malicious", splits=2, keys="threshold", executions=3
+    )
+    config, policy = session(2, 40, 3, splits=2)
+    plan = tp.plan(config, policy)
+    # the plan counts 64 bits a coefficient; the wire packs each tower's residues to its
+    # modulus' bits (60 + 3 x 59 of 4 x 64: 93 %), so the plan's count bounds the real upload
+    ciphertexts = 3 * plan.upload_bytes
+    assert 0.9 * ciphertexts <= res.bytes.party_upload <= ciphertexts + tmsg.UPLOAD_FRAMING_BYTES
 
 
 def test_an_upload_step_above_the_bound_is_refused():

@@ -309,7 +309,10 @@ def sigma_normalised(
 
 
 def check_before_upload(
-    cfg: SessionConfig, policy: Policy, slot_sigma: float | None = None
+    cfg: SessionConfig,
+    policy: Policy,
+    slot_sigma: float | None = None,
+    high: int = MAX_EXECUTIONS,
 ) -> None:
     """Run by each party at join, before any upload: refuse a malicious curve session whose
     verification would refuse an honest curve for lack of precision or of guarantee (the
@@ -317,15 +320,15 @@ def check_before_upload(
     never refuse an honest result), naming the setting to change. It uses the provisioned
     ``min_pairs`` (``2 sqrt(min_pairs)`` bounds the global total), never the party's own
     total: a refusal that depended on it would let an aggregator bracket that total by
-    announcing join-only sessions of other sizes."""
+    announcing join-only sessions of other sizes. ``high``: the most executions the key
+    backend allows (threshold keys: the key set's budget), which the suggested count respects."""
     sigma = sigma_normalised(cfg, policy, 1.0, slot_sigma)
     b = malicious.Bounds.from_sigma(sigma, policy.required_accuracy, policy.executions)
     if b.precision <= policy.required_accuracy and b.guarantee_log2 <= -policy.min_guarantee_bits:
         return
     need = malicious.executions_needed(
-        sigma, policy.required_accuracy, policy.min_guarantee_bits, policy.executions,
-        MAX_EXECUTIONS,
-    )  # fmt: skip
+        sigma, policy.required_accuracy, policy.min_guarantee_bits, policy.executions, high
+    )
     fix = (
         f"provision executions={need}"
         if need is not None

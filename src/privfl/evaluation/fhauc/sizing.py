@@ -61,14 +61,16 @@ def session_sigma(config: SessionConfig, policy: Policy, keys: str) -> float:
     return malicious.worst_case_sigma(products, float(policy.min_pairs))
 
 
-def max_executions(keys: str, per_execution: int = 1) -> int:
+def max_executions(config: SessionConfig, policy: Policy, keys: str) -> int:
     """The most executions a session may use: :data:`MAX_EXECUTIONS`, and with threshold keys
-    also the key set's joint-decryption budget (``per_execution`` decryptions per
-    execution: 1 for the AUC, ``2·chunks`` for a curve)."""
+    also what the key set's joint-decryption budget pays for (1 decryption per execution for
+    the AUC, ``2·chunks`` for a curve) and what fits one party's upload
+    (:attr:`~privfl.evaluation.fhauc.threshold.plan.Plan.max_executions`; the plan does not
+    depend on ``policy.executions`` but checks it, so pass a count it accepts, e.g. 2)."""
     if keys == "threshold":
-        from privfl.evaluation.fhauc.threshold.ops import fhauc_parameters
+        from privfl.evaluation.fhauc.threshold.plan import plan
 
-        return min(MAX_EXECUTIONS, fhauc_parameters().max_decryptions // per_execution)
+        return plan(config, policy).max_executions
     return MAX_EXECUTIONS
 
 
@@ -83,11 +85,12 @@ def sized_policy(
     """``policy`` with the fewest executions, from its own ``executions`` up, for which every
     party's pre-upload check passes; unchanged when none up to :func:`max_executions` does
     (the parties then refuse at join and say which setting to change) or when the session is
-    semi-honest. With threshold keys, when the key set's decryption budget cannot pay for
-    ``executions`` (a curve of N = 4,096 needs 8 joint decryptions per execution, the budget
-    is 16), the count goes down to what the budget pays for, never below 2 (the paper's
-    double execution), provided that count meets the guarantee; the parties' join check
-    then passes with the guarantee they asked for."""
+    semi-honest. With threshold keys, when the key set's decryption budget or the upload bound
+    cannot pay for ``executions`` (a curve of N = 4,096 at 8 splits needs 16 joint decryptions
+    per execution, the budget is 32), the count goes down to what they pay for
+    (:func:`max_executions`), never below 2 (the paper's double execution), provided that
+    count meets the guarantee; the parties' join check then passes with the guarantee they
+    asked for."""
     if policy.security is not Security.MALICIOUS:
         return policy
     config = SessionConfig(
@@ -102,12 +105,7 @@ def sized_policy(
     sigma = session_sigma(config, probe, keys)
     if not math.isfinite(sigma):
         return policy
-    per_execution = 1
-    if keys == "threshold":
-        from privfl.evaluation.fhauc.threshold.plan import plan
-
-        per_execution = plan(config, probe).requests_per_execution
-    high = max_executions(keys, per_execution)
+    high = max_executions(config, probe, keys)
     need = malicious.executions_needed(
         sigma,
         policy.required_accuracy,

@@ -202,7 +202,9 @@ class Malicious(Variant):
         sigma = malicious.worst_case_sigma(self.sigma_products(self.sizes(config, policy)), d)
         return malicious.Bounds.from_sigma(sigma, policy.required_accuracy, policy.executions)
 
-    def check_before_upload(self, config: SessionConfig, policy: Policy) -> malicious.Bounds:
+    def check_before_upload(
+        self, config: SessionConfig, policy: Policy, high: int = MAX_EXECUTIONS
+    ) -> malicious.Bounds:
         """Run by each party at join, before it uploads: refuse a session whose verification
         could refuse an honest result for lack of precision or of guarantee, naming the
         setting to change. The check uses the provisioned lower bound ``min_pairs`` on the
@@ -212,7 +214,9 @@ class Malicious(Variant):
         bracket it (a review did within 2 % in 168 probes). The verification after decryption
         uses the same public bound, so an honest session that passes here is never refused by
         those two checks after decryption (the worst case over the multipliers bounds the
-        drawn ones), and no refusal depends on the party's own counts."""
+        drawn ones), and no refusal depends on the party's own counts. ``high``: the most
+        executions the key backend allows (threshold keys: the key set's budget and the upload
+        bound), which the refusal's suggested count respects."""
         d = self.d_public(policy)
         b = self.bounds(config, policy, d)
         if (
@@ -222,9 +226,8 @@ class Malicious(Variant):
             return b
         sigma = malicious.worst_case_sigma(self.sigma_products(self.sizes(config, policy)), d)
         need = malicious.executions_needed(
-            sigma, policy.required_accuracy, policy.min_guarantee_bits, policy.executions,
-            MAX_EXECUTIONS,
-        )  # fmt: skip
+            sigma, policy.required_accuracy, policy.min_guarantee_bits, policy.executions, high
+        )
         fix = (
             f"provision executions={need}"
             if need is not None

@@ -48,12 +48,17 @@ MAX_SKETCH_ROWS = 64
 MAX_KEY_MESSAGE_BYTES = 64 << 20  # a round-1 key share of the "fhauc" set is ~4 MB
 MAX_CIPHERTEXT_MESSAGE_BYTES = 4 << 20
 MAX_CIPHERTEXTS = 64  # per vector and execution (threshold layouts are at most 2 chunks)
-# A party's signed ciphertext upload: the largest honest one is 16 executions x 2 vectors x 5
-# chunks (N = 4,096 at 4 splits, two-ciphertext layout) x 1 MiB (a level-0 ciphertext of the
-# "fhauc" set) = 160 MiB plus framing (tests/test_fhauc_threshold_upload_size.py); 64 MiB, the
-# key messages' bound it used, refused honest uploads of about 80 MB (2 x 1,119 rows at
-# N = 3,202 drew 9 or more executions of 4 chunks; benchmarks/fhauc_acceptance.py --random)
+# A party's signed ciphertext upload. 64 MiB, the key messages' bound it used, refused honest
+# uploads of about 80 MB (2 x 1,119 rows at N = 3,202 drew 9 or more executions of 4 chunks;
+# benchmarks/fhauc_acceptance.py --random). 192 MiB carries 17 executions of the largest
+# layout (N = 4,096 at 4 splits: 5 T, 5 F and 1 D ciphertexts x 1 MiB at level 0 of the
+# "fhauc" set); the plan (Plan.max_executions) keeps every honest upload within it, and a
+# party refuses at join a session whose upload would not fit
+# (tests/test_fhauc_threshold_upload_size.py).
 MAX_UPLOAD_BYTES = 192 << 20
+# what an upload holds besides its ciphertexts (signature, names, transcript, per-ciphertext
+# headers): far below 1 MiB; the plan keeps executions x ciphertext bytes within the rest
+UPLOAD_FRAMING_BYTES = 1 << 20
 GCM_NONCE_BYTES = 12
 # Joint decryptions in one session: one per execution for the AUC, 2 x chunks per execution
 # for a curve, never more than the "fhauc" key set's budget (32); the decryption requests, the

@@ -31,9 +31,10 @@ from privfl.errors import InputError, InsufficientPrecisionError, ProtocolError
 from privfl.evaluation.fhauc import curve, malicious
 from privfl.evaluation.fhauc.layout import Layout
 from privfl.evaluation.fhauc.messages import SessionConfig
-from privfl.evaluation.fhauc.policy import Policy, Security
+from privfl.evaluation.fhauc.policy import MAX_EXECUTIONS, Policy, Security
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.threshold import curve as threshold_curve
+from privfl.evaluation.fhauc.threshold.messages import MAX_UPLOAD_BYTES, UPLOAD_FRAMING_BYTES
 from privfl.evaluation.fhauc.threshold.noise import semi_honest_precision, sigma_products
 from privfl.evaluation.fhauc.threshold.ops import check_session, fhauc_parameters, value_shift
 from privfl.evaluation.fhauc.variant import (
@@ -124,6 +125,38 @@ class Plan:
     multiplier_scale_bits: int = 0  # j: the aggregator applies c as c / 2^j (one level)
     requests_per_execution: int = 1  # joint decryptions per execution (curve: 2 x chunks)
     slot_sigma: float = 0.0  # curve/metrics reveals: per-slot error term (.curve)
+    upload_bytes: int = 0  # ciphertext bytes of one execution's upload (upload_bytes())
+
+    @property
+    def max_executions(self) -> int:
+        """The most executions this session may use: :data:`MAX_EXECUTIONS`, what the key
+        set's decryption budget pays for (``requests_per_execution`` joint decryptions each),
+        and what fits the aggregator's bound on one party's upload (``upload_bytes`` each)."""
+        budget = self.params.max_decryptions // self.requests_per_execution
+        uploads = (MAX_UPLOAD_BYTES - UPLOAD_FRAMING_BYTES) // max(1, self.upload_bytes)
+        return min(MAX_EXECUTIONS, budget, uploads)
+
+    def check_upload(self) -> None:
+        """:class:`InputError` before any work (each party, at join: before any upload) when
+        this session's upload would exceed the aggregator's bound on one party's upload."""
+        need = self.executions * self.upload_bytes + UPLOAD_FRAMING_BYTES
+        if need > MAX_UPLOAD_BYTES:
+            raise InputError(
+                f"refused before upload: {self.executions} executions x "
+                f"{self.upload_bytes / 2**20:.1f} MiB of ciphertexts exceed the "
+                f"{MAX_UPLOAD_BYTES >> 20} MiB an upload may hold: use at most "
+                f"{self.max_executions} executions (a smaller min_guarantee_bits), or fewer "
+                "decision points or splits"
+            )
+
+
+def upload_bytes(params: ThresholdParameters, ring: int, level: int, layout: Layout) -> int:
+    """Ciphertext bytes of one execution's upload: ``layout.ciphertexts_per_upload``
+    ciphertexts at ``level``, each two polynomials of ``depth + 1 - level`` towers of ``ring``
+    64-bit coefficients (OpenFHE's layout, which ``tests/test_fhauc_threshold_upload_size.py``
+    compares): an upper bound on the wire, which packs each tower to its modulus' bits."""
+    towers = params.multiplicative_depth + 1 - level
+    return layout.ciphertexts_per_upload * 2 * towers * ring * 8
 
 
 def curve_plan(config: SessionConfig, policy: Policy, params: ThresholdParameters) -> Plan:
@@ -145,9 +178,12 @@ def curve_plan(config: SessionConfig, policy: Policy, params: ThresholdParameter
     sigma = threshold_curve.slot_sigma(config, policy, params, ring, shift, lo)
     level = params.decrypt_max_level - (1 if mode is Security.MALICIOUS else 0)
     variant = variant_for(mode)
-    return Plan(
-        params, layout, executions, shift, (lo, hi), variant, level, 0, per_execution, sigma
+    size = upload_bytes(params, ring, level, layout)
+    out = Plan(
+        params, layout, executions, shift, (lo, hi), variant, level, 0, per_execution, sigma, size
     )
+    out.check_upload()
+    return out
 
 
 def plan(config: SessionConfig, policy: Policy) -> Plan:
@@ -191,7 +227,10 @@ def plan(config: SessionConfig, policy: Policy) -> Plan:
     # multiplier's level, and one so that a deviating aggregator's extra plaintext product
     # still decrypts and is caught by the verification rather than by a level error
     level = 0 if mode is Security.MALICIOUS else 1
-    return Plan(params, layout, executions, shift, (lo, hi), variant, level, j)
+    size = upload_bytes(params, ring, level, layout)
+    out = Plan(params, layout, executions, shift, (lo, hi), variant, level, j, upload_bytes=size)
+    out.check_upload()
+    return out
 
 
 # the joint layout's noise bound may exceed the two-ciphertext layout's by this factor (the

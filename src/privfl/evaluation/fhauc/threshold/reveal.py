@@ -46,9 +46,9 @@ def check_at_join(plan: Plan, config: SessionConfig, policy: Policy) -> None:
     an honest result (the variant's check, or the curve's with the threshold noise term)."""
     if config.reveal is Reveal.AUC:
         if isinstance(plan.variant, Malicious):
-            plan.variant.check_before_upload(config, policy)
+            plan.variant.check_before_upload(config, policy, plan.max_executions)
     elif config.security is Security.MALICIOUS:
-        curve.check_before_upload(config, policy, plan.slot_sigma)
+        curve.check_before_upload(config, policy, plan.slot_sigma, plan.max_executions)
 
 
 def pack(plan: Plan, counts: PartyCounts, view: PartyView) -> list[Packed]:
