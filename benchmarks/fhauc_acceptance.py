@@ -237,10 +237,12 @@ def one_random_session(setting: Setting, data: list) -> str:
     options = {"security": "malicious", "keys": setting.keys,
                "min_guarantee_bits": setting.bits}  # fmt: skip
     try:
+        used = ""
         if setting.reveal == "auc":
             res = privfl.federated_auc(data, setting.n_points, **options)
             verified, value = res.verified, res.auc
             error = abs(value - privfl.binned_auc(data, setting.n_points))
+            used = f" ({res.executions} executions)"
         else:
             curve = pm.roc_curve(data, setting.n_points, **options)
             verified = curve.run["verified"]
@@ -260,7 +262,7 @@ def one_random_session(setting: Setting, data: list) -> str:
         return "WRONG: accepted without being verified"
     if not error <= TOLERANCE:  # NaN too
         return f"WRONG: accepted {error:.1e} away from the binned reference"
-    return f"accepted {error:.1e}"
+    return f"accepted {error:.1e}{used}"
 
 
 def run_random(sessions: int, seed: int, parties_range: tuple[int, int] = RANGE["parties"]) -> None:

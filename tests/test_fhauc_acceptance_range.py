@@ -142,9 +142,7 @@ CORNERS = [
 
 
 # 2 x 100 rows, 10 % positives (20 positives) at N = 4,096: more decision points than rows
-FEW_ROWS = [(2, 100, 4096, "single", "auc", 20.0)] + [
-    (2, 100, 4096, "threshold", "auc", bits) for bits in (8.0, 20.0)
-]
+FEW_ROWS = [(2, 100, 4096, "threshold", "auc", bits) for bits in (8.0, 20.0)]
 # threshold keys' noise model with the encoding error (issue 27, threshold.noise): at N = 4,096
 # and 10 % positives its bound on the product errors (calibrated on measured ones) does not
 # fit 2^-20 in the executions the upload bound allows there (17)
@@ -155,14 +153,14 @@ NOISY = [(2, 10**6, 4096, "threshold", "auc", 20.0), (1000, 100, 4096, "threshol
 def test_the_corners_of_the_range_are_accepted_but_for_the_stated_ones(rate, expected):
     """Every corner (2 / 1,000 parties, 100 / 10^6 rows, N 3 / 100 / 4,096, both keys, both
     reveals, guarantee 2^-8 / 2^-20) at 50 % and 10 % positives is accepted, except, each
-    refused at join naming the setting, with 10 % positives: the AUC of 2 parties x 100 rows
-    (20 positives) at N = 4,096 (more decision points than rows) with single keys at 2^-20
-    (at 2^-8 it takes 25 executions: refused when at most 16 were allowed) and with
-    threshold keys at both, and the threshold AUC at N = 4,096 and 2^-20 with 2 x 10^6 or
-    1,000 x 100 rows (the threshold model's encoding error, measured:
-    ``benchmarks/threshold_product_noise.py``). The threshold curve of N = 4,096 at 2^-20 (8
-    joint decryptions per execution) was refused with a key-set budget of 16; the budget of
-    32 pays for the 3 executions it needs."""
+    refused at join naming the setting, with 10 % positives and threshold keys: the AUC of 2
+    parties x 100 rows (20 positives) at N = 4,096 (more decision points than rows), and the
+    AUC at N = 4,096 and 2^-20 with 2 x 10^6 or 1,000 x 100 rows (the threshold model's
+    encoding error, measured: ``benchmarks/threshold_product_noise.py``). With single keys
+    the 2 x 100 rows corner takes 25 executions at 2^-8 and 59 at 2^-20 (refused while at
+    most 16 were allowed). The threshold curve of N = 4,096 at 2^-20 (8 joint decryptions per
+    execution) was refused with a key-set budget of 16; the budget of 32 pays for the 3
+    executions it needs."""
     refused = []
     for parties, rows, n_points, keys, reveal, bits in CORNERS:
         config, policy = session(parties, rows, n_points, keys, reveal, bits, rate)
@@ -184,7 +182,8 @@ def test_a_curve_the_budget_cannot_pay_3_executions_for_gets_two_not_a_refusal()
 
 def test_the_largest_curve_at_2_to_the_minus_20_fits_the_key_sets_budget():
     """N = 4,096 at 4 splits (8 joint decryptions per execution) and 2^-20: refused when a key
-    set paid for 16 decryptions; 3 executions (24) now, at both ends of the party range."""
+    set paid for 16 decryptions; 3 executions (24 of the budget of 32) now, at both ends of
+    the party range."""
     for parties in (2, 1000):
         config, policy = session(parties, 1000, 4096, "threshold", Reveal.CURVE, 20.0, 0.5)
         assert threshold_plan.plan(config, policy).requests_per_execution == 8

@@ -186,7 +186,7 @@ def federated_auc(
     aggregator deviates). ``executions=None`` (default): the fewest, from 3 up, for which every
     party's verification meets ``required_accuracy`` and ``min_guarantee_bits`` whatever the
     session's secret multipliers (:mod:`privfl.evaluation.fhauc.sizing`; each party checks
-    this at join, before uploading, and refuses naming the setting when no count up to 32
+    this at join, before uploading, and refuses naming the setting when no count up to 64
     (with threshold keys: within the key set's budget and the upload bound) suffices), so an
     honest session is not refused after the fact.
 

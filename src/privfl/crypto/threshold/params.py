@@ -48,10 +48,11 @@ Named sets (:data:`PARAMETER_SETS`, :func:`parameter_set`)
 * ``"fhauc"``: one ciphertext product, a rotate-and-sum and a plaintext multiplier: depth 3,
   ring 2^14 (the smallest OpenFHE allows at 128 bits for this chain), 2 digits, sum keys over
   4096 slots; ``tau = 32`` decryptions per key set (a key set is reused across sessions
-  while its budget lasts; 32 pays for the largest curve, N = 4,096 at 4 splits, 8 reply
-  ciphertexts an execution, with the 4 executions a guarantee of 2^-20 needs; 16 refused
-  it, 0.5 % of honest sessions drawn over issue 27's range; the doubled budget costs 0.5 bit
-  of decryption precision),
+  while its budget lasts; 16 refused the largest curve at 2^-20, N = 4,096 at 4 splits: 8
+  reply ciphertexts an execution, 3 executions; 0.5 % of honest sessions drawn over issue
+  27's range; each doubling costs 0.5 bit of decryption precision, and 64 refused the AUC
+  of 1,000 x 100 rows at N = 4,096 and 10 % positives, whose executions the upload bound
+  caps at 17),
   ``t = 2^16`` (OpenFHE's estimate for the FHAUC circuit on 4096 slots with values below 1:
   2^13.4). Slot error standard deviation 2^-14.6 for 3 parties, 2^-11.9 for 20; the mean of
   the 4096 equal slots of a rotate-and-summed result has 6.5 bits less.

@@ -61,10 +61,11 @@ MAX_UPLOAD_BYTES = 192 << 20
 UPLOAD_FRAMING_BYTES = 1 << 20
 GCM_NONCE_BYTES = 12
 # Joint decryptions in one session: one per execution for the AUC, 2 x chunks per execution
-# for a curve, never more than the "fhauc" key set's budget (32); the decryption requests, the
-# shares and the reveal are bounded by it (a bound of MAX_EXECUTIONS refused an honest curve
-# of 3 executions x 8 reply ciphertexts, benchmarks/fhauc_acceptance.py)
-MAX_REPLY_CIPHERTEXTS = max(MAX_EXECUTIONS, PARAMETER_SETS["fhauc"].max_decryptions)
+# for a curve, never more than the "fhauc" key set's budget (32; Plan.max_executions); the
+# decryption requests, the shares and the reveal are bounded by it (a bound of 16, then
+# MAX_EXECUTIONS, refused an honest curve of 3 executions x 8 reply ciphertexts after upload,
+# benchmarks/fhauc_acceptance.py)
+MAX_REPLY_CIPHERTEXTS = PARAMETER_SETS["fhauc"].max_decryptions
 # AUC: one (X, Y) pair per execution; curve/metrics: the used slots of at most
 # MAX_REPLY_CIPHERTEXTS reply ciphertexts of 4,096 slots, as float64
 MAX_REVEAL_BYTES = 64 + 16 * MAX_EXECUTIONS + MAX_REPLY_CIPHERTEXTS * (4 + 8 * 4096)
