@@ -1,7 +1,8 @@
 """Whether a real Flower deployment carries privfl's largest honest message (issue 27).
 
-The threshold FHAUC upload step is bounded by ``MAX_UPLOAD_BYTES`` (192 MiB: 16 executions x
-2 vectors x 5 chunks x 1 MiB at N = 4,096, plus framing), and honest uploads of 80 MB were
+The threshold FHAUC upload step is bounded by ``MAX_UPLOAD_BYTES`` (192 MiB; the plan caps the
+executions so that an honest upload fits: 17 executions x 11 ciphertexts of 1 MiB at 4,096
+thresholds and 4 splits: 183.8 MB in one process), and honest uploads of 80 MB were
 measured (``benchmarks/fhauc_acceptance.py --random``); the deployment tests use small N.
 This starts a SuperLink and one SuperNode on loopback (``LocalFederation``, as ``privfl
 flower local`` does), and runs a two-function app through privfl's own round code

@@ -89,7 +89,7 @@ def outcome(config: SessionConfig, policy: Policy, keys: str) -> str | None:
 
 
 def feasible(config: SessionConfig, policy: Policy, keys: str) -> bool:
-    """Whether some number of executions the session may use (2 up to 32, or what the
+    """Whether some number of executions the session may use (2 up to 64, or what the
     threshold key set's decryption budget and the upload bound pay for) meets the precision
     and the guarantee for every draw of the multipliers: computed from the noise bound alone,
     not from the sizing's choice (so a sizing rule that picks too few executions is caught)."""
@@ -145,7 +145,7 @@ CORNERS = [
 FEW_ROWS = [(2, 100, 4096, "threshold", "auc", bits) for bits in (8.0, 20.0)]
 # threshold keys' noise model with the encoding error (issue 27, threshold.noise): at N = 4,096
 # and 10 % positives its bound on the product errors (calibrated on measured ones) does not
-# fit 2^-20 in the executions the upload bound allows there (17)
+# fit 2^-20 in the executions the upload bound allows there (21: 9 ciphertexts of 1 MiB each)
 NOISY = [(2, 10**6, 4096, "threshold", "auc", 20.0), (1000, 100, 4096, "threshold", "auc", 20.0)]
 
 

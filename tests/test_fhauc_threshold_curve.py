@@ -85,6 +85,32 @@ def test_a_curve_of_more_reply_ciphertexts_than_executions_allowed_is_accepted()
     np.testing.assert_allclose(res.fpr, ref.fpr, atol=TOL)
 
 
+def test_a_curve_spending_the_whole_budget_is_accepted():
+    """2 executions x 16 reply ciphertexts (N = 4,096 at 4 splits: 8 chunks of 2,048 slots per
+    vector): exactly the key set's 32 joint decryptions, the largest reveal the decoders
+    bound (MAX_REPLY_CIPHERTEXTS) must carry."""
+    parties = make_parties(np.random.default_rng(19), 2, 300)
+    cfg_plan = plan(*_session(4096, 2))
+    assert cfg_plan.requests_per_execution * 2 == 32 == cfg_plan.params.max_decryptions
+    res = pm.roc_curve(
+        parties, 4096, keys="threshold", security="malicious", splits=4, executions=2
+    )
+    ref = pm.roc_curve(parties, 4096)
+    np.testing.assert_allclose(res.tpr, ref.tpr, atol=TOL)
+    np.testing.assert_allclose(res.fpr, ref.fpr, atol=TOL)
+
+
+def test_the_decoders_carry_every_parameter_sets_whole_budget():
+    """The decryption requests, shares and reveal are bounded by MAX_REPLY_CIPHERTEXTS, frozen
+    from the "fhauc" set at import: no FHAUC set may allow more decryptions per key set."""
+    from privfl.crypto.threshold.params import PARAMETER_SETS
+    from privfl.evaluation.fhauc.threshold import messages as tmsg
+
+    for name in ("fhauc", "fhauc-test"):
+        assert PARAMETER_SETS[name].max_decryptions <= tmsg.MAX_REPLY_CIPHERTEXTS
+    assert tmsg.MAX_REVEAL_BYTES >= 4 + tmsg.MAX_REPLY_CIPHERTEXTS * (4 + 8 * 4096) + 16
+
+
 def test_a_session_beyond_the_decryption_budget_is_refused_before_any_work(rng):
     events: list[object] = []
     parties = make_parties(rng, 2, 100)
@@ -206,3 +232,14 @@ def test_a_party_refuses_more_decryption_shares_than_the_curve_session_plans(rng
     with pytest.raises(MalformedMessageError, match="3 decryption requests, expected 2"):
         run_session(agg, rec, curve_request)
     assert "decrypt" not in rec.up  # no party answered with a share
+
+
+def _session(n_points, executions):
+    from privfl.evaluation.fhauc.messages import SessionConfig
+    from privfl.evaluation.fhauc.policy import Policy
+
+    cfg = SessionConfig(
+        bytes(16), ("a", "b"), np.linspace(0.999, 0.001, n_points - 2),
+        security=Security.MALICIOUS, splits=4, reveal=Reveal.CURVE,
+    )  # fmt: skip
+    return cfg, Policy(Security.MALICIOUS, 512, executions=executions)

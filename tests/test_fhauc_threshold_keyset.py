@@ -176,3 +176,73 @@ def test_a_semi_honest_upload_is_one_ciphertext_per_execution_and_a_malicious_on
             assert {tuple(len(v) for v in e) for e in upload.executions} == {shape}
         expected = privfl.binned_auc(data, request.thresholds)
         assert all(r.auc == pytest.approx(expected, abs=TOL) for r in rec.results.values())
+
+
+def test_a_curve_session_spends_many_shares_and_the_next_one_re_keys_when_they_do_not_fit():
+    """The default budget (32) with a curve of 4 executions x 6 reply ciphertexts (N = 1,500
+    at 4 splits on the test ring: 24 shares): every party and the aggregator count 24, the
+    next such session re-keys (24 more do not fit the 8 left), and a party refuses an
+    aggregator that announces the spent set anyway, at the join, before any upload."""
+    from conftest import make_parties
+    from privfl.crypto import keywrap
+    from privfl.evaluation.fhauc.policy import Policy, Security
+    from privfl.evaluation.fhauc.reveal import Reveal
+    from privfl.evaluation.fhauc.roles import make_party
+    from privfl.evaluation.fhauc.schedule import SessionRequest
+    from privfl.evaluation.fhauc.threshold.aggregator import ThresholdAggregator
+    from privfl.evaluation.fhauc.threshold.setup import provision
+
+    data = make_parties(np.random.default_rng(11), 2, 400)
+    names = ["p0", "p1"]
+    ids = {n: keywrap.IdentityKey() for n in names}
+    roster = {n: k.public_bytes for n, k in ids.items()}
+    positives = sum(int(y.sum()) for _, y in data)
+    pairs = positives * (800 - positives)
+    policy = Policy(Security.MALICIOUS, 512, max_splits=4, executions=4,
+                    min_pairs=1 << (pairs.bit_length() - 1))  # fmt: skip
+    public, bundles = provision("p0", ids["p0"], roster, policy)
+    parties = [make_party("threshold", n, ids[n], roster, "p0", s, y, reveal=Reveal.CURVE)
+               for n, (s, y) in zip(names, data)]  # fmt: skip
+    for p in parties:
+        p.receive_bundle(bundles[p.name])
+    agg = ThresholdAggregator()
+    agg.receive_setup(public)
+    request = SessionRequest(tuple(names), 1500, (0.0, 1.0), Security.MALICIOUS, 4, Reveal.CURVE)
+    first = session(agg, parties, request)
+    assert agg.key_set.used == 24 and len(first.results) == 2
+    assert all(p.keys.key_set.keys.decryption_shares_made == 24 for p in parties)
+    assert all(p.keys.key_set.remaining == 8 for p in parties)
+    spent = agg.key_set.key_id
+    second = session(agg, parties, request)
+    assert Step.KEYGEN in second.down and agg.key_set.key_id != spent
+    assert len(second.results) == 2
+    agg.key_set.used = 0  # a miscounting aggregator announces the set with 8 left anyway
+    config = agg.start_session(request.parties, request.thresholds, security=request.security,
+                               splits=4, reveal=Reveal.CURVE)  # fmt: skip
+    for p in parties:
+        with pytest.raises(ProtocolError, match="re-key"):
+            p.join(config)
+
+
+def test_a_key_set_stored_under_other_parameters_of_the_same_name_is_not_reused():
+    """A stored key set names its parameter set with a digest of every parameter: one kept by
+    a release whose "fhauc-test" allowed 16 decryptions is dropped (None: the next session
+    re-keys) instead of being given this release's budget, for which its shares' flooding
+    noise was not sized."""
+    from privfl.evaluation.fhauc.threshold.keyset import (
+        export_key_set,
+        export_server_key_set,
+        import_key_set,
+        import_server_key_set,
+    )
+
+    _, parties, agg, _, request = deployment(np.random.default_rng(9))
+    session(agg, parties, request)
+    params = threshold_ops.fhauc_parameters()
+    older = dataclasses.replace(params, max_decryptions=16)
+    party_bytes = export_key_set(parties[0].keys.key_set)
+    server_bytes = export_server_key_set(agg.key_set)
+    assert import_key_set(party_bytes, parties[0].name, params) is not None
+    assert import_server_key_set(server_bytes, params) is not None
+    assert import_key_set(party_bytes, parties[0].name, older) is None
+    assert import_server_key_set(server_bytes, older) is None

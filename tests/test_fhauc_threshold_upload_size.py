@@ -16,15 +16,18 @@ import pytest
 pytest.importorskip("openfhe")
 
 import privfl
+import privfl.metrics as pm
 from conftest import make_parties
 from privfl.crypto.threshold import ThresholdContext
 from privfl.errors import InputError, MalformedMessageError
+from privfl.evaluation.fhauc import sizing
 from privfl.evaluation.fhauc.messages import SessionConfig
 from privfl.evaluation.fhauc.policy import MAX_EXECUTIONS, Policy, Security
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.threshold import messages as tmsg
 from privfl.evaluation.fhauc.threshold import ops as threshold_ops
 from privfl.evaluation.fhauc.threshold import plan as tp
+from privfl.evaluation.statistics import interior_thresholds
 from privfl.messages import SESSION_ID_BYTES
 
 
@@ -67,18 +70,42 @@ def test_a_party_refuses_at_join_an_upload_beyond_the_bound():
         tp.plan(config, replace(policy, executions=cap + 1))
 
 
-def test_the_plans_upload_bytes_are_a_real_uploads_ciphertexts(monkeypatch):
+@pytest.mark.parametrize(
+    ("security", "reveal", "n_points"),
+    [
+        ("malicious", "auc", 40),  # joint layout
+        ("malicious", "auc", 1500),  # T, F and D ciphertexts, chunked
+        ("semi-honest", "auc", 3000),  # two chunks
+        ("malicious", "curve", 40),  # T and F in one ciphertext
+        ("malicious", "curve", 1500),  # three chunks per vector
+    ],
+)
+def test_the_plans_upload_bytes_bound_a_real_upload(monkeypatch, security, reveal, n_points):
+    """The plan the parties use (the policy the in-process run provisions from the data) counts
+    64 bits a coefficient; the wire packs each tower's residues to its modulus' bits (60 +
+    3 x 59 of 4 x 64: 93 %), so the plan's count bounds the real upload, tightly."""
     monkeypatch.setattr(threshold_ops, "FHAUC_PARAMETER_SET", "fhauc-test")  # fast, insecure
     parties = make_parties(np.random.default_rng(3), 2, 200)
-    res = privfl.federated_auc(
-        parties, thresholds=40, security="malicious", splits=2, keys="threshold", executions=3
-    )
-    config, policy = session(2, 40, 3, splits=2)
+    mode = Security.parse(security)
+    interior = interior_thresholds(n_points, (0.0, 1.0))
+    positives = sum(int(y.sum()) for _, y in parties)
+    policy = sizing.in_process_policy(
+        mode, "threshold", Reveal(reveal), interior, 2, [200, 200], positives, 400 - positives,
+        max_samples=None, min_pairs=None, executions=None,
+        required_accuracy=1e-6, min_guarantee_bits=8.0,
+    )  # fmt: skip
+    config = SessionConfig(
+        bytes(SESSION_ID_BYTES), ("party-0", "party-1"), interior, security=mode,
+        splits=2 if mode is Security.MALICIOUS else 1, reveal=Reveal(reveal),
+    )  # fmt: skip
     plan = tp.plan(config, policy)
-    # the plan counts 64 bits a coefficient; the wire packs each tower's residues to its
-    # modulus' bits (60 + 3 x 59 of 4 x 64: 93 %), so the plan's count bounds the real upload
-    ciphertexts = 3 * plan.upload_bytes
-    assert 0.9 * ciphertexts <= res.bytes.party_upload <= ciphertexts + tmsg.UPLOAD_FRAMING_BYTES
+    options = {"security": security, "splits": 2, "keys": "threshold"}
+    if reveal == "auc":
+        upload = privfl.federated_auc(parties, n_points, **options).bytes.party_upload
+    else:
+        upload = pm.roc_curve(parties, n_points, **options).run["bytes"]["party_upload"]
+    ciphertexts = plan.executions * plan.upload_bytes
+    assert 0.9 * ciphertexts <= upload <= ciphertexts + tmsg.UPLOAD_FRAMING_BYTES
 
 
 def test_an_upload_step_above_the_bound_is_refused():

@@ -51,8 +51,8 @@ Named sets (:data:`PARAMETER_SETS`, :func:`parameter_set`)
   while its budget lasts; 16 refused the largest curve at 2^-20, N = 4,096 at 4 splits: 8
   reply ciphertexts an execution, 3 executions; 0.5 % of honest sessions drawn over issue
   27's range; each doubling costs 0.5 bit of decryption precision, and 64 refused the AUC
-  of 1,000 x 100 rows at N = 4,096 and 10 % positives, whose executions the upload bound
-  caps at 17),
+  of 1,000 x 100 rows at N = 4,096, 10 % positives and 2^-8, whose executions the upload
+  bound caps at 21),
   ``t = 2^16`` (OpenFHE's estimate for the FHAUC circuit on 4096 slots with values below 1:
   2^13.4). Slot error standard deviation 2^-14.6 for 3 parties, 2^-11.9 for 20; the mean of
   the 4096 equal slots of a rotate-and-summed result has 6.5 bits less.

@@ -46,12 +46,14 @@ Kept by the role objects in process; in a deployment that runs every step in a f
 node-local state (:func:`export_key_set`: its share, its count, the joint public key; never
 sent), the aggregator in a file of its own (:func:`export_server_key_set`: public material and
 its count of the shares spent). Both are read back with bounded reads and rebuilt for the
-parameter set in force; a stored set for another parameter set is dropped (the next session
-generates a fresh one).
+parameter set in force; a stored set made under another parameter set, or under other
+parameters of the same name (:func:`stored_set_name`: a release that changed the decryption
+budget), is dropped (the next session generates a fresh one).
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 from privfl import threshold as tr
@@ -153,8 +155,19 @@ class ServerKeySet:
         return same and self.used + need <= params.max_decryptions
 
 
-def _write_header(w: Writer, key_id: bytes, parties: tuple[str, ...], name: str) -> Writer:
-    return w.bytes_(key_id).list_([p.encode() for p in parties]).str_(name)
+def stored_set_name(params: th.ThresholdParameters) -> str:
+    """The parameter set a stored key set was made under, as its header names it: the set's
+    name and a digest of every parameter, so a set kept under other parameters of the same
+    name (an upgrade that doubled the decryption budget, sized its flooding noise for it and
+    would have let a spent set make 16 more shares) is not reused: the next session re-keys."""
+    digest = hashlib.sha256(repr(params).encode()).hexdigest()[:16]
+    return f"{params.name}#{digest}"
+
+
+def _write_header(
+    w: Writer, key_id: bytes, parties: tuple[str, ...], params: th.ThresholdParameters
+) -> Writer:
+    return w.bytes_(key_id).list_([p.encode() for p in parties]).str_(stored_set_name(params))
 
 
 def _read_header(
@@ -169,8 +182,8 @@ def _read_header(
         raise MalformedMessageError("stored key set: a party name is not UTF-8") from None
     if not key_id or not parties or len(set(parties)) != len(parties):
         raise MalformedMessageError("stored key set: no id or malformed parties")
-    if name != params.name:
-        return None  # kept under another parameter set: re-key
+    if name != stored_set_name(params):
+        return None  # kept under other parameters: re-key
     return key_id, parties, th.ThresholdContext.for_parameters(params, len(parties))
 
 
@@ -179,7 +192,7 @@ def export_key_set(key_set: KeySet) -> bytes:
     id, parties, parameter set, the share with its count and the joint public key, and its
     count of abandoned sessions on the set."""
     keys = key_set.keys
-    w = _write_header(Writer(), key_set.key_id, key_set.parties, keys.context.params.name)
+    w = _write_header(Writer(), key_set.key_id, key_set.parties, keys.context.params)
     w.bytes_(keys.export_local_state())  # share, count, joint public key
     return w.u32(key_set.abandoned).getvalue()
 
@@ -208,7 +221,7 @@ def export_server_key_set(key_set: ServerKeySet) -> bytes:
     server = key_set.server
     if server.joint_evaluation_keys is None:
         raise ProtocolError("the key set has no evaluation keys yet")
-    w = _write_header(Writer(), key_set.key_id, key_set.parties, server.context.params.name)
+    w = _write_header(Writer(), key_set.key_id, key_set.parties, server.context.params)
     w.u64(key_set.used).u64(server.last_request_id).bytes_(server.public_key_rows)
     return w.bytes_(server.joint_evaluation_keys.to_bytes()).getvalue()
 

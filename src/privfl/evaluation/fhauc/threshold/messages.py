@@ -51,8 +51,8 @@ MAX_CIPHERTEXTS = 64  # per vector and execution (threshold layouts are at most 
 # A party's signed ciphertext upload. 64 MiB, the key messages' bound it used, refused honest
 # uploads of about 80 MB (2 x 1,119 rows at N = 3,202 drew 9 or more executions of 4 chunks;
 # benchmarks/fhauc_acceptance.py --random). 192 MiB carries 17 executions of the largest
-# layout (N = 4,096 at 4 splits: 5 T, 5 F and 1 D ciphertexts x 1 MiB at level 0 of the
-# "fhauc" set); the plan (Plan.max_executions) keeps every honest upload within it, and a
+# layout (4,096 thresholds at 4 splits: 5 T, 5 F and 1 D ciphertexts x 1 MiB at level 0 of
+# the "fhauc" set); the plan (Plan.max_executions) keeps every honest upload within it, and a
 # party refuses at join a session whose upload would not fit
 # (tests/test_fhauc_threshold_upload_size.py).
 MAX_UPLOAD_BYTES = 192 << 20

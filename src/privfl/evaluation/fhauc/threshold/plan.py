@@ -49,9 +49,11 @@ from privfl.evaluation.statistics import PartyCounts
 from privfl.messages import SESSION_ID_BYTES
 
 # v2: the noise model with the encoding and coherent errors, and the layout rule joint_pays
-# (v1 roles build other upload layouts): v1 and v2 roles derive different transcripts and lead
-# commitments, so a mixed session fails in the key rounds, before any upload
-LABEL = b"privfl/fhauc-threshold/v2|"
+# (v1 roles build other upload layouts); v3: flooding noise sized for 32 decryptions per key
+# set and up to 64 executions (v2 roles size it for 16 and refuse more than 16). Roles of
+# different versions derive different transcripts and lead commitments, so a mixed session
+# fails in the key rounds, before any upload
+LABEL = b"privfl/fhauc-threshold/v3|"
 
 
 class ThresholdMalicious(Malicious):
@@ -122,10 +124,10 @@ class Plan:
     multiplier_bits: tuple[float, float]
     variant: Variant
     upload_level: int
+    upload_bytes: int  # ciphertext bytes of one execution's upload (upload_bytes())
     multiplier_scale_bits: int = 0  # j: the aggregator applies c as c / 2^j (one level)
     requests_per_execution: int = 1  # joint decryptions per execution (curve: 2 x chunks)
     slot_sigma: float = 0.0  # curve/metrics reveals: per-slot error term (.curve)
-    upload_bytes: int = 0  # ciphertext bytes of one execution's upload (upload_bytes())
 
     @property
     def max_executions(self) -> int:
@@ -133,7 +135,7 @@ class Plan:
         set's decryption budget pays for (``requests_per_execution`` joint decryptions each),
         and what fits the aggregator's bound on one party's upload (``upload_bytes`` each)."""
         budget = self.params.max_decryptions // self.requests_per_execution
-        uploads = (MAX_UPLOAD_BYTES - UPLOAD_FRAMING_BYTES) // max(1, self.upload_bytes)
+        uploads = (MAX_UPLOAD_BYTES - UPLOAD_FRAMING_BYTES) // self.upload_bytes
         return min(MAX_EXECUTIONS, budget, uploads)
 
     def check_upload(self) -> None:
@@ -180,7 +182,7 @@ def curve_plan(config: SessionConfig, policy: Policy, params: ThresholdParameter
     variant = variant_for(mode)
     size = upload_bytes(params, ring, level, layout)
     out = Plan(
-        params, layout, executions, shift, (lo, hi), variant, level, 0, per_execution, sigma, size
+        params, layout, executions, shift, (lo, hi), variant, level, size, 0, per_execution, sigma
     )
     out.check_upload()
     return out
@@ -228,7 +230,7 @@ def plan(config: SessionConfig, policy: Policy) -> Plan:
     # still decrypts and is caught by the verification rather than by a level error
     level = 0 if mode is Security.MALICIOUS else 1
     size = upload_bytes(params, ring, level, layout)
-    out = Plan(params, layout, executions, shift, (lo, hi), variant, level, j, upload_bytes=size)
+    out = Plan(params, layout, executions, shift, (lo, hi), variant, level, size, j)
     out.check_upload()
     return out
 
