@@ -71,31 +71,21 @@ def test_a_party_refuses_a_curve_session_it_did_not_consent_to(rng):
     assert all(not p.keys.holds_key_share for p in parties)  # refused at the join
 
 
-def test_a_curve_of_more_reply_ciphertexts_than_executions_allowed_is_accepted():
-    """3 executions x 6 reply ciphertexts (N = 1,500 at 4 splits: 3 chunks of 2,048 slots per
-    vector): 18 joint decryptions, within the key set's budget of 32 but above 16, the bound
-    the decryption requests, shares and reveal once had (an honest curve of 24 was refused
-    after the upload as malformed)."""
-    parties = make_parties(np.random.default_rng(17), 2, 400)
+@pytest.mark.parametrize(("n_points", "executions", "decryptions"), [(1500, 3, 18), (4096, 2, 32)])
+def test_a_curve_of_many_joint_decryptions_is_accepted(n_points, executions, decryptions):
+    """Curves of more joint decryptions than 16, the bound the decryption requests, shares and
+    reveal once had (an honest curve of 24 was refused after the upload as malformed): 3
+    executions x 6 reply ciphertexts (N = 1,500 at 4 splits: 3 chunks of 2,048 slots per
+    vector), and 2 x 16 (N = 4,096: 8 chunks), exactly the key set's budget of 32, the
+    largest reveal the decoders bound (MAX_REPLY_CIPHERTEXTS) must carry."""
+    parties = make_parties(np.random.default_rng(17), 2, 300)
+    cfg_plan = plan(*_session(n_points, executions))
+    assert cfg_plan.requests_per_execution * executions == decryptions
+    assert decryptions <= cfg_plan.params.max_decryptions
     res = pm.roc_curve(
-        parties, 1500, keys="threshold", security="malicious", splits=4, executions=3
+        parties, n_points, keys="threshold", security="malicious", splits=4, executions=executions
     )
-    ref = pm.roc_curve(parties, 1500)
-    np.testing.assert_allclose(res.tpr, ref.tpr, atol=TOL)
-    np.testing.assert_allclose(res.fpr, ref.fpr, atol=TOL)
-
-
-def test_a_curve_spending_the_whole_budget_is_accepted():
-    """2 executions x 16 reply ciphertexts (N = 4,096 at 4 splits: 8 chunks of 2,048 slots per
-    vector): exactly the key set's 32 joint decryptions, the largest reveal the decoders
-    bound (MAX_REPLY_CIPHERTEXTS) must carry."""
-    parties = make_parties(np.random.default_rng(19), 2, 300)
-    cfg_plan = plan(*_session(4096, 2))
-    assert cfg_plan.requests_per_execution * 2 == 32 == cfg_plan.params.max_decryptions
-    res = pm.roc_curve(
-        parties, 4096, keys="threshold", security="malicious", splits=4, executions=2
-    )
-    ref = pm.roc_curve(parties, 4096)
+    ref = pm.roc_curve(parties, n_points)
     np.testing.assert_allclose(res.tpr, ref.tpr, atol=TOL)
     np.testing.assert_allclose(res.fpr, ref.fpr, atol=TOL)
 
