@@ -225,10 +225,11 @@ def test_a_curve_session_spends_many_shares_and_the_next_one_re_keys_when_they_d
 
 
 def test_a_key_set_stored_under_other_parameters_of_the_same_name_is_not_reused():
-    """A stored key set names its parameter set with a digest of every parameter: one kept by
-    a release whose "fhauc-test" allowed 16 decryptions is dropped (None: the next session
-    re-keys) instead of being given this release's budget, for which its shares' flooding
-    noise was not sized."""
+    """A stored key set names its parameter set with a digest of every parameter: a set kept
+    under one budget is dropped when read under another of the same name (None: the next
+    session re-keys) instead of being given a budget its shares' flooding noise was not sized
+    for (here kept under this release's 32 and read as by a release whose "fhauc-test"
+    allowed 16; tests/test_flower_keyset.py runs the upgrade the other way)."""
     from privfl.evaluation.fhauc.threshold.keyset import (
         export_key_set,
         export_server_key_set,

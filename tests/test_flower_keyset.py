@@ -255,3 +255,49 @@ def test_nodes_refuse_a_kept_set_after_two_abandoned_sessions_and_the_next_run_r
         caplog.clear()
         run()  # re-keys
         assert "fhauc_keygen" in rounds(caplog) and kept.is_file()
+
+
+@pytest.mark.parametrize("reuse_failed", [False, True])
+def test_a_release_that_changes_the_budget_re_keys_also_mid_session(
+    tmp_path, monkeypatch, caplog, reuse_failed
+):
+    """Key sets kept by a release whose parameter set of the same name had another budget
+    (its stored header named the set by name only) are dropped, and the next run re-keys
+    instead of giving the old set the new budget: after completed runs, and after a reuse run
+    that failed after the key check (the nodes' unfinished session on the dropped set is
+    forgotten, not refused at every later join)."""
+    from privfl.errors import ProtocolError
+    from privfl.evaluation.fhauc.threshold import keyset
+    from privfl.evaluation.fhauc.threshold.party import ThresholdPartyKeys
+
+    budget(monkeypatch, 3)
+    kept = tmp_path / "key-set.bin"
+    with task_identity(5), caplog.at_level(logging.INFO, logger="flwr"):
+        grid, parts = write_parties(tmp_path, keys="threshold")
+        run = runner(grid, tmp_path, kept)
+        with monkeypatch.context() as m:  # the previous release
+            m.setattr(keyset, "stored_set_name", lambda params: params.name)
+            run()
+            if reuse_failed:
+
+                def refuse(self, party, data):
+                    raise ProtocolError("the lead fails after the decryption relay")
+
+                m.setattr(ThresholdPartyKeys, "fuse", refuse)
+                with pytest.raises(server_app.PartyFailure, match="fhauc_fuse"):
+                    run()
+            else:
+                caplog.clear()
+                run()
+                assert "fhauc_keygen" not in rounds(caplog)  # reused
+        budget(monkeypatch, 6)  # this release: the same name, another budget
+        caplog.clear()
+        run()
+        assert "fhauc_keygen" in rounds(caplog) and shares_made(grid) == [1, 1, 1]
+        caplog.clear()
+        run()  # the fresh set is kept and reused
+        assert "fhauc_keygen" not in rounds(caplog) and shares_made(grid) == [2, 2, 2]
+    expected = privfl.binned_auc(parts, 100)
+    for name in PARTIES:
+        results = [json.loads(f.read_text()) for f in (tmp_path / "out" / name).glob("fhauc-*")]
+        assert all(r["auc"] == pytest.approx(expected, abs=1e-6) for r in results)

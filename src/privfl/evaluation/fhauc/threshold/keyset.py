@@ -155,12 +155,17 @@ class ServerKeySet:
         return same and self.used + need <= params.max_decryptions
 
 
+FLOODING_MODEL = b"privfl flooding v1: s=30, t + log2 sqrt(M) + 1 + log2 sqrt(tau)|"
+
+
 def stored_set_name(params: th.ThresholdParameters) -> str:
     """The parameter set a stored key set was made under, as its header names it: the set's
     name and a digest of every parameter, so a set kept under other parameters of the same
     name (an upgrade that doubled the decryption budget, sized its flooding noise for it and
-    would have let a spent set make 16 more shares) is not reused: the next session re-keys."""
-    digest = hashlib.sha256(repr(params).encode()).hexdigest()[:16]
+    would have let a spent set make 16 more shares) is not reused: the next session re-keys.
+    :data:`FLOODING_MODEL` names how the parameters size the flooding noise: a release that
+    changes that formula (``ThresholdParameters.noise_estimate_bits``) must change it too."""
+    digest = hashlib.sha256(FLOODING_MODEL + repr(params).encode()).hexdigest()[:16]
     return f"{params.name}#{digest}"
 
 

@@ -302,16 +302,22 @@ class ThresholdPartyKeys:
         config = check(state.config)
         if policy is None:
             raise ProtocolError("this party has no key bundle yet")
-        self._plan = self._plan_for(config, policy)
-        self._lead_seed, self._lead_secret = state.lead_seed, state.lead_secret
-        self._commitments = state.commitment_list(len(config.parties))
         try:
             stage = Stage(state.stage)
         except ValueError:
             raise MalformedMessageError("threshold party state has an unknown stage") from None
+        reusing = bool(config.key_set) and stage not in (Stage.JOINED, Stage.FINISHED)
+        if reusing and (self.key_set is None or self.key_set.key_id != config.key_set):
+            # the kept set this unfinished session reuses was dropped since (stored under other
+            # parameters: a release that changed them): the session cannot go on; forget it,
+            # so that the next join is answered instead of every message refused
+            return Restored(None, abandoned)
+        self._plan = self._plan_for(config, policy)
+        self._lead_seed, self._lead_secret = state.lead_seed, state.lead_secret
+        self._commitments = state.commitment_list(len(config.parties))
         if self._lead_seed:
             self._lead_name = self._lead_of(config, state.transcript)
-        if config.key_set and stage not in (Stage.JOINED, Stage.FINISHED):
+        if reusing:
             self._keys = check_reuse(self.key_set, config, 0)  # restore the key set first
         elif state.keys:
             ctx = th.ThresholdContext.for_parameters(self._p().params, len(config.parties))
