@@ -117,6 +117,36 @@ def test_a_single_key_malicious_curve_session_through_the_apps_equals_the_refere
         assert result["auc"] == pytest.approx(privfl.binned_auc(parts, 12), abs=1e-6)
 
 
+def test_a_threshold_curve_of_more_joint_decryptions_than_16_runs_through_the_apps(
+    tmp_path, monkeypatch
+):
+    """Threshold keys, the malicious curve at N = 1,500 (4 splits: 3 chunks of 2,048 slots per
+    vector on the test ring, 6 reply ciphertexts an execution): more joint decryptions than
+    the 16 the decryption requests, shares and reveal were once bounded by, through the
+    ServerApp's and ClientApp's messages (an honest curve of 24 was refused as malformed)."""
+    pytest.importorskip("openfhe")
+    from privfl.evaluation.fhauc.threshold import ops as threshold_ops
+
+    monkeypatch.setattr(threshold_ops, "FHAUC_PARAMETER_SET", "fhauc-test")  # fast, insecure
+    with task_identity(5):
+        grid, parts = write_parties(
+            tmp_path,
+            keys="threshold",
+            policy=lambda labels: local_policy(
+                labels, Security.MALICIOUS, "threshold", 1500, Reveal.CURVE
+            ),
+            reveals="auc,curve",
+        )
+        context = server_context(tmp_path, thresholds=1500, reveal="curve", security="malicious")
+        server_app._run(grid, context)
+    ref = binned_reference(parts, 1500)
+    for name in PARTIES:
+        (found,) = (tmp_path / "out" / name).glob("fhauc-*.json")
+        result = json.loads(found.read_text())
+        assert result["verified"] is True and result["executions"] * 6 > 16
+        assert result["curve"]["tp"] == pytest.approx(list(ref.tp), abs=1e-6)
+
+
 def test_a_node_refuses_a_reveal_its_operator_did_not_consent_to_before_any_upload(federation):
     grid, root, _ = federation  # the nodes consent to the AUC only (the default)
     with pytest.raises(server_app.PartyFailure, match="refused"):
