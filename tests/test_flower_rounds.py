@@ -93,24 +93,34 @@ def test_the_fhauc_server_app_runs_a_session_through_push_and_pull(federation, c
     assert upload["in"] > 100_000 and {"start", "load", "work", "flower"} <= set(upload)
 
 
+def malicious_curve_through_the_apps(root, keys: str, n_points: int):
+    """Provision ``keys`` for a malicious curve session of ``n_points`` decision points (the
+    nodes consent to both reveals), run it through the ServerApp and ClientApp; the parties'
+    data, the binned reference and each party's result file."""
+    with task_identity(5):
+        grid, parts = write_parties(
+            root,
+            keys=keys,
+            policy=lambda labels: local_policy(
+                labels, Security.MALICIOUS, keys, n_points, Reveal.CURVE
+            ),
+            reveals="auc,curve",  # the node consents to both
+        )
+        context = server_context(root, thresholds=n_points, reveal="curve", security="malicious")
+        server_app._run(grid, context)
+    results = {}
+    for name in PARTIES:
+        (found,) = (root / "out" / name).glob("fhauc-*.json")
+        results[name] = json.loads(found.read_text())
+    return parts, binned_reference(parts, n_points), results
+
+
 def test_a_single_key_malicious_curve_session_through_the_apps_equals_the_reference(tmp_path):
     """Single keys, the ``curve`` reveal against a malicious aggregator, through the same
     ServerApp and ClientApp as a deployment (the real-process test runs threshold keys):
     every party's result file holds the verified curve, equal to the binned reference."""
-    with task_identity(5):
-        grid, parts = write_parties(
-            tmp_path,
-            policy=lambda labels: local_policy(
-                labels, Security.MALICIOUS, "single", 12, Reveal.CURVE
-            ),
-            reveals="auc,curve",  # the node consents to both
-        )
-        context = server_context(tmp_path, thresholds=12, reveal="curve", security="malicious")
-        server_app._run(grid, context)
-    ref = binned_reference(parts, 12)
-    for name in PARTIES:
-        (found,) = (tmp_path / "out" / name).glob("fhauc-*.json")
-        result = json.loads(found.read_text())
+    parts, ref, results = malicious_curve_through_the_apps(tmp_path, "single", 12)
+    for result in results.values():
         assert result["verified"] is True and result["security"] == "malicious"
         assert result["curve"]["tp"] == pytest.approx(list(ref.tp), abs=1e-6)
         assert result["curve"]["fp"] == pytest.approx(list(ref.fp), abs=1e-6)
@@ -128,21 +138,8 @@ def test_a_threshold_curve_of_more_joint_decryptions_than_16_runs_through_the_ap
     from privfl.evaluation.fhauc.threshold import ops as threshold_ops
 
     monkeypatch.setattr(threshold_ops, "FHAUC_PARAMETER_SET", "fhauc-test")  # fast, insecure
-    with task_identity(5):
-        grid, parts = write_parties(
-            tmp_path,
-            keys="threshold",
-            policy=lambda labels: local_policy(
-                labels, Security.MALICIOUS, "threshold", 1500, Reveal.CURVE
-            ),
-            reveals="auc,curve",
-        )
-        context = server_context(tmp_path, thresholds=1500, reveal="curve", security="malicious")
-        server_app._run(grid, context)
-    ref = binned_reference(parts, 1500)
-    for name in PARTIES:
-        (found,) = (tmp_path / "out" / name).glob("fhauc-*.json")
-        result = json.loads(found.read_text())
+    _, ref, results = malicious_curve_through_the_apps(tmp_path, "threshold", 1500)
+    for result in results.values():
         assert result["verified"] is True and result["executions"] * 6 > 16
         assert result["curve"]["tp"] == pytest.approx(list(ref.tp), abs=1e-6)
 
