@@ -99,6 +99,14 @@ def test_the_decoders_carry_every_parameter_sets_whole_budget():
     for name in ("fhauc", "fhauc-test"):
         assert PARAMETER_SETS[name].max_decryptions <= tmsg.MAX_REPLY_CIPHERTEXTS
     assert tmsg.MAX_REVEAL_BYTES >= 4 + tmsg.MAX_REPLY_CIPHERTEXTS * (4 + 8 * 4096) + 16
+    # and no more: an aggregator's relay of one request beyond the budget is refused unread
+    for step in ("th-decrypt", "th-lead"):
+        n = tmsg.MAX_REPLY_CIPHERTEXTS
+        ok = tmsg.Relay(bytes(16), (b"x",) * n, step).to_bytes()
+        assert len(tmsg.Relay.from_bytes(ok, step, bytes(16)).items) == n
+        over = tmsg.Relay(bytes(16), (b"x",) * (n + 1), step).to_bytes()
+        with pytest.raises(MalformedMessageError, match="at most"):
+            tmsg.Relay.from_bytes(over, step, bytes(16))
 
 
 def test_a_session_beyond_the_decryption_budget_is_refused_before_any_work(rng):
