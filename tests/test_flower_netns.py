@@ -4,7 +4,11 @@ from the benchmarking range 198.18.0.0/15 that this test assigns inside its own 
 removes with them. TLS with a CA and a server certificate made here with ``cryptography``,
 SuperNode authentication with one registered key per node, no ``--insecure`` anywhere; a rogue
 SuperNode whose key was never registered is refused. Traffic goes only to addresses this test
-created (or to each namespace's own loopback).
+created (or to each namespace's own loopback). On the same deployment then: the launcher's
+poll intervals, a failed run reported with status 1 by ``privfl flower run``, and a party's
+SuperNode killed after the join stopping the run with an error naming it (one federation for
+all of it: each federation's SuperLink, SuperNodes and SuperExecs cost about 12 s of CPU,
+issue 31).
 
 Without the rights to create namespaces the test skips with the reason, and the loopback
 variant (the same TLS and authentication on 127.0.0.1) runs instead.
@@ -19,6 +23,7 @@ import os
 import secrets
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -46,6 +51,7 @@ from privfl.federation.provisioning import provision  # noqa: E402
 # a fresh ClientApp process per round (issue 31); TLS, authentication and the rogue do not
 # depend on the number of parties.
 PARTIES = ("site-a", "site-b")
+BIN = Path(sys.executable).parent
 LINK_ADDRESS = "198.18.0.1"
 SUBNET = ipaddress.ip_network("198.18.0.0/24")
 
@@ -185,6 +191,58 @@ def _provision(root: Path) -> tuple[dict[str, Path], RevealedCurve]:
     return files, binned_reference(parts, THRESHOLDS)
 
 
+def check_launcher_choices(fed: LocalFederation) -> None:
+    """The SuperExecs poll for tasks every 0.25 s on the nodes (a round waits for it), every
+    1 s (Flower's default) beside the SuperLink, whose SuperExec only picks up runs; the nodes
+    were found up without a ``flwr supernode list`` (1.1 s of CPU each): the SuperLink's log."""
+    assert "ListNodes" not in (fed.root / "superlink.log").read_text()
+    polls = {
+        name: dict(
+            v.split(b"=", 1) for v in Path(f"/proc/{fed.procs[name].pid}/environ")
+            .read_bytes().split(b"\0") if b"=" in v
+        ).get(b"FLWR_SUPEREXEC_TASK_POLL_INTERVAL")
+        for name in ("superlink", *PARTIES)
+    }  # fmt: skip
+    assert polls == {"superlink": b"1.0", **{p: b"0.25" for p in PARTIES}}, polls
+
+
+def kill_a_party_mid_session(fed: LocalFederation, root: Path) -> None:
+    """Two failing runs on the running deployment. ``flwr run`` exits 0 on a failed run;
+    ``privfl flower run`` reports it with status 1 and the ServerApp's error. Then a party's
+    SuperNode killed after the join round (which maps parties to nodes) stops the run with an
+    error naming it, and no party writes a result (the caller checks each party holds only
+    the first run's)."""
+    bad = subprocess.run(
+        [*fed.prefix("flwr"), str(BIN / "privfl"), "flower", "run", str(root / "app"), "local",
+         "--json", "--run-config", f"aggregator-keys='{root / 'missing'}'"],
+        env=fed.env, cwd=root, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    report = json.loads(bad.stdout)
+    assert report["status"] == "finished:failed" and "not found" in " ".join(report["errors"])
+
+    proc = fed.start_run(root / "app", {
+        "aggregator-keys": str(root / "keys" / "aggregator"), "thresholds": THRESHOLDS,
+        "keys": "threshold", "security": "malicious", "reveal": "curve",
+        "timeout": 40.0, "step-pause": 8.0,
+    })  # fmt: skip
+    assert proc.stdout is not None
+    lines = []
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if "join round complete" in line:  # the join maps the parties; kill one after it
+            fed.kill("site-b")
+            break
+    outcome = fed.finish_run(proc, timeout=180, lines=lines)
+    assert "join round complete" in outcome.log, outcome.log
+    assert not outcome.ok and outcome.status == "finished:failed", outcome.status
+    assert any("site-b" in e for e in outcome.errors()), outcome.log
+
+
 def run_authenticated_deployment(
     root: Path, address: str, prefix: Callable[[str], list[str]] | None
 ) -> None:
@@ -206,6 +264,7 @@ def run_authenticated_deployment(
                 "output-dir": str(root / "results" / name), "reveals": "curve",
             }, auth_key=keys[name][0])  # fmt: skip
         fed.wait_for_nodes(len(PARTIES), timeout=180)
+        check_launcher_choices(fed)
         # the rogue: a valid-looking SuperNode whose key the operator never registered; it
         # tries while the registered parties run FHAUC (it gives up in its own time)
         fed.start_supernode("rogue", {"keys-dir": str(root / "keys" / "site-a"),
@@ -220,6 +279,7 @@ def run_authenticated_deployment(
         assert f"{expected.auc():.6f}"[:8] not in outcome.log  # the ServerApp never sees it
         assert fed.procs["rogue"].wait(timeout=120) != 0  # refused: it gave up
         assert fed.online_nodes() == len(PARTIES)
+        kill_a_party_mid_session(fed, root)
     assert not (root / "keys" / "aggregator" / "bundle.bin").exists()  # nothing secret there
     rogue_log = (root / "rogue.log").read_text(errors="replace")
     assert "SuperNode ID" not in rogue_log and "Failed to activate" in rogue_log, rogue_log

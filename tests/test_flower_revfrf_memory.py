@@ -4,7 +4,7 @@
 ciphertexts, the same message bytes as over the network). The forest equals the in-process
 one on the same aligned rows, predicts as it does, and revocation leaves no node of the
 participant. Real processes: ``tests/test_flower_revfrf.py`` (a participant killed
-mid-growth) and ``tests/test_flower_forest_local.py`` (``privfl forest local``)."""
+after the hello round) and ``tests/test_flower_forest_local.py`` (``privfl forest local``)."""
 
 from __future__ import annotations
 
