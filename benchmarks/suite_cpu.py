@@ -17,6 +17,7 @@ It prints the cgroup's total, the wall time and the load average, then one line 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import secrets
 import subprocess
@@ -120,10 +121,8 @@ def _release(group: Path) -> list[str]:
         pids = (group / "cgroup.procs").read_text().split()
         for pid in pids:
             moved.append(kind(pid))
-            try:
+            with contextlib.suppress(OSError):  # it ended meanwhile
                 (CGROUPS / "tasks").write_text(pid)
-            except OSError:  # it ended meanwhile
-                pass
         try:
             group.rmdir()
             return moved
