@@ -20,7 +20,7 @@ FIND_LINKS := $(if $(HAVE_WHEELS),--find-links $(WHEELS))
 help:
 	@echo "make install          .venv with every extra (network-bound: 13 min wall, 69 s CPU, fresh clone)"
 	@echo "make demo             FHAUC with 15 parties on breast-cancer data (40 s wall, load 15)"
-	@echo "make test             the whole test suite, 6 workers (480 s CPU, about 830 s with Flower's own processes; 6:15 wall with an installed .venv)"
+	@echo "make test             the whole test suite, 6 workers (516 s CPU as time counts it, about 750 s with Flower's own processes; 6:24 wall on an idle 2-core machine with an installed .venv)"
 	@echo "make lint             ruff and mypy --strict"
 	@echo "make docs             the documentation site into site/, warnings as errors (4.1 s CPU, 16 s wall, load 13)"
 	@echo "make bench            FHAUC's cost table, a line per row (63 s CPU, 7.7 min wall at load 15-33)"
@@ -49,10 +49,10 @@ demo: $(STAMP)
 # every thread). OpenFHE needs nothing: privfl chooses its threads itself, and
 # tests/test_threshold_threads.py checks that choice in a clean environment, as users get it.
 # tests/test_docs.py runs every code block of README.md and docs/ and builds the site (`make docs`).
-# Last measured (issue 31 item 5, 1,405 tests, an installed .venv, two nice-19 benchmarks
-# beside it): 6:15 wall, 480 s CPU as `time` counts it; on a fresh machine, nothing else
-# running, 7:06 and 829 s in a cgroup that also counts the Flower processes no test waits
-# for (benchmarks/suite_cpu.py). `--cpu-report FILE`
+# Last measured (issue 31 item 5, 1,426 tests, an installed .venv, an idle machine): 6:24
+# wall, 516 s CPU as `time` counts it, the six workers busy 368-372 s each (CPU-bound); an
+# earlier cgroup run that also counts the Flower processes no test waits for counted 829 s
+# (benchmarks/suite_cpu.py; docs/reproducing.md, "Fifth pass"). `--cpu-report FILE`
 # (tests/_cpu_report.py) writes each test's CPU; docs/reproducing.md has the figures per test.
 # Python's default of writing bytecode caches (PYTHONDONTWRITEBYTECODE empty): an environment
 # that sets it (this machine's shell does) makes every worker recompile and every test
