@@ -1,8 +1,12 @@
 """Helpers several test modules use: the CLI's leaf commands, the Flower processes a run left
-behind, and a malicious AUC execution's measured error against a noise model."""
+behind, a run's output read up to a line, and a malicious AUC execution's measured error
+against a noise model."""
 
 from __future__ import annotations
 
+import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -24,6 +28,28 @@ def leaf_commands() -> dict[str, click.Command]:
 
     walk(typer.main.get_command(app), "")
     return out
+
+
+def act_at_line(
+    proc: subprocess.Popen[str], marker: str, within: float, action: Callable[[], None]
+) -> list[str]:
+    """Read ``proc``'s output up to the first line holding ``marker`` and then run ``action``
+    (the failure-injection tests kill a node there); returns the lines read, that one
+    included (all of them, and no action, if the output ended first or a line came after
+    ``within`` seconds)."""
+    if proc.stdout is None:
+        raise ValueError("start the process with stdout=PIPE")
+    lines: list[str] = []
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if marker in line:
+            action()
+            break
+    return lines
 
 
 def leftover_processes(marker: str) -> list[str]:

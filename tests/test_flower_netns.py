@@ -23,7 +23,6 @@ import os
 import secrets
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -40,6 +39,7 @@ from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric import ec  # noqa: E402
 from cryptography.x509.oid import NameOID  # noqa: E402
 
+from _shared import act_at_line  # noqa: E402
 from privfl.evaluation.fhauc.policy import Security  # noqa: E402
 from privfl.evaluation.fhauc.reveal import Reveal, RevealedCurve  # noqa: E402
 from privfl.evaluation.metric_reference import binned_reference  # noqa: E402
@@ -226,17 +226,8 @@ def kill_a_party_mid_session(fed: LocalFederation, root: Path) -> None:
         "keys": "threshold", "security": "malicious", "reveal": "curve",
         "timeout": 40.0, "step-pause": 8.0,
     })  # fmt: skip
-    assert proc.stdout is not None
-    lines = []
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        lines.append(line)
-        if "join round complete" in line:  # the join maps the parties; kill one after it
-            fed.kill("site-b")
-            break
+    # the join maps the parties to nodes; one is killed after it
+    lines = act_at_line(proc, "join round complete", 180, lambda: fed.kill("site-b"))
     outcome = fed.finish_run(proc, timeout=180, lines=lines)
     assert "join round complete" in outcome.log, outcome.log
     assert not outcome.ok and outcome.status == "finished:failed", outcome.status

@@ -19,13 +19,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from _revfrf_deployment import PARTICIPANTS as ALL_PARTICIPANTS
 from _revfrf_deployment import make
+from _shared import act_at_line
 
 pytestmark = pytest.mark.flower
 
@@ -109,16 +109,7 @@ def test_a_participant_killed_mid_run_stops_the_run_naming_it(deployment):
     process, about 12 s of CPU, issue 31)."""
     dep = deployment
     proc = dep.flwr_run("steps='train'", timeout=90.0)
-    assert proc.stdout is not None
-    lines, deadline = [], time.monotonic() + 300
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        lines.append(line)
-        if "hello round complete" in line:
-            dep.kill("site-b")
-            break
+    lines = act_at_line(proc, "hello round complete", 300, lambda: dep.kill("site-b"))
     text = "".join(lines) + _communicate(proc, 300)
     assert "hello round complete" in text and "ids aligned" not in text, text
     # the run stops naming site-b: no reply in time, or Flower's own "Node Unavailable"

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import privfl
+from _shared import act_at_line
 from privfl.federation.provisioning import provision
 
 pytestmark = pytest.mark.flower
@@ -77,17 +77,9 @@ def test_fedavg_with_private_auc_every_round_then_a_client_killed_during_evaluat
              "thresholds": N, "max-rows": ROWS, "local-epochs": EPOCHS, "lr": LR,
              "timeout": 60.0, "output-dir": str(tmp_path / "server")},
         )  # fmt: skip
-        assert proc.stdout is not None
-        lines = []
-        deadline = time.monotonic() + 400
-        while time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            lines.append(line)
-            if "private AUC round 2: join step complete" in line:
-                fed.kill("site-b")  # dies between round 2's join and upload
-                break
+        # site-b dies between round 2's join and upload
+        marker = "private AUC round 2: join step complete"
+        lines = act_at_line(proc, marker, 400, lambda: fed.kill("site-b"))
         outcome = fed.finish_run(proc, timeout=400, lines=lines)
     log = outcome.log
     assert outcome.ok, log  # the failed evaluation did not end the training job
