@@ -46,7 +46,7 @@ LONGEST = (
     ("test_flower_train_processes.py::test_privfl_flower_train_writes", 205, True),
     ("test_flower_train_private_auc.py", 182, True),
     ("test_flower_forest_local.py", 172, True),
-    ("test_flower_netns.py::test_fhauc_across_namespaces", 195, True),  # + a node killed
+    ("test_flower_netns.py::test_fhauc_across_namespaces", 225, True),  # + a node killed
     ("test_flower_revfrf.py::", 90, True),
     ("test_flower_integration.py::test_a_server_whose_port_was_taken", 19, True),
     ("runs_as_written[docs/deploy/fhauc.md]", 22, True),

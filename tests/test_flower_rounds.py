@@ -3,8 +3,8 @@ processes: the FHAUC ServerApp's logic against the real FHAUC ClientApp through 
 grid that hands each pushed message to the ClientApp of its destination node (real keys, real
 ciphertexts, the same message bytes as over the network), with single keys. The
 process-level tests check the same apps across real SuperLink/SuperNode processes
-(``tests/test_flower_integration.py``; ``tests/test_flower_netns.py``: threshold keys, a
-malicious aggregator and the curve reveal; the README quickstart)."""
+(``tests/test_flower_netns.py``: threshold keys, a malicious aggregator and the curve reveal,
+then a SuperNode killed mid-session; the README quickstart)."""
 
 from __future__ import annotations
 

@@ -48,8 +48,7 @@ APP_PYPROJECT = app_pyproject(
     {"cs-keys": "keys/CS", "labels-file": "data/labels.csv", "id-column": "id",
      "label-column": "label", "task": "classification", "seed": 0, "min-samples": 2,
      "steps": "train,query", "secure": True, "requester": "requester", "revoke": "",
-     "revoke-level": 1, "output-dir": "results/CS", "timeout": 600.0, "step-pause": 0.0,
-     "grow-pause": 0.0},
+     "revoke-level": 1, "output-dir": "results/CS", "timeout": 600.0, "step-pause": 0.0},
 )  # fmt: skip
 
 

@@ -18,8 +18,7 @@ Run configuration (``[tool.flwr.app.config]``, overridable with ``flwr run -c``)
 ``output-dir``     where the CS writes ``revfrf-<session>-CS-summary.json`` (its results:
                    aligned ids, predictions, revocation reports, rounds, bytes per channel)
 ``timeout``        seconds to wait for each round's replies (default 120);
-``step-pause``     seconds to sleep after each round (0); ``grow-pause`` the same before
-                   and during the growth only (failure-injection tests)
+``step-pause``     seconds to sleep after each round (0)
 
 Rounds: ``revfrf_hello`` (which node is which role and name), then one ``revfrf_batch``
 round per batch of the CS's jobs (:mod:`privfl.forest.jobs`): each node receives, in one
@@ -179,10 +178,7 @@ def _run(grid: Grid, context: Context) -> None:
             drive(dep.align(test="test" in steps), nodes)
             log(INFO, "revfrf: ids aligned: %d samples, %d test rows", len(dep.aligned_ids),
                 dep.n_test)  # fmt: skip
-            nodes.pause = float(_cfg(context, "grow-pause", pause))
-            time.sleep(nodes.pause)
             drive(dep.fit(), nodes)
-            nodes.pause = pause
             out["aligned_ids"] = dep.aligned_ids
             result: Any = dep.summary()
         elif step == "test":
