@@ -114,5 +114,5 @@ def test_a_participant_killed_mid_run_stops_the_run_naming_it(deployment):
     assert "hello round complete" in text and "ids aligned" not in text, text
     # the run stops naming site-b: no reply in time, or Flower's own "Node Unavailable"
     failure = next(line for line in text.splitlines() if "RevFRF run failed" in line)
-    assert "site-b" in failure and ("no reply" in failure or "failed in round" in failure), text
+    assert "site-b" in failure and ("no reply" in failure or "Node Unavailable" in failure), text
     assert dep.results("CS", "summary") == []  # the failed run wrote no result
