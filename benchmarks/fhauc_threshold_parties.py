@@ -2,7 +2,8 @@
 1,000-party corner): where the process's CPU goes when :func:`privfl.federated_auc` /
 :func:`privfl.metrics.roc_curve` simulate every party, with default settings.
 
-One session per ``--parties`` value (100 rows per party, N = 100, positive rate 0.3, default
+One session per ``--parties`` value (100 rows per party, N = ``--thresholds`` (100),
+positive rate 0.3, default
 ``fhauc`` ring unless ``--fast-threshold``): process CPU summed per timed key of the
 in-process runner (``party_<step>``: all parties together; ``aggregator``,
 ``aggregator_keygen``), the run's wall and CPU time, the peak resident memory of the process
@@ -10,7 +11,8 @@ in-process runner (``party_<step>``: all parties together; ``aggregator``,
 against the binned reference and the load average:
 
     OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python benchmarks/fhauc_threshold_parties.py \
-        --parties 200 [--reveal auc|curve] [--security malicious] [--fast-threshold]
+        --parties 200 [--thresholds 100] [--reveal auc|curve] [--security malicious] \
+        [--fast-threshold]
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ def main() -> None:
     ap.add_argument("--reveal", default="auc", choices=["auc", "curve"])
     ap.add_argument("--security", default="malicious")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--thresholds", type=int, default=100, help="N (default 100)")
     ap.add_argument("--fast-threshold", action="store_true")
     args = ap.parse_args()
     if args.fast_threshold:
@@ -80,16 +83,17 @@ def main() -> None:
     options = {"keys": "threshold", "security": args.security}
     wall, cpu = time.perf_counter(), time.process_time()
     if args.reveal == "auc":
-        value = privfl.federated_auc(data, 100, **options).auc
+        value = privfl.federated_auc(data, args.thresholds, **options).auc
     else:
-        value = pm.roc_curve(data, 100, **options).auc
+        value = pm.roc_curve(data, args.thresholds, **options).auc
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    error = abs(value - privfl.binned_auc(data, 100))
+    error = abs(value - privfl.binned_auc(data, args.thresholds))
     peak = peak_gib()
     load = "/".join(f"{x:.2f}" for x in os.getloadavg())
     ring = "fhauc-test" if args.fast_threshold else "fhauc"
     print(
-        f"{args.parties} parties, {args.security} {args.reveal}, threshold keys ({ring}): "
+        f"{args.parties} parties, N = {args.thresholds}, {args.security} {args.reveal}, "
+        f"threshold keys ({ring}): "
         f"wall {wall:.1f} s, cpu {cpu:.1f} s, peak RSS {peak:.2f} GiB, "
         f"|auc - binned| {error:.1e}, load {load}"
     )

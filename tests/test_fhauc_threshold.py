@@ -5,6 +5,7 @@ is revealed to the parties only. Runs on the insecure ring-2^12 ``fhauc-test`` s
 
 from __future__ import annotations
 
+import gc
 import secrets
 
 import numpy as np
@@ -26,6 +27,7 @@ from privfl.errors import (
     ProtocolError,
     VerificationError,
 )
+from privfl.evaluation.fhauc.aggregator import Aggregator
 from privfl.evaluation.fhauc.messages import SessionConfig
 from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.evaluation.fhauc.roles import make_party
@@ -36,6 +38,7 @@ from privfl.evaluation.fhauc.threshold import ops as threshold_ops
 from privfl.evaluation.fhauc.threshold import plan as tp
 from privfl.evaluation.fhauc.threshold.aggregator import ThresholdAggregator
 from privfl.evaluation.fhauc.threshold.messages import KeyCheck, Relay
+from privfl.evaluation.fhauc.threshold.ops import ThresholdCiphertext
 from privfl.evaluation.fhauc.threshold.setup import provision
 from privfl.evaluation.fhauc.transport import Transport
 
@@ -343,6 +346,53 @@ def test_key_shares_are_added_one_by_one_as_they_arrive(rng):
     assert keygen == [(kind, "keygen", p.name) for p in parties for kind in ("ran", "consumed")]
     assert added == [p.name for p in parties]
     assert "keygen" not in transport.up  # nothing collected by the transport
+
+
+def test_uploads_are_checked_and_summed_as_they_arrive(rng, monkeypatch):
+    """The aggregator adds each upload into running sums as it arrives (at most ``workers``
+    wait to be loaded): the honest computation gets one summed upload per execution, and at
+    no point are the ciphertexts of all M uploads alive, only about one upload's worth."""
+    data, parties, agg, _, request = deployment(rng, m=6, n_points=10)
+    agg.computation.workers = 2
+    transport = Streaming(parties)
+    seen: list[int] = []
+    live: list[int] = []
+    original = Aggregator.aggregate
+
+    def spy(self, uploads):
+        seen.append(len(uploads))
+        gc.collect()
+        live.append(sum(isinstance(o, ThresholdCiphertext) for o in gc.get_objects()))
+        return original(self, uploads)
+
+    monkeypatch.setattr(Aggregator, "aggregate", spy)  # still the honest computation
+    report = run_session(agg, transport, request)
+    assert seen == [1] * report.executions
+    layout = agg.plan.layout
+    one_upload = report.executions * (
+        layout.chunks + layout.f_ciphertexts + layout.denominator_ciphertexts
+    )
+    assert max(live) <= 2 * one_upload < len(parties) * one_upload
+    for result in transport.results.values():
+        assert result.auc == pytest.approx(privfl.binned_auc(data, 10), abs=TOL)
+
+
+def test_a_computation_that_overrides_aggregate_gets_every_upload_in_party_order(rng):
+    seen: list[list[str]] = []
+
+    class Watching(Aggregator):
+        def aggregate(self, uploads):
+            seen.append([u.sender for u in uploads])
+            return super().aggregate(uploads)
+
+    data, parties, agg, _, request = deployment(
+        rng, m=4, aggregator=ThresholdAggregator(Watching())
+    )
+    transport = Streaming(parties)
+    report = run_session(agg, transport, request)
+    assert seen == [[p.name for p in parties]] * report.executions
+    for result in transport.results.values():
+        assert result.auc == pytest.approx(privfl.binned_auc(data, 10), abs=TOL)
 
 
 @pytest.mark.parametrize("step", ["keygen", "upload"])

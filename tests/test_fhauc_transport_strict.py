@@ -85,6 +85,42 @@ def test_the_fhauc_flower_transport_refuses_a_node_answering_as_another_party(mo
             transport.exchange("upload", {"site-b": b"m"})
 
 
+def test_the_fhauc_flower_transport_hands_each_answer_on_as_it_is_pulled(monkeypatch):
+    """``FlowerTransport.stream`` gives the schedule each answer as it is pulled (so the
+    aggregator takes the uploads in one by one) and keeps none of them: a round of ``M``
+    large uploads never sits in the ServerApp whole. A reply naming another party is still
+    refused there."""
+    pytest.importorskip("flwr")
+    from _memory_grid import MemoryGrid, node_context, task_identity
+    from privfl.federation.flower import client_app, server_app
+
+    class OnePerPull(MemoryGrid):
+        def pull_messages(self, ids):
+            return super().pull_messages(list(ids)[:1])
+
+    plays = {1: "site-a", 2: "site-b", 3: "site-a"}
+    monkeypatch.setattr(
+        client_app, "run_step",
+        lambda step, data, ctx, phases=None: (plays[ctx.node_id], data + b" answered"),
+    )  # fmt: skip
+    with task_identity(5):
+        grid = OnePerPull(client_app.app, {n: node_context(5, n, {}) for n in plays})
+        transport = server_app.FlowerTransport(grid, {"site-a": 1, "site-b": 2}, 5.0, 0.0)
+        seen: list[tuple[str, bytes, int]] = []
+        stream(
+            transport, "upload", {"site-a": b"a", "site-b": b"b"}, PARTIES,
+            lambda p, d: seen.append((p, d, grid.pulls)),
+        )  # fmt: skip
+        assert [(p, d) for p, d, _ in seen] == [
+            ("site-a", b"a answered"),
+            ("site-b", b"b answered"),
+        ]
+        assert [pulls for _, _, pulls in seen] == [1, 2]  # each consumed before the next pull
+        transport.node_of["site-b"] = 3  # node 3 answers as site-a
+        with pytest.raises(ProtocolError, match="unexpected answer from 'site-a'"):
+            transport.stream("upload", {"site-b": b"b"}, lambda p, d: None)
+
+
 def test_the_private_auc_flower_transport_refuses_a_node_answering_as_another_party(
     monkeypatch,
 ):

@@ -28,7 +28,7 @@ from privfl.evaluation.fhauc.messages import AGGREGATOR, Done, PublicSetup, Sess
 from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.session import check_joins, transcript_hash
-from privfl.evaluation.fhauc.upload_checks import UploadCheck
+from privfl.evaluation.fhauc.upload_checks import UploadCheck, sum_uploads
 from privfl.evaluation.fhauc.upload_pool import (
     MIN_PARALLEL_CIPHERTEXTS,
     WARM_ROSTER,
@@ -186,11 +186,12 @@ class Aggregator:
     def _open_uploads(
         self, ctx: CKKSContext, check: UploadCheck, uploads: Mapping[str, bytes]
     ) -> list[list[Upload]]:
-        """Per execution, the uploads :meth:`aggregate` combines: every party's, in the
-        config's order; or, with :attr:`workers` > 1, enough ciphertexts and the honest
-        :meth:`aggregate` (a subclass overriding it always gets every party's upload), one
-        partial sum per upload worker: the same checks, run in the workers
-        (:mod:`~privfl.evaluation.fhauc.upload_pool`), and the same sum, bit for bit."""
+        """Per execution, the uploads :meth:`aggregate` combines. With the honest
+        :meth:`aggregate`: one partial sum per upload worker when :attr:`workers` > 1 and
+        there are enough ciphertexts (the same checks, run in the workers,
+        :mod:`~privfl.evaluation.fhauc.upload_pool`), else one sum, each party's upload
+        opened and added in turn; the same sum, bit for bit, either way. A subclass that
+        overrides :meth:`aggregate` gets every party's upload, in the config's order."""
         cfg = self._config()
         missing = [p for p in cfg.parties if p not in uploads]
         per_upload = check.executions * sum(check.shape)
@@ -206,6 +207,16 @@ class Aggregator:
                 raise ProtocolError(f"no upload from {missing}")
             return [[p[e] for p in partials] for e in range(check.executions)]
         self.worker_cpu = 0.0
+        if type(self).aggregate is Aggregator.aggregate and uploads:
+            # opened and added one party at a time: one upload in memory, not M
+            opened = (check.open(ctx, claimed, data) for claimed, data in uploads.items())
+            try:
+                sums = sum_uploads(opened, "sum")
+            except (ValueError, RuntimeError) as exc:  # SEAL refused to add them
+                raise MalformedMessageError(f"the uploads cannot be combined ({exc})") from None
+            if missing:
+                raise ProtocolError(f"no upload from {missing}")
+            return [[sums[e]] for e in range(check.executions)]
         by_party = {claimed: check.open(ctx, claimed, data) for claimed, data in uploads.items()}
         if missing:
             raise ProtocolError(f"no upload from {missing}")

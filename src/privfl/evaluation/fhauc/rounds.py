@@ -13,8 +13,10 @@ backend's: a :class:`KeyRounds` strategy, one per key mode, chosen once per sess
   which every party decrypts itself in ``result``.
 * :class:`ThresholdRounds`: ``keygen`` (streamed: each party's public contribution is added
   as it arrives) and ``keycheck``, or ``keycheck`` alone with a kept key set; the upload
-  answer carries a relinearisation share (added as it arrives); then ``decrypt`` (every party
-  but the lead) and ``fuse`` (the lead only), whose signed reveal is the ``result`` message.
+  answer carries a relinearisation share, and both it and the upload are added into the
+  aggregator's running sums as they arrive (``M`` uploads never sit in memory at once);
+  then ``decrypt`` (every party but the lead) and ``fuse`` (the lead only), whose signed
+  reveal is the ``result`` message.
 
 Timing keys for the :class:`~.transport.StepRunner`: ``"aggregator"`` for the session's
 computation, ``"aggregator_keygen"`` for key generation (with single keys that work is
@@ -84,11 +86,14 @@ class KeyRounds(Protocol):
         ...
 
     def take_upload(self, io: SessionIO, party: str, answer: bytes) -> bytes:
-        """``party``'s answer to the upload step, as it arrives; returns its signed upload."""
+        """``party``'s answer to the upload step, as it arrives; returns what
+        :meth:`aggregate` needs of it later (its signed upload, or nothing when the
+        aggregator took it in already)."""
         ...
 
     def aggregate(self, io: SessionIO, uploads: Mapping[str, bytes]) -> bytes:
-        """Check every signed upload and aggregate; returns the encrypted reply message."""
+        """Check every signed upload not yet checked (``uploads``: what :meth:`take_upload`
+        returned) and aggregate; returns the encrypted reply message."""
         ...
 
     def decryption(self, io: SessionIO, reply: bytes) -> bytes:
@@ -147,11 +152,12 @@ class ThresholdRounds:
         return io.run(KEYGEN, agg.relay_checks, checks)
 
     def take_upload(self, io: SessionIO, party: str, answer: bytes) -> bytes:
-        return io.run(KEYGEN, self.aggregator.add_mult_share, party, answer)
+        upload = io.run(KEYGEN, self.aggregator.add_mult_share, party, answer)
+        io.run(AGG, self.aggregator.take_upload, party, upload)  # checked, summed as it comes
+        return b""  # nothing left to keep: the aggregator holds the running sums
 
     def aggregate(self, io: SessionIO, uploads: Mapping[str, bytes]) -> bytes:
         agg = self.aggregator
-        io.run(AGG, agg.finish_keys, uploads)  # checking the signed uploads, as single-key
         io.run(KEYGEN, agg.install_keys)  # the relinearisation key rode with the uploads
         return io.run(AGG, agg.request_decryptions)
 

@@ -4,8 +4,9 @@ Written once and run either in the aggregator's process or in its upload workers
 (:mod:`~privfl.evaluation.fhauc.upload_pool`): :meth:`UploadCheck.open` verifies one signed
 upload (roster signature, sender, session, transcript, execution count, shape, fresh
 ciphertexts at the session's scale) and loads its ciphertexts; :func:`sum_uploads` adds the
-loaded uploads of several parties slot-wise. The aggregator (or a worker on its behalf)
-learns the ciphertext sizes and who sent them, nothing in plaintext: it never decrypts.
+loaded uploads of several parties slot-wise, one party at a time (:class:`UploadSum`). The
+aggregator (or a worker on its behalf) learns the ciphertext sizes and who sent them,
+nothing in plaintext: it never decrypts.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from privfl.evaluation.fhauc.ciphertext import HECiphertext
 from privfl.evaluation.fhauc.uploads import PartyUpload, Upload
 from privfl.messages import Reader, Writer
 
-__all__ = ["UploadCheck", "sum_uploads"]
+__all__ = ["UploadCheck", "UploadSum", "sum_uploads"]
 
 
 @dataclass(frozen=True)
@@ -94,25 +95,49 @@ def _shown(name: str) -> str:
     return f"{name[:SHOWN_NAME_CHARS]!r}... ({len(name)} characters)"
 
 
+class UploadSum:
+    """The running slot-wise sums of several parties' uploads (aggregator, or an upload
+    worker on its behalf; it learns nothing: it never decrypts). :meth:`add` takes one
+    party's uploads (one :class:`Upload` per execution, all of one session's shape) and
+    keeps only the sums, so memory stays at one party's upload however many parties add.
+    Additions are exact modulo each prime, so the sum does not depend on the order the
+    parties arrive in, and a sum of partial sums equals the sum over all parties bit for
+    bit."""
+
+    def __init__(self) -> None:
+        self._sums: list[list[list[HECiphertext]]] | None = None
+        self._sessions: list[bytes] = []
+        self.count = 0  # parties added
+
+    def add(self, uploads: Sequence[Upload]) -> None:
+        """Add one party's uploads (ValueError if their executions or shape differ from the
+        first party's)."""
+        vectors = [[list(u.t), list(u.f), list(u.d)] for u in uploads]
+        if self._sums is None:
+            self._sums, self._sessions = vectors, [u.session for u in uploads]
+        else:
+            for acc, vec in zip(self._sums, vectors, strict=True):
+                for k in range(3):
+                    acc[k] = [a + b for a, b in zip(acc[k], vec[k], strict=True)]
+        self.count += 1
+
+    def result(self, label: str) -> list[Upload]:
+        """Per execution, the sums as one :class:`Upload` named ``label`` (ValueError when
+        no party was added)."""
+        if self._sums is None:
+            raise ValueError("nothing to add")
+        return [
+            Upload(label, session, t, f, d, e)
+            for e, (session, (t, f, d)) in enumerate(zip(self._sessions, self._sums, strict=True))
+        ]
+
+
 def sum_uploads(per_party: Iterable[Sequence[Upload]], label: str) -> list[Upload]:
     """Per execution, the slot-wise sum over parties of each T, F and D ciphertext, as one
-    :class:`Upload` named ``label`` (``per_party`` yields each party's uploads, one per
-    execution, all of one session's shape). Consumed one party at a time, so a generator
-    keeps only the running sums in memory. Additions are exact modulo each prime, so a sum
-    of partial sums equals the sum over all parties bit for bit."""
-    sums: list[list[list[HECiphertext]]] | None = None
-    first: Sequence[Upload] = ()
+    :class:`Upload` named ``label`` (:class:`UploadSum`; ``per_party`` yields each party's
+    uploads). Consumed one party at a time, so a generator keeps only the running sums in
+    memory."""
+    total = UploadSum()
     for uploads in per_party:
-        vectors = [[list(u.t), list(u.f), list(u.d)] for u in uploads]
-        if sums is None:
-            sums, first = vectors, uploads
-            continue
-        for acc, vec in zip(sums, vectors, strict=True):
-            for k in range(3):
-                acc[k] = [a + b for a, b in zip(acc[k], vec[k], strict=True)]
-    if sums is None:
-        raise ValueError("nothing to add")
-    return [
-        Upload(label, u.session, t, f, d, e)
-        for e, (u, (t, f, d)) in enumerate(zip(first, sums, strict=True))
-    ]
+        total.add(uploads)
+    return total.result(label)

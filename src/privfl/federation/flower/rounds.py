@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from logging import DEBUG, INFO
 from typing import Any
 
@@ -73,12 +73,16 @@ def exchange(
     failure: type[ProtocolError] = NodeFailure,
     label: str | None = None,
     keep_errors: bool = False,
+    on_reply: Callable[[int, list[bytes], dict[str, Any]], None] | None = None,
 ) -> dict[int, Reply]:
     """Send node ``n`` the content ``contents[n]`` (message type ``query.<kind>``) and return
     every node's checked reply (blobs, metadata). ``names`` names the nodes in errors;
     ``label`` names the round in them (default: ``kind``). ``keep_errors``: a node's error is
     returned (no blobs, metadata ``status``/``reason``/``party``) for the caller to judge with
-    :func:`check_reply`; only a missing reply stops the round. Runs on the ServerApp."""
+    :func:`check_reply`; only a missing reply stops the round. ``on_reply(node, blobs,
+    meta)``: each checked reply, as it is pulled; its blobs are then not kept (the returned
+    replies hold no blobs), so a round of large replies never sits in memory whole. Runs on
+    the ServerApp."""
     round_name = label or kind
     started = time.perf_counter()
     messages = [
@@ -95,6 +99,7 @@ def exchange(
     ids = [str(i) for i in pushed]
     node_of = dict(zip(ids, contents, strict=True))
     got: dict[int, Reply] = {}
+    received = 0  # bytes of the replies' blobs
     deadline = time.monotonic() + timeout
     pause = POLL_S
     while len(got) < len(ids):
@@ -113,6 +118,10 @@ def exchange(
                 blobs, meta = unpack(reply.content, who)
             if not keep_errors:
                 check_reply(meta, who, round_name, failure)
+            received += sum(len(b) for b in blobs)
+            if on_reply is not None:
+                on_reply(node, blobs, meta)
+                blobs = []
             got[node] = (blobs, meta)
         if len(got) < len(ids):
             if time.monotonic() > deadline:
@@ -125,7 +134,7 @@ def exchange(
                 pause = POLL_S  # the other replies tend to follow (the nodes run in parallel)
             time.sleep(pause)
             pause = min(2 * pause, POLL_MAX_S)
-    _log_round(kind, time.perf_counter() - started, contents, got)
+    _log_round(kind, time.perf_counter() - started, contents, got, received)
     return got
 
 
@@ -144,14 +153,18 @@ def check_reply(
 
 
 def _log_round(
-    kind: str, wall: float, contents: Mapping[int, RecordDict], got: Mapping[int, Reply]
+    kind: str,
+    wall: float,
+    contents: Mapping[int, RecordDict],
+    got: Mapping[int, Reply],
+    received: int,
 ) -> None:
     """One line per round: wall time, bytes each way, and the slowest node's phases."""
     reported = [p for p in (phases(meta.get(TIMINGS)) for _, meta in got.values()) if p]
     record: dict[str, float] = {
         "wall": round(wall, 3),
         "out": sum(_bytes(c) for c in contents.values()),
-        "in": sum(len(b) for blobs, _ in got.values() for b in blobs),
+        "in": received,
     }
     if reported:
         slowest = max(reported, key=sum)

@@ -45,7 +45,7 @@ import contextlib
 import os
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from logging import ERROR, INFO
 from pathlib import Path
 from typing import Any
@@ -130,6 +130,29 @@ class FlowerTransport(Transport):
         got = _round(self.grid, f"fhauc_{step}", targets, contents, self.timeout)
         return self._answers(step, {targets[n]: reply for n, reply in got.items()})
 
+    def stream(
+        self, step: str, messages: Mapping[str, bytes], consume: Callable[[str, bytes], None]
+    ) -> None:
+        """Hand each party's answer to ``consume`` as it is pulled from the SuperLink (its
+        bytes are not kept here), so the aggregator takes the uploads in one by one and a
+        round of ``M`` large answers never sits in this process whole. The first step of a
+        session (it maps the parties to their nodes) collects every answer first."""
+        if self.node_of is None:
+            for party, data in self.exchange(step, messages).items():
+                consume(party, data)
+            return
+        targets = {self.node_of[p]: p for p in messages}
+        contents = {self.node_of[p]: pack([m]) for p, m in messages.items()}
+
+        def take(node: int, blobs: list[bytes], meta: dict[str, Any]) -> None:
+            consume(targets[node], self._answer(step, targets[node], blobs, meta))
+
+        exchange(
+            self.grid, f"fhauc_{step}", contents, targets, self.timeout,
+            failure=PartyFailure, on_reply=take,
+        )  # fmt: skip
+        self._round_done(step)
+
     def _first(self, step: str, messages: Mapping[str, bytes]) -> dict[str, bytes]:
         (data,) = set(messages.values())
         kind, names = f"fhauc_{step}", {n: f"node {n}" for n in self.nodes}
@@ -153,16 +176,23 @@ class FlowerTransport(Transport):
     ) -> dict[str, bytes]:
         """Each asked party's answer; a reply naming another party than the one its node was
         asked as is refused (:func:`check_sender`)."""
-        out = {}
-        for party, (blobs, meta) in got.items():
-            check_sender(party, meta, step)
-            if len(blobs) != 1:
-                raise PartyFailure(f"{party} answered step {step} with {len(blobs)} blobs")
-            out[party] = blobs[0]
-            self.bytes_up[step] = max(self.bytes_up.get(step, 0), len(blobs[0]))
+        out = {
+            party: self._answer(step, party, blobs, meta) for party, (blobs, meta) in got.items()
+        }
+        self._round_done(step)
+        return out
+
+    def _answer(self, step: str, party: str, blobs: list[bytes], meta: Mapping[str, Any]) -> bytes:
+        """The one answer of the node asked as ``party`` (:func:`check_sender`, one blob)."""
+        check_sender(party, meta, step)
+        if len(blobs) != 1:
+            raise PartyFailure(f"{party} answered step {step} with {len(blobs)} blobs")
+        self.bytes_up[step] = max(self.bytes_up.get(step, 0), len(blobs[0]))
+        return blobs[0]
+
+    def _round_done(self, step: str) -> None:
         log(INFO, "fhauc: %s round complete", step)
         time.sleep(self.pause)
-        return out
 
 
 def check_sender(party: str, meta: Mapping[str, Any], step: str) -> None:

@@ -11,11 +11,12 @@ parties' public key-generation contributions, the joint public and evaluation ke
 the lead and the kept :class:`~.keyset.ServerKeySet`. Steps: ``start_session`` /
 ``collect_joins`` (the computation's, then the plan and key rounds) · ``add_keygen_share``
 per party and ``finish_keygen`` · ``relay_checks`` · ``add_mult_share`` per party,
-``finish_keys`` and ``install_keys`` · ``request_decryptions`` (aggregates with the
+``take_upload`` per party (checked, loaded and added into running sums as it arrives) ·
+``install_keys`` · ``request_decryptions`` (aggregates with the
 computation's :meth:`Aggregator.aggregate`, unchanged) · ``lead_requests`` · ``relay_reveal``
-· ``collect_done``. Key material is added as each party's message arrives, so the aggregator
-never holds ``M`` key shares at once. The one schedule drives these steps through
-:class:`~privfl.evaluation.fhauc.rounds.ThresholdRounds`.
+· ``collect_done``. Key material and uploads are added as each party's message arrives, so
+the aggregator never holds ``M`` key shares or ``M`` uploads at once. The one schedule
+drives these steps through :class:`~privfl.evaluation.fhauc.rounds.ThresholdRounds`.
 
 Why it never learns the AUC (it knows its multiplier ``c``, so any fused reply would give
 it away): a reply is decrypted as ``c0 + sum_i s_i c1 + e``. Every party but the lead sends
@@ -62,6 +63,7 @@ from privfl.evaluation.fhauc.threshold.keyset import ServerKeySet
 from privfl.evaluation.fhauc.threshold.ops import ThresholdCiphertext
 from privfl.evaluation.fhauc.threshold.parallel import map_parties
 from privfl.evaluation.fhauc.threshold.setup import ThresholdPublicSetup
+from privfl.evaluation.fhauc.upload_checks import UploadSum
 from privfl.evaluation.fhauc.uploads import Upload
 from privfl.evaluation.statistics import ScoreRange
 
@@ -88,7 +90,10 @@ class ThresholdAggregator:
         self.reuse_keys = True  # announce the kept key set when it fits (False: re-key)
         self._commitments: tuple[bytes, ...] = ()
         self._requests: list[th.DecryptionRequest] = []
-        self._uploads: dict[str, tmsg.UploadViews] = {}
+        self._pending: list[tuple[str, bytes]] = []  # taken in, not yet loaded
+        self._taken: set[str] = set()  # parties whose upload was taken in
+        self._sum = UploadSum()  # the running sums (honest computation)
+        self._held: dict[str, list[Upload]] | None = None  # every upload (overridden)
         self._keys_installed = False
 
     # ------------------------------------------------------------------ public state
@@ -142,7 +147,8 @@ class ThresholdAggregator:
         plan = self.plan = tp.plan(cfg, self._policy())
         self.keys.install(None)
         self.server, self._requests = None, []
-        self._uploads, self._keys_installed = {}, False
+        self._pending, self._taken, self._sum, self._keys_installed = [], set(), UploadSum(), False
+        self._held = None if type(comp).aggregate is Aggregator.aggregate else {}
         kept, need = self.key_set, plan.executions * plan.requests_per_execution
         if self.reuse_keys and kept and kept.fits(cfg.parties, need, plan.params):
             comp.config = replace(cfg, key_set=kept.key_id)  # announced: no key rounds
@@ -195,30 +201,54 @@ class ThresholdAggregator:
     def add_mult_share(self, party: str, data: bytes) -> bytes:
         """Key generation round 2, one party's answer to the upload step: check its signed
         relinearisation share and add it into the joint key's sum; returns the signed
-        ciphertext upload (checked by :meth:`finish_keys`)."""
+        ciphertext upload (for :meth:`take_upload`)."""
         step = tmsg.UploadStep.from_bytes(data)
         if not self._config().key_set:  # a reused key set has its relinearisation key
             share = self._key_share(party, tmsg.MultShareUpload, th.MultKeyShare, step.mult)
             self._server().add_mult_share(share)
         return step.upload
 
-    def finish_keys(self, uploads: Mapping[str, bytes]) -> None:
-        """Check every signed ciphertext upload (sender, session, transcript) and keep it for
-        :meth:`request_decryptions`."""
+    def take_upload(self, party: str, data: bytes) -> None:
+        """One party's signed ciphertext upload, as it arrives: checked (signer, session,
+        transcript, executions, shape, fresh ciphertexts of its own) and loaded a few at a
+        time (one per upload worker, in threads), then added into the running sums of every
+        execution (:class:`~..upload_checks.UploadSum`), so the aggregator holds the sums and
+        at most ``workers`` uploads, never ``M``. A computation that overrides
+        :meth:`Aggregator.aggregate` (the tamper suite) keeps every party's upload instead:
+        it is given them all, in the config's order."""
         cfg = self._config()
-        self._uploads = {}
-        transcript = tp.threshold_transcript(self.transcript or b"")
+        if party not in cfg.parties or party in self._taken:
+            raise UnknownPartyError(f"an unexpected upload from {party!r}")
+        self._taken.add(party)
+        self._pending.append((party, data))
+        if len(self._pending) >= self.computation.workers:
+            self._load_pending()
 
-        def check(p: str) -> tmsg.UploadViews:
-            msg = tmsg.ThresholdUpload.views(uploads[p], cfg.session, self.roster)  # no copy
+    def _load_pending(self) -> None:
+        """Check and load the uploads taken in but not yet loaded, and add them in."""
+        cfg, plan, server = self._config(), self._plan(), self._server()
+        transcript = tp.threshold_transcript(self.transcript or b"")
+        server.context.ciphertext_layout(plan.upload_level, 1)  # built once, before threads
+
+        def check(item: tuple[str, bytes]) -> list[Upload]:
+            p, raw = item
+            msg = tmsg.ThresholdUpload.views(raw, cfg.session, self.roster)  # no copy
             if msg.sender != p:
                 raise UnknownPartyError(f"an upload signed by {msg.sender!r} arrived as {p!r}'s")
             if msg.transcript != transcript:
                 raise ProtocolError(f"the upload of {p} belongs to another session")
-            return msg
+            return self._open(msg, plan)
 
-        checked = map_parties(check, cfg.parties, self.computation.workers)
-        self._uploads = dict(zip(cfg.parties, checked, strict=True))
+        pending, self._pending = self._pending, []
+        opened = map_parties(check, pending, self.computation.workers)
+        for (p, _), uploads in zip(pending, opened, strict=True):
+            if self._held is not None:
+                self._held[p] = uploads
+                continue
+            try:
+                self._sum.add(uploads)
+            except (ValueError, RuntimeError, TypeError) as exc:
+                raise MalformedMessageError(f"the uploads cannot be combined ({exc})") from None
 
     def install_keys(self) -> None:
         """Key generation round 2, end: install the joint evaluation keys (every party's
@@ -231,26 +261,29 @@ class ThresholdAggregator:
         self.key_set = ServerKeySet(server.session, cfg.parties, server)
 
     def request_decryptions(self) -> bytes:
-        """Load every upload checked by :meth:`finish_keys` (fresh ciphertexts only), run
-        :meth:`aggregate` per execution and ask the non-lead parties for their decryption
-        shares of each reply (AUC: ``num + den`` in one ciphertext; curve/metrics: each of
-        the reply's ``2·chunks`` ciphertexts, :mod:`.curve`)."""
+        """Once every party's upload is taken in (:meth:`take_upload`) and the joint keys are
+        installed: run :meth:`aggregate` per execution (on the running sums, or on every
+        upload for a computation that overrides it) and ask the non-lead parties for their
+        decryption shares of each reply (AUC: ``num + den`` in one ciphertext; curve/metrics:
+        each of the reply's ``2·chunks`` ciphertexts, :mod:`.curve`)."""
         cfg, server, plan = self._config(), self._server(), self._plan()
-        if set(self._uploads) != set(cfg.parties) or not self._keys_installed:
+        if self._taken != set(cfg.parties) or not self._keys_installed:
             raise ProtocolError("the uploads and joint keys of every party are needed first")
-        server.context.ciphertext_layout(plan.upload_level, 1)  # built once, before threads
-        opened = map_parties(
-            lambda p: self._open(self._uploads[p], plan), cfg.parties, self.computation.workers
-        )
-        by_party = dict(zip(cfg.parties, opened, strict=True))
-        self._uploads = {}
+        self._load_pending()
+        if self._held is None:
+            sums = self._sum.result("sum")
+            per_execution = [[sums[e]] for e in range(plan.executions)]
+        else:
+            held = self._held
+            per_execution = [[held[p][e] for p in cfg.parties] for e in range(plan.executions)]
+        self._sum, self._held, self._taken = UploadSum(), None, set()
         self.keys.install(server)
         comp = self.computation
         self._requests = []
         for e in range(plan.executions):
             comp.execution = e
             try:
-                reply = comp.aggregate([by_party[p][e] for p in cfg.parties])
+                reply = comp.aggregate(per_execution[e])
                 if cfg.reveal is Reveal.AUC:
                     wanted = [reply.numerator + reply.denominator]
                 else:  # curve/metrics: every ciphertext of the reply, in reply order
