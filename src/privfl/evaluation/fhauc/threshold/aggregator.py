@@ -89,6 +89,7 @@ class ThresholdAggregator:
         self.key_set: ServerKeySet | None = None  # kept across sessions (.keyset)
         self.reuse_keys = True  # announce the kept key set when it fits (False: re-key)
         self._commitments: tuple[bytes, ...] = ()
+        self._fresh_session = b""  # a fresh key set's session id, until its server is built
         self._requests: list[th.DecryptionRequest] = []
         self._pending: list[tuple[str, bytes]] = []  # taken in, not yet loaded
         self._taken: set[str] = set()  # parties whose upload was taken in
@@ -146,7 +147,7 @@ class ThresholdAggregator:
         cfg = comp.session_config
         plan = self.plan = tp.plan(cfg, self._policy())
         self.keys.install(None)
-        self.server, self._requests = None, []
+        self.server, self._requests, self._fresh_session = None, [], b""
         self._pending, self._taken, self._sum, self._keys_installed = [], set(), UploadSum(), False
         self._held = None if type(comp).aggregate is Aggregator.aggregate else {}
         kept, need = self.key_set, plan.executions * plan.requests_per_execution
@@ -162,10 +163,9 @@ class ThresholdAggregator:
         if self.transcript is None:
             raise ProtocolError("the joins fixed no transcript")
         transcript = tp.threshold_transcript(self.transcript)
-        cfg, plan = self._config(), self._plan()
-        if not cfg.key_set:  # a fresh key set for this session
-            ctx = th.ThresholdContext.for_parameters(plan.params, len(cfg.parties))
-            self.server = tr.ThresholdServer(AGGREGATOR, ctx, tp.threshold_session(transcript))
+        cfg = self._config()
+        if not cfg.key_set:  # a fresh key set for this session: built by key generation
+            self._fresh_session = tp.threshold_session(transcript)
         self.lead = ""  # known once the key checks reveal the lead secrets (tp.lead_index)
         checked = check_joins(cfg, [joins[p] for p in cfg.parties], self.roster)
         self._commitments = tuple(j.nonce for j in checked)
@@ -384,6 +384,16 @@ class ThresholdAggregator:
         return ThresholdCiphertext.from_rows(server.context, message, server.session)
 
     def _server(self) -> tr.ThresholdServer:
+        """This session's :class:`~privfl.threshold.ThresholdServer`: the kept key set's, or,
+        for a fresh key set, built when key generation first needs it (the joint key's
+        context, whose key layouts take a throwaway key generation, is key-generation work:
+        timed as ``aggregator_keygen`` with the rest of it, never in a session on a kept
+        key set)."""
+        if self.server is None and self._fresh_session:
+            cfg, plan = self._config(), self._plan()
+            ctx = th.ThresholdContext.for_parameters(plan.params, len(cfg.parties))
+            self.server = tr.ThresholdServer(AGGREGATOR, ctx, self._fresh_session)
+            self._fresh_session = b""
         if self.server is None:
             raise ProtocolError("no threshold session: collect the joins first")
         return self.server
