@@ -49,7 +49,6 @@ from typing import Any, TypeVar
 
 from privfl import threshold as tr
 from privfl.crypto import threshold as th
-from privfl.crypto.threshold.messages import ciphertext_rows
 from privfl.errors import MalformedMessageError, ProtocolError, UnknownPartyError
 from privfl.evaluation.fhauc.aggregator import Aggregator
 from privfl.evaluation.fhauc.messages import AGGREGATOR, SessionConfig
@@ -58,13 +57,12 @@ from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.session import check_joins
 from privfl.evaluation.fhauc.threshold import messages as tmsg
 from privfl.evaluation.fhauc.threshold import plan as tp
+from privfl.evaluation.fhauc.threshold.intake import UploadIntake
 from privfl.evaluation.fhauc.threshold.keys import ThresholdKeys
 from privfl.evaluation.fhauc.threshold.keyset import ServerKeySet
 from privfl.evaluation.fhauc.threshold.ops import ThresholdCiphertext
 from privfl.evaluation.fhauc.threshold.parallel import map_parties
 from privfl.evaluation.fhauc.threshold.setup import ThresholdPublicSetup
-from privfl.evaluation.fhauc.upload_checks import UploadSum
-from privfl.evaluation.fhauc.uploads import Upload
 from privfl.evaluation.statistics import ScoreRange
 
 __all__ = ["ThresholdAggregator", "threshold_aggregator"]
@@ -91,10 +89,7 @@ class ThresholdAggregator:
         self._commitments: tuple[bytes, ...] = ()
         self._fresh_session = b""  # a fresh key set's session id, until its server is built
         self._requests: list[th.DecryptionRequest] = []
-        self._pending: list[tuple[str, bytes]] = []  # taken in, not yet loaded
-        self._taken: set[str] = set()  # parties whose upload was taken in
-        self._sum = UploadSum()  # the running sums (honest computation)
-        self._held: dict[str, list[Upload]] | None = None  # every upload (overridden)
+        self._intake: UploadIntake | None = None  # this session's uploads (take_upload)
         self._keys_installed = False
 
     # ------------------------------------------------------------------ public state
@@ -148,8 +143,7 @@ class ThresholdAggregator:
         plan = self.plan = tp.plan(cfg, self._policy())
         self.keys.install(None)
         self.server, self._requests, self._fresh_session = None, [], b""
-        self._pending, self._taken, self._sum, self._keys_installed = [], set(), UploadSum(), False
-        self._held = None if type(comp).aggregate is Aggregator.aggregate else {}
+        self._intake, self._keys_installed = None, False
         kept, need = self.key_set, plan.executions * plan.requests_per_execution
         if self.reuse_keys and kept and kept.fits(cfg.parties, need, plan.params):
             comp.config = replace(cfg, key_set=kept.key_id)  # announced: no key rounds
@@ -209,46 +203,19 @@ class ThresholdAggregator:
         return step.upload
 
     def take_upload(self, party: str, data: bytes) -> None:
-        """One party's signed ciphertext upload, as it arrives: checked (signer, session,
-        transcript, executions, shape, fresh ciphertexts of its own) and loaded a few at a
-        time (one per upload worker, in threads), then added into the running sums of every
-        execution (:class:`~..upload_checks.UploadSum`), so the aggregator holds the sums and
-        at most ``workers`` uploads, never ``M``. A computation that overrides
-        :meth:`Aggregator.aggregate` (the tamper suite) keeps every party's upload instead:
-        it is given them all, in the config's order."""
-        cfg = self._config()
-        if party not in cfg.parties or party in self._taken:
-            raise UnknownPartyError(f"an unexpected upload from {party!r}")
-        self._taken.add(party)
-        self._pending.append((party, data))
-        if len(self._pending) >= self.computation.workers:
-            self._load_pending()
-
-    def _load_pending(self) -> None:
-        """Check and load the uploads taken in but not yet loaded, and add them in."""
-        cfg, plan, server = self._config(), self._plan(), self._server()
-        transcript = tp.threshold_transcript(self.transcript or b"")
-        server.context.ciphertext_layout(plan.upload_level, 1)  # built once, before threads
-
-        def check(item: tuple[str, bytes]) -> list[Upload]:
-            p, raw = item
-            msg = tmsg.ThresholdUpload.views(raw, cfg.session, self.roster)  # no copy
-            if msg.sender != p:
-                raise UnknownPartyError(f"an upload signed by {msg.sender!r} arrived as {p!r}'s")
-            if msg.transcript != transcript:
-                raise ProtocolError(f"the upload of {p} belongs to another session")
-            return self._open(msg, plan)
-
-        pending, self._pending = self._pending, []
-        opened = map_parties(check, pending, self.computation.workers)
-        for (p, _), uploads in zip(pending, opened, strict=True):
-            if self._held is not None:
-                self._held[p] = uploads
-                continue
-            try:
-                self._sum.add(uploads)
-            except (ValueError, RuntimeError, TypeError) as exc:
-                raise MalformedMessageError(f"the uploads cannot be combined ({exc})") from None
+        """One party's signed ciphertext upload, as it arrives: checked, loaded and added into
+        the running sums of every execution (:class:`~.intake.UploadIntake`), so the
+        aggregator holds the sums and at most ``workers`` uploads, never ``M``. A computation
+        that overrides :meth:`Aggregator.aggregate` (the tamper suite) is given every
+        party's upload instead, in the config's order."""
+        if self._intake is None:
+            cfg, comp = self._config(), self.computation
+            self._intake = UploadIntake(
+                cfg.parties, cfg.session, self.roster,
+                tp.threshold_transcript(self.transcript or b""), self._plan(), self._server(),
+                comp.workers, keep_all=type(comp).aggregate is not Aggregator.aggregate,
+            )  # fmt: skip
+        self._intake.take(party, data)
 
     def install_keys(self) -> None:
         """Key generation round 2, end: install the joint evaluation keys (every party's
@@ -267,16 +234,10 @@ class ThresholdAggregator:
         decryption shares of each reply (AUC: ``num + den`` in one ciphertext; curve/metrics:
         each of the reply's ``2·chunks`` ciphertexts, :mod:`.curve`)."""
         cfg, server, plan = self._config(), self._server(), self._plan()
-        if self._taken != set(cfg.parties) or not self._keys_installed:
+        if self._intake is None or not self._keys_installed:
             raise ProtocolError("the uploads and joint keys of every party are needed first")
-        self._load_pending()
-        if self._held is None:
-            sums = self._sum.result("sum")
-            per_execution = [[sums[e]] for e in range(plan.executions)]
-        else:
-            held = self._held
-            per_execution = [[held[p][e] for p in cfg.parties] for e in range(plan.executions)]
-        self._sum, self._held, self._taken = UploadSum(), None, set()
+        intake, self._intake = self._intake, None
+        per_execution = intake.per_execution()
         self.keys.install(server)
         comp = self.computation
         self._requests = []
@@ -354,34 +315,6 @@ class ThresholdAggregator:
         if share.sender != party:
             raise UnknownPartyError(f"{party!r} sent a key share in {share.sender!r}'s name")
         return share
-
-    def _open(self, msg: tmsg.UploadViews, plan: tp.Plan) -> list[Upload]:
-        layout = plan.layout
-        if len(msg.executions) != plan.executions:
-            raise MalformedMessageError(
-                f"upload from {msg.sender} has {len(msg.executions)} executions, "
-                f"expected {plan.executions}"
-            )
-        out = []
-        for e, vectors in enumerate(msg.executions):
-            shape = tuple(len(v) for v in vectors)
-            if shape != (layout.chunks, layout.f_ciphertexts, layout.denominator_ciphertexts):
-                raise MalformedMessageError(f"upload from {msg.sender}: {shape} ciphertexts")
-            loaded = [[self._fresh(raw, msg.sender) for raw in vec] for vec in vectors]
-            t, f, d = loaded
-            out.append(Upload(msg.sender, msg.session, list(t), list(f), list(d), e))
-        return out
-
-    def _fresh(self, raw: bytes | memoryview, sender: str) -> ThresholdCiphertext:
-        server = self._server()
-        message = ciphertext_rows(raw, server.context, server.session)  # checked, no copy
-        fresh = (self._plan().upload_level, 1)
-        if message.sender != sender or (message.level, message.deg) != fresh:
-            raise MalformedMessageError(
-                f"upload from {sender}: not a fresh ciphertext of its own (level "
-                f"{message.level}, degree {message.deg})"
-            )
-        return ThresholdCiphertext.from_rows(server.context, message, server.session)
 
     def _server(self) -> tr.ThresholdServer:
         """This session's :class:`~privfl.threshold.ThresholdServer`: the kept key set's, or,
