@@ -41,6 +41,7 @@ from privfl.evaluation.fhauc.threshold.messages import KeyCheck, Relay
 from privfl.evaluation.fhauc.threshold.ops import ThresholdCiphertext
 from privfl.evaluation.fhauc.threshold.setup import provision
 from privfl.evaluation.fhauc.transport import Transport
+from privfl.evaluation.fhauc.upload_checks import UploadSum
 
 TOL = 1e-6
 
@@ -350,31 +351,47 @@ def test_key_shares_are_added_one_by_one_as_they_arrive(rng):
 
 def test_uploads_are_checked_and_summed_as_they_arrive(rng, monkeypatch):
     """The aggregator adds each upload into running sums as it arrives (at most ``workers``
-    wait to be loaded): the honest computation gets one summed upload per execution, and at
-    no point are the ciphertexts of all M uploads alive, only about one upload's worth."""
+    wait to be loaded): the honest computation gets one summed upload per execution, and
+    whenever an upload is added the ciphertexts alive are those of the pending batch and the
+    sums, never those of all M uploads."""
     data, parties, agg, _, request = deployment(rng, m=6, n_points=10)
     agg.computation.workers = 2
     transport = Streaming(parties)
     seen: list[int] = []
     live: list[int] = []
-    original = Aggregator.aggregate
+    aggregate, add = Aggregator.aggregate, UploadSum.add
 
-    def spy(self, uploads):
-        seen.append(len(uploads))
+    def count() -> int:
         gc.collect()
-        live.append(sum(isinstance(o, ThresholdCiphertext) for o in gc.get_objects()))
-        return original(self, uploads)
+        return sum(isinstance(o, ThresholdCiphertext) for o in gc.get_objects())
 
-    monkeypatch.setattr(Aggregator, "aggregate", spy)  # still the honest computation
+    def spy_aggregate(self, uploads):
+        seen.append(len(uploads))
+        return aggregate(self, uploads)
+
+    def spy_add(self, uploads):
+        live.append(count())
+        return add(self, uploads)
+
+    monkeypatch.setattr(Aggregator, "aggregate", spy_aggregate)  # still the honest one
+    monkeypatch.setattr(UploadSum, "add", spy_add)
     report = run_session(agg, transport, request)
     assert seen == [1] * report.executions
     layout = agg.plan.layout
     one_upload = report.executions * (
         layout.chunks + layout.f_ciphertexts + layout.denominator_ciphertexts
     )
-    assert max(live) <= 2 * one_upload < len(parties) * one_upload
+    assert len(live) == len(parties)
+    assert max(live) <= 3 * one_upload < len(parties) * one_upload  # a batch of 2 + the sums
     for result in transport.results.values():
         assert result.auc == pytest.approx(privfl.binned_auc(data, 10), abs=TOL)
+
+
+class Reversed(Streaming):
+    """Hands the answers on in the reverse of the parties' order."""
+
+    def stream(self, step, messages, consume):
+        super().stream(step, dict(reversed(list(messages.items()))), consume)
 
 
 def test_a_computation_that_overrides_aggregate_gets_every_upload_in_party_order(rng):
@@ -385,11 +402,16 @@ def test_a_computation_that_overrides_aggregate_gets_every_upload_in_party_order
             seen.append([u.sender for u in uploads])
             return super().aggregate(uploads)
 
-    data, parties, agg, _, request = deployment(
-        rng, m=4, aggregator=ThresholdAggregator(Watching())
-    )
-    transport = Streaming(parties)
+    agg = ThresholdAggregator(Watching())
+    data, parties, agg, _, request = deployment(rng, m=4, aggregator=agg)
+    transport = Reversed(parties)
     report = run_session(agg, transport, request)
+    assert [e[2] for e in transport.events if e[:2] == ("ran", "upload")] == [
+        "p3",
+        "p2",
+        "p1",
+        "p0",
+    ]
     assert seen == [[p.name for p in parties]] * report.executions
     for result in transport.results.values():
         assert result.auc == pytest.approx(privfl.binned_auc(data, 10), abs=TOL)

@@ -121,6 +121,77 @@ def test_the_fhauc_flower_transport_hands_each_answer_on_as_it_is_pulled(monkeyp
             transport.stream("upload", {"site-b": b"b"}, lambda p, d: None)
 
 
+def test_the_aggregator_s_own_work_on_a_streamed_round_makes_no_node_late(monkeypatch, caplog):
+    """Handing each answer on as it is pulled runs the aggregator's work (checking, loading,
+    summing an upload) inside the round: that time moves the round's deadline on, so a party
+    whose answer was waiting is not reported silent, and the round's logged wall time leaves
+    it out (logged apart as ``serverapp``)."""
+    pytest.importorskip("flwr")
+    import json
+    import logging
+    import time
+
+    from _memory_grid import MemoryGrid, node_context, task_identity
+    from privfl.federation.flower import client_app, server_app
+
+    class OnePerPull(MemoryGrid):
+        def pull_messages(self, ids):
+            return super().pull_messages(list(ids)[:1])
+
+    plays = {1: "site-a", 2: "site-b"}
+    monkeypatch.setattr(
+        client_app, "run_step",
+        lambda step, data, ctx, phases=None: (plays[ctx.node_id], data + b" answered"),
+    )  # fmt: skip
+    got: list[str] = []
+    with task_identity(5), caplog.at_level(logging.DEBUG, logger="flwr"):
+        grid = OnePerPull(client_app.app, {n: node_context(5, n, {}) for n in plays})
+        transport = server_app.FlowerTransport(grid, {"site-a": 1, "site-b": 2}, 0.3, 0.0)
+        stream(
+            transport, "upload", {"site-a": b"a", "site-b": b"b"}, PARTIES,
+            lambda p, d: (got.append(p), time.sleep(0.5)),  # longer than the round timeout
+        )  # fmt: skip
+    assert got == ["site-a", "site-b"]
+    (line,) = [
+        r.getMessage() for r in caplog.records if "privfl round fhauc_upload" in r.getMessage()
+    ]
+    record = json.loads(line.split(" ", 3)[3])
+    assert record["serverapp"] >= 1.0 > record["wall"]
+
+
+def test_a_streamed_round_pulls_a_bounded_number_of_replies_at_once(monkeypatch):
+    """With ``on_reply``, each pull asks for at most ``STREAM_PULL`` replies, so however many
+    nodes have answered, no more than that many replies are in the ServerApp at once."""
+    pytest.importorskip("flwr")
+    from _memory_grid import MemoryGrid, node_context, task_identity
+    from privfl.federation.flower import client_app
+    from privfl.federation.flower import rounds as flower_rounds
+    from privfl.federation.flower.payload import pack
+
+    asked: list[int] = []
+
+    class Counting(MemoryGrid):
+        def pull_messages(self, ids):
+            ids = list(ids)
+            asked.append(len(ids))
+            return super().pull_messages(ids)
+
+    monkeypatch.setattr(
+        client_app, "run_step", lambda step, data, ctx, phases=None: (f"p{ctx.node_id}", b"ok")
+    )
+    nodes = range(1, 2 * flower_rounds.STREAM_PULL + 6)
+    with task_identity(5):
+        grid = Counting(client_app.app, {n: node_context(5, n, {}) for n in nodes})
+        names = {n: f"node {n}" for n in nodes}
+        handed: list[int] = []
+        flower_rounds.exchange(
+            grid, "fhauc_upload", {n: pack([b"x"]) for n in nodes}, names, 5.0,
+            on_reply=lambda node, blobs, meta: handed.append(node),
+        )  # fmt: skip
+    assert sorted(handed) == list(nodes)
+    assert max(asked) == flower_rounds.STREAM_PULL and len(asked) >= 3
+
+
 def test_the_private_auc_flower_transport_refuses_a_node_answering_as_another_party(
     monkeypatch,
 ):

@@ -28,7 +28,7 @@ from privfl.evaluation.fhauc.messages import AGGREGATOR, Done, PublicSetup, Sess
 from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.session import check_joins, transcript_hash
-from privfl.evaluation.fhauc.upload_checks import UploadCheck, sum_uploads
+from privfl.evaluation.fhauc.upload_checks import UploadCheck, UploadSum
 from privfl.evaluation.fhauc.upload_pool import (
     MIN_PARALLEL_CIPHERTEXTS,
     WARM_ROSTER,
@@ -209,13 +209,16 @@ class Aggregator:
         self.worker_cpu = 0.0
         if type(self).aggregate is Aggregator.aggregate and uploads:
             # opened and added one party at a time: one upload in memory, not M
-            opened = (check.open(ctx, claimed, data) for claimed, data in uploads.items())
-            try:
-                sums = sum_uploads(opened, "sum")
-            except (ValueError, RuntimeError) as exc:  # SEAL refused to add them
-                raise MalformedMessageError(f"the uploads cannot be combined ({exc})") from None
+            total = UploadSum()
+            for claimed, data in uploads.items():
+                opened = check.open(ctx, claimed, data)  # refused naming its sender
+                try:
+                    total.add(opened)
+                except (ValueError, RuntimeError) as exc:  # SEAL refused to add them
+                    raise MalformedMessageError(f"the uploads cannot be combined ({exc})") from None
             if missing:
                 raise ProtocolError(f"no upload from {missing}")
+            sums = total.result("sum")
             return [[sums[e]] for e in range(check.executions)]
         by_party = {claimed: check.open(ctx, claimed, data) for claimed, data in uploads.items()}
         if missing:

@@ -41,6 +41,7 @@ from privfl.federation.flower.timing import TIMINGS, phases
 
 POLL_S = 0.05
 POLL_MAX_S = 0.2
+STREAM_PULL = 16  # replies per pull when each is handed on as it comes (exchange's on_reply)
 MAX_REASON = 200  # characters of a node's failure reason or claim quoted in errors
 
 Reply = tuple[list[bytes], dict[str, Any]]
@@ -80,9 +81,10 @@ def exchange(
     ``label`` names the round in them (default: ``kind``). ``keep_errors``: a node's error is
     returned (no blobs, metadata ``status``/``reason``/``party``) for the caller to judge with
     :func:`check_reply`; only a missing reply stops the round. ``on_reply(node, blobs,
-    meta)``: each checked reply, as it is pulled; its blobs are then not kept (the returned
-    replies hold no blobs), so a round of large replies never sits in memory whole. Runs on
-    the ServerApp."""
+    meta)``: each checked reply, as it is pulled (at most :data:`STREAM_PULL` per pull); its
+    blobs are then not kept (the returned replies hold no blobs), so a round of large replies
+    never sits in memory whole; the time it takes moves the round's deadline on (no node is
+    late for this process's own work). Runs on the ServerApp."""
     round_name = label or kind
     started = time.perf_counter()
     messages = [
@@ -100,29 +102,36 @@ def exchange(
     node_of = dict(zip(ids, contents, strict=True))
     got: dict[int, Reply] = {}
     received = 0  # bytes of the replies' blobs
+    handling = 0.0  # seconds in on_reply: this process's own work, not waiting for the round
     deadline = time.monotonic() + timeout
     pause = POLL_S
     while len(got) < len(ids):
         pending = [i for i in ids if node_of[i] not in got]
+        size = len(pending) if on_reply is None else STREAM_PULL
         before = len(got)
-        for reply in grid.pull_messages(pending):
-            node = node_of.get(reply.metadata.reply_to_message_id)
-            if node is None or node in got:
-                continue  # not a reply to this round's messages
-            who = node_label(node, names)
-            blobs: list[bytes] = []
-            meta: dict[str, Any] = {"status": "error", "reason": ""}
-            if reply.has_error():
-                meta["reason"] = str(reply.error.reason)
-            else:
-                blobs, meta = unpack(reply.content, who)
-            if not keep_errors:
-                check_reply(meta, who, round_name, failure)
-            received += sum(len(b) for b in blobs)
-            if on_reply is not None:
-                on_reply(node, blobs, meta)
-                blobs = []
-            got[node] = (blobs, meta)
+        for k in range(0, len(pending), size):  # with on_reply: a few replies per pull
+            for reply in grid.pull_messages(pending[k : k + size]):
+                node = node_of.get(reply.metadata.reply_to_message_id)
+                if node is None or node in got:
+                    continue  # not a reply to this round's messages
+                who = node_label(node, names)
+                blobs: list[bytes] = []
+                meta: dict[str, Any] = {"status": "error", "reason": ""}
+                if reply.has_error():
+                    meta["reason"] = str(reply.error.reason)
+                else:
+                    blobs, meta = unpack(reply.content, who)
+                if not keep_errors:
+                    check_reply(meta, who, round_name, failure)
+                received += sum(len(b) for b in blobs)
+                if on_reply is not None:
+                    t0 = time.monotonic()
+                    on_reply(node, blobs, meta)
+                    spent = time.monotonic() - t0
+                    handling += spent
+                    deadline += spent  # a node is not late for the time this process worked
+                    blobs = []
+                got[node] = (blobs, meta)
         if len(got) < len(ids):
             if time.monotonic() > deadline:
                 missing = [node_label(n, names) for n in contents if n not in got]
@@ -134,7 +143,8 @@ def exchange(
                 pause = POLL_S  # the other replies tend to follow (the nodes run in parallel)
             time.sleep(pause)
             pause = min(2 * pause, POLL_MAX_S)
-    _log_round(kind, time.perf_counter() - started, contents, got, received)
+    wall = time.perf_counter() - started - handling
+    _log_round(kind, wall, contents, got, received, handling)
     return got
 
 
@@ -158,14 +168,19 @@ def _log_round(
     contents: Mapping[int, RecordDict],
     got: Mapping[int, Reply],
     received: int,
+    handling: float,
 ) -> None:
-    """One line per round: wall time, bytes each way, and the slowest node's phases."""
+    """One line per round: wall time (without ``handling``, the ServerApp's own work on the
+    replies as they came, logged apart as ``serverapp``), bytes each way, and the slowest
+    node's phases."""
     reported = [p for p in (phases(meta.get(TIMINGS)) for _, meta in got.values()) if p]
     record: dict[str, float] = {
         "wall": round(wall, 3),
         "out": sum(_bytes(c) for c in contents.values()),
         "in": received,
     }
+    if handling:
+        record["serverapp"] = round(handling, 3)
     if reported:
         slowest = max(reported, key=sum)
         record.update(start=slowest[0], load=slowest[1], work=slowest[2])

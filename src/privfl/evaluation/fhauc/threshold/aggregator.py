@@ -138,12 +138,12 @@ class ThresholdAggregator:
         ``reveal`` mode); refuses before any work one the joint key cannot run (too many
         parties for the parameter set, more joint decryptions than the key set's budget)."""
         comp = self.computation
+        self.plan, self.server, self._requests, self._fresh_session = None, None, [], b""
+        self._intake, self._keys_installed, self.lead = None, False, ""
+        self.keys.install(None)  # nothing of an earlier session survives a refused start
         data = comp.start_session(parties, thresholds, score_range, security, splits, reveal)
         cfg = comp.session_config
         plan = self.plan = tp.plan(cfg, self._policy())
-        self.keys.install(None)
-        self.server, self._requests, self._fresh_session = None, [], b""
-        self._intake, self._keys_installed = None, False
         kept, need = self.key_set, plan.executions * plan.requests_per_execution
         if self.reuse_keys and kept and kept.fits(cfg.parties, need, plan.params):
             comp.config = replace(cfg, key_set=kept.key_id)  # announced: no key rounds
