@@ -34,6 +34,7 @@ from privfl.evaluation.fhauc.roles import make_party
 from privfl.evaluation.fhauc.schedule import SessionRequest, party_step, run_session
 from privfl.evaluation.fhauc.steps import Step
 from privfl.evaluation.fhauc.tamper import TAMPERS
+from privfl.evaluation.fhauc.threshold import intake
 from privfl.evaluation.fhauc.threshold import ops as threshold_ops
 from privfl.evaluation.fhauc.threshold import plan as tp
 from privfl.evaluation.fhauc.threshold.aggregator import ThresholdAggregator
@@ -350,12 +351,13 @@ def test_key_shares_are_added_one_by_one_as_they_arrive(rng):
 
 
 def test_uploads_are_checked_and_summed_as_they_arrive(rng, monkeypatch):
-    """The aggregator adds each upload into running sums as it arrives (at most ``workers``
-    wait to be loaded): the honest computation gets one summed upload per execution, and
+    """The aggregator adds each upload into running sums as it arrives (a batch of them at a
+    time): the honest computation gets one summed upload per execution, and
     whenever an upload is added the ciphertexts alive are those of the pending batch and the
     sums, never those of all M uploads."""
     data, parties, agg, _, request = deployment(rng, m=6, n_points=10)
     agg.computation.workers = 2
+    monkeypatch.setattr(intake, "BATCH_PER_WORKER", 1)  # batches of 2: 3 of them for 6 parties
     transport = Streaming(parties)
     seen: list[int] = []
     live: list[int] = []

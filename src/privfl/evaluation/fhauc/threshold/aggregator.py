@@ -205,8 +205,8 @@ class ThresholdAggregator:
     def take_upload(self, party: str, data: bytes) -> None:
         """One party's signed ciphertext upload, as it arrives: checked, loaded and added into
         the running sums of every execution (:class:`~.intake.UploadIntake`), so the
-        aggregator holds the sums and at most ``workers`` uploads, never ``M``. A computation
-        that overrides :meth:`Aggregator.aggregate` (the tamper suite) is given every
+        aggregator holds the sums and one batch of uploads (8 per upload worker), never ``M``.
+        A computation that overrides :meth:`Aggregator.aggregate` (the tamper suite) is given every
         party's upload instead, in the config's order."""
         if self._intake is None:
             cfg, comp = self._config(), self.computation

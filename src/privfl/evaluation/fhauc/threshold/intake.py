@@ -8,8 +8,12 @@ is hostile: it is refused, before anything of it is combined, unless it is signe
 it arrived as (a member of this session, once), belongs to this session's transcript, has the
 session's executions and (T, F, D) shape, and holds only fresh ciphertexts at the upload
 level that carry its sender's tag. The refusal's condition is on these public facts only.
-Loading waits until one upload per upload worker is pending, then runs on the workers'
-threads (:func:`~.parallel.map_parties`; the coefficient checks and hashing release the GIL).
+Loading waits until :data:`BATCH_PER_WORKER` uploads per upload worker are pending, then runs
+on the workers' threads (:func:`~.parallel.map_parties`; the coefficient checks and hashing
+release the GIL). Batches of one upload per thread ran the checks barely faster than one
+thread (100 parties, malicious AUC: 0.26 s wall for 0.30 s of CPU, against 0.08 s for 0.16 s
+when every upload was loaded at once): a batch of 8 per worker keeps the threads busy and
+memory at a fixed number of uploads.
 """
 
 from __future__ import annotations
@@ -27,7 +31,9 @@ from privfl.evaluation.fhauc.threshold.parallel import map_parties
 from privfl.evaluation.fhauc.upload_checks import UploadSum
 from privfl.evaluation.fhauc.uploads import Upload
 
-__all__ = ["UploadIntake"]
+__all__ = ["BATCH_PER_WORKER", "UploadIntake"]
+
+BATCH_PER_WORKER = 8  # uploads loaded together per upload worker
 
 
 @dataclass
@@ -52,12 +58,12 @@ class UploadIntake:
 
     def take(self, party: str, data: bytes) -> None:
         """``party``'s signed upload ``data``, as it arrives (refused if ``party`` is not in
-        the session or sent one already); loaded and added once ``workers`` are pending."""
+        the session or sent one already); loaded and added once a batch is pending."""
         if party not in self.parties or party in self._taken:
             raise UnknownPartyError(f"an unexpected upload from {party!r}")
         self._taken.add(party)
         self._pending.append((party, data))
-        if len(self._pending) >= self.workers:
+        if len(self._pending) >= BATCH_PER_WORKER * self.workers:
             self._load_pending()
 
     def per_execution(self) -> list[list[Upload]]:
