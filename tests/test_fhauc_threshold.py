@@ -355,9 +355,9 @@ def test_uploads_are_checked_and_summed_as_they_arrive(rng, monkeypatch):
     time): the honest computation gets one summed upload per execution, and
     whenever an upload is added the ciphertexts alive are those of the pending batch and the
     sums, never those of all M uploads."""
-    data, parties, agg, _, request = deployment(rng, m=6, n_points=10)
+    data, parties, agg, _, request = deployment(rng, m=7, n_points=10)
     agg.computation.workers = 2
-    monkeypatch.setattr(intake, "BATCH_PER_WORKER", 1)  # batches of 2: 3 of them for 6 parties
+    monkeypatch.setattr(intake, "BATCH_PER_WORKER", 1)  # batches of 2, and 1 left at the end
     transport = Streaming(parties)
     seen: list[int] = []
     live: list[int] = []

@@ -7,6 +7,7 @@ as the answer of the party its node was asked as."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 
 import pytest
@@ -157,6 +158,62 @@ def test_the_aggregator_s_own_work_on_a_streamed_round_makes_no_node_late(monkey
     ]
     record = json.loads(line.split(" ", 3)[3])
     assert record["serverapp"] >= 1.0 > record["wall"]
+
+
+class _Reply:
+    def __init__(self, message_id: str) -> None:
+        from types import SimpleNamespace
+
+        from privfl.federation.flower.payload import pack
+
+        self.metadata = SimpleNamespace(reply_to_message_id=message_id)
+        self.content = pack([b"x"], status="ok")
+
+    def has_error(self) -> bool:
+        return False
+
+
+class _SlowDownloads:
+    """20 nodes that all answer at about 0.1 s; pulling the window holding node 20 takes
+    0.6 s (a large download), longer than the round's 0.5 s timeout."""
+
+    def __init__(self) -> None:
+        self.available: dict[str, _Reply] = {}
+        self.started = time.monotonic()
+
+    def push_messages(self, messages):
+        self.ids = [f"m{m.metadata.dst_node_id}" for m in messages]
+        return list(self.ids)
+
+    def pull_messages(self, ids):
+        ids, now = list(ids), time.monotonic() - self.started
+        out = [self.available.pop(i) for i in ids if i in self.available]
+        if "m1" in ids and now > 0.1 and not self.available and not out:
+            self.available = {i: _Reply(i) for i in self.ids}  # every node answers now
+        if "m20" in ids and out:
+            time.sleep(0.6)
+        return out
+
+
+@pytest.mark.parametrize("streamed", [True, False])
+def test_a_reply_in_before_the_deadline_is_never_reported_silent(streamed):
+    """A node is reported silent only when a pull that began after the deadline missed it:
+    the time spent downloading other nodes' replies (here 0.6 s, past a 0.5 s timeout) does
+    not make the nodes of an earlier window, whose replies came in meanwhile, late."""
+    pytest.importorskip("flwr")
+    from _memory_grid import task_identity
+    from privfl.federation.flower import rounds as flower_rounds
+    from privfl.federation.flower.payload import pack
+
+    nodes = range(1, 21)
+    handed: list[int] = []
+    with task_identity(5):
+        flower_rounds.exchange(
+            _SlowDownloads(), "fhauc_upload", {n: pack([b"q"]) for n in nodes},
+            {n: f"node {n}" for n in nodes}, 0.5,
+            on_reply=(lambda n, blobs, meta: handed.append(n)) if streamed else None,
+        )  # fmt: skip
+    assert sorted(handed) == (list(nodes) if streamed else [])
 
 
 def test_a_streamed_round_pulls_a_bounded_number_of_replies_at_once(monkeypatch):

@@ -214,7 +214,7 @@ class Aggregator:
                 opened = check.open(ctx, claimed, data)  # refused naming its sender
                 try:
                     total.add(opened)
-                except (ValueError, RuntimeError) as exc:  # SEAL refused to add them
+                except (ValueError, RuntimeError, TypeError) as exc:  # SEAL refused to add them
                     raise MalformedMessageError(f"the uploads cannot be combined ({exc})") from None
             if missing:
                 raise ProtocolError(f"no upload from {missing}")

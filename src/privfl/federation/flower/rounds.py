@@ -109,6 +109,7 @@ def exchange(
         pending = [i for i in ids if node_of[i] not in got]
         size = len(pending) if on_reply is None else STREAM_PULL
         before = len(got)
+        swept_at = time.monotonic()  # every reply in by now is pulled below
         for k in range(0, len(pending), size):  # with on_reply: a few replies per pull
             for reply in grid.pull_messages(pending[k : k + size]):
                 node = node_of.get(reply.metadata.reply_to_message_id)
@@ -133,7 +134,7 @@ def exchange(
                     blobs = []
                 got[node] = (blobs, meta)
         if len(got) < len(ids):
-            if time.monotonic() > deadline:
+            if swept_at > deadline:  # a node is silent only if a sweep after the deadline missed it
                 missing = [node_label(n, names) for n in contents if n not in got]
                 raise failure(
                     f"no reply from {', '.join(missing)} in round {round_name} within "

@@ -139,8 +139,8 @@ class ThresholdAggregator:
         parties for the parameter set, more joint decryptions than the key set's budget)."""
         comp = self.computation
         self.plan, self.server, self._requests, self._fresh_session = None, None, [], b""
-        self._intake, self._keys_installed, self.lead = None, False, ""
-        self.keys.install(None)  # nothing of an earlier session survives a refused start
+        self._intake, self._keys_installed, self.lead, self._commitments = None, False, "", ()
+        self.keys.install(None)  # none of this session state survives a refused start
         data = comp.start_session(parties, thresholds, score_range, security, splits, reveal)
         cfg = comp.session_config
         plan = self.plan = tp.plan(cfg, self._policy())

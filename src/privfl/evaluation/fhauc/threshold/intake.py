@@ -70,10 +70,10 @@ class UploadIntake:
         """Per execution, what the computation combines: the sum over every party's upload
         (one :class:`Upload`), or with ``keep_all`` every party's upload in ``parties``
         order. Every party's upload must have been taken in."""
+        self._load_pending()  # a refused upload is named before a missing one
         missing = [p for p in self.parties if p not in self._taken]
         if missing:
             raise ProtocolError(f"no upload from {missing}")
-        self._load_pending()
         executions = range(self.plan.executions)
         if self.keep_all:
             return [[self._held[p][e] for p in self.parties] for e in executions]
