@@ -86,26 +86,34 @@ def test_the_fhauc_flower_transport_refuses_a_node_answering_as_another_party(mo
             transport.exchange("upload", {"site-b": b"m"})
 
 
-def test_the_fhauc_flower_transport_hands_each_answer_on_as_it_is_pulled(monkeypatch):
-    """``FlowerTransport.stream`` gives the schedule each answer as it is pulled (so the
-    aggregator takes the uploads in one by one) and keeps none of them: a round of ``M``
-    large uploads never sits in the ServerApp whole. A reply naming another party is still
-    refused there."""
+def _one_reply_per_pull(monkeypatch, plays: Mapping[int, str]):
+    """A memory grid whose pull returns at most one reply, its node ``n`` answering as
+    ``plays[n]`` with the message it got plus ``b" answered"``."""
     pytest.importorskip("flwr")
-    from _memory_grid import MemoryGrid, node_context, task_identity
-    from privfl.federation.flower import client_app, server_app
+    from _memory_grid import MemoryGrid, node_context
+    from privfl.federation.flower import client_app
 
     class OnePerPull(MemoryGrid):
         def pull_messages(self, ids):
             return super().pull_messages(list(ids)[:1])
 
-    plays = {1: "site-a", 2: "site-b", 3: "site-a"}
     monkeypatch.setattr(
         client_app, "run_step",
         lambda step, data, ctx, phases=None: (plays[ctx.node_id], data + b" answered"),
     )  # fmt: skip
+    return OnePerPull(client_app.app, {n: node_context(5, n, {}) for n in plays})
+
+
+def test_the_fhauc_flower_transport_hands_each_answer_on_as_it_is_pulled(monkeypatch):
+    """``FlowerTransport.stream`` gives the schedule each answer as it is pulled (so the
+    aggregator takes the uploads in one by one) and keeps none of them: a round of ``M``
+    large uploads never sits in the ServerApp whole. A reply naming another party is still
+    refused there."""
+    from _memory_grid import task_identity
+    from privfl.federation.flower import server_app
+
     with task_identity(5):
-        grid = OnePerPull(client_app.app, {n: node_context(5, n, {}) for n in plays})
+        grid = _one_reply_per_pull(monkeypatch, {1: "site-a", 2: "site-b", 3: "site-a"})
         transport = server_app.FlowerTransport(grid, {"site-a": 1, "site-b": 2}, 5.0, 0.0)
         seen: list[tuple[str, bytes, int]] = []
         stream(
@@ -127,26 +135,15 @@ def test_the_aggregator_s_own_work_on_a_streamed_round_makes_no_node_late(monkey
     summing an upload) inside the round: that time moves the round's deadline on, so a party
     whose answer was waiting is not reported silent, and the round's logged wall time leaves
     it out (logged apart as ``serverapp``)."""
-    pytest.importorskip("flwr")
     import json
     import logging
-    import time
 
-    from _memory_grid import MemoryGrid, node_context, task_identity
-    from privfl.federation.flower import client_app, server_app
+    from _memory_grid import task_identity
+    from privfl.federation.flower import server_app
 
-    class OnePerPull(MemoryGrid):
-        def pull_messages(self, ids):
-            return super().pull_messages(list(ids)[:1])
-
-    plays = {1: "site-a", 2: "site-b"}
-    monkeypatch.setattr(
-        client_app, "run_step",
-        lambda step, data, ctx, phases=None: (plays[ctx.node_id], data + b" answered"),
-    )  # fmt: skip
     got: list[str] = []
     with task_identity(5), caplog.at_level(logging.DEBUG, logger="flwr"):
-        grid = OnePerPull(client_app.app, {n: node_context(5, n, {}) for n in plays})
+        grid = _one_reply_per_pull(monkeypatch, {1: "site-a", 2: "site-b"})
         transport = server_app.FlowerTransport(grid, {"site-a": 1, "site-b": 2}, 0.3, 0.0)
         stream(
             transport, "upload", {"site-a": b"a", "site-b": b"b"}, PARTIES,
