@@ -113,7 +113,8 @@ def test_sessions_with_a_small_guarantee_budget_get_more_executions_not_a_refusa
     data = make_parties(rng, 2, 2000, positive_rate=0.05)
     positives = sum(int(y.sum()) for _, y in data)
     pairs = positives * (4000 - positives)
-    policy = Policy(Security.MALICIOUS, 2048, min_pairs=1 << (pairs.bit_length() - 1))
+    # min_pairs as federated_auc provisions it from the data (sizing.data_bounds)
+    policy = Policy(Security.MALICIOUS, 2048, min_pairs=sizing.quarter_floor(pairs))
     sized = sizing.sized_policy(policy, 2, np.linspace(0.999, 0.001, 1022), 4, "single")
     assert sized.executions > policy.executions
     res = privfl.federated_auc(data, 1024, security="malicious")

@@ -196,7 +196,8 @@ def federated_auc(
     the aggregator that size within a factor 2; pass your own bound to hide it).
     ``min_pairs`` (malicious) is the parties' provisioned lower bound on the global
     positives × negatives, which sets how tight their verification can be (the aggregator never
-    sees it); default: the true product rounded down to a power of two, as an operator who
+    sees it); default: the true product rounded down to a quarter power of two
+    (:func:`~privfl.evaluation.fhauc.sizing.quarter_floor`), as an operator who
     knows its federation's size would provision it. ``min_guarantee_bits``: a verified AUC is
     output only if a deviation of more than ``required_accuracy`` would have been caught except
     with probability ``2^-min_guarantee_bits`` (else :class:`privfl.errors.WeakGuaranteeError`).
