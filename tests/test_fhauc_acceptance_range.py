@@ -216,3 +216,17 @@ def test_min_pairs_from_the_data_rounds_down_to_a_quarter_power():
     (``2^17.25``), not the power of two 131,072 (a tolerance 1.19 times wider)."""
     _, pairs = sizing.data_bounds([606, 606], 1054, 158, Security.MALICIOUS, "threshold")
     assert pairs == 155_871 == math.floor(2**17.25)
+
+
+def test_a_refusal_no_execution_count_can_fix_says_what_the_most_would_give():
+    """The refused corner (2 x 100 rows, 10 % positives, N = 4,096, threshold AUC at 2^-20):
+    the message gives the guarantee of the policy's count and of the most executions the
+    session may use (the upload bound's 21), so the user sees that more executions would not
+    help, and names the settings that would."""
+    config, policy = session(2, 100, 4096, "threshold", Reveal.AUC, 20.0, 0.1)
+    refusal = outcome(config, policy, "threshold")
+    assert refusal is not None and refusal.startswith("refused before upload")
+    high = sizing.max_executions(config, replace(policy, executions=2), "threshold")
+    assert high == 21
+    assert f"the most executions this session may use ({high}) would not reach it" in refusal
+    assert "guarantee 2^-12.5" in refusal and "min_pairs" in refusal

@@ -27,7 +27,8 @@ MAX_SPLITS = 16
 # the most executions a malicious session may use; the sizing picks the fewest that meet the
 # guarantee (3 for most sessions; more with few pairs for many decision points: with at most
 # 16 the join refused 0.21 % of honest sessions drawn over issue 27's range, 32 0.11 %, 64
-# 0.097 %); threshold keys also cap it by the key set's budget and the upload bound
+# 0.097 %, and with min_pairs from the data at a quarter power of two, sizing.quarter_floor,
+# 0.040 %); threshold keys also cap it by the key set's budget and the upload bound
 MAX_EXECUTIONS = 64
 DEFAULT_HIDING_BITS = 0
 DEFAULT_MULTIPLIER_BITS = 1.0  # the malicious aggregator's c in [2^20, 2^21)
