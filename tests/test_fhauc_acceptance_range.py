@@ -196,17 +196,20 @@ def test_a_guarantee_of_2_to_the_minus_20_gets_more_executions_with_few_parties_
     assert outcome(config, policy, "single") is None
 
 
-@given(st.integers(0, 2**70))
+@given(st.one_of(st.integers(0, 2**12), st.integers(0, 2**100)))
 def test_min_pairs_from_the_data_is_the_largest_quarter_power_floor_at_most_the_product(pairs):
-    """``sizing.quarter_floor``: never above the product (the parties' deflation check must
-    pass honest replies), never below it by more than a factor ``2^(1/4)`` (plus the floor),
-    exact on powers of two, and the next quarter power would exceed the product."""
+    """``sizing.quarter_floor``, checked in exact integers: 0 below 1; else a value
+    ``floor(2^(k/4))`` at most the product (the parties' deflation check must pass honest
+    replies) whose next quarter power ``floor(2^((k+1)/4))`` exceeds it (the largest such
+    value: not a power of two, nor a finer rounding); powers of two are kept."""
     got = sizing.quarter_floor(pairs)
     if pairs == 0:
         assert got == 0
         return
     assert 1 <= got <= pairs
-    assert got >= pairs / 2 ** (1 / sizing.QUARTERS) * (1 - 1e-12) - 1
+    k = ((got + 1) ** 4 - 1).bit_length() - 1  # the largest k with 2^k < (got + 1)^4
+    assert got**4 <= 1 << k  # so got = floor(2^(k/4))
+    assert (pairs + 1) ** 4 <= 1 << (k + 1)  # floor(2^((k+1)/4)) > pairs
     power = 1 << (pairs.bit_length() - 1)
     assert sizing.quarter_floor(power) == power
 

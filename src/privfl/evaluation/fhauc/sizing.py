@@ -144,23 +144,24 @@ def data_bounds(
     return max_samples, min_pairs
 
 
-# min_pairs from the data is the product rounded down to 2^(k / QUARTERS) (k an integer). It
+# min_pairs from the data is the product rounded down to floor(2^(k/4)) (k an integer). It
 # sets the verification's tolerance (the join check uses it, never a party's own counts): the
 # power of two it was before lost up to a factor 2 of it (1.44 on average), and 0.097 % of the
 # analytic draws over 2 to 1,000 parties were refused at join; with quarter powers 0.040 %
 # (benchmarks/fhauc_acceptance.py --analytic 100000 --seed 4004; the exact product: 0.030 %).
 # The rounding keeps a margin on the party's deflation check and hides the product within a
 # factor 2^(1/4) from whoever learns min_pairs (docs/security/fhauc.md).
-QUARTERS = 4
 
 
 def quarter_floor(pairs: int) -> int:
     """The largest ``floor(2^(k/4))`` (``k`` an integer) that is at most ``pairs``; 0 when
-    ``pairs < 1``. Exact powers of two are kept (``2^m`` gives ``2^m``)."""
+    ``pairs < 1``. Exact integer arithmetic (``floor(2^(k/4)) = isqrt(isqrt(2^k))``), so the
+    value is the same on every machine at any size; powers of two are kept."""
+    pairs = math.floor(pairs)
     if pairs < 1:
         return 0
-    k = math.floor(QUARTERS * math.log2(pairs)) + 2
-    while (value := math.floor(2.0 ** (k / QUARTERS))) > pairs:
+    k = 4 * pairs.bit_length()  # 2^(k/4) = 2^bit_length > pairs
+    while (value := math.isqrt(math.isqrt(1 << k))) > pairs:
         k -= 1
     return value
 
