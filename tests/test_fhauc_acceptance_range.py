@@ -233,3 +233,16 @@ def test_a_refusal_no_execution_count_can_fix_says_what_the_most_would_give():
     assert high == 21
     assert f"the most executions this session may use ({high}) would not reach it" in refusal
     assert "guarantee 2^-12.5" in refusal and "min_pairs" in refusal
+
+
+def test_a_curve_refusal_no_execution_count_can_fix_says_so_too():
+    """The curve's join check, with a min_pairs far below the data's (a deployment that
+    provisioned 1, 3 parties x 10^5 rows): no count up to 64 reaches 2^-8, and the message
+    says what 64 would give and names max_samples_per_party and min_pairs."""
+    config, policy = session(3, 10**5, 100, "single", Reveal.CURVE, 8.0, 0.5)
+    with pytest.raises(WeakGuaranteeError) as err:
+        curve.check_before_upload(config, replace(policy, min_pairs=1))
+    message = str(err.value)
+    assert message.startswith("refused before upload")
+    assert "the most executions this session may use (64) would not reach it" in message
+    assert "max_samples_per_party" in message and "min_pairs" in message

@@ -332,7 +332,8 @@ def check_before_upload(
     fix = (
         f"provision executions={need}"
         if need is not None
-        else "provision a max_samples_per_party closer to the real party sizes, or min_pairs"
+        else f"{malicious.beyond_executions(sigma, policy.required_accuracy, high)}: provision "
+        "a max_samples_per_party closer to the real party sizes, or min_pairs"
     )
     error = (
         InsufficientPrecisionError if b.precision > policy.required_accuracy else WeakGuaranteeError

@@ -366,6 +366,16 @@ def executions_needed(
     return None
 
 
+def beyond_executions(sigma: float, accuracy: float, high: int) -> str:
+    """The part of a join refusal that says no execution count helps: what the most
+    executions the session may use (``high``) would give for the noise bound ``sigma``."""
+    most = Bounds.from_sigma(sigma, accuracy, high)
+    return (
+        f"the most executions this session may use ({high}) would not reach it either "
+        f"(precision {most.precision:.1e}, guarantee 2^{most.guarantee_log2:.1f})"
+    )
+
+
 def guarantee_log2(tolerance: float, accuracy: float, executions: int) -> float:
     """log2 of the bound ``(13 τ / X)^{K-1}`` on the probability that a deviating aggregator
     gets an AUC more than ``X`` from the binned AUC accepted (module docstring)."""

@@ -228,12 +228,10 @@ class Malicious(Variant):
         need = malicious.executions_needed(
             sigma, policy.required_accuracy, policy.min_guarantee_bits, policy.executions, high
         )
-        most = malicious.Bounds.from_sigma(sigma, policy.required_accuracy, high)
         fix = (
             f"provision executions={need}"
             if need is not None
-            else f"the most executions this session may use ({high}) would not reach it either "
-            f"(precision {most.precision:.1e}, guarantee 2^{most.guarantee_log2:.1f}): "
+            else f"{malicious.beyond_executions(sigma, policy.required_accuracy, high)}: "
             "provision min_pairs (a lower bound on the global positives x negatives) or a "
             "max_samples_per_party closer to the real party sizes, or use fewer decision points "
             "(thresholds), splits=2, a smaller min_guarantee_bits, or, if the parties consent "
