@@ -272,6 +272,37 @@ def test_keys_init_into_an_existing_file_exits_2(tmp_path):
     assert out.exit_code == 2 and "not a directory" in out.output
 
 
+def test_keys_init_says_which_malicious_sessions_the_policy_serves(tmp_path):
+    """A malicious policy: the table's advice and the JSON say up to which N the parties'
+    join check passes (sizing.largest_points), and a policy that serves no AUC session says
+    so and names the options to change; semi-honest policies carry no such field."""
+    from privfl.evaluation.fhauc.reveal import Reveal
+    from privfl.evaluation.fhauc.sizing import largest_points
+
+    args = ["keys", "init", "--parties", "a,b,c", "--security", "malicious",
+            "--max-samples-per-party", "1000"]  # fmt: skip
+    out = runner.invoke(app, [*args, "--min-pairs", "1000000", "--out", str(tmp_path / "k1"),
+                              "--json"])  # fmt: skip
+    assert out.exit_code == 0, out.output
+    served = json.loads(out.stdout)["join_check"]
+    policy = fhauc.Policy(fhauc.Security.MALICIOUS, 1000, min_pairs=10**6)
+    assert served == {
+        "parties": 3,
+        "splits": 4,
+        "auc_max_points": largest_points(policy, 3, 4, "single", Reveal.AUC),
+        "curve_max_points": largest_points(policy, 3, 4, "single", Reveal.CURVE),
+    }
+    assert 100 < served["auc_max_points"] < policy.max_points
+    out = runner.invoke(app, [*args, "--min-pairs", "1000", "--out", str(tmp_path / "k2")])
+    assert out.exit_code == 0, out.output
+    text = " ".join(out.output.split())
+    assert "no AUC session passes the parties' join check" in text
+    assert "--min-pairs" in text and "--executions" in text
+    out = runner.invoke(app, ["keys", "init", "--parties", "a,b", "--out", str(tmp_path / "k3"),
+                              "--json"])  # fmt: skip
+    assert "join_check" not in json.loads(out.stdout)
+
+
 def test_keys_init_writes_the_policy_the_parties_enforce(tmp_path):
     out = runner.invoke(
         app,

@@ -246,3 +246,18 @@ def test_a_curve_refusal_no_execution_count_can_fix_says_so_too():
     assert message.startswith("refused before upload")
     assert "the most executions this session may use (64) would not reach it" in message
     assert "max_samples_per_party" in message and "min_pairs" in message
+
+
+@pytest.mark.parametrize("keys", ["single", "threshold"])
+@pytest.mark.parametrize("min_pairs", [10**4, 10**6, 10**9])
+def test_largest_points_is_where_the_join_check_stops_passing(keys, min_pairs):
+    """``sizing.largest_points`` (what ``privfl keys init`` reports): the AUC session at the
+    N it returns passes every party's join check and the one at N + 1 is refused (or N is
+    the policy's largest), for a 3-party malicious policy at 4 splits."""
+    policy = Policy(Security.MALICIOUS, 1000, min_pairs=min_pairs)
+    n = sizing.largest_points(policy, 3, 4, keys, Reveal.AUC)
+    if n == 0:
+        assert not sizing.passes_join(policy, 3, 3, 4, keys, Reveal.AUC)
+        return
+    assert sizing.passes_join(policy, 3, n, 4, keys, Reveal.AUC)
+    assert n == policy.max_points or not sizing.passes_join(policy, 3, n + 1, 4, keys, Reveal.AUC)

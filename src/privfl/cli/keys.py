@@ -19,7 +19,7 @@ from privfl.cli._kit import (
     names as parse_names,
 )
 from privfl.errors import InputError
-from privfl.evaluation.fhauc.policy import DEFAULT_MAX_SAMPLES_PER_PARTY
+from privfl.evaluation.fhauc.policy import DEFAULT_MAX_SAMPLES_PER_PARTY, DEFAULT_SPLITS, Policy
 from privfl.evaluation.statistics import MAX_POINTS
 
 keys_app = typer.Typer(help="Provision keys for a real deployment.", no_args_is_help=True)
@@ -121,13 +121,55 @@ def keys_init(
         min_pairs=min_pairs,
         min_guarantee_bits=min_guarantee_bits,
     )
+    served = join_check(policy, len(names), keys)
     path = provision(names, out, policy, key_holder=key_holder, overwrite=force, keys=keys)
+    advice = (
+        "Give each party only its own folder; the aggregator gets 'aggregator/' "
+        "(public material, it cannot decrypt)."
+    )
     report_provisioned(
         path,
         f"provisioned {len(names)} parties in {path}",
-        "Give each party only its own folder; the aggregator gets 'aggregator/' "
-        "(public material, it cannot decrypt).",
-        {"keys": keys},
+        advice if served is None else f"{advice}\n{served_text(served)}",
+        {"keys": keys} if served is None else {"keys": keys, "join_check": served},
         as_json,
         json_out,
+    )
+
+
+def join_check(policy: Policy, parties: int, keys: str) -> dict[str, int] | None:
+    """Malicious policies: the largest N whose AUC and curve sessions of all ``parties`` at
+    the deployment's default splits (4, or the policy's largest) pass every party's join
+    check (:func:`~privfl.evaluation.fhauc.sizing.largest_points`; 0: none). The noise bound
+    grows with the parties, so a session of fewer of them passes at least as far."""
+    from privfl.evaluation.fhauc.policy import Security
+    from privfl.evaluation.fhauc.reveal import Reveal
+    from privfl.evaluation.fhauc.sizing import largest_points
+
+    if policy.security is not Security.MALICIOUS:
+        return None
+    splits = min(DEFAULT_SPLITS, policy.max_splits)
+    return {
+        "parties": parties,
+        "splits": splits,
+        "auc_max_points": largest_points(policy, parties, splits, keys, Reveal.AUC),
+        "curve_max_points": largest_points(policy, parties, splits, keys, Reveal.CURVE),
+    }
+
+
+def served_text(served: dict[str, int]) -> str:
+    """One paragraph on which malicious sessions the provisioned policy serves."""
+    head = f"Malicious sessions of all {served['parties']} parties at {served['splits']} splits"
+    auc, curve = served["auc_max_points"], served["curve_max_points"]
+    if auc == 0:
+        return (
+            f"{head}: no AUC session passes the parties' join check, not even at N = 3 "
+            "decision points (every party would refuse it before any upload): provision a "
+            "larger --min-pairs, more --executions or a --max-samples-per-party closer to "
+            f"the real sizes. Curve and metrics sessions pass up to N = {curve:,}."
+        )
+    return (
+        f"{head} pass the parties' join check up to N = {auc:,} decision points for the AUC "
+        f"and N = {curve:,} for the curve and metrics; a larger N is refused at join, before "
+        "any upload (more --executions or a larger --min-pairs serve more)."
     )

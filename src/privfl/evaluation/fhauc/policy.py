@@ -35,6 +35,7 @@ DEFAULT_MULTIPLIER_BITS = 1.0  # the malicious aggregator's c in [2^20, 2^21)
 REQUIRED_ACCURACY = 1e-6
 DEFAULT_GUARANTEE_BITS = 8.0
 DEFAULT_EXECUTIONS = 3
+DEFAULT_SPLITS = 4  # S of a session when the caller or the ServerApp's run config sets none
 
 
 class Security(StrEnum):

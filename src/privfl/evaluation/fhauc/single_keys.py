@@ -17,18 +17,18 @@ import numpy as np
 from privfl.crypto import keywrap, prng
 from privfl.crypto.ckks import CKKSContext
 from privfl.errors import MalformedMessageError, ProtocolError
-from privfl.evaluation.fhauc import curve
+from privfl.evaluation.fhauc import curve, sizing
 from privfl.evaluation.fhauc.key_holder import BUNDLE_PURPOSE
 from privfl.evaluation.fhauc.layout import Layout
 from privfl.evaluation.fhauc.messages import KeyBundle, SessionConfig
 from privfl.evaluation.fhauc.party_keys import Finished, PartySide, Restored
 from privfl.evaluation.fhauc.party_state import SessionState, Stage
-from privfl.evaluation.fhauc.policy import Policy, Security
+from privfl.evaluation.fhauc.policy import Policy
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.session import new_nonce
 from privfl.evaluation.fhauc.steps import Step
 from privfl.evaluation.fhauc.uploads import PartyUpload, Result, Upload
-from privfl.evaluation.fhauc.variant import Malicious, variant_for
+from privfl.evaluation.fhauc.variant import variant_for
 from privfl.evaluation.statistics import PartyCounts
 
 __all__ = ["SingleKeys"]
@@ -87,11 +87,7 @@ class SingleKeys:
     def begin(self, config: SessionConfig, policy: Policy) -> bytes:
         """Malicious: refuse at join what the verification could refuse after decryption;
         a fresh random nonce for the join."""
-        variant = variant_for(config.security)
-        if config.reveal is Reveal.AUC and isinstance(variant, Malicious):
-            variant.check_before_upload(config, policy)  # public sizes and min_pairs
-        elif config.reveal is not Reveal.AUC and config.security is Security.MALICIOUS:
-            curve.check_before_upload(config, policy)
+        sizing.check_join(config, policy, "single")  # public sizes and min_pairs
         return new_nonce()
 
     def handlers(self, party: PartySide) -> dict[Step, Callable[[bytes], bytes]]:

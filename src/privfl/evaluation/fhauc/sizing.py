@@ -19,6 +19,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from privfl.errors import InputError
 from privfl.evaluation.fhauc import curve, malicious
 from privfl.evaluation.fhauc.messages import SessionConfig
 from privfl.evaluation.fhauc.policy import (
@@ -61,6 +62,73 @@ def session_sigma(config: SessionConfig, policy: Policy, keys: str) -> float:
     return malicious.worst_case_sigma(products, float(policy.min_pairs))
 
 
+def check_join(config: SessionConfig, policy: Policy, keys: str) -> None:
+    """Every party's check at join, before any upload (``keys``: ``"single"`` or
+    ``"threshold"``): a malicious session whose verification could refuse an honest result is
+    refused with a typed error whose message starts ``refused before upload:`` and names the
+    setting to change; semi-honest sessions pass. The single-key backend runs this
+    (:mod:`.single_keys`); threshold parties run the same
+    :func:`~privfl.evaluation.fhauc.threshold.reveal.check_at_join` on their plan. Public
+    sizes and the policy only (``min_pairs``, never a party's counts)."""
+    if keys == "threshold":
+        from privfl.evaluation.fhauc.threshold.plan import plan
+        from privfl.evaluation.fhauc.threshold.reveal import check_at_join
+
+        check_at_join(plan(config, policy), config, policy)
+    elif config.security is not Security.MALICIOUS:
+        return
+    elif config.reveal is Reveal.AUC:
+        Malicious().check_before_upload(config, policy)
+    else:
+        curve.check_before_upload(config, policy)
+
+
+def probe_config(
+    parties: int, thresholds: np.ndarray, splits: int, reveal: Reveal
+) -> SessionConfig:
+    """A malicious session's config with only its public sizes (anonymous parties, a zero
+    session id): what the sizing and the provisioning checks evaluate."""
+    return SessionConfig(
+        bytes(SESSION_ID_BYTES),
+        tuple(f"p{i}" for i in range(parties)),
+        np.asarray(thresholds, dtype=np.float64),
+        security=Security.MALICIOUS,
+        splits=splits,
+        reveal=reveal,
+    )
+
+
+def passes_join(policy: Policy, parties: int, points: int, splits: int, keys: str,
+                reveal: Reveal) -> bool:  # fmt: skip
+    """Whether every party's join check passes a malicious session of ``parties`` parties at
+    ``points`` decision points (N, evenly spaced thresholds) and ``splits``."""
+    interior = np.linspace(1.0, 0.0, points)[1:-1]
+    try:
+        check_join(probe_config(parties, interior, splits, reveal), policy, keys)
+    except InputError:  # the typed refusals (guarantee, precision, budget) are InputErrors
+        return False
+    return True
+
+
+def largest_points(policy: Policy, parties: int, splits: int, keys: str, reveal: Reveal) -> int:
+    """The largest N (3 to ``policy.max_points``) whose malicious session of ``parties``
+    parties at ``splits`` passes every party's join check; 0 when not even N = 3 does. The
+    check's noise bound grows with N (more slots summed), so a bisection finds it. Run by
+    ``privfl keys init`` to say which sessions a provisioned policy serves."""
+    if not passes_join(policy, parties, 3, splits, keys, reveal):
+        return 0
+    low, high = 3, policy.max_points  # low passes; find the last that does
+    if passes_join(policy, parties, high, splits, keys, reveal):
+        return high
+    while high - low > 1:
+        mid = (low + high) // 2
+        if passes_join(policy, parties, mid, splits, keys, reveal):
+            low = mid
+        else:
+            high = mid
+    return low
+
+
 def max_executions(config: SessionConfig, policy: Policy, keys: str) -> int:
     """The most executions a session may use: :data:`MAX_EXECUTIONS`, and with threshold keys
     also what the key set's joint-decryption budget pays for (1 decryption per execution for
@@ -93,14 +161,7 @@ def sized_policy(
     asked for."""
     if policy.security is not Security.MALICIOUS:
         return policy
-    config = SessionConfig(
-        bytes(SESSION_ID_BYTES),
-        tuple(f"p{i}" for i in range(parties)),
-        np.asarray(thresholds, dtype=np.float64),
-        security=Security.MALICIOUS,
-        splits=splits,
-        reveal=reveal,
-    )
+    config = probe_config(parties, thresholds, splits, reveal)
     probe = replace(policy, executions=MIN_EXECUTIONS)  # the noise does not depend on K
     sigma = session_sigma(config, probe, keys)
     if not math.isfinite(sigma):

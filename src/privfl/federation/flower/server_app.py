@@ -57,7 +57,7 @@ from flwr.serverapp import Grid, ServerApp
 from privfl.errors import InputError, MalformedMessageError, PrivflError, ProtocolError
 from privfl.evaluation import fhauc
 from privfl.evaluation.fhauc import roles
-from privfl.evaluation.fhauc.policy import Security
+from privfl.evaluation.fhauc.policy import DEFAULT_SPLITS, Security
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.threshold.aggregator import ThresholdAggregator
 from privfl.evaluation.fhauc.threshold.keyset import export_server_key_set, import_server_key_set
@@ -337,7 +337,7 @@ def _run(grid: Grid, context: Context) -> None:
         int(_cfg(context, "thresholds", 100)),
         (float(_cfg(context, "score-low", 0.0)), float(_cfg(context, "score-high", 1.0))),
         security,
-        int(_cfg(context, "splits", 4)),
+        int(_cfg(context, "splits", DEFAULT_SPLITS)),
         Reveal.parse(str(_cfg(context, "reveal", Reveal.AUC.value)).strip()),
     )
     try:
