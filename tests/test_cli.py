@@ -296,11 +296,29 @@ def test_keys_init_says_which_malicious_sessions_the_policy_serves(tmp_path):
     out = runner.invoke(app, [*args, "--min-pairs", "1000", "--out", str(tmp_path / "k2")])
     assert out.exit_code == 0, out.output
     text = " ".join(out.output.split())
-    assert "no AUC session passes the parties' join check" in text
+    assert "AUC sessions pass at no N" in text
     assert "--min-pairs" in text and "--executions" in text
     out = runner.invoke(app, ["keys", "init", "--parties", "a,b", "--out", str(tmp_path / "k3"),
                               "--json"])  # fmt: skip
     assert "join_check" not in json.loads(out.stdout)
+    out = runner.invoke(app, [*args, "--min-pairs", "1000000", "--out", str(tmp_path / "k4"),
+                              "--keys", "threshold", "--json"])  # fmt: skip
+    assert out.exit_code == 0, out.output
+    threshold = json.loads(out.stdout)["join_check"]
+    assert threshold["auc_max_points"] == largest_points(policy, 3, 4, "threshold", Reveal.AUC)
+    assert threshold["auc_max_points"] < served["auc_max_points"]  # its own noise model
+
+
+def test_keys_init_refuses_a_policy_no_session_can_meet(tmp_path):
+    """More --min-parties than parties, or a malicious policy whose --max-splits is below the
+    2 shares the variant needs: every session would be refused, so nothing is provisioned."""
+    base = ["keys", "init", "--parties", "a,b,c"]
+    out = runner.invoke(app, [*base, "--min-parties", "4", "--out", str(tmp_path / "k1")])
+    assert out.exit_code == 2 and "--min-parties" in out.output
+    out = runner.invoke(app, [*base, "--security", "malicious", "--min-pairs", "1000",
+                              "--max-splits", "1", "--out", str(tmp_path / "k2")])  # fmt: skip
+    assert out.exit_code == 2 and "--max-splits" in out.output
+    assert not (tmp_path / "k1").exists() and not (tmp_path / "k2").exists()
 
 
 def test_keys_init_writes_the_policy_the_parties_enforce(tmp_path):

@@ -251,13 +251,37 @@ def test_a_curve_refusal_no_execution_count_can_fix_says_so_too():
 @pytest.mark.parametrize("keys", ["single", "threshold"])
 @pytest.mark.parametrize("min_pairs", [10**4, 10**6, 10**9])
 def test_largest_points_is_where_the_join_check_stops_passing(keys, min_pairs):
-    """``sizing.largest_points`` (what ``privfl keys init`` reports): the AUC session at the
-    N it returns passes every party's join check and the one at N + 1 is refused (or N is
-    the policy's largest), for a 3-party malicious policy at 4 splits."""
+    """``sizing.largest_points`` (what ``privfl keys init`` reports): every AUC session from
+    N = 3 to the N it returns passes every party's join check (checked up to 300 here) and
+    the one at N + 1 is refused (or N is the policy's largest), for a 3-party malicious
+    policy at 4 splits."""
     policy = Policy(Security.MALICIOUS, 1000, min_pairs=min_pairs)
     n = sizing.largest_points(policy, 3, 4, keys, Reveal.AUC)
     if n == 0:
         assert not sizing.passes_join(policy, 3, 3, 4, keys, Reveal.AUC)
         return
+    assert all(
+        sizing.passes_join(policy, 3, k, 4, keys, Reveal.AUC) for k in range(3, min(n, 300) + 1)
+    )
     assert sizing.passes_join(policy, 3, n, 4, keys, Reveal.AUC)
     assert n == policy.max_points or not sizing.passes_join(policy, 3, n + 1, 4, keys, Reveal.AUC)
+
+
+def test_largest_points_stops_at_the_first_refused_n_where_the_check_is_not_monotone():
+    """Threshold keys, 64 parties, a size bound of 10^6, 2 executions (a fresh-eyes review's
+    case): the AUC passes N = 3 to 11, is refused at 12 to 20 (the two-ciphertext layout)
+    and passes again from 21 (the joint layout's smaller noise bound). The report is 11, the
+    end of what is served at every N, not the end of the last passing stretch."""
+    policy = Policy(Security.MALICIOUS, 10**6, executions=2, min_pairs=59172824724903)
+    ok = [sizing.passes_join(policy, 64, n, 4, "threshold", Reveal.AUC) for n in range(3, 48)]
+    assert ok[: 12 - 3] == [True] * 9 and not any(ok[12 - 3 : 21 - 3]) and ok[21 - 3]
+    assert sizing.largest_points(policy, 64, 4, "threshold", Reveal.AUC) == 11
+
+
+def test_the_join_check_is_the_key_modes_own():
+    """``sizing.check_join`` runs the threshold plan's check with threshold keys (its noise
+    model, budget and upload bound), not the single-key one: at 3 parties x 1,000 rows and
+    min_pairs 10^6 the threshold AUC is refused at N = 8,000, the single-key AUC is not."""
+    policy = Policy(Security.MALICIOUS, 1000, min_pairs=10**6, max_points=10_000)
+    assert sizing.passes_join(policy, 3, 8000, 4, "single", Reveal.AUC)
+    assert not sizing.passes_join(policy, 3, 8000, 4, "threshold", Reveal.AUC)

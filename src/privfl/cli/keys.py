@@ -105,6 +105,16 @@ def keys_init(
     names = parse_names(parties, "party")
     if max_thresholds is not None and max_thresholds < 3:
         raise InputError("--max-thresholds must be at least 3")
+    if min_parties > len(names):
+        raise InputError(
+            f"--min-parties {min_parties} is more than the {len(names)} parties provisioned: "
+            "every party would refuse every session"
+        )
+    if Security.parse(security) is Security.MALICIOUS and max_splits < 2:
+        raise InputError(
+            "--security malicious needs --max-splits of at least 2 (the malicious variant "
+            "splits every value into at least 2 shares)"
+        )
     if Security.parse(security) is Security.MALICIOUS and min_pairs == 0:
         raise InputError(
             "--security malicious needs --min-pairs (a lower bound on every session's global "
@@ -159,17 +169,24 @@ def join_check(policy: Policy, parties: int, keys: str) -> dict[str, int] | None
 
 def served_text(served: dict[str, int]) -> str:
     """One paragraph on which malicious sessions the provisioned policy serves."""
-    head = f"Malicious sessions of all {served['parties']} parties at {served['splits']} splits"
-    auc, curve = served["auc_max_points"], served["curve_max_points"]
-    if auc == 0:
+    splits = served["splits"]
+    head = f"Join check of malicious sessions of all {served['parties']} parties at {splits} splits"
+    if splits < DEFAULT_SPLITS:
+        head += f" (run them with --run-config splits={splits}: the default {DEFAULT_SPLITS} "
+        head += "exceeds --max-splits)"
+
+    def part(n: int, what: str) -> str:
+        if n:
+            return f"{what} pass for every N up to {n:,}"
         return (
-            f"{head}: no AUC session passes the parties' join check, not even at N = 3 "
-            "decision points (every party would refuse it before any upload): provision a "
-            "larger --min-pairs, more --executions or a --max-samples-per-party closer to "
-            f"the real sizes. Curve and metrics sessions pass up to N = {curve:,}."
+            f"{what} pass at no N (every party refuses at the join, before any upload, "
+            "even at N = 3 decision points: provision a larger --min-pairs, more "
+            "--executions or a --max-samples-per-party closer to the real sizes)"
         )
+
+    auc = part(served["auc_max_points"], "AUC sessions")
+    curve = part(served["curve_max_points"], "curve and metrics sessions")
     return (
-        f"{head} pass the parties' join check up to N = {auc:,} decision points for the AUC "
-        f"and N = {curve:,} for the curve and metrics; a larger N is refused at join, before "
-        "any upload (more --executions or a larger --min-pairs serve more)."
+        f"{head}: {auc}; {curve}. A larger N is refused at the join: more --executions or a "
+        "larger --min-pairs serve more."
     )
