@@ -27,6 +27,7 @@ from privfl.evaluation.fhauc.policy import (
     DEFAULT_GUARANTEE_BITS,
     DEFAULT_HIDING_BITS,
     DEFAULT_MULTIPLIER_BITS,
+    DEFAULT_SPLITS,
     REQUIRED_ACCURACY,
     Security,
 )
@@ -157,7 +158,7 @@ def federated_auc(
     *,
     score_range: ScoreRange = (0.0, 1.0),
     security: str = "semi-honest",
-    splits: int = 4,
+    splits: int = DEFAULT_SPLITS,
     aggregator: fhauc.Aggregator | None = None,
     max_samples_per_party: int | None = None,
     hiding_bits: int = DEFAULT_HIDING_BITS,

@@ -28,6 +28,7 @@ from privfl.evaluation.fhauc.layout import fresh_ciphertext_bytes as ct_bytes
 from privfl.evaluation.fhauc.layout import loaded_ciphertext_bytes as loaded_bytes
 from privfl.evaluation.fhauc.policy import (
     DEFAULT_GUARANTEE_BITS,
+    DEFAULT_SPLITS,
     REQUIRED_ACCURACY,
     Policy,
     Security,
@@ -50,7 +51,7 @@ class RunOptions:
 
     security: str = "semi-honest"
     keys: str | None = None
-    splits: int = 4
+    splits: int = DEFAULT_SPLITS
     executions: int | None = None
     max_samples_per_party: int | None = None
     min_pairs: int | None = None

@@ -25,7 +25,7 @@ from privfl.evaluation.fhauc.ciphertext import HECiphertext, add_all
 from privfl.evaluation.fhauc.keys import KeyBackend, SingleKey
 from privfl.evaluation.fhauc.layout import Layout
 from privfl.evaluation.fhauc.messages import AGGREGATOR, Done, PublicSetup, SessionConfig, Start
-from privfl.evaluation.fhauc.policy import Policy, Security
+from privfl.evaluation.fhauc.policy import DEFAULT_SPLITS, Policy, Security
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.session import check_joins, transcript_hash
 from privfl.evaluation.fhauc.upload_checks import UploadCheck, UploadSum
@@ -103,7 +103,7 @@ class Aggregator:
         thresholds: int | npt.ArrayLike = DEFAULT_THRESHOLDS,
         score_range: ScoreRange = (0.0, 1.0),
         security: str | Security | None = None,
-        splits: int = 4,
+        splits: int = DEFAULT_SPLITS,
         reveal: str | Reveal = Reveal.AUC,
     ) -> bytes:
         """Announce a new session (fresh random id) to the parties; returns the config.

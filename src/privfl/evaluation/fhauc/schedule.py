@@ -32,7 +32,7 @@ import numpy.typing as npt
 
 from privfl.errors import ProtocolError
 from privfl.evaluation.fhauc.party import PartyResult
-from privfl.evaluation.fhauc.policy import Security
+from privfl.evaluation.fhauc.policy import DEFAULT_SPLITS, Security
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.rounds import AGG, AnyAggregator, SessionIO, rounds_for
 from privfl.evaluation.fhauc.steps import SINGLE_KEY_STEPS, Step
@@ -61,7 +61,7 @@ class SessionRequest:
     thresholds: int | npt.ArrayLike = 100
     score_range: ScoreRange = (0.0, 1.0)
     security: Security | None = None
-    splits: int = 4
+    splits: int = DEFAULT_SPLITS
     reveal: Reveal = Reveal.AUC
 
 

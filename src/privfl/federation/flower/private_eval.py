@@ -63,7 +63,7 @@ from flwr.serverapp import Grid
 
 from privfl.errors import InputError, MalformedMessageError, PrivflError
 from privfl.evaluation import fhauc
-from privfl.evaluation.fhauc.policy import Security
+from privfl.evaluation.fhauc.policy import DEFAULT_SPLITS, Security
 from privfl.evaluation.fhauc.transport import Transport
 from privfl.federation.flower.payload import pack
 from privfl.federation.flower.server_app import (
@@ -165,7 +165,7 @@ class PrivateAUC:
     every: int = 1
     thresholds: int = 100
     security: Security | None = None
-    splits: int = 4
+    splits: int = DEFAULT_SPLITS
     reveal: str = "clients"
     on_failure: str = "continue"
     timeout: float = 120.0
@@ -199,7 +199,7 @@ class PrivateAUC:
             every=int(cfg.get("eval-every", 1)),
             thresholds=int(cfg.get("thresholds", 100)),
             security=Security.parse(mode) if mode else None,
-            splits=int(cfg.get("splits", 4)),
+            splits=int(cfg.get("splits", DEFAULT_SPLITS)),
             reveal="server" if bool(cfg.get("reveal-to-server", False)) else "clients",
             on_failure=str(cfg.get("eval-on-failure", "continue")),
             timeout=float(cfg.get("timeout", 120.0)),

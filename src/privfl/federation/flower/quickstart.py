@@ -35,7 +35,7 @@ from privfl.crypto.threshold.params import require_openfhe
 from privfl.datasets import check_party_names, read_table, typed_pos_label
 from privfl.errors import InputError, ProtocolError
 from privfl.evaluation.curves import binarize_labels
-from privfl.evaluation.fhauc.policy import Policy, Security
+from privfl.evaluation.fhauc.policy import DEFAULT_SPLITS, Policy, Security
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.sizing import data_bounds, sized_policy
 from privfl.evaluation.reference import validate_parties
@@ -49,7 +49,7 @@ APP_PYPROJECT = app_pyproject(
     "Private federated ROC-AUC (FHAUC, privfl) as a Flower App",
     "server_app:client_app",
     {"aggregator-keys": "keys/aggregator", "thresholds": 100, "security": "", "keys": "",
-     "splits": 4, "score-low": 0.0, "score-high": 1.0, "parties": "", "reveal": "auc",
+     "splits": DEFAULT_SPLITS, "score-low": 0.0, "score-high": 1.0, "parties": "", "reveal": "auc",
      "timeout": 120.0, "step-pause": 0.0},
 )  # fmt: skip
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -214,7 +214,7 @@ def local_policy(
     keys: str,
     thresholds: int,
     reveal: Reveal = Reveal.AUC,
-    splits: int = 4,
+    splits: int = DEFAULT_SPLITS,
 ) -> Policy:
     """The policy a launcher holding every party's labels provisions, as
     :func:`privfl.federated_auc` sizes an in-process run: a size bound near the real sizes

@@ -52,7 +52,7 @@ from privfl.crypto import threshold as th
 from privfl.errors import MalformedMessageError, ProtocolError, UnknownPartyError
 from privfl.evaluation.fhauc.aggregator import Aggregator
 from privfl.evaluation.fhauc.messages import AGGREGATOR, SessionConfig
-from privfl.evaluation.fhauc.policy import Policy, Security
+from privfl.evaluation.fhauc.policy import DEFAULT_SPLITS, Policy, Security
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.session import check_joins
 from privfl.evaluation.fhauc.threshold import messages as tmsg
@@ -131,7 +131,7 @@ class ThresholdAggregator:
         thresholds: Any = 100,
         score_range: ScoreRange = (0.0, 1.0),
         security: str | Security | None = None,
-        splits: int = 4,
+        splits: int = DEFAULT_SPLITS,
         reveal: str | Reveal = Reveal.AUC,
     ) -> bytes:
         """Announce a session (the computation's :meth:`Aggregator.start_session`, every
