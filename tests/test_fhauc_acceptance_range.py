@@ -28,8 +28,6 @@ from privfl.evaluation.fhauc.messages import SessionConfig
 from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.threshold import plan as threshold_plan
-from privfl.evaluation.fhauc.threshold import reveal as threshold_reveal
-from privfl.evaluation.fhauc.variant import Malicious
 from privfl.messages import SESSION_ID_BYTES
 
 ACCURACY = 1e-6
@@ -62,15 +60,10 @@ def session(
 
 
 def join_check(config: SessionConfig, policy: Policy, keys: str) -> None:
-    """What every party runs at join, before it uploads anything (fhauc/party.py and
-    fhauc/threshold/party.py): the key mode's plan and the verification's check."""
-    if keys == "threshold":
-        plan = threshold_plan.plan(config, policy)
-        threshold_reveal.check_at_join(plan, config, policy)
-    elif config.reveal is Reveal.AUC:
-        Malicious().check_before_upload(config, policy)
-    else:
-        curve.check_before_upload(config, policy)
+    """What every party runs at join, before it uploads anything: ``sizing.check_join``
+    (the single-key backend's ``begin`` calls it; threshold parties run its
+    ``threshold.reveal.check_at_join`` on their plan)."""
+    sizing.check_join(config, policy, keys)
 
 
 def outcome(config: SessionConfig, policy: Policy, keys: str) -> str | None:
