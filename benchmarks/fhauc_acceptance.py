@@ -46,13 +46,16 @@ import argparse
 import re
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 import privfl
 import privfl.metrics as pm
 from privfl.errors import InputError, ProtocolError
+from privfl.evaluation.fhauc import malicious, sizing
+from privfl.evaluation.fhauc.messages import SessionConfig
+from privfl.evaluation.fhauc.policy import MAX_EXECUTIONS, Policy
 from privfl.evaluation.fhauc.threshold import ops as threshold_ops
 from privfl.evaluation.metric_reference import binned_reference
 
@@ -343,6 +346,7 @@ def run_analytic(sessions: int, seed: int, parties_range: tuple[int, int]) -> No
     rng = np.random.default_rng(seed)  # benchmark draws only, not secret
     counts: Counter[str] = Counter()
     reasons: Counter[str] = Counter()
+    causes: Counter[str] = Counter()
     for k in range(1, sessions + 1):
         setting, _ = draw(rng, parties_range)
         reveal = Reveal.AUC if setting.reveal == "auc" else Reveal.CURVE
@@ -353,6 +357,7 @@ def run_analytic(sessions: int, seed: int, parties_range: tuple[int, int]) -> No
         counts[f"{kind} {'accepted' if refusal is None else 'refused at join'}"] += 1
         if refusal is not None:
             reasons[f"{kind}: {refusal_kind(refusal)}"] += 1
+            causes[refusal_cause(config, policy, setting.keys)] += 1
             if k <= 10_000:
                 print(f"    analytic draw {k}: {setting.name} refused at join", flush=True)
     refused = sum(v for key, v in counts.items() if key.endswith("refused at join"))
@@ -362,6 +367,28 @@ def run_analytic(sessions: int, seed: int, parties_range: tuple[int, int]) -> No
           f"join {refused} ({100 * refused / sessions:.2f} %)")  # fmt: skip
     for reason, v in reasons.most_common(8):
         print(f"    {v:6d}  {reason}")
+    for cause, v in causes.most_common():
+        print(f"    {v:6d}  {cause}")
+
+
+def refusal_cause(config: SessionConfig, policy: Policy, keys: str) -> str:
+    """Why no number of executions serves a session refused at join: none would (the noise
+    bound is too wide for the guarantee or the precision at any count, up to 4,096), it
+    would need more than :data:`MAX_EXECUTIONS`, or (threshold keys) more than the key set's
+    decryption budget or the upload bound pay for."""
+    probe = replace(policy, executions=2)
+    sigma = sizing.session_sigma(config, probe, keys)
+    high = sizing.max_executions(config, probe, keys)
+    need = malicious.executions_needed(
+        sigma, probe.required_accuracy, probe.min_guarantee_bits, 2, 4096
+    )
+    if need is None:
+        return "no number of executions would verify it"
+    if need > MAX_EXECUTIONS:
+        return f"needs more than {MAX_EXECUTIONS} executions"
+    if need > high:
+        return "needs more executions than the key set's budget or the upload bound pay for"
+    return f"needs {need} executions, which the sizing did not choose"  # a sizing bug
 
 
 DRAWN_NAME = re.compile(
