@@ -375,7 +375,7 @@ def refusal_cause(config: SessionConfig, policy: Policy, keys: str) -> str:
     """Why no number of executions serves a session refused at join: none would (the noise
     bound is too wide for the guarantee or the precision at any count, up to 4,096), it
     would need more than :data:`MAX_EXECUTIONS`, or (threshold keys) more than the key set's
-    decryption budget or the upload bound pay for."""
+    decryption budget or the upload bound pay for (named first when it is the lower limit)."""
     probe = replace(policy, executions=2)
     sigma = sizing.session_sigma(config, probe, keys)
     high = sizing.max_executions(config, probe, keys)
@@ -384,10 +384,10 @@ def refusal_cause(config: SessionConfig, policy: Policy, keys: str) -> str:
     )
     if need is None:
         return "no number of executions would verify it"
+    if need > high and high < MAX_EXECUTIONS:
+        return "needs more executions than the key set's budget or the upload bound pay for"
     if need > MAX_EXECUTIONS:
         return f"needs more than {MAX_EXECUTIONS} executions"
-    if need > high:
-        return "needs more executions than the key set's budget or the upload bound pay for"
     return f"needs {need} executions, which the sizing did not choose"  # a sizing bug
 
 

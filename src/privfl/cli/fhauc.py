@@ -26,6 +26,7 @@ from privfl.cli._kit import (
 from privfl.cli._progress import Tracker, as_callback
 from privfl.errors import InputError
 from privfl.evaluation.curves import hanley_mcneil_interval
+from privfl.evaluation.fhauc.policy import DEFAULT_SPLITS
 
 
 @guard
@@ -67,7 +68,7 @@ def auc(
     ] = "semi-honest",
     splits: Annotated[
         int, typer.Option(help="Additive splits S per position (malicious only, 2..16).")
-    ] = 4,
+    ] = DEFAULT_SPLITS,
     executions: Annotated[
         int | None,
         typer.Option(
