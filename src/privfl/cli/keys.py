@@ -19,7 +19,12 @@ from privfl.cli._kit import (
     names as parse_names,
 )
 from privfl.errors import InputError
-from privfl.evaluation.fhauc.policy import DEFAULT_MAX_SAMPLES_PER_PARTY, DEFAULT_SPLITS, Policy
+from privfl.evaluation.fhauc.policy import (
+    DEFAULT_MAX_SAMPLES_PER_PARTY,
+    DEFAULT_SPLITS,
+    Policy,
+    Security,
+)
 from privfl.evaluation.statistics import MAX_POINTS
 
 keys_app = typer.Typer(help="Provision keys for a real deployment.", no_args_is_help=True)
@@ -97,7 +102,6 @@ def keys_init(
     """Provision FHAUC: identity keys (X25519 + Ed25519), the wrapped CKKS secret, seed and
     policy for every party, and the aggregator's public context and policy. With --keys
     threshold: identities, roster, seed and policy only (nothing of a CKKS key)."""
-    from privfl.evaluation.fhauc.policy import Policy, Security
     from privfl.federation.provisioning import provision
 
     check_output_path(json_out, "--json-out")
@@ -152,7 +156,6 @@ def join_check(policy: Policy, parties: int, keys: str) -> dict[str, int] | None
     the deployment's default splits (4, or the policy's largest) pass every party's join
     check (:func:`~privfl.evaluation.fhauc.sizing.largest_points`; 0: none). The noise bound
     grows with the parties, so a session of fewer of them passes at least as far."""
-    from privfl.evaluation.fhauc.policy import Security
     from privfl.evaluation.fhauc.reveal import Reveal
     from privfl.evaluation.fhauc.sizing import largest_points
 
