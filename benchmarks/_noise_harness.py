@@ -66,6 +66,15 @@ def execution_errors(
     return out
 
 
+def execution_multipliers(cs: Sequence[int], executions: int, lanes: int) -> list[int]:
+    """Each execution's ``c``: the aggregator draws one per ciphertext group, and with
+    ``lanes`` executions side by side a group's executions share it (the last groups' draws
+    in ``cs`` are this session's)."""
+    groups = -(-executions // lanes)
+    drawn = list(cs[-groups:])
+    return [drawn[e // lanes] for e in range(executions)]
+
+
 def choose_ring(default_ring: bool) -> None:
     """Threshold keys on the default ``fhauc`` set, or (the harnesses' default) the insecure
     ``fhauc-test`` ring 2^12 for speed; prints which, with the load."""

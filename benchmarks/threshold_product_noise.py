@@ -2,8 +2,10 @@
 
 For each setting (parties x rows per party, N = 100 decision points) and each layout
 (``folded``: T and F in two ciphertexts; ``joint``: one ciphertext, F = rot(sum, W) at the
-aggregator), runs ``--sessions`` honest sessions of :func:`privfl.federated_auc` with
-``security="malicious", keys="threshold"`` and every other option at its default, and for
+aggregator; ``lanes``: two ciphertexts holding the executions side by side,
+:mod:`privfl.evaluation.fhauc.layout`), runs ``--sessions`` honest sessions of
+:func:`privfl.federated_auc` with ``security="malicious", keys="threshold"`` and every other
+option at its default, and for
 every execution compares what the parties decode with the exact values, which this harness
 (not any role) computes from the plaintext counts, the execution's multipliers and the
 aggregator's ``c``:
@@ -24,9 +26,10 @@ tolerance is 10 sigma on a difference of two executions).
         [--settings 2x1000,3x2000,8x800,64x100] [--sessions 6] [--layouts folded,joint,plan]
         [--default-ring]
 
-``--layouts`` forces each layout (``folded``, ``joint``) at every party count (the plan's
-``threshold.plan.check_session`` is patched for the run only) or leaves the choice to the plan
-(``plan``: :func:`privfl.evaluation.fhauc.threshold.plan.joint_pays`); the executions are
+``--layouts`` forces each layout (``folded``, ``joint``, ``lanes``) at every party count (the
+plan's ``threshold.plan.session_layout`` is patched for the run only) or leaves the choice to
+the plan (``plan``: lanes where four fit, else
+:func:`privfl.evaluation.fhauc.threshold.plan.joint_pays`); the executions are
 sized from the data as :func:`privfl.federated_auc` does, with the model of the used layout.
 """
 
@@ -44,13 +47,21 @@ from collections import Counter
 import numpy as np
 
 import privfl
-from _noise_harness import MultiplierRecorder, choose_ring, execution_errors, synthetic
+from _noise_harness import (
+    MultiplierRecorder,
+    choose_ring,
+    execution_errors,
+    execution_multipliers,
+    synthetic,
+)
 from privfl.errors import InputError, ProtocolError
 from privfl.evaluation.fhauc.threshold import noise
 from privfl.evaluation.fhauc.threshold import plan as plan_module
 
 N_POINTS = 100
-LAYOUTS = {"folded": False, "joint": True, "plan": None}
+LAYOUTS: dict[str, str | None] = {
+    "folded": "folded", "joint": "joint", "lanes": "lanes", "plan": None
+}  # fmt: skip
 LAYOUT_NAMES = {v: k.ljust(6) for k, v in LAYOUTS.items()}
 
 
@@ -60,32 +71,42 @@ class Recorder(MultiplierRecorder):
     def __init__(self) -> None:
         super().__init__()
         self.seen: list[tuple[list[tuple[float, float]], object, object]] = []
+        self.lanes = 1  # the last plan's lanes
         self._recover = plan_module.ThresholdMalicious.recover
-        self._check = plan_module.check_session
+        self._layout = plan_module.session_layout
+        self._plan = plan_module.plan
 
-    def install(self, joint: bool | None) -> None:
+    def install(self, layout: str | None) -> None:
         rec = self
 
         def recover(variant, decoded, counts, view):  # type: ignore[no-untyped-def]
             rec.seen.append((list(decoded), view, variant))
             return rec._recover(variant, decoded, counts, view)
 
-        def check_session(params, parties, terms, executions, joint=False):  # type: ignore[no-untyped-def]
-            return rec._check(params, parties, terms, executions, joint=forced)
+        def session_layout(params, parties, terms, joint=False, lanes=False):  # type: ignore[no-untyped-def]
+            return rec._layout(
+                params, parties, terms, joint=layout == "joint", lanes=layout == "lanes"
+            )
 
-        forced = joint
+        def plan(config, policy):  # type: ignore[no-untyped-def]
+            out = rec._plan(config, policy)
+            rec.lanes = out.layout.lanes
+            return out
+
         self.record_multipliers()
         plan_module.ThresholdMalicious.recover = recover
-        if joint is not None:
-            plan_module.check_session = check_session
+        plan_module.plan = plan
+        if layout is not None:
+            plan_module.session_layout = session_layout
 
     def uninstall(self) -> None:
         self.restore_multipliers()
         plan_module.ThresholdMalicious.recover = self._recover
-        plan_module.check_session = self._check
+        plan_module.session_layout = self._layout
+        plan_module.plan = self._plan
 
 
-def run(parties: int, rows: int, joint: bool | None, sessions: int, seed: int) -> None:
+def run(parties: int, rows: int, joint: str | None, sessions: int, seed: int) -> None:
     rng = np.random.default_rng(seed)  # benchmark data only, not secret
     outcomes: Counter[str] = Counter()
     layouts: Counter[str] = Counter()
@@ -112,11 +133,12 @@ def run(parties: int, rows: int, joint: bool | None, sessions: int, seed: int) -
         if not rec.seen:
             continue
         decoded, view, variant = rec.seen[0]
-        layouts["joint" if variant.joint else "folded"] += 1  # type: ignore[attr-defined]
+        used = "joint" if variant.joint else "lanes" if rec.lanes > 1 else "folded"  # type: ignore[attr-defined]
+        layouts[used] += 1
         config, policy = view.config, view.policy  # type: ignore[attr-defined]
         sizes = variant.sizes(config, policy)  # type: ignore[attr-defined]
         sigma_x, sigma_y = variant.sigma_products(sizes)  # type: ignore[attr-defined]
-        cs = rec.cs[-len(decoded) :]
+        cs = execution_multipliers(rec.cs, len(decoded), rec.lanes)
         key, index = view.key, view.index  # type: ignore[attr-defined]
         for err_x, err_y in execution_errors(data, N_POINTS, decoded, cs, key, index, sizes):
             ratios_x.append(err_x / sigma_x)

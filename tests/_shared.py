@@ -65,11 +65,12 @@ def leftover_processes(marker: str) -> list[str]:
     return found
 
 
-def product_ratios(data, points, decoded, cs, view, sizes, sigmas) -> list[float]:
+def product_ratios(data, points, decoded, cs, view, sizes, sigmas, lanes=1) -> list[float]:
     """Each malicious AUC execution's measured ``|X/c - exact| / sigma_x`` and ``|Y/c -
     exact| / sigma_y``: ``decoded`` (X, Y) per execution as one party decoded them, ``cs`` the
-    aggregator's multipliers (the last ones drawn), the exact values from the parties' data
-    and the execution's randomness (``view``: the party's session view)."""
+    aggregator's multipliers (the last ones drawn: one per ciphertext group, shared by the
+    ``lanes`` executions of a group), the exact values from the parties' data and the
+    execution's randomness (``view``: the party's session view)."""
     import privfl
     from privfl.evaluation.fhauc import malicious
 
@@ -78,7 +79,10 @@ def product_ratios(data, points, decoded, cs, view, sizes, sigmas) -> list[float
     n = sum(int(y.size) for _, y in data) - p
     auc = privfl.binned_auc(data, points)
     ratios = []
-    for e, ((x, y), c) in enumerate(zip(decoded, cs[-len(decoded) :], strict=True)):
+    groups = -(-len(decoded) // lanes)
+    drawn = list(cs[-groups:])
+    per_execution = [drawn[e // lanes] for e in range(len(decoded))]
+    for e, ((x, y), c) in enumerate(zip(decoded, per_execution, strict=True)):
         rnd = malicious.derive(view.key, e, view.index, sizes)
         ratios.append(abs(x / c - (rnd.r0 * 2.0 * p * n * auc + rnd.r1 * p * n)) / sigma_x)
         ratios.append(abs(y / c - rnd.r2 * p * n) / sigma_y)

@@ -260,15 +260,27 @@ def test_largest_points_is_where_the_join_check_stops_passing(keys, min_pairs):
     assert n == policy.max_points or not sizing.passes_join(policy, 3, n + 1, 4, keys, Reveal.AUC)
 
 
-def test_largest_points_stops_at_the_first_refused_n_where_the_check_is_not_monotone():
-    """Threshold keys, 64 parties, a size bound of 10^6, 2 executions (a fresh-eyes review's
-    case): the AUC passes N = 3 to 11, is refused at 12 to 20 (the two-ciphertext layout)
-    and passes again from 21 (the joint layout's smaller noise bound). The report is 11, the
-    end of what is served at every N, not the end of the last passing stretch."""
+def test_largest_points_stops_at_the_first_refused_n_where_the_check_is_not_monotone(
+    monkeypatch,
+):
+    """A join check that passes N = 3 to 11, refuses 12 to 20 and passes again from 21 (what
+    threshold keys did before the lanes layout, when the AUC switched between one and two
+    upload ciphertexts: 64 parties, a size bound of 10^6, 2 executions): the report is 11,
+    the end of what is served at every N, not the end of the last passing stretch. The
+    real check of that policy now passes N = 3 to 47 and refuses 48 on."""
     policy = Policy(Security.MALICIOUS, 10**6, executions=2, min_pairs=59172824724903)
-    ok = [sizing.passes_join(policy, 64, n, 4, "threshold", Reveal.AUC) for n in range(3, 48)]
-    assert ok[: 12 - 3] == [True] * 9 and not any(ok[12 - 3 : 21 - 3]) and ok[21 - 3]
+    ok = [sizing.passes_join(policy, 64, n, 4, "threshold", Reveal.AUC) for n in range(3, 60)]
+    assert ok == [True] * (48 - 3) + [False] * (60 - 48)
+    assert sizing.largest_points(policy, 64, 4, "threshold", Reveal.AUC) == 47
+    asked = []
+
+    def gap(policy_, parties, n, splits, keys, reveal):
+        asked.append(n)
+        return not 12 <= n <= 20
+
+    monkeypatch.setattr(sizing, "passes_join", gap)
     assert sizing.largest_points(policy, 64, 4, "threshold", Reveal.AUC) == 11
+    assert asked == list(range(3, 13))
 
 
 def test_the_join_check_is_the_key_modes_own():

@@ -20,6 +20,7 @@ import privfl
 from _shared import product_ratios
 from conftest import make_parties
 from privfl.evaluation.fhauc import aggregator as agg_module
+from privfl.evaluation.fhauc.layout import Layout
 from privfl.evaluation.fhauc.messages import SessionConfig
 from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.evaluation.fhauc.threshold import ops as threshold_ops
@@ -36,13 +37,14 @@ def fast_threshold_ring(monkeypatch):
     monkeypatch.setattr(threshold_ops, "FHAUC_PARAMETER_SET", "fhauc-test")  # fast, insecure
 
 
-def measured_ratios(monkeypatch, data, joint: bool | None) -> tuple[list[float], bool]:
+def measured_ratios(monkeypatch, data, joint: bool | None) -> tuple[list[float], Layout]:
     """``|error| / sigma`` of ``X/c`` and ``Y/c`` over the executions of one honest session,
-    and whether it used the joint layout (``joint``: force it; ``None``: the plan's choice)."""
+    and the layout it used (``joint``: force the joint layout; ``None``: the plan's
+    choice)."""
     cs: list[int] = []
     seen: list[tuple] = []
     draw, recover = agg_module.random_multiplier, plan_module.ThresholdMalicious.recover
-    check = plan_module.check_session
+    layout_of = plan_module.session_layout
 
     def record_c(lo, hi):
         c = draw(lo, hi)
@@ -58,28 +60,31 @@ def measured_ratios(monkeypatch, data, joint: bool | None) -> tuple[list[float],
     if joint is not None:
         monkeypatch.setattr(
             plan_module,
-            "check_session",
-            lambda params, parties, terms, executions, joint=False, forced=joint: check(
-                params, parties, terms, executions, joint=forced
+            "session_layout",
+            lambda params, parties, terms, joint=False, lanes=False: layout_of(
+                params, parties, terms, joint=True
             ),
         )
     privfl.federated_auc(data, N_POINTS, security="malicious", keys="threshold")
     decoded, view, variant = seen[0]
     sizes = variant.sizes(view.config, view.policy)
     sigmas = variant.sigma_products(sizes)
-    ratios = product_ratios(data, N_POINTS, decoded, cs, view, sizes, sigmas)
-    return ratios, plan_module.plan(view.config, view.policy).layout.joint
+    layout = plan_module.plan(view.config, view.policy).layout
+    ratios = product_ratios(data, N_POINTS, decoded, cs, view, sizes, sigmas, layout.lanes)
+    return ratios, layout
 
 
 @pytest.mark.parametrize("joint", [None, True], ids=["plan", "joint-forced"])
 def test_the_model_bounds_the_measured_error_of_honest_two_party_executions(monkeypatch, joint):
     """2 parties x 1,000 rows, N = 100, every default: each execution's error of ``X/c`` and
     ``Y/c`` is within 5 model standard deviations, in the layout the plan chooses (two
-    ciphertexts here) and in the joint layout (which refused honest sessions at this size
-    when its coherent product error was missing from the model)."""
+    ciphertexts, each holding two executions side by side, here) and in the joint layout
+    (which refused honest sessions at this size when its coherent product error was missing
+    from the model)."""
     data = make_parties(np.random.default_rng(27), 2, 1000, positive_rate=0.3)
-    ratios, used_joint = measured_ratios(monkeypatch, data, joint)
-    assert used_joint is bool(joint)
+    ratios, used = measured_ratios(monkeypatch, data, joint)
+    assert used.joint is bool(joint)
+    assert used.lanes == (1 if joint else 2)  # plan: two executions per ciphertext group
     assert max(ratios) < MAX_SIGMAS, ratios
 
 

@@ -99,9 +99,9 @@ def test_a_real_multiplier_after_a_window_sum_equals_the_eager_order_and_folds(
     rotated_at = []
     plain_sum = ops_module._rotate_and_sum
 
-    def spy(x, w):
+    def spy(x, w, stride=1):
         rotated_at.append(x.ct.levels_used)
-        return plain_sum(x, w)
+        return plain_sum(x, w, stride)
 
     ops_module._rotate_and_sum = spy
     try:

@@ -104,7 +104,7 @@ def test_the_plans_upload_bytes_bound_a_real_upload(monkeypatch, security, revea
         upload = privfl.federated_auc(parties, n_points, **options).bytes.party_upload
     else:
         upload = pm.roc_curve(parties, n_points, **options).run["bytes"]["party_upload"]
-    ciphertexts = plan.executions * plan.upload_bytes
+    ciphertexts = plan.groups * plan.upload_bytes
     assert 0.9 * ciphertexts <= upload <= ciphertexts + tmsg.UPLOAD_FRAMING_BYTES
 
 

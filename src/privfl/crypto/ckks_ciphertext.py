@@ -149,14 +149,16 @@ class Ciphertext:
             raise ValueError(f"cannot rotate by {steps}: missing Galois key ({exc})") from exc
         return self._new(out)
 
-    def window_sum(self, window: int) -> Ciphertext:
-        """Rotate-and-sum: slot i receives the sum of slots i..i+window-1 (cyclically).
+    def window_sum(self, window: int, stride: int = 1) -> Ciphertext:
+        """Rotate-and-sum: slot i receives the sum of slots ``i + stride·j`` for
+        ``j < window`` (cyclically).
 
-        For a vector that is periodic with period ``window`` every slot receives the total of
-        one period; ``log2(window)`` rotations."""
+        For a vector that is periodic with period ``window·stride`` every slot receives the
+        total of its residue class mod ``stride`` over one period (``stride`` 1: the whole
+        period); ``log2(window)`` rotations."""
         acc = self
         for step in window_steps(window):
-            acc = acc + acc.rotate(step)
+            acc = acc + acc.rotate(step * stride)
         return acc
 
 

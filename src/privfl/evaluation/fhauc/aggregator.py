@@ -54,7 +54,8 @@ class Aggregator:
     Attributes a subclass may read in :meth:`aggregate`: ``keys`` (the
     :class:`~privfl.evaluation.fhauc.keys.KeyBackend`: slots, public encryption),
     ``config`` (:class:`SessionConfig`), ``layout`` (:class:`Layout`), ``execution`` (the
-    execution being aggregated) and ``multiplier_range``.
+    ciphertext group being aggregated: the execution itself, or ``layout.lanes`` executions
+    side by side, :mod:`~privfl.evaluation.fhauc.layout`) and ``multiplier_range``.
 
     ``workers``: processes that verify, load and sum the uploads
     (:mod:`~privfl.evaluation.fhauc.upload_pool`; started once per process, at key setup
@@ -159,7 +160,7 @@ class Aggregator:
         if self.transcript is None:
             raise ProtocolError("uploads arrived before the joins were collected")
         variant = variant_for(cfg.security)
-        executions = variant.executions(policy)
+        groups = layout.groups(variant.executions(policy))  # ciphertext groups (lanes)
         if cfg.reveal is Reveal.AUC:
             scale = variant.upload_scale_bits(ctx.params, cfg, policy)
         else:
@@ -169,13 +170,13 @@ class Aggregator:
             self.roster,
             self.transcript,
             frozenset(cfg.parties),
-            executions,
+            groups,
             (layout.chunks, layout.f_ciphertexts, layout.denominator_ciphertexts),
             scale,
         )
         per_execution = self._open_uploads(ctx, check, uploads)
         replies = []
-        for e in range(executions):
+        for e in range(groups):
             self.execution = e
             try:
                 replies.append(self.aggregate(per_execution[e]))
@@ -252,12 +253,13 @@ class Aggregator:
             return Reply(cfg.session, t0, f0, self.execution, self.name, extra)
         t, f = summed_vectors(uploads, layout)
         products = [t[k] * f[k] for k in range(layout.chunks)]
-        num = (add_all(products) if len(products) > 1 else products[0]).window_sum(layout.window)
+        summed = add_all(products) if len(products) > 1 else products[0]
+        num = summed.window_sum(layout.window, layout.lanes)
         if layout.folded:
-            den = t[0] * f[0].rotate(layout.window // 2)
+            den = t[0] * f[0].rotate(layout.denominator_rotation)
         else:
             d = add_all([u.d[0] for u in uploads])
-            den = d * d.rotate(layout.slots // 2)
+            den = d * d.rotate(layout.denominator_rotation)
         c = random_multiplier(*self.multiplier_range)
         return Reply(
             cfg.session, self.times_multiplier(num, c), self.times_multiplier(den, c),

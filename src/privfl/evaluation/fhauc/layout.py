@@ -28,6 +28,20 @@ With ``L`` terms per vector (``N-1`` semi-honest, ``S·N`` malicious) and ``slot
   error, since T and F are one polynomial
   (:func:`~privfl.evaluation.fhauc.threshold.noise.coherent_error`). The curve reveals have
   their own joint layout (:class:`CurveLayout`, threshold keys).
+* *lanes* (malicious, threshold keys, where a window fits the slots at least four times:
+  :func:`~privfl.evaluation.fhauc.threshold.plan.plan`): the folded two-ciphertext layout
+  for ``lanes = slots / W`` executions at once. Each execution's folded vectors are built
+  on ``slots / lanes`` slots (one period, no replication when ``lanes`` is the most that
+  fit) and *interleaved*: execution ``g``'s slot ``i`` sits at ``i·lanes + g``. Every
+  rotation of the folded layout becomes a rotation by ``lanes`` times as many slots (still a
+  power of two, so the same Galois keys), which moves each lane's values within the lane:
+  the products, the rotate-and-sum and the denominator's rotation give every execution its
+  own ``num`` (in every slot of its lane) and ``TP·FP`` (at its lane's slot ``L``), exactly as
+  in separate ciphertexts. The parties upload, the aggregator computes and the parties
+  decrypt ``ceil(K / lanes)`` ciphertext groups instead of ``K`` executions (at 100 parties,
+  N = 100 and 4 splits: one group of two ciphertexts instead of three joint ones, and one
+  joint decryption instead of three). Executions in a group share the aggregator's
+  multiplier ``c``, which cancels in each execution's ``X/Y`` as before.
 * *chunked* otherwise: T and F are cut into ``ceil(L/slots)`` ciphertexts each, and a third
   ciphertext ``D`` holds ``TP`` at slot 0 and ``FP`` at slot ``slots/2``; the aggregator sums
   the chunk products, rotate-and-sums over ``slots`` and computes ``D ⊙ rot(D, slots/2)``.
@@ -36,6 +50,7 @@ With ``L`` terms per vector (``N-1`` semi-honest, ``S·N`` malicious) and ``slot
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,6 +58,9 @@ import numpy as np
 from privfl._typing import FloatArray
 from privfl.crypto.ckks import CKKSParameters, window_steps
 from privfl.errors import InputError
+
+# the most executions a layout puts in one ciphertext (MAX_EXECUTIONS' next power of two)
+MAX_LANES = 64
 
 
 def next_pow2(x: int) -> int:
@@ -59,6 +77,7 @@ class Layout:
     window: int
     chunks: int
     joint: bool = False
+    lanes: int = 1
 
     @classmethod
     def for_terms(cls, terms: int, slots: int, joint: bool = False) -> Layout:
@@ -69,17 +88,62 @@ class Layout:
             return cls(terms, slots, True, window, 1, joint and 2 * window <= slots)
         return cls(terms, slots, False, slots, math.ceil(terms / slots))
 
+    @classmethod
+    def in_lanes(cls, terms: int, slots: int) -> Layout:
+        """The folded two-ciphertext layout with as many lanes as fit (``slots / W``, at most
+        :data:`MAX_LANES`); the plain layout when the terms do not fold."""
+        base = cls.for_terms(terms, slots)
+        if not base.folded:
+            return base
+        lanes = min(MAX_LANES, slots // base.window)
+        return cls(terms, slots, True, base.window, 1, False, lanes)
+
+    @property
+    def lane_slots(self) -> int:
+        """Slots of one execution's vectors (all the slots with one lane)."""
+        return self.slots // self.lanes
+
     @property
     def rotation_steps(self) -> list[int]:
         """Galois keys needed: rotations by 1, 2, ..., window/2 (and by window when joint,
-        to bring F under T)."""
-        steps = window_steps(self.window)
-        return [*steps, self.window] if self.joint else steps
+        to bring F under T), each times the lanes."""
+        steps = [s * self.lanes for s in window_steps(self.window)]
+        return [*steps, self.f_rotation] if self.joint else steps
 
     @property
     def f_rotation(self) -> int:
         """Joint layout: the rotation of the parties' sum that brings F under T's slots."""
-        return self.window
+        return self.window * self.lanes
+
+    @property
+    def denominator_rotation(self) -> int:
+        """The rotation of F that brings FP under TP (folded: half a window, in every lane)."""
+        return self.window // 2 * self.lanes if self.folded else self.slots // 2
+
+    def groups(self, executions: int) -> int:
+        """Ciphertext groups (uploads, replies, joint decryptions) ``executions`` take."""
+        return -(-executions // self.lanes)
+
+    def lanes_used(self, group: int, executions: int) -> int:
+        """Executions in ciphertext group ``group`` (the last one may be partly empty)."""
+        return min(self.lanes, executions - group * self.lanes)
+
+    def slot(self, position: int, lane: int) -> int:
+        """The ciphertext slot of a lane's slot ``position``."""
+        return position * self.lanes + lane
+
+    def interleave(self, vectors: Sequence[FloatArray]) -> FloatArray:
+        """One ciphertext's slot vector from up to ``lanes`` executions' vectors of
+        :attr:`lane_slots` slots: execution ``g``'s slot ``i`` at ``i·lanes + g``, missing
+        lanes zero."""
+        if not 1 <= len(vectors) <= self.lanes:
+            raise InputError(f"{len(vectors)} vectors for {self.lanes} lane(s)")
+        if self.lanes == 1:
+            return vectors[0]
+        out = np.zeros((self.lane_slots, self.lanes))
+        for lane, v in enumerate(vectors):
+            out[:, lane] = v
+        return out.reshape(-1)
 
     @property
     def f_ciphertexts(self) -> int:
@@ -117,8 +181,9 @@ class Layout:
             tv[self.terms] = tp
             fv[self.terms + half] = fp
             if self.joint:
-                return [np.tile(np.concatenate([tv, fv]), self.slots // (2 * self.window))], [], []
-            reps = self.slots // self.window
+                reps = self.lane_slots // (2 * self.window)
+                return [np.tile(np.concatenate([tv, fv]), reps)], [], []
+            reps = self.lane_slots // self.window
             return [np.tile(tv, reps)], [np.tile(fv, reps)], []
         tchunks, fchunks = [], []
         for c in range(self.chunks):

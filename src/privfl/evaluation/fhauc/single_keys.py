@@ -123,12 +123,13 @@ class SingleKeys:
         ctx, layout = self._ctx(), self._layout(config)
         variant = variant_for(config.security)
         executions = variant.executions(party.policy)
+        groups = layout.groups(executions)  # one reply per ciphertext group
         extra = 2 * (layout.chunks - 1) if config.reveal is not Reveal.AUC else 0
-        result = Result.from_bytes(data, ctx, config.session, extra, executions)
+        result = Result.from_bytes(data, ctx, config.session, extra, groups)
         party.advance(Stage.FINISHED)
-        if [r.execution for r in result.replies] != list(range(executions)):
+        if [r.execution for r in result.replies] != list(range(groups)):
             raise ProtocolError(
-                f"the result must hold executions 0..{executions - 1} in order, got "
+                f"the result must hold replies 0..{groups - 1} in order, got "
                 f"{[r.execution for r in result.replies]}"
             )
         view = party.view()
@@ -138,7 +139,12 @@ class SingleKeys:
             vectors = [curve.reply_vectors(r.decrypt(ctx), layout) for r in result.replies]
             return Finished(curve.recover(vectors, party.curve_total(), view), executions)
         plain = [r.decrypt(ctx) for r in result.replies]
-        decoded = [(float(v[0][0]), float(v[1][layout.denominator_slot])) for v in plain]
+        ds = layout.denominator_slot  # each execution's pair, in its group's lane
+        decoded = [
+            (float(v[0][layout.slot(0, lane)]), float(v[1][layout.slot(ds, lane)]))
+            for g, v in enumerate(plain)
+            for lane in range(layout.lanes_used(g, executions))
+        ]
         counts = PartyCounts(
             np.array([0, state.positives], dtype=np.int64),
             np.array([0, state.negatives], dtype=np.int64),

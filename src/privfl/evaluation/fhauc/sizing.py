@@ -119,9 +119,9 @@ def largest_points(policy: Policy, parties: int, splits: int, keys: str, reveal:
     """The largest N (3 to ``policy.max_points``) such that the malicious sessions of
     ``parties`` parties at ``splits`` pass every party's join check at *every* N from 3 to
     it; 0 when N = 3 is refused. Run by ``privfl keys init`` to say which sessions a
-    provisioned policy serves. The check is not monotone in N with threshold keys (the AUC's
-    upload layout switches to one ciphertext where its noise bound allows, and the bound then
-    drops: a policy can pass N = 3 to 11, fail 12 to 20 and pass 21 to 47), so every N up to
+    provisioned policy serves. The check need not be monotone in N with threshold keys (the
+    AUC's upload layout changes with N, and its noise bound with it: before the lanes layout
+    a policy passed N = 3 to 11, failed 12 to 20 and passed 21 to 47), so every N up to
     :data:`SCANNED_POINTS` is checked; above that (single-key and curve sessions only reach
     it) the last passing N is found by bisection."""
     top = min(policy.max_points, SCANNED_POINTS)

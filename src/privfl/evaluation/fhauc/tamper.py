@@ -31,12 +31,18 @@ __all__ = [
     "ScaleNumerator",
     "ScaleNumeratorEverywhere",
     "ScaleNumeratorInSecondExecutionOnly",
+    "ShiftLanes",
     "SwapTwoPartiesBetweenExecutions",
 ]
 
 
 class PerExecution(Aggregator):
-    """Records the uploads of execution 0 so execution 1 can misuse them."""
+    """Records the uploads of execution 0 so execution 1 can misuse them.
+
+    :meth:`aggregate` runs once per ciphertext group (:attr:`Aggregator.execution`). Where the
+    layout puts the executions side by side (``lanes > 1``, :mod:`~.layout`) the tampers that
+    single out an execution act on its lane instead: :meth:`lanes` says so, and rotating a
+    ciphertext by one slot gives every lane the next lane's values (execution ``e + 1``'s)."""
 
     def aggregate(self, uploads: list[Upload]) -> Reply:
         if self.execution == 0:
@@ -48,6 +54,23 @@ class PerExecution(Aggregator):
 
     def honest(self, uploads: list[Upload]) -> Reply:
         return Aggregator.aggregate(self, uploads)
+
+    def lanes(self) -> bool:
+        """Whether this session's executions share ciphertexts (one group holds several)."""
+        return self._layout().lanes > 1
+
+
+def next_lane(upload: Upload) -> Upload:
+    """``upload`` with every ciphertext rotated by one slot: each lane then holds the next
+    lane's values (the next execution's), the last lane the first's."""
+    return Upload(
+        upload.sender,
+        upload.session,
+        [c.rotate(1) for c in upload.t],
+        [c.rotate(1) for c in upload.f],
+        [c.rotate(1) for c in upload.d],
+        upload.execution,
+    )
 
 
 class DropParty(PerExecution):
@@ -61,15 +84,39 @@ class DuplicateParty(PerExecution):
 
 
 class SwapTwoPartiesBetweenExecutions(PerExecution):
+    """Execution 1 gets parties 0 and 1's uploads of execution 0 (in lanes: every execution
+    gets their uploads of the next one)."""
+
     def tamper(self, uploads: list[Upload]) -> Reply:
-        if self.execution == 1:
+        if self.lanes():
+            uploads = [next_lane(uploads[0]), next_lane(uploads[1]), *uploads[2:]]
+        elif self.execution == 1:
             uploads = [self.first[0], self.first[1], *uploads[2:]]
         return self.honest(uploads)
 
 
 class ReplayFirstExecution(PerExecution):
+    """Execution 1 gets execution 0's uploads (in lanes: every execution gets the next
+    one's)."""
+
     def tamper(self, uploads: list[Upload]) -> Reply:
+        if self.lanes():
+            return self.honest([next_lane(u) for u in uploads])
         return self.honest(self.first if self.execution == 1 else uploads)
+
+
+class ShiftLanes(PerExecution):
+    """The honest reply rotated by one slot: in lanes, every execution is shown the next
+    execution's result; in one execution's ciphertext, the denominator leaves its slot."""
+
+    def tamper(self, uploads: list[Upload]) -> Reply:
+        reply = self.honest(uploads)
+        return Reply(
+            reply.session,
+            reply.numerator.rotate(1),
+            reply.denominator.rotate(1),
+            reply.execution,
+        )
 
 
 class RotateSummedVector(PerExecution):
@@ -77,16 +124,27 @@ class RotateSummedVector(PerExecution):
         layout, cfg = self._layout(), self.session_config
         ts, fs = summed_vectors(uploads, layout)
         t, f = ts[0].rotate(1), fs[0]
-        num = (t * f).window_sum(layout.window)
-        den = t * f.rotate(layout.window // 2)
+        num = (t * f).window_sum(layout.window, layout.lanes)
+        den = t * f.rotate(layout.denominator_rotation)
         return Reply(cfg.session, num * 2**20, den * 2**20, self.execution)
 
 
 class ScaleNumerator(PerExecution):
+    """The numerator times 1.001 (every execution, or ``only_execution``). In lanes a factor
+    reaches every lane: scaling one would take a plaintext product, a level the reply does
+    not have, so the second execution's lane gets :class:`AddEncryptedConstant`'s constant
+    instead."""
+
     only_execution: int | None = None
 
     def tamper(self, uploads: list[Upload]) -> Reply:
         reply = self.honest(uploads)
+        if self.only_execution is not None and self.lanes():
+            layout, keys = self._layout(), self._keys()
+            v = np.zeros(keys.slots)
+            v[self.only_execution :: layout.lanes] = AddEncryptedConstant.constant
+            const = keys.encrypt(v, math.log2(reply.numerator.scale))
+            return Reply(reply.session, reply.numerator + const, reply.denominator, reply.execution)
         if self.only_execution not in (None, self.execution):
             return reply
         return Reply(
@@ -129,8 +187,8 @@ class AddToFalsePositiveHalf(PerExecution):
         ts, fs = summed_vectors(uploads, layout)
         shift = keys.encrypt(np.full(keys.slots, self.constant), math.log2(fs[0].scale))
         t, f = ts[0], fs[0] + shift
-        num = (t * f).window_sum(layout.window)
-        den = t * f.rotate(layout.window // 2)
+        num = (t * f).window_sum(layout.window, layout.lanes)
+        den = t * f.rotate(layout.denominator_rotation)
         c = random_multiplier(*self.multiplier_range)
         return Reply(
             cfg.session,
@@ -199,4 +257,5 @@ TAMPERS = [
     AddEncryptedConstant,
     ForgeAUC099,
     ScaleNumeratorInSecondExecutionOnly,
+    ShiftLanes,
 ]

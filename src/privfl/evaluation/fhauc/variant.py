@@ -49,6 +49,30 @@ class Packed:
     scale_bits: float | None
 
 
+def in_groups(packed: Sequence[Packed], layout: Layout) -> list[Packed]:
+    """The executions' vectors, ``layout.lanes`` to a ciphertext
+    (:meth:`~privfl.evaluation.fhauc.layout.Layout.interleave`): one :class:`Packed` per
+    ciphertext group, in execution order (unchanged with one lane)."""
+    if layout.lanes == 1:
+        return list(packed)
+
+    def merged(vectors: Sequence[list[FloatArray]]) -> list[FloatArray]:
+        return [layout.interleave(list(lanes)) for lanes in zip(*vectors, strict=True)]
+
+    out = []
+    for g in range(layout.groups(len(packed))):
+        group = packed[g * layout.lanes : (g + 1) * layout.lanes]
+        out.append(
+            Packed(
+                merged([p.t for p in group]),
+                merged([p.f for p in group]),
+                merged([p.d for p in group]),
+                group[0].scale_bits,
+            )
+        )
+    return out
+
+
 @dataclass(frozen=True)
 class PartyView:
     """What one party brings to its variant's arithmetic for one session: the config, its
@@ -145,7 +169,7 @@ class SemiHonest(Variant):
             float(counts.positives),
             float(counts.negatives),
         )
-        return [Packed(tv, fv, dv, None)]
+        return in_groups([Packed(tv, fv, dv, None)], layout)
 
     def recover(
         self, decoded: Sequence[tuple[float, float]], counts: PartyCounts, view: PartyView
@@ -277,7 +301,7 @@ class Malicious(Variant):
             tperm, fperm = malicious.split_and_permute(tv, fv, rnd, sizes)
             tc, fc, dc = layout.pack(tperm, fperm, dt, df)
             out.append(Packed(tc, fc, dc, float(sizes.scale_bits)))
-        return out
+        return in_groups(out, layout)
 
     def recover(
         self, decoded: Sequence[tuple[float, float]], counts: PartyCounts, view: PartyView

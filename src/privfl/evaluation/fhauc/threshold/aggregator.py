@@ -144,7 +144,7 @@ class ThresholdAggregator:
         data = comp.start_session(parties, thresholds, score_range, security, splits, reveal)
         cfg = comp.session_config
         plan = self.plan = tp.plan(cfg, self._policy())
-        kept, need = self.key_set, plan.executions * plan.requests_per_execution
+        kept, need = self.key_set, plan.requests
         if self.reuse_keys and kept and kept.fits(cfg.parties, need, plan.params):
             comp.config = replace(cfg, key_set=kept.key_id)  # announced: no key rounds
             self.server, self._keys_installed = kept.server, True
@@ -241,7 +241,7 @@ class ThresholdAggregator:
         self.keys.install(server)
         comp = self.computation
         self._requests = []
-        for e in range(plan.executions):
+        for e in range(plan.groups):  # the executions, or lanes of them per ciphertext
             comp.execution = e
             try:
                 reply = comp.aggregate(per_execution[e])

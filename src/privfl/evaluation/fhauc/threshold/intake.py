@@ -67,18 +67,19 @@ class UploadIntake:
             self._load_pending()
 
     def per_execution(self) -> list[list[Upload]]:
-        """Per execution, what the computation combines: the sum over every party's upload
-        (one :class:`Upload`), or with ``keep_all`` every party's upload in ``parties``
-        order. Every party's upload must have been taken in."""
+        """Per ciphertext group (:attr:`~.plan.Plan.groups`: the executions, or
+        ``layout.lanes`` of them side by side), what the computation combines: the sum over
+        every party's upload (one :class:`Upload`), or with ``keep_all`` every party's upload
+        in ``parties`` order. Every party's upload must have been taken in."""
         self._load_pending()  # a refused upload is named before a missing one
         missing = [p for p in self.parties if p not in self._taken]
         if missing:
             raise ProtocolError(f"no upload from {missing}")
-        executions = range(self.plan.executions)
+        groups = range(self.plan.groups)
         if self.keep_all:
-            return [[self._held[p][e] for p in self.parties] for e in executions]
+            return [[self._held[p][e] for p in self.parties] for e in groups]
         sums = self._sum.result("sum")
-        return [[sums[e]] for e in executions]
+        return [[sums[e]] for e in groups]
 
     def _load_pending(self) -> None:
         pending, self._pending = self._pending, []
@@ -105,10 +106,10 @@ class UploadIntake:
         if msg.transcript != self.transcript:
             raise ProtocolError(f"the upload of {party} belongs to another session")
         layout = self.plan.layout
-        if len(msg.executions) != self.plan.executions:
+        if len(msg.executions) != self.plan.groups:
             raise MalformedMessageError(
-                f"upload from {msg.sender} has {len(msg.executions)} executions, "
-                f"expected {self.plan.executions}"
+                f"upload from {msg.sender} has {len(msg.executions)} ciphertext groups, "
+                f"expected {self.plan.groups}"
             )
         out = []
         for e, vectors in enumerate(msg.executions):

@@ -146,7 +146,7 @@ class ThresholdCiphertext:
     ciphertexts of equal level and scale, so summing ``M`` uploads costs one OpenFHE
     deserialisation instead of ``M``."""
 
-    __slots__ = ("_ct", "_factor", "_lazy", "_window")
+    __slots__ = ("_ct", "_factor", "_lazy", "_stride", "_window")
 
     def __init__(
         self,
@@ -154,10 +154,12 @@ class ThresholdCiphertext:
         lazy: _Rows | None = None,
         factor: float = 1.0,
         window: int = 0,
+        stride: int = 1,
     ) -> None:
         if (ct is None) == (lazy is None):
             raise ValueError("a ciphertext is either native or lazy")
         self._ct, self._lazy, self._factor, self._window = ct, lazy, factor, window
+        self._stride = stride
 
     @classmethod
     def from_message(cls, ctx: ThresholdContext, message: CiphertextMessage) -> ThresholdCiphertext:
@@ -184,7 +186,7 @@ class ThresholdCiphertext:
         if self._window:
             base = ThresholdCiphertext(self._ct, self._lazy, self._factor).ct
             scaled = base.rescaled() if self._factor != 1.0 else base
-            summed = _rotate_and_sum(ThresholdCiphertext(scaled), self._window)
+            summed = _rotate_and_sum(ThresholdCiphertext(scaled), self._window, self._stride)
             self._ct, self._lazy, self._factor, self._window = summed.ct, None, 1.0, 0
         if self._factor != 1.0:
             base = ThresholdCiphertext(self._ct, self._lazy).ct
@@ -228,7 +230,8 @@ class ThresholdCiphertext:
             k = int(other)
             if self._window:  # k·(sum of rotations) = sum of rotations of k·x, exactly
                 base = ThresholdCiphertext(self._ct, self._lazy) * k
-                return ThresholdCiphertext(base.ct.rescaled(), None, self._factor, self._window)
+                rescaled = base.ct.rescaled()
+                return ThresholdCiphertext(rescaled, None, self._factor, self._window, self._stride)
             if k == 0:
                 return ThresholdCiphertext(self.ct - self.ct)
             out = _doubling_product(self.ct, abs(k))
@@ -244,13 +247,15 @@ class ThresholdCiphertext:
         integer multiplier, :meth:`window_sum`)."""
         if not math.isfinite(factor):
             raise ValueError("factor must be finite")
-        return ThresholdCiphertext(self._ct, self._lazy, self._factor * float(factor), self._window)
+        factor = self._factor * float(factor)
+        return ThresholdCiphertext(self._ct, self._lazy, factor, self._window, self._stride)
 
     def rotate(self, steps: int) -> ThresholdCiphertext:
         return ThresholdCiphertext(self.ct.rotate(int(steps)))
 
-    def window_sum(self, window: int) -> ThresholdCiphertext:
-        """Rotate-and-sum over ``window`` slots (``log2 window`` rotations), done when the
+    def window_sum(self, window: int, stride: int = 1) -> ThresholdCiphertext:
+        """Rotate-and-sum over ``window`` slots ``stride`` apart (``log2 window`` rotations,
+        by ``stride``, ``2 stride``, ...: the layout's lanes stay apart), done when the
         result is next used. An integer product that comes first (the aggregator's
         multiplier ``c``, :meth:`__mul__`) is applied *before* the rotations, then the
         pending rescale: ``c·sum_i rot(x, i) = sum_i rot(c·x, i)`` exactly, and the
@@ -264,37 +269,50 @@ class ThresholdCiphertext:
         if window <= 1:
             return self
         if self._window or self._factor != 1.0:
-            return _rotate_and_sum(ThresholdCiphertext(self.ct), window)
-        return ThresholdCiphertext(self._ct, self._lazy, window=window)
+            return _rotate_and_sum(ThresholdCiphertext(self.ct), window, stride)
+        return ThresholdCiphertext(self._ct, self._lazy, window=window, stride=stride)
 
 
-def _rotate_and_sum(x: ThresholdCiphertext, window: int) -> ThresholdCiphertext:
-    """``sum_{i < window} rot(x, i)`` by ``log2 window`` rotations and additions."""
+def _rotate_and_sum(x: ThresholdCiphertext, window: int, stride: int = 1) -> ThresholdCiphertext:
+    """``sum_{i < window} rot(x, i·stride)`` by ``log2 window`` rotations and additions."""
     acc = x
     step = 1
     while step < window:
-        acc = acc + acc.rotate(step)
+        acc = acc + acc.rotate(step * stride)
         step *= 2
     return acc
 
 
 # ---------------------------------------------------------------------- session sizing
-def check_session(
-    params: ThresholdParameters, parties: int, terms: int, executions: int, joint: bool = False
+def session_layout(
+    params: ThresholdParameters,
+    parties: int,
+    terms: int,
+    joint: bool = False,
+    lanes: bool = False,
 ) -> Layout:
-    """The session's layout, or :class:`InputError` when threshold mode cannot run it;
-    ``joint``: T and F in one ciphertext when they fit (:class:`~.layout.Layout`; the joint
-    key's sum keys hold every rotation by a power of two, so the rotation by ``W`` too)."""
+    """A session's layout (:class:`InputError` when the parameter set cannot hold
+    ``parties``); ``joint``: T and F in one ciphertext when they fit; ``lanes``: the
+    executions side by side in two ciphertexts (:class:`~.layout.Layout`; the joint key's
+    sum keys hold every rotation by a power of two, so the rotations by ``W`` and by
+    multiples of the lanes too)."""
     params.check(parties)
-    layout = Layout.for_terms(terms, params.batch_size, joint and params.sum_keys)
-    if executions > params.max_decryptions:
+    if lanes and params.sum_keys:
+        return Layout.in_lanes(terms, params.batch_size)
+    return Layout.for_terms(terms, params.batch_size, joint and params.sum_keys)
+
+
+def check_decryptions(params: ThresholdParameters, layout: Layout, executions: int) -> None:
+    """:class:`InputError` before any work when ``executions`` need more joint decryptions
+    (one per ciphertext group) than the key set's budget."""
+    groups = layout.groups(executions)
+    if groups > params.max_decryptions:
         raise InputError(
-            f"refused before upload: {executions} executions need {executions} joint "
+            f"refused before upload: {executions} executions need {groups} joint "
             f"decryptions, and the flooding noise of parameter set {params.name!r} allows "
             f"{params.max_decryptions} per key set: use a smaller min_guarantee_bits (fewer "
             "executions)"
         )
-    return layout
 
 
 def value_shift(
@@ -331,11 +349,14 @@ def value_shift(
 DECODE_MARGIN_BITS = 8.0
 
 
-def decode_pairs(raw: npt.ArrayLike, layout: Layout, shift_k: int) -> tuple[float, float]:
-    """``(c·X, c·Y)`` from one decrypted reply: the reply is ``num + den`` where ``num`` fills
-    every slot and ``den`` only :attr:`Layout.denominator_slot`."""
+def decode_pairs(
+    raw: npt.ArrayLike, layout: Layout, shift_k: int, lane: int = 0
+) -> tuple[float, float]:
+    """``(c·X, c·Y)`` of the execution in ``lane`` from one decrypted reply: the reply is
+    ``num + den`` where ``num`` fills every slot of the lane and ``den`` only its
+    :attr:`Layout.denominator_slot`."""
     values = np.asarray(raw, dtype=np.float64)
-    ds = layout.denominator_slot
-    ns = ds + 1
+    ds = layout.slot(layout.denominator_slot, lane)
+    ns = layout.slot(layout.denominator_slot + 1, lane)
     factor = 2.0 ** (2 * shift_k)
     return float(values[ns]) * factor, (float(values[ds]) - float(values[ns])) * factor

@@ -130,7 +130,7 @@ class ThresholdPartyKeys:
         plan = self._plan_for(config, policy)
         threshold_reveal.check_at_join(plan, config, policy)  # before any upload
         if config.key_set:  # a kept key set: only if held, for these parties, within budget
-            check_reuse(self.key_set, config, plan.executions * plan.requests_per_execution)
+            check_reuse(self.key_set, config, plan.requests)
         self._lead_secret = secrets.token_bytes(tp.LEAD_SECRET_BYTES)
         self._plan = plan
         return tp.lead_commitment(self._lead_secret)
@@ -205,7 +205,7 @@ class ThresholdPartyKeys:
             raise ProtocolError("the lead party never sends a decryption share")
         config, keys = party.config(), self._k()
         relay = tmsg.Relay.from_bytes(data, "th-decrypt", config.session)
-        expected = self._p().executions * self._p().requests_per_execution
+        expected = self._p().requests
         if len(relay.items) != expected:
             raise MalformedMessageError(
                 f"{len(relay.items)} decryption requests, expected {expected}"
@@ -227,7 +227,7 @@ class ThresholdPartyKeys:
             raise ProtocolError(f"party {party.name} is not this session's lead")
         config, keys, plan = party.config(), self._k(), self._p()
         relay = tmsg.Relay.from_bytes(data, "th-lead", config.session)
-        expected = plan.executions * plan.requests_per_execution
+        expected = plan.requests
         if len(relay.items) != expected:
             raise MalformedMessageError(f"{len(relay.items)} replies to fuse, expected {expected}")
         plain = threshold_reveal.lead_plaintext(keys, relay.items, plan, config.reveal)

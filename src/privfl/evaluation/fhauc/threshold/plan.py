@@ -36,7 +36,12 @@ from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.threshold import curve as threshold_curve
 from privfl.evaluation.fhauc.threshold.messages import MAX_UPLOAD_BYTES, UPLOAD_FRAMING_BYTES
 from privfl.evaluation.fhauc.threshold.noise import semi_honest_precision, sigma_products
-from privfl.evaluation.fhauc.threshold.ops import check_session, fhauc_parameters, value_shift
+from privfl.evaluation.fhauc.threshold.ops import (
+    check_decryptions,
+    fhauc_parameters,
+    session_layout,
+    value_shift,
+)
 from privfl.evaluation.fhauc.variant import (
     Malicious,
     Outcome,
@@ -50,10 +55,11 @@ from privfl.messages import SESSION_ID_BYTES
 
 # v2: the noise model with the encoding and coherent errors, and the layout rule joint_pays
 # (v1 roles build other upload layouts); v3: flooding noise sized for 32 decryptions per key
-# set and up to 64 executions (v2 roles size it for 16 and refuse more than 16). Roles of
-# different versions derive different transcripts and lead commitments, so a mixed session
-# fails in the key rounds, before any upload
-LABEL = b"privfl/fhauc-threshold/v3|"
+# set and up to 64 executions (v2 roles size it for 16 and refuse more than 16); v4: the
+# malicious AUC's executions side by side in lanes (v3 roles upload one group per
+# execution). Roles of different versions derive different transcripts and lead
+# commitments, so a mixed session fails in the key rounds, before any upload
+LABEL = b"privfl/fhauc-threshold/v4|"
 
 
 class ThresholdMalicious(Malicious):
@@ -124,27 +130,39 @@ class Plan:
     multiplier_bits: tuple[float, float]
     variant: Variant
     upload_level: int
-    upload_bytes: int  # ciphertext bytes of one execution's upload (upload_bytes())
+    upload_bytes: int  # ciphertext bytes of one group's upload (upload_bytes())
     multiplier_scale_bits: int = 0  # j: the aggregator applies c as c / 2^j (one level)
     requests_per_execution: int = 1  # joint decryptions per execution (curve: 2 x chunks)
     slot_sigma: float = 0.0  # curve/metrics reveals: per-slot error term (.curve)
 
     @property
+    def groups(self) -> int:
+        """Ciphertext groups: uploads, replies and decryptions are per group, each holding
+        ``layout.lanes`` executions (the executions themselves with one lane)."""
+        return self.layout.groups(self.executions)
+
+    @property
+    def requests(self) -> int:
+        """Joint decryptions of this session (the key set's budget spends them)."""
+        return self.groups * self.requests_per_execution
+
+    @property
     def max_executions(self) -> int:
         """The most executions this session may use: :data:`MAX_EXECUTIONS`, what the key
-        set's decryption budget pays for (``requests_per_execution`` joint decryptions each),
-        and what fits the aggregator's bound on one party's upload (``upload_bytes`` each)."""
+        set's decryption budget pays for (``requests_per_execution`` joint decryptions per
+        ciphertext group), and what fits the aggregator's bound on one party's upload
+        (``upload_bytes`` per group); a group holds ``layout.lanes`` executions."""
         budget = self.params.max_decryptions // self.requests_per_execution
         uploads = (MAX_UPLOAD_BYTES - UPLOAD_FRAMING_BYTES) // self.upload_bytes
-        return min(MAX_EXECUTIONS, budget, uploads)
+        return min(MAX_EXECUTIONS, budget * self.layout.lanes, uploads * self.layout.lanes)
 
     def check_upload(self) -> None:
         """:class:`InputError` before any work (each party, at join: before any upload) when
         this session's upload would exceed the aggregator's bound on one party's upload."""
-        need = self.executions * self.upload_bytes + UPLOAD_FRAMING_BYTES
+        need = self.groups * self.upload_bytes + UPLOAD_FRAMING_BYTES
         if need > MAX_UPLOAD_BYTES:
             raise InputError(
-                f"refused before upload: {self.executions} executions x "
+                f"refused before upload: {self.executions} executions in {self.groups} x "
                 f"{self.upload_bytes / 2**20:.1f} MiB of ciphertexts exceed the "
                 f"{MAX_UPLOAD_BYTES >> 20} MiB an upload may hold: use at most "
                 f"{self.max_executions} executions (a smaller min_guarantee_bits), or fewer "
@@ -153,7 +171,8 @@ class Plan:
 
 
 def upload_bytes(params: ThresholdParameters, ring: int, level: int, layout: Layout) -> int:
-    """Ciphertext bytes of one execution's upload: ``layout.ciphertexts_per_upload``
+    """Ciphertext bytes of one ciphertext group's upload (one execution's, or ``lanes``
+    executions' side by side): ``layout.ciphertexts_per_upload``
     ciphertexts at ``level``, each two polynomials of ``depth + 1 - level`` towers of ``ring``
     64-bit coefficients (OpenFHE's layout, which ``tests/test_fhauc_threshold_upload_size.py``
     compares): an upper bound on the wire, which packs each tower to its modulus' bits."""
@@ -200,14 +219,22 @@ def plan(config: SessionConfig, policy: Policy) -> Plan:
     # parsing, hashing and summing, for one rotation by W per execution): semi-honest always;
     # malicious when the joint layout's noise bound, which holds its coherent product error
     # (noise.coherent_error), is within sqrt 2 of two ciphertexts' (joint_pays)
-    layout = check_session(params, parties, config.terms(), executions, joint=True)
+    layout = session_layout(params, parties, config.terms(), joint=True)
     lo, hi = malicious.multiplier_bounds(policy.multiplier_bits)
     ring = ring_dimension(params, parties)
     bad = mode is Security.MALICIOUS
     c_samples = policy.max_samples_per_party
     variant: Variant
-    if bad and layout.joint and not joint_pays(config, policy, params, ring, (lo, hi)):
-        layout = check_session(params, parties, config.terms(), executions, joint=False)
+    if bad:
+        # the executions side by side in two ciphertexts (Layout.in_lanes) where four or more
+        # fit: at most half a ciphertext and a quarter of a joint decryption per execution,
+        # against one and one in the joint layout, and no coherent product error; else the
+        # joint layout where it pays, else two ciphertexts (with two lanes where they fit)
+        lanes = session_layout(params, parties, config.terms(), lanes=True)
+        joint = layout.joint and lanes.lanes < MIN_LANES
+        if not (joint and joint_pays(config, policy, params, ring, (lo, hi))):
+            layout = lanes
+    check_decryptions(params, layout, executions)
     if bad:
         # the decoder sees every slot's product: the last of a position's S shares reaches
         # 2^V (V = mu + 3 + ceil(log2 S), not the 2^(mu+3) of the first S-1), and S*N slots
@@ -234,6 +261,11 @@ def plan(config: SessionConfig, policy: Policy) -> Plan:
     out.check_upload()
     return out
 
+
+# the fewest lanes for which a malicious AUC puts its executions side by side rather than
+# use the joint layout (with two lanes, three executions would take four upload ciphertexts
+# instead of three)
+MIN_LANES = 4
 
 # the joint layout's noise bound may exceed the two-ciphertext layout's by this factor (the
 # single keys' rule, malicious.JOINT_MIN_PARTIES: the rotation widens the bound by at most

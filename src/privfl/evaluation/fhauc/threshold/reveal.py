@@ -3,7 +3,9 @@ each ``reveal`` mode (the party's steps call these; one strategy per mode, the s
 code underneath).
 
 * ``auc``: the variant's packing and recovery (:mod:`.variant`); one reply ciphertext per
-  execution (``num + den``), of which the lead reveals the two values ``(c·X, c·Y)``.
+  ciphertext group (``num + den``: one execution, or one per lane,
+  :mod:`~privfl.evaluation.fhauc.layout`), of which the lead reveals the two values
+  ``(c·X, c·Y)`` of every execution.
 * ``curve``/``metrics``: :mod:`.curve`'s packing and recovery with the threshold noise term
   (:mod:`.curve`); ``2·chunks`` reply ciphertexts per execution, of which the
   lead reveals the used slots.
@@ -87,8 +89,13 @@ def lead_plaintext(
     are entitled to (``auc``: the pair per execution; ``curve``: the used slots of every
     ciphertext). A reply that does not decrypt becomes NaN: the parties' checks refuse it."""
     if reveal is Reveal.AUC:
-        width = plan.layout.denominator_slot + 2
-        pairs = [decode_pairs(_fuse(keys, item, width), plan.layout, 0) for item in items]
+        layout = plan.layout  # each group's lanes hold one execution each
+        width = layout.slot(layout.denominator_slot + 1, layout.lanes - 1) + 1
+        pairs = []
+        for group, item in enumerate(items):
+            values = _fuse(keys, item, width)
+            for lane in range(layout.lanes_used(group, plan.executions)):
+                pairs.append(decode_pairs(values, layout, 0, lane))
         return tmsg.write_pairs(
             [(x, y) if np.isfinite([x, y]).all() else (0.0, 0.0) for x, y in pairs]
         )

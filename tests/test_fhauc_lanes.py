@@ -1,0 +1,132 @@
+"""The lanes layout (issue 27): a malicious threshold AUC puts its executions side by side in one
+pair of ciphertexts (:meth:`Layout.in_lanes`), and every execution still gets exactly its own
+numerator and denominator: no slot of a lane ever holds another execution's value or a partial
+sum, the aggregator's and the parties' arithmetic is the one-execution layout's with every
+rotation times the lanes, and a session with more executions than lanes (several groups, the
+last one partly empty) is exact with real ciphertexts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import privfl
+from conftest import make_parties
+from privfl.evaluation.fhauc.layout import MAX_LANES, Layout
+from privfl.evaluation.fhauc.threshold import ops as threshold_ops
+from privfl.evaluation.fhauc.threshold import plan as plan_module
+from privfl.evaluation.fhauc.threshold.ops import decode_pairs
+from privfl.evaluation.fhauc.variant import Packed, in_groups
+
+TOL = 1e-6
+
+
+def aggregate_plain(layout: Layout, t: np.ndarray, f: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The aggregator's computation on plaintext slots (rotation = np.roll left): the
+    rotate-and-sum over the window in steps of the lanes, and F rotated by half a window."""
+    acc = t * f
+    for step in layout.rotation_steps:
+        acc = acc + np.roll(acc, -step)
+    return acc, t * np.roll(f, -layout.denominator_rotation)
+
+
+@given(
+    slots_bits=st.integers(6, 13),
+    terms=st.integers(1, 600),
+    executions=st.integers(1, 70),
+    seed=st.integers(0, 2**32 - 1),
+)
+@settings(max_examples=80, deadline=None)
+def test_every_lane_holds_exactly_its_executions_numerator_and_denominator(
+    slots_bits, terms, executions, seed
+):
+    slots = 1 << slots_bits
+    layout = Layout.in_lanes(terms, slots)
+    if not layout.folded:
+        assert layout == Layout.for_terms(terms, slots)
+        return
+    assert layout.lanes == min(MAX_LANES, slots // layout.window) and not layout.joint
+    assert all(s & (s - 1) == 0 for s in layout.rotation_steps)  # the sum keys' powers of two
+    rng = np.random.default_rng(seed)
+    values = []
+    packed = []
+    for _ in range(executions):
+        t = rng.integers(-(10**6), 10**6, terms).astype(np.float64)
+        f = rng.integers(-(10**6), 10**6, terms).astype(np.float64)
+        tp, fp = float(rng.integers(1, 10**6)), float(rng.integers(1, 10**6))
+        tv, fv, dv = layout.pack(t, f, tp, fp)
+        assert tv[0].size == fv[0].size == layout.lane_slots and dv == []
+        packed.append(Packed(tv, fv, dv, None))
+        values.append((float(np.dot(t, f)), tp * fp))
+    groups = in_groups(packed, layout)
+    assert len(groups) == layout.groups(executions) == -(-executions // layout.lanes)
+    for g, group in enumerate(groups):
+        num, den = aggregate_plain(layout, group.t[0], group.f[0])
+        used = layout.lanes_used(g, executions)
+        for lane in range(layout.lanes):
+            # every slot of a lane: its execution's numerator (zero in an empty lane)
+            e = g * layout.lanes + lane
+            want_num = values[e][0] if lane < used else 0.0
+            np.testing.assert_array_equal(num[lane :: layout.lanes], want_num)
+            lane_den = den[lane :: layout.lanes]
+            want_den = np.zeros(layout.lane_slots)
+            if lane < used:
+                want_den[layout.denominator_slot :: layout.window] = values[e][1]
+            np.testing.assert_array_equal(lane_den, want_den)
+        # the lead's decoding of the reply num + den, lane by lane
+        for lane in range(used):
+            x, y = decode_pairs(num + den, layout, 0, lane)
+            assert (x, y) == values[g * layout.lanes + lane]
+
+
+def test_one_lane_is_the_folded_layout_and_interleaving_is_the_identity():
+    layout = Layout.for_terms(400, 4096)
+    assert layout.lanes == 1 and layout.lane_slots == 4096
+    assert layout.denominator_rotation == layout.window // 2
+    v = np.arange(4096.0)
+    assert layout.interleave([v]) is v
+    with pytest.raises(privfl.errors.InputError):
+        layout.interleave([v, v])
+
+
+def test_the_plan_puts_three_executions_of_100_parties_in_one_group():
+    """The default ring, 100 parties, N = 100, 4 splits (issue 27's figures): the three
+    executions share one pair of upload ciphertexts and one joint decryption."""
+    config = plan_module.SessionConfig(
+        bytes(16), tuple(f"p{i}" for i in range(100)),
+        np.linspace(0, 1, 101)[1:-1], security=plan_module.Security.MALICIOUS, splits=4,
+    )  # fmt: skip
+    policy = privfl.evaluation.fhauc.policy.Policy(
+        plan_module.Security.MALICIOUS, 1000, executions=3, min_pairs=10**6
+    )
+    plan = plan_module.plan(config, policy)
+    assert (plan.layout.lanes, plan.layout.joint, plan.groups, plan.requests) == (4, False, 1, 1)
+    assert plan.layout.ciphertexts_per_upload == 2
+
+
+@pytest.mark.parametrize("executions", [3, 5, 9])
+def test_sessions_with_several_groups_are_exact(monkeypatch, executions):
+    """Real threshold ciphertexts (the fast insecure ring: 2,048 slots, N = 100 at 2 splits
+    puts 4 executions in a group): 3, 5 and 9 executions in 1, 2 and 3 groups, the last
+    partly empty, each equal to the binned reference and verified."""
+    monkeypatch.setattr(threshold_ops, "FHAUC_PARAMETER_SET", "fhauc-test")
+    parties = make_parties(np.random.default_rng(executions), 3, 400)
+    seen = []
+    plan = plan_module.plan
+
+    def record(config, policy):
+        out = plan(config, policy)
+        seen.append(out)
+        return out
+
+    monkeypatch.setattr(plan_module, "plan", record)
+    res = privfl.federated_auc(
+        parties, 100, keys="threshold", security="malicious", splits=2,
+        executions=executions, min_guarantee_bits=0,
+    )  # fmt: skip
+    assert res.verified is True and res.executions == executions
+    assert res.auc == pytest.approx(privfl.binned_auc(parties, 100), abs=TOL)
+    used = seen[-1]
+    assert used.layout.lanes == 4 and used.groups == -(-executions // 4)
