@@ -14,10 +14,15 @@ from hypothesis import strategies as st
 
 import privfl
 from conftest import make_parties
+from privfl.errors import VerificationError
+from privfl.evaluation.fhauc import tamper
+from privfl.evaluation.fhauc.aggregator import random_multiplier
 from privfl.evaluation.fhauc.layout import MAX_LANES, Layout
 from privfl.evaluation.fhauc.threshold import ops as threshold_ops
 from privfl.evaluation.fhauc.threshold import plan as plan_module
+from privfl.evaluation.fhauc.threshold import reveal as threshold_reveal
 from privfl.evaluation.fhauc.threshold.ops import decode_pairs
+from privfl.evaluation.fhauc.uploads import Reply, summed_vectors
 from privfl.evaluation.fhauc.variant import Packed, in_groups
 
 TOL = 1e-6
@@ -130,3 +135,100 @@ def test_sessions_with_several_groups_are_exact(monkeypatch, executions):
     assert res.auc == pytest.approx(privfl.binned_auc(parties, 100), abs=TOL)
     used = seen[-1]
     assert used.layout.lanes == 4 and used.groups == -(-executions // 4)
+
+
+# ------------------------------------------------------------------ deviations in lanes
+LANE_TAMPERS = [
+    tamper.ReplayFirstExecution,
+    tamper.SwapTwoPartiesBetweenExecutions,
+    tamper.ShiftLanes,
+    tamper.ScaleNumeratorInSecondExecutionOnly,
+]
+
+
+@pytest.mark.parametrize("attack", LANE_TAMPERS, ids=lambda c: c.__name__)
+def test_lane_deviations_are_refused_by_the_executions_checks(monkeypatch, attack):
+    """In lanes (2 parties, N = 10: every execution in one group), the tampers that single
+    out an execution give it another lane's values (or scale its lane only) while no lane
+    is left empty: each is refused by the executions' disagreement or by the bound on
+    TP·FP, never by an empty lane's zeros ("does not decrypt to a valid result")."""
+    monkeypatch.setattr(threshold_ops, "FHAUC_PARAMETER_SET", "fhauc-test")
+    parties = make_parties(np.random.default_rng(7), 2, 300)
+    with pytest.raises(VerificationError, match=r"disagree|fewer positive") as err:
+        privfl.federated_auc(
+            parties, 10, keys="threshold", security="malicious", splits=2, aggregator=attack()
+        )
+    assert "valid result" not in str(err.value)
+
+
+class PlantInDecodedSlots(tamper.PerExecution):
+    """Every pair the parties read stays right, but the slots the lead also decodes carry the
+    unsummed products ``T^p·F^p`` (the per-bin AUC terms): at positions 1..L-1 of the used
+    lanes, or (``empty``) lane 0's in the first empty lane. The multiplier and the masks are
+    one plaintext product: the honest reply's levels."""
+
+    empty = False
+
+    def tamper(self, uploads):
+        layout, slots = self._layout(), self._keys().slots
+        ts, fs = summed_vectors(uploads, layout)
+        product = ts[0] * fs[0]
+        num, den = self.products(uploads)
+        c = random_multiplier(*self.multiplier_range) / 2.0**self.multiplier_scale_bits
+        used = layout.lanes_used(self.execution, self.executions)
+        keep, plant = np.full(slots, c), np.zeros(slots)
+        if self.empty:  # lane 0's positions p + 1 land on lane `used`'s positions p
+            source = tamper.rotated(product, layout.lanes - used, slots)
+            spots = [(p, used) for p in range(layout.denominator_slot + 2)]
+        else:
+            source = product
+            spots = [(p, g) for g in range(used) for p in range(1, layout.denominator_slot)]
+        for p, lane in spots:
+            keep[layout.slot(p, lane)], plant[layout.slot(p, lane)] = 0.0, c
+        numerator = num.scale_by_slots(keep) + source.scale_by_slots(plant)
+        return Reply(
+            self.session_config.session, numerator, den.scale_by_slots(np.full(slots, c)),
+            self.execution,
+        )  # fmt: skip
+
+
+class PlantInEmptyLane(PlantInDecodedSlots):
+    empty = True
+
+
+@pytest.mark.parametrize(
+    "attack", [PlantInDecodedSlots, PlantInEmptyLane], ids=lambda c: c.__name__
+)
+def test_values_planted_in_the_slots_the_lead_decodes_are_refused(monkeypatch, attack):
+    """The lead decodes ``(L + 2)·lanes`` slots of each reply and reveals two per execution;
+    an aggregator that keeps those pairs right but plants other values in the rest (found by
+    a fresh-eyes review: the federation's per-bin products, accepted before) is refused: the
+    lead's shape check (:func:`~privfl.evaluation.fhauc.threshold.ops.reply_shape_ok`) turns
+    the group into NaN. Without the check the same session is accepted (the test can fail)."""
+    monkeypatch.setattr(threshold_ops, "FHAUC_PARAMETER_SET", "fhauc-test")
+    parties = make_parties(np.random.default_rng(11), 2, 300)
+    run = {"keys": "threshold", "security": "malicious", "splits": 2}
+    with pytest.raises(VerificationError, match="valid result"):
+        privfl.federated_auc(parties, 10, aggregator=attack(), **run)
+    monkeypatch.setattr(threshold_reveal, "reply_shape_ok", lambda *args: True)
+    res = privfl.federated_auc(parties, 10, aggregator=attack(), **run)
+    assert res.verified and res.auc == pytest.approx(privfl.binned_auc(parties, 10), abs=TOL)
+
+
+def test_the_shape_check_passes_honest_replies_and_refuses_a_planted_slot():
+    """The pure check: an honest decoded reply (num in every position but L, num + den at L,
+    zeros in empty lanes, each within noise) passes; one slot off by more than the tolerance
+    in a used lane, or in an empty one, fails."""
+    layout = Layout.in_lanes(20, 2048)
+    rng = np.random.default_rng(3)
+    ds, used, tol = layout.denominator_slot, 3, 1.0
+    rows = np.zeros((ds + 2, layout.lanes))
+    rows[:, :used] = [5e6, 6e6, 7e6]
+    rows[ds, :used] += [1e6, 2e6, 3e6]
+    honest = (rows + rng.uniform(-0.3, 0.3, rows.shape)).reshape(-1)
+    assert threshold_ops.reply_shape_ok(honest, layout, used, tol)
+    for slot in (layout.slot(3, 1), layout.slot(ds + 1, 0), layout.slot(0, used)):
+        bad = honest.copy()
+        bad[slot] += 2.0
+        assert not threshold_ops.reply_shape_ok(bad, layout, used, tol)
+    assert not threshold_ops.reply_shape_ok(honest[:-1], layout, used, tol)

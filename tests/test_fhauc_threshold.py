@@ -36,7 +36,7 @@ from privfl.evaluation.fhauc.steps import Step
 from privfl.evaluation.fhauc.tamper import TAMPERS
 from privfl.evaluation.fhauc.threshold import intake
 from privfl.evaluation.fhauc.threshold import ops as threshold_ops
-from privfl.evaluation.fhauc.threshold import plan as tp
+from privfl.evaluation.fhauc.threshold import transcript as tt
 from privfl.evaluation.fhauc.threshold.aggregator import ThresholdAggregator
 from privfl.evaluation.fhauc.threshold.messages import KeyCheck, Relay
 from privfl.evaluation.fhauc.threshold.ops import ThresholdCiphertext
@@ -491,10 +491,10 @@ def test_the_lead_is_fixed_by_secrets_the_parties_committed_to_before_the_aggreg
     cfg = SessionConfig.from_bytes(config)
     opened = [KeyCheck.from_bytes(checks[p], cfg.session, agg.roster).lead_secret
               for p in cfg.parties]  # fmt: skip
-    commits = [tp.lead_commitment(r) for r in opened]
-    seed = tp.check_reveals(cfg.parties, commits, opened)
-    transcript = tp.threshold_transcript(agg.transcript)
-    assert agg.lead == cfg.parties[tp.lead_index(transcript, len(cfg.parties), seed)]
+    commits = [tt.lead_commitment(r) for r in opened]
+    seed = tt.check_reveals(cfg.parties, commits, opened)
+    transcript = tt.threshold_transcript(agg.transcript)
+    assert agg.lead == cfg.parties[tt.lead_index(transcript, len(cfg.parties), seed)]
     for p in parties:
         p.upload(relay)
     assert [p.name for p in parties if p.keys.is_lead] == [agg.lead]
@@ -536,11 +536,11 @@ def test_an_aggregator_steering_the_lead_by_silent_restarts_gets_it_at_chance_ra
     parties, target, hits, sessions = 3, 0, 0, 3000
     for _ in range(sessions):
         transcripts = [secrets.token_bytes(32) for _ in range(64)]
-        chosen = min(transcripts, key=lambda t: tp.lead_index(t, parties, b"") != target)
-        opened = [secrets.token_bytes(tp.LEAD_SECRET_BYTES) for _ in range(parties)]
-        commits = [tp.lead_commitment(r) for r in opened]
-        seed = tp.check_reveals(["p0", "p1", "p2"], commits, opened)
-        hits += tp.lead_index(chosen, parties, seed) == target
+        chosen = min(transcripts, key=lambda t: tt.lead_index(t, parties, b"") != target)
+        opened = [secrets.token_bytes(tt.LEAD_SECRET_BYTES) for _ in range(parties)]
+        commits = [tt.lead_commitment(r) for r in opened]
+        seed = tt.check_reveals(["p0", "p1", "p2"], commits, opened)
+        hits += tt.lead_index(chosen, parties, seed) == target
     sd = (sessions * (1 / 3) * (2 / 3)) ** 0.5
     assert abs(hits - sessions / 3) < 5 * sd
 

@@ -128,6 +128,20 @@ class Ciphertext:
         self.context.evaluator.multiply_plain(self.seal, plain, out)
         return self._new(out)
 
+    def scale_by_slots(self, factors: npt.ArrayLike, precision_bits: int = 30) -> Ciphertext:
+        """Multiply slot ``i`` by ``factors[i]`` (encoded at scale ``2^precision_bits``, as
+        :meth:`scale_by`; missing slots are zero)."""
+        vec = np.asarray(factors, dtype=np.float64).ravel()
+        if not np.isfinite(vec).all():
+            raise ValueError("factors must be finite")
+        plain = seal.Plaintext()
+        self.context.encoder.encode(
+            vec.tolist(), self.seal.parms_id(), float(2**precision_bits), plain
+        )
+        out = seal.Ciphertext()
+        self.context.evaluator.multiply_plain(self.seal, plain, out)
+        return self._new(out)
+
     def _encode_like(self, values: npt.ArrayLike) -> Any:
         vec = np.asarray(values, dtype=np.float64).ravel()
         plain = seal.Plaintext()

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+import numpy.typing as npt
+
 from privfl.crypto import ckks
 from privfl.crypto.ckks import Ciphertext
 from privfl.errors import ProtocolError
@@ -31,6 +33,10 @@ class HECiphertext(Protocol):
     def __mul__(self, other: Any) -> HECiphertext: ...
 
     def scale_by(self, factor: float, precision_bits: int = 30) -> HECiphertext: ...
+
+    def scale_by_slots(self, factors: npt.ArrayLike, precision_bits: int = 30) -> HECiphertext:
+        """Slot ``i`` times ``factors[i]`` (a plaintext product: one level)."""
+        ...
 
     def rotate(self, steps: int) -> HECiphertext: ...
 

@@ -11,10 +11,12 @@ malicious variant every one must make the parties raise
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
 from privfl.evaluation.fhauc.aggregator import Aggregator, random_multiplier
+from privfl.evaluation.fhauc.ciphertext import HECiphertext, add_all
 from privfl.evaluation.fhauc.uploads import Reply, Upload, summed_vectors
 
 __all__ = [
@@ -59,6 +61,55 @@ class PerExecution(Aggregator):
         """Whether this session's executions share ciphertexts (one group holds several)."""
         return self._layout().lanes > 1
 
+    def products(self, uploads: list[Upload]) -> tuple[HECiphertext, HECiphertext]:
+        """The honest numerator and denominator of ``uploads``, before the multiplier."""
+        layout = self._layout()
+        ts, fs = summed_vectors(uploads, layout)
+        t, f = ts[0], fs[0]
+        num = (t * f).window_sum(layout.window, layout.lanes)
+        return num, t * f.rotate(layout.denominator_rotation)
+
+    def in_lanes(self, parts: Sequence[tuple[HECiphertext, HECiphertext, Sequence[int]]]) -> Reply:
+        """A reply whose lanes come from different computations: each ``(numerator,
+        denominator, lanes)`` gives its lanes, every slot times one multiplier ``c``, the
+        largest the range allows (so the parties' bound on ``TP·FP`` lets the reply through
+        and the executions' agreement is what is tested), applied as a plaintext product per
+        part: the one level the honest multiplier takes."""
+        layout, slots = self._layout(), self._keys().slots
+        c = 2.0 ** (self.multiplier_range[1] - self.multiplier_scale_bits) * (1 - 2.0**-20)
+        nums, dens = [], []
+        for num, den, lanes in parts:
+            mask = np.zeros(slots)
+            for lane in lanes:
+                mask[lane :: layout.lanes] = c
+            nums.append(num.scale_by_slots(mask))
+            dens.append(den.scale_by_slots(mask))
+        return Reply(self.session_config.session, add_all(nums), add_all(dens), self.execution)
+
+    def cycled(self, computed: tuple[HECiphertext, HECiphertext]) -> Reply:
+        """``computed`` (numerator, denominator) with the group's used lanes cycled: lane
+        ``g`` shows lane ``g + 1``'s result and the last used lane the first's (rotations by
+        one slot and by ``slots - (K - 1)``, composed of the keys' powers of two)."""
+        layout, slots = self._layout(), self._keys().slots
+        used = layout.lanes_used(self.execution, self.executions)
+        num, den = computed
+        back = slots - (used - 1)
+        return self.in_lanes([
+            (num.rotate(1), den.rotate(1), range(used - 1)),
+            (rotated(num, back, slots), rotated(den, back, slots), [used - 1]),
+        ])  # fmt: skip
+
+
+def rotated(ct: HECiphertext, steps: int, slots: int) -> HECiphertext:
+    """``ct`` rotated left by ``steps`` (mod ``slots``) as rotations by powers of two."""
+    steps %= slots
+    bit = 1
+    while steps:
+        if steps & bit:
+            ct, steps = ct.rotate(bit), steps - bit
+        bit *= 2
+    return ct
+
 
 def next_lane(upload: Upload) -> Upload:
     """``upload`` with every ciphertext rotated by one slot: each lane then holds the next
@@ -85,31 +136,42 @@ class DuplicateParty(PerExecution):
 
 class SwapTwoPartiesBetweenExecutions(PerExecution):
     """Execution 1 gets parties 0 and 1's uploads of execution 0 (in lanes: every execution
-    gets their uploads of the next one)."""
+    but the group's last gets their uploads of the next one, the last its own)."""
 
     def tamper(self, uploads: list[Upload]) -> Reply:
         if self.lanes():
-            uploads = [next_lane(uploads[0]), next_lane(uploads[1]), *uploads[2:]]
-        elif self.execution == 1:
+            swapped = [next_lane(uploads[0]), next_lane(uploads[1]), *uploads[2:]]
+            return self.replayed(self.products(swapped), uploads)
+        if self.execution == 1:
             uploads = [self.first[0], self.first[1], *uploads[2:]]
         return self.honest(uploads)
 
+    def replayed(self, computed: tuple[HECiphertext, HECiphertext], uploads: list[Upload]) -> Reply:
+        """``computed`` in the group's used lanes but the last, the honest result in the last
+        (whose next lane may be empty: zeros any check refuses, not the tested agreement)."""
+        used = self._layout().lanes_used(self.execution, self.executions)
+        num, den = self.products(uploads)
+        return self.in_lanes([(*computed, range(used - 1)), (num, den, [used - 1])])
 
-class ReplayFirstExecution(PerExecution):
-    """Execution 1 gets execution 0's uploads (in lanes: every execution gets the next
-    one's)."""
+
+class ReplayFirstExecution(SwapTwoPartiesBetweenExecutions):
+    """Execution 1 gets execution 0's uploads (in lanes: every execution but the group's last
+    gets the next one's)."""
 
     def tamper(self, uploads: list[Upload]) -> Reply:
         if self.lanes():
-            return self.honest([next_lane(u) for u in uploads])
+            return self.replayed(self.products([next_lane(u) for u in uploads]), uploads)
         return self.honest(self.first if self.execution == 1 else uploads)
 
 
 class ShiftLanes(PerExecution):
-    """The honest reply rotated by one slot: in lanes, every execution is shown the next
-    execution's result; in one execution's ciphertext, the denominator leaves its slot."""
+    """In lanes, every execution is shown another's result (the used lanes cycled,
+    :meth:`PerExecution.cycled`); in one execution's ciphertext, the honest reply rotated by
+    one slot (the denominator leaves its slot)."""
 
     def tamper(self, uploads: list[Upload]) -> Reply:
+        if self.lanes():
+            return self.cycled(self.products(uploads))
         reply = self.honest(uploads)
         return Reply(
             reply.session,
@@ -130,21 +192,25 @@ class RotateSummedVector(PerExecution):
 
 
 class ScaleNumerator(PerExecution):
-    """The numerator times 1.001 (every execution, or ``only_execution``). In lanes a factor
-    reaches every lane: scaling one would take a plaintext product, a level the reply does
-    not have, so the second execution's lane gets :class:`AddEncryptedConstant`'s constant
-    instead."""
+    """The numerator times 1.001 (every execution, or ``only_execution``; in lanes the factor
+    is folded into the multiplier's plaintext product, so only that lane is scaled)."""
 
     only_execution: int | None = None
 
     def tamper(self, uploads: list[Upload]) -> Reply:
-        reply = self.honest(uploads)
         if self.only_execution is not None and self.lanes():
-            layout, keys = self._layout(), self._keys()
-            v = np.zeros(keys.slots)
-            v[self.only_execution :: layout.lanes] = AddEncryptedConstant.constant
-            const = keys.encrypt(v, math.log2(reply.numerator.scale))
-            return Reply(reply.session, reply.numerator + const, reply.denominator, reply.execution)
+            layout, slots = self._layout(), self._keys().slots
+            num, den = self.products(uploads)
+            c = random_multiplier(*self.multiplier_range) / 2.0**self.multiplier_scale_bits
+            factors = np.full(slots, c)
+            factors[self.only_execution :: layout.lanes] = c * 1.001
+            return Reply(
+                self.session_config.session,
+                num.scale_by_slots(factors),
+                den.scale_by_slots(np.full(slots, c)),
+                self.execution,
+            )
+        reply = self.honest(uploads)
         if self.only_execution not in (None, self.execution):
             return reply
         return Reply(

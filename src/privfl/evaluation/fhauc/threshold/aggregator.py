@@ -57,6 +57,7 @@ from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.session import check_joins
 from privfl.evaluation.fhauc.threshold import messages as tmsg
 from privfl.evaluation.fhauc.threshold import plan as tp
+from privfl.evaluation.fhauc.threshold import transcript as tt
 from privfl.evaluation.fhauc.threshold.intake import UploadIntake
 from privfl.evaluation.fhauc.threshold.keys import ThresholdKeys
 from privfl.evaluation.fhauc.threshold.keyset import ServerKeySet
@@ -156,11 +157,11 @@ class ThresholdAggregator:
         start = self.computation.collect_joins(joins)
         if self.transcript is None:
             raise ProtocolError("the joins fixed no transcript")
-        transcript = tp.threshold_transcript(self.transcript)
+        transcript = tt.threshold_transcript(self.transcript)
         cfg = self._config()
         if not cfg.key_set:  # a fresh key set for this session: built by key generation
-            self._fresh_session = tp.threshold_session(transcript)
-        self.lead = ""  # known once the key checks reveal the lead secrets (tp.lead_index)
+            self._fresh_session = tt.threshold_session(transcript)
+        self.lead = ""  # known once the key checks reveal the lead secrets (tt.lead_index)
         checked = check_joins(cfg, [joins[p] for p in cfg.parties], self.roster)
         self._commitments = tuple(j.nonce for j in checked)
         return start
@@ -186,9 +187,9 @@ class ThresholdAggregator:
             if check.sender != p:
                 raise UnknownPartyError(f"the key check of {p!r} is signed by another party")
             reveals.append(check.lead_secret)
-        seed = tp.check_reveals(cfg.parties, self._commitments, reveals)
-        transcript = tp.threshold_transcript(self.transcript or b"")
-        self.lead = cfg.parties[tp.lead_index(transcript, len(cfg.parties), seed)]
+        seed = tt.check_reveals(cfg.parties, self._commitments, reveals)
+        transcript = tt.threshold_transcript(self.transcript or b"")
+        self.lead = cfg.parties[tt.lead_index(transcript, len(cfg.parties), seed)]
         items = tuple(checks[p] for p in cfg.parties)
         return tmsg.Relay(cfg.session, items, "th-keychecks").to_bytes()
 
@@ -212,7 +213,7 @@ class ThresholdAggregator:
             cfg, comp = self._config(), self.computation
             self._intake = UploadIntake(
                 cfg.parties, cfg.session, self.roster,
-                tp.threshold_transcript(self.transcript or b""), self._plan(), self._server(),
+                tt.threshold_transcript(self.transcript or b""), self._plan(), self._server(),
                 comp.workers, keep_all=type(comp).aggregate is not Aggregator.aggregate,
             )  # fmt: skip
         self._intake.take(party, data)

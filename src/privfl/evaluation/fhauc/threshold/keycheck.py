@@ -27,7 +27,7 @@ def verify_joint_key(
 ) -> list[bytes]:
     """Refuse (``ProtocolError``) unless the signed key checks ``items`` come from exactly the
     session's parties and their sketches add up to the sketch of ``joint``; returns the lead
-    secrets they reveal, in party order (:func:`~.plan.check_reveals` opens them)."""
+    secrets they reveal, in party order (:func:`~.transcript.check_reveals` opens them)."""
     checks = [tmsg.KeyCheck.from_bytes(item, config.session, roster) for item in items]
     sketches = [(c.sender, c.sketch) for c in checks]
     verify_sketches(keys.context, keys.session, config.parties, sketches, joint, joint_bytes)

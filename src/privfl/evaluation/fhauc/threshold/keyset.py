@@ -18,7 +18,7 @@ party when it was generated.
 
 Steering the lead by abandoning sessions: in a reuse session the lead is fixed at the key-check
 relay, one cheap round after the join and before any upload, key generation or decryption
-share (the lead is :func:`~.plan.lead_index` of the parties' lead secrets, each
+share (the lead is :func:`~.transcript.lead_index` of the parties' lead secrets, each
 committed to in its join nonce, so the aggregator cannot *choose* it, but it sees it before it
 has spent anything). An aggregator could abandon and restart until a party it colludes with is
 lead. So each party counts, per kept key set, the sessions on that set it abandoned after it

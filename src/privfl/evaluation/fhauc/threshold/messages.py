@@ -101,7 +101,7 @@ class KeyCheck:
     are linear, so the parties' sketches must add up to the sketch of the joint key the
     aggregator returned; the sketch's coefficients are derived from that joint key, after
     it was fixed (:mod:`.party`). It also reveals the party's lead secret ``r_i``,
-    committed to in its join (:func:`~.plan.lead_commitment`)."""
+    committed to in its join (:func:`~.transcript.lead_commitment`)."""
 
     session: bytes
     sender: str

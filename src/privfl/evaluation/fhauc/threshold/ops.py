@@ -250,6 +250,16 @@ class ThresholdCiphertext:
         factor = self._factor * float(factor)
         return ThresholdCiphertext(self._ct, self._lazy, factor, self._window, self._stride)
 
+    def scale_by_slots(
+        self, factors: npt.ArrayLike, precision_bits: int = 30
+    ) -> ThresholdCiphertext:
+        """Slot ``i`` times ``factors[i]``: a plaintext product at one level, applied now
+        (after any pending factor and window sum; ``precision_bits`` is SEAL's)."""
+        vec = np.asarray(factors, dtype=np.float64).ravel()
+        if not np.isfinite(vec).all():
+            raise ValueError("factors must be finite")
+        return ThresholdCiphertext(self.ct * [float(v) for v in vec])
+
     def rotate(self, steps: int) -> ThresholdCiphertext:
         return ThresholdCiphertext(self.ct.rotate(int(steps)))
 
@@ -347,6 +357,35 @@ def value_shift(
 
 
 DECODE_MARGIN_BITS = 8.0
+
+
+# an honest reply's decoded slots stay within this many model standard deviations (of one
+# slot's X/c error, times sqrt 2 for a difference) of the values the layout puts there
+SHAPE_SIGMAS = 10.0
+
+
+def reply_shape_ok(raw: npt.ArrayLike, layout: Layout, used: int, tolerance: float) -> bool:
+    """Whether one group's decoded reply ``num + den`` has the honest shape in the slots the
+    lead decodes (the first ``(L + 2)·lanes``): in each of the ``used`` lanes, every position
+    but the denominator's holds the same numerator (within ``tolerance`` of one another), and
+    every slot of the other lanes is within ``tolerance`` of zero. A reply that carries
+    anything else there (other values the aggregator computed, which the lead would see and
+    no pair check would notice) fails. Run by the lead, on its own decoding."""
+    ds = layout.denominator_slot
+    width = (ds + 2) * layout.lanes
+    values = np.asarray(raw, dtype=np.float64)
+    if values.size < width or not np.isfinite(values[:width]).all():
+        return False
+    rows = values[:width].reshape(ds + 2, layout.lanes)  # positions x lanes
+    numerators = np.delete(rows, ds, axis=0)
+    for lane in range(layout.lanes):
+        if lane < used:
+            column = numerators[:, lane]
+            if float(column.max() - column.min()) > tolerance:
+                return False
+        elif float(np.abs(rows[:, lane]).max()) > tolerance:
+            return False
+    return True
 
 
 def decode_pairs(

@@ -12,7 +12,7 @@ session key and threshold session id, samples its share in OpenFHE and sends the
 of its key contributions (RLWE samples); ``keycheck`` sketches its *own* contribution against
 the joint key and reveals the lead secret its join nonce committed to; ``upload`` checks the
 sketches add up to the joint key's (a substituted key is caught except w.p. ``2^-30`` per RNS
-row), opens every commitment (:func:`~.plan.lead_index`), sends its relinearisation
+row), opens every commitment (:func:`~.transcript.lead_index`), sends its relinearisation
 share and statistics; ``decrypt``: ``s_i c1 + e_i`` (noise flooding) per reply; ``fuse`` (the
 lead) sends the values under the session key; ``finish`` opens them with the variant's checks.
 Share, key set, abandoned sessions (:func:`~.keyset.note_abandoned`: the limit on
@@ -43,6 +43,7 @@ from privfl.evaluation.fhauc.steps import Step
 from privfl.evaluation.fhauc.threshold import messages as tmsg
 from privfl.evaluation.fhauc.threshold import plan as tp
 from privfl.evaluation.fhauc.threshold import reveal as threshold_reveal
+from privfl.evaluation.fhauc.threshold import transcript as tt
 from privfl.evaluation.fhauc.threshold.keycheck import lead_secrets, verify_joint_key
 from privfl.evaluation.fhauc.threshold.keyset import (
     KeySet,
@@ -52,9 +53,9 @@ from privfl.evaluation.fhauc.threshold.keyset import (
     note_abandoned,
 )
 from privfl.evaluation.fhauc.threshold.ops import fhauc_parameters
-from privfl.evaluation.fhauc.threshold.plan import reveal_key
 from privfl.evaluation.fhauc.threshold.setup import open_bundle
 from privfl.evaluation.fhauc.threshold.state import ThresholdState
+from privfl.evaluation.fhauc.threshold.transcript import reveal_key
 
 log = logging.getLogger(__name__)
 
@@ -131,9 +132,9 @@ class ThresholdPartyKeys:
         threshold_reveal.check_at_join(plan, config, policy)  # before any upload
         if config.key_set:  # a kept key set: only if held, for these parties, within budget
             check_reuse(self.key_set, config, plan.requests)
-        self._lead_secret = secrets.token_bytes(tp.LEAD_SECRET_BYTES)
+        self._lead_secret = secrets.token_bytes(tt.LEAD_SECRET_BYTES)
         self._plan = plan
-        return tp.lead_commitment(self._lead_secret)
+        return tt.lead_commitment(self._lead_secret)
 
     def keygen(self, party: PartySide, data: bytes) -> bytes:
         """Check every join, derive the session, sample this party's key share (round 1)."""
@@ -144,7 +145,7 @@ class ThresholdPartyKeys:
         transcript = self._open_start(party, data)
         ctx = th.ThresholdContext.for_parameters(self._p().params, len(config.parties))
         index = config.parties.index(party.name)
-        session = tp.threshold_session(transcript)
+        session = tt.threshold_session(transcript)
         self._keys = tr.ThresholdParty(party.name, index, ctx, session)
         share = self._keys.keygen_share()
         self._own_rows = joint_rows(ctx, share.public_key, share.switch_key)
@@ -189,7 +190,7 @@ class ThresholdPartyKeys:
                 config, dict(party.roster), keys, joint, self._joint_bytes, relay.items
             )
             mult = keys.keygen_mult_share(joint).to_bytes()
-        self._lead_seed = tp.check_reveals(config.parties, self._commitments, reveals)
+        self._lead_seed = tt.check_reveals(config.parties, self._commitments, reveals)
         transcript = party.progress().transcript
         self._lead_name = self._lead_of(config, transcript)
         executions = threshold_reveal.encrypt(keys, self._p(), party.counts(), party.view())
@@ -260,13 +261,13 @@ class ThresholdPartyKeys:
 
     # ------------------------------------------------------------------ local state
     def _lead(self) -> str:
-        """This session's lead (:func:`~.plan.lead_index`), after the key round."""
+        """This session's lead (:func:`~.transcript.lead_index`), after the key round."""
         if not self._lead_name:
             raise ProtocolError("this party has no checked joint key for this session")
         return self._lead_name
 
     def _lead_of(self, config: SessionConfig, transcript: bytes) -> str:
-        return config.parties[tp.lead_index(transcript, len(config.parties), self._lead_seed)]
+        return config.parties[tt.lead_index(transcript, len(config.parties), self._lead_seed)]
 
     def export_kept(self) -> bytes:
         """The kept key set (share and decryption count), for node-local storage only."""
@@ -321,7 +322,7 @@ class ThresholdPartyKeys:
             self._keys = check_reuse(self.key_set, config, 0)  # restore the key set first
         elif state.keys:
             ctx = th.ThresholdContext.for_parameters(self._p().params, len(config.parties))
-            index, session = config.parties.index(self._me), tp.threshold_session(state.transcript)
+            index, session = config.parties.index(self._me), tt.threshold_session(state.transcript)
             self._keys = tr.ThresholdParty(self._me, index, ctx, session)
             self._keys.import_local_state(state.keys)
             if state.own_rows:
@@ -337,7 +338,7 @@ class ThresholdPartyKeys:
     def _open_start(self, party: PartySide, data: bytes) -> bytes:
         """Check every relayed join; fix the transcript, the commitments and the counts."""
         checked = party.open_start(data)
-        transcript = tp.threshold_transcript(checked.transcript)
+        transcript = tt.threshold_transcript(checked.transcript)
         party.set_transcript(transcript)
         self._commitments = tuple(j.nonce for j in checked.joins)
         return transcript

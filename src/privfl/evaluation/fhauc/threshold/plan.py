@@ -5,29 +5,20 @@ transcript (pure functions, public unless stated).
   (:mod:`.ops`), the aggregator's multiplier range, the variant (the malicious
   one with the threshold noise model, the same acceptance rule and guarantee) and the level
   parties encrypt at (semi-honest 1: three towers, 768 KB per ciphertext; malicious 0).
-* :func:`threshold_session`: the threshold-CKKS session id of the joint key, a hash of the
-  transcript (so it binds the whole config, the policy and every party's fresh nonce, and
-  the aggregator cannot choose it: the common reference polynomials come from it).
-* :func:`lead_index`: which party fuses the decryption, a hash of the transcript and of the
-  joint key. The aggregator learns it only after every party has sampled its key share and
-  cannot steer it without abandoning the session after the key round (each party records
-  abandoned sessions).
+* what a session derives from its transcript (the threshold session id, the lead, the
+  reveal key, and the protocol version they bind): :mod:`.transcript`.
 * the joint-key check's arithmetic is :mod:`privfl.crypto.threshold.keycheck` (shared with
   encrypted training).
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-
 from privfl.crypto.threshold import ThresholdParameters, ring_dimension
-from privfl.errors import InputError, InsufficientPrecisionError, ProtocolError
+from privfl.errors import InputError, InsufficientPrecisionError
 from privfl.evaluation.fhauc import curve, malicious
 from privfl.evaluation.fhauc.layout import Layout
 from privfl.evaluation.fhauc.messages import SessionConfig
@@ -37,6 +28,7 @@ from privfl.evaluation.fhauc.threshold import curve as threshold_curve
 from privfl.evaluation.fhauc.threshold.messages import MAX_UPLOAD_BYTES, UPLOAD_FRAMING_BYTES
 from privfl.evaluation.fhauc.threshold.noise import semi_honest_precision, sigma_products
 from privfl.evaluation.fhauc.threshold.ops import (
+    SHAPE_SIGMAS,
     check_decryptions,
     fhauc_parameters,
     session_layout,
@@ -51,15 +43,6 @@ from privfl.evaluation.fhauc.variant import (
     variant_for,
 )
 from privfl.evaluation.statistics import PartyCounts
-from privfl.messages import SESSION_ID_BYTES
-
-# v2: the noise model with the encoding and coherent errors, and the layout rule joint_pays
-# (v1 roles build other upload layouts); v3: flooding noise sized for 32 decryptions per key
-# set and up to 64 executions (v2 roles size it for 16 and refuse more than 16); v4: the
-# malicious AUC's executions side by side in lanes (v3 roles upload one group per
-# execution). Roles of different versions derive different transcripts and lead
-# commitments, so a mixed session fails in the key rounds, before any upload
-LABEL = b"privfl/fhauc-threshold/v4|"
 
 
 class ThresholdMalicious(Malicious):
@@ -134,6 +117,7 @@ class Plan:
     multiplier_scale_bits: int = 0  # j: the aggregator applies c as c / 2^j (one level)
     requests_per_execution: int = 1  # joint decryptions per execution (curve: 2 x chunks)
     slot_sigma: float = 0.0  # curve/metrics reveals: per-slot error term (.curve)
+    reply_tolerance: float = 0.0  # malicious AUC: the lead's shape check (ops.reply_shape_ok)
 
     @property
     def groups(self) -> int:
@@ -247,17 +231,22 @@ def plan(config: SessionConfig, policy: Policy) -> Plan:
             sizes, params, ring, sizes.slots_used, float(sizes.value_bits), (lo, hi), layout.joint
         )
         variant = ThresholdMalicious(params, ring, shift, 2.0**lo, j, layout.joint)
+        # one decoded slot's error: X/c's model std, times c <= 2^hi, in decoded units
+        sigma_x = variant.sigma_products(sizes)[0]
+        tolerance = SHAPE_SIGMAS * math.sqrt(2.0) * sigma_x * 2.0 ** (hi - 2 * shift - j)
     else:
         j = 0
         share_bits = math.log2(2 * c_samples)
         shift = value_shift(parties, c_samples, share_bits, config.terms(), hi, ring, bad)
         variant = ThresholdSemiHonest(params, ring, shift, hi)
-    # semi-honest replies use one level (the product); malicious uploads keep two more: the
-    # multiplier's level, and one so that a deviating aggregator's extra plaintext product
-    # still decrypts and is caught by the verification rather than by a level error
+    # semi-honest replies use one level (the product); malicious uploads keep one more, for
+    # the multiplier c / 2^j (decryption needs two towers left, so a deviating aggregator's
+    # further product leaves a reply no party decrypts: refused, MalformedMessageError)
     level = 0 if mode is Security.MALICIOUS else 1
     size = upload_bytes(params, ring, level, layout)
     out = Plan(params, layout, executions, shift, (lo, hi), variant, level, size, j)
+    if bad:
+        out = replace(out, reply_tolerance=tolerance)
     out.check_upload()
     return out
 
@@ -349,60 +338,3 @@ def multiplier_scaling(
     if best is None:
         raise InsufficientPrecisionError("no multiplier scaling fits this session")
     return best[1], best[2]
-
-
-def _hash(purpose: bytes, transcript: bytes) -> bytes:
-    return hashlib.sha256(LABEL + purpose + b"|" + transcript).digest()
-
-
-def threshold_transcript(transcript: bytes) -> bytes:
-    """The transcript the threshold session key is derived from (never the single-key one)."""
-    return _hash(b"transcript", transcript)
-
-
-def threshold_session(transcript: bytes) -> bytes:
-    return _hash(b"session", transcript)[:SESSION_ID_BYTES]
-
-
-LEAD_SECRET_BYTES = 32
-
-
-def lead_commitment(secret: bytes) -> bytes:
-    """A party's commitment to its lead secret ``r_i``: ``SHA-256(label | r_i)``, sent as
-    its join nonce, so it is fixed (and signed) before the party sees anyone's secret."""
-    return hashlib.sha256(LABEL + b"lead-commit|" + secret).digest()
-
-
-def check_reveals(
-    parties: Sequence[str], commitments: Sequence[bytes], secrets_: Sequence[bytes]
-) -> bytes:
-    """The lead seed ``SHA-256(r_1 | ... | r_M)`` once every party's revealed secret opens
-    the commitment of its signed join; :class:`ProtocolError` naming the first party whose
-    reveal does not match (every honest party then aborts the session)."""
-    if not len(parties) == len(commitments) == len(secrets_):
-        raise ProtocolError("the lead reveals do not match the session's parties")
-    for name, commit, secret in zip(parties, commitments, secrets_, strict=True):
-        if len(secret) != LEAD_SECRET_BYTES or lead_commitment(secret) != commit:
-            raise ProtocolError(
-                f"the lead secret revealed by {name!r} does not open its join's commitment"
-            )
-    return hashlib.sha256(LABEL + b"lead-seed|" + b"".join(secrets_)).digest()
-
-
-def lead_index(transcript: bytes, parties: int, seed: bytes) -> int:
-    """The party that fuses the decryption: ``H(transcript, r_1..r_M) mod M``, where every
-    party committed to its secret ``r_i`` in its signed join and reveals it (in its signed
-    key check) only after the aggregator relayed every join, i.e. after all commitments are
-    fixed. No role can steer it while one party is honest: the aggregator sees nothing of
-    the secrets before it relays the joins, and a party colluding with it cannot change its
-    secret after seeing the others'. The aggregator learns the lead when the key checks
-    arrive and can only abandon the session then, which every party records (the
-    abandoned sessions). Bias of the reduction mod ``M``: below ``M / 2^256``."""
-    return int.from_bytes(_hash(b"lead", transcript + seed), "big") % parties
-
-
-def reveal_key(key: bytes) -> bytes:
-    """The AES-256-GCM key of the lead's reveal, from the parties' session key."""
-    return HKDF(
-        algorithm=hashes.SHA256(), length=32, salt=b"privfl-fhauc-threshold-reveal", info=b"v1"
-    ).derive(key)

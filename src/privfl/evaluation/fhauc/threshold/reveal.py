@@ -29,7 +29,7 @@ from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.threshold import curve as threshold_curve
 from privfl.evaluation.fhauc.threshold import messages as tmsg
-from privfl.evaluation.fhauc.threshold.ops import decode_pairs
+from privfl.evaluation.fhauc.threshold.ops import decode_pairs, reply_shape_ok
 from privfl.evaluation.fhauc.threshold.plan import Plan
 from privfl.evaluation.fhauc.variant import Malicious, Outcome, Packed, PartyView
 from privfl.evaluation.statistics import PartyCounts
@@ -87,14 +87,22 @@ def lead_plaintext(
 ) -> bytes:
     """The lead: fuse its own share into every reply ciphertext and decode what the parties
     are entitled to (``auc``: the pair per execution; ``curve``: the used slots of every
-    ciphertext). A reply that does not decrypt becomes NaN: the parties' checks refuse it."""
+    ciphertext). A reply that does not decrypt becomes NaN, and so (malicious AUC) does one
+    whose decoded slots do not have the honest shape (:func:`~.ops.reply_shape_ok`): the
+    parties' checks refuse it. The lead has decoded those slots all the same: what it saw is
+    the limit stated in docs/security/fhauc.md."""
     if reveal is Reveal.AUC:
         layout = plan.layout  # each group's lanes hold one execution each
         width = layout.slot(layout.denominator_slot + 1, layout.lanes - 1) + 1
         pairs = []
         for group, item in enumerate(items):
             values = _fuse(keys, item, width)
-            for lane in range(layout.lanes_used(group, plan.executions)):
+            used = layout.lanes_used(group, plan.executions)
+            if plan.reply_tolerance and not reply_shape_ok(
+                values, layout, used, plan.reply_tolerance
+            ):  # malicious: other values in the decoded slots; every party refuses the NaN
+                values = np.full(width, np.nan)
+            for lane in range(used):
                 pairs.append(decode_pairs(values, layout, 0, lane))
         return tmsg.write_pairs(
             [(x, y) if np.isfinite([x, y]).all() else (0.0, 0.0) for x, y in pairs]
