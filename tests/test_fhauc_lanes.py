@@ -20,8 +20,9 @@ from privfl.evaluation.fhauc.aggregator import random_multiplier
 from privfl.evaluation.fhauc.layout import MAX_LANES, Layout
 from privfl.evaluation.fhauc.threshold import ops as threshold_ops
 from privfl.evaluation.fhauc.threshold import plan as plan_module
+from privfl.evaluation.fhauc.threshold import reply as threshold_reply
 from privfl.evaluation.fhauc.threshold import reveal as threshold_reveal
-from privfl.evaluation.fhauc.threshold.ops import decode_pairs
+from privfl.evaluation.fhauc.threshold.reply import decode_pairs
 from privfl.evaluation.fhauc.uploads import Reply, summed_vectors
 from privfl.evaluation.fhauc.variant import Packed, in_groups
 
@@ -203,7 +204,7 @@ def test_values_planted_in_the_slots_the_lead_decodes_are_refused(monkeypatch, a
     """The lead decodes ``(L + 2)·lanes`` slots of each reply and reveals two per execution;
     an aggregator that keeps those pairs right but plants other values in the rest (found by
     a fresh-eyes review: the federation's per-bin products, accepted before) is refused: the
-    lead's shape check (:func:`~privfl.evaluation.fhauc.threshold.ops.reply_shape_ok`) turns
+    lead's shape check (:func:`~privfl.evaluation.fhauc.threshold.reply.reply_shape_ok`) turns
     the group into NaN. Without the check the same session is accepted (the test can fail)."""
     monkeypatch.setattr(threshold_ops, "FHAUC_PARAMETER_SET", "fhauc-test")
     parties = make_parties(np.random.default_rng(11), 2, 300)
@@ -226,9 +227,9 @@ def test_the_shape_check_passes_honest_replies_and_refuses_a_planted_slot():
     rows[:, :used] = [5e6, 6e6, 7e6]
     rows[ds, :used] += [1e6, 2e6, 3e6]
     honest = (rows + rng.uniform(-0.3, 0.3, rows.shape)).reshape(-1)
-    assert threshold_ops.reply_shape_ok(honest, layout, used, tol)
+    assert threshold_reply.reply_shape_ok(honest, layout, used, tol)
     for slot in (layout.slot(3, 1), layout.slot(ds + 1, 0), layout.slot(0, used)):
         bad = honest.copy()
         bad[slot] += 2.0
-        assert not threshold_ops.reply_shape_ok(bad, layout, used, tol)
-    assert not threshold_ops.reply_shape_ok(honest[:-1], layout, used, tol)
+        assert not threshold_reply.reply_shape_ok(bad, layout, used, tol)
+    assert not threshold_reply.reply_shape_ok(honest[:-1], layout, used, tol)

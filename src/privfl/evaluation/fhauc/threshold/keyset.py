@@ -3,8 +3,9 @@
 A key set is what the key rounds of one session produce: every party's own key share (never
 sent), the joint public key, and the aggregator's joint evaluation keys. Its noise flooding
 is sized for ``max_decryptions`` decryption shares per party (:class:`~privfl.crypto.
-threshold.ThresholdParameters`); a session spends ``executions x requests_per_execution``
-of them at every party (the lead's fusion counts like a share).
+threshold.ThresholdParameters`); a session spends ``groups x requests_per_execution`` of
+them at every party (:attr:`~.plan.Plan.requests`: a ciphertext group is one execution, or
+``lanes`` of them in the lanes layout; the lead's fusion counts like a share).
 
 Reuse: the aggregator announces a kept key set by its id in the session config
 (``SessionConfig.key_set``; bound by the config's digest, so every party sees the same). A

@@ -28,12 +28,12 @@ from privfl.evaluation.fhauc.threshold import curve as threshold_curve
 from privfl.evaluation.fhauc.threshold.messages import MAX_UPLOAD_BYTES, UPLOAD_FRAMING_BYTES
 from privfl.evaluation.fhauc.threshold.noise import semi_honest_precision, sigma_products
 from privfl.evaluation.fhauc.threshold.ops import (
-    SHAPE_SIGMAS,
     check_decryptions,
     fhauc_parameters,
     session_layout,
     value_shift,
 )
+from privfl.evaluation.fhauc.threshold.reply import SHAPE_SIGMAS
 from privfl.evaluation.fhauc.variant import (
     Malicious,
     Outcome,
@@ -117,7 +117,7 @@ class Plan:
     multiplier_scale_bits: int = 0  # j: the aggregator applies c as c / 2^j (one level)
     requests_per_execution: int = 1  # joint decryptions per execution (curve: 2 x chunks)
     slot_sigma: float = 0.0  # curve/metrics reveals: per-slot error term (.curve)
-    reply_tolerance: float = 0.0  # malicious AUC: the lead's shape check (ops.reply_shape_ok)
+    reply_tolerance: float = 0.0  # malicious AUC: the lead's shape check (reply.reply_shape_ok)
 
     @property
     def groups(self) -> int:

@@ -29,8 +29,8 @@ from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.threshold import curve as threshold_curve
 from privfl.evaluation.fhauc.threshold import messages as tmsg
-from privfl.evaluation.fhauc.threshold.ops import decode_pairs, reply_shape_ok
 from privfl.evaluation.fhauc.threshold.plan import Plan
+from privfl.evaluation.fhauc.threshold.reply import decode_pairs, reply_shape_ok
 from privfl.evaluation.fhauc.variant import Malicious, Outcome, Packed, PartyView
 from privfl.evaluation.statistics import PartyCounts
 
@@ -88,7 +88,7 @@ def lead_plaintext(
     """The lead: fuse its own share into every reply ciphertext and decode what the parties
     are entitled to (``auc``: the pair per execution; ``curve``: the used slots of every
     ciphertext). A reply that does not decrypt becomes NaN, and so (malicious AUC) does one
-    whose decoded slots do not have the honest shape (:func:`~.ops.reply_shape_ok`): the
+    whose decoded slots do not have the honest shape (:func:`~.reply.reply_shape_ok`): the
     parties' checks refuse it. The lead has decoded those slots all the same: what it saw is
     the limit stated in docs/security/fhauc.md."""
     if reveal is Reveal.AUC:
