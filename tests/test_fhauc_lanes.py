@@ -15,12 +15,11 @@ from hypothesis import strategies as st
 import privfl
 from conftest import make_parties
 from privfl.errors import VerificationError
-from privfl.evaluation.fhauc import tamper
+from privfl.evaluation.fhauc import shape, tamper
 from privfl.evaluation.fhauc.aggregator import random_multiplier
 from privfl.evaluation.fhauc.layout import MAX_LANES, Layout
 from privfl.evaluation.fhauc.threshold import ops as threshold_ops
 from privfl.evaluation.fhauc.threshold import plan as plan_module
-from privfl.evaluation.fhauc.threshold import reply as threshold_reply
 from privfl.evaluation.fhauc.threshold import reveal as threshold_reveal
 from privfl.evaluation.fhauc.threshold.reply import decode_pairs
 from privfl.evaluation.fhauc.uploads import Reply, summed_vectors
@@ -204,7 +203,7 @@ def test_values_planted_in_the_slots_the_lead_decodes_are_refused(monkeypatch, a
     """The lead decodes ``(L + 2)·lanes`` slots of each reply and reveals two per execution;
     an aggregator that keeps those pairs right but plants other values in the rest (found by
     a fresh-eyes review: the federation's per-bin products, accepted before) is refused: the
-    lead's shape check (:func:`~privfl.evaluation.fhauc.threshold.reply.reply_shape_ok`) turns
+    lead's shape check (:func:`~privfl.evaluation.fhauc.shape.reply_shape_ok`) turns
     the group into NaN. Without the check the same session is accepted (the test can fail)."""
     monkeypatch.setattr(threshold_ops, "FHAUC_PARAMETER_SET", "fhauc-test")
     parties = make_parties(np.random.default_rng(11), 2, 300)
@@ -227,9 +226,23 @@ def test_the_shape_check_passes_honest_replies_and_refuses_a_planted_slot():
     rows[:, :used] = [5e6, 6e6, 7e6]
     rows[ds, :used] += [1e6, 2e6, 3e6]
     honest = (rows + rng.uniform(-0.3, 0.3, rows.shape)).reshape(-1)
-    assert threshold_reply.reply_shape_ok(honest, layout, used, tol)
+    assert shape.reply_shape_ok(honest, layout, used, tol)
     for slot in (layout.slot(3, 1), layout.slot(ds + 1, 0), layout.slot(0, used)):
         bad = honest.copy()
         bad[slot] += 2.0
-        assert not threshold_reply.reply_shape_ok(bad, layout, used, tol)
-    assert not threshold_reply.reply_shape_ok(honest[:-1], layout, used, tol)
+        assert not shape.reply_shape_ok(bad, layout, used, tol)
+    assert not shape.reply_shape_ok(honest[:-1], layout, used, tol)
+
+
+def test_single_key_parties_refuse_values_planted_in_slots_they_do_not_read(monkeypatch):
+    """With single keys every party decrypts the whole reply; the same planted products
+    (positions 1..L-1, pairs kept right) are refused by each party's own shape check
+    (:func:`~privfl.evaluation.fhauc.shape.vectors_shape_ok`) and accepted without it."""
+    from privfl.evaluation.fhauc import single_keys
+
+    parties = make_parties(np.random.default_rng(13), 3, 300)
+    with pytest.raises(VerificationError, match="other values than the agreed ones"):
+        privfl.federated_auc(parties, 10, security="malicious", aggregator=PlantInDecodedSlots())
+    monkeypatch.setattr(single_keys, "vectors_shape_ok", lambda *args: True)
+    res = privfl.federated_auc(parties, 10, security="malicious", aggregator=PlantInDecodedSlots())
+    assert res.verified and res.auc == pytest.approx(privfl.binned_auc(parties, 10), abs=TOL)

@@ -16,8 +16,8 @@ import numpy as np
 
 from privfl.crypto import keywrap, prng
 from privfl.crypto.ckks import CKKSContext
-from privfl.errors import MalformedMessageError, ProtocolError
-from privfl.evaluation.fhauc import curve, sizing
+from privfl.errors import MalformedMessageError, ProtocolError, VerificationError
+from privfl.evaluation.fhauc import curve, malicious, sizing
 from privfl.evaluation.fhauc.key_holder import BUNDLE_PURPOSE
 from privfl.evaluation.fhauc.layout import Layout
 from privfl.evaluation.fhauc.messages import KeyBundle, SessionConfig
@@ -26,9 +26,10 @@ from privfl.evaluation.fhauc.party_state import SessionState, Stage
 from privfl.evaluation.fhauc.policy import Policy
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.session import new_nonce
+from privfl.evaluation.fhauc.shape import tolerances, vectors_shape_ok
 from privfl.evaluation.fhauc.steps import Step
 from privfl.evaluation.fhauc.uploads import PartyUpload, Result, Upload
-from privfl.evaluation.fhauc.variant import variant_for
+from privfl.evaluation.fhauc.variant import Malicious, variant_for
 from privfl.evaluation.statistics import PartyCounts
 
 __all__ = ["SingleKeys"]
@@ -139,6 +140,16 @@ class SingleKeys:
             vectors = [curve.reply_vectors(r.decrypt(ctx), layout) for r in result.replies]
             return Finished(curve.recover(vectors, party.curve_total(), view), executions)
         plain = [r.decrypt(ctx) for r in result.replies]
+        if isinstance(variant, Malicious):  # every slot this party decrypted, not only its pairs
+            sigmas = variant.sigma_products(variant.sizes(config, party.policy))
+            high = malicious.multiplier_bounds(party.policy.multiplier_bits)[1]
+            tol = tolerances(sigmas, high)
+            for g, v in enumerate(plain):
+                if not vectors_shape_ok(v[0], v[1], layout, layout.lanes_used(g, executions), tol):
+                    raise VerificationError(
+                        "the aggregator's reply carries other values than the agreed ones in "
+                        "slots this party decrypted: it deviated from the protocol"
+                    )
         ds = layout.denominator_slot  # each execution's pair, in its group's lane
         decoded = [
             (float(v[0][layout.slot(0, lane)]), float(v[1][layout.slot(ds, lane)]))

@@ -24,6 +24,7 @@ from privfl.evaluation.fhauc.layout import Layout
 from privfl.evaluation.fhauc.messages import SessionConfig
 from privfl.evaluation.fhauc.policy import MAX_EXECUTIONS, Policy, Security
 from privfl.evaluation.fhauc.reveal import Reveal
+from privfl.evaluation.fhauc.shape import tolerances
 from privfl.evaluation.fhauc.threshold import curve as threshold_curve
 from privfl.evaluation.fhauc.threshold.messages import MAX_UPLOAD_BYTES, UPLOAD_FRAMING_BYTES
 from privfl.evaluation.fhauc.threshold.noise import semi_honest_precision, sigma_products
@@ -33,7 +34,6 @@ from privfl.evaluation.fhauc.threshold.ops import (
     session_layout,
     value_shift,
 )
-from privfl.evaluation.fhauc.threshold.reply import SHAPE_SIGMAS
 from privfl.evaluation.fhauc.variant import (
     Malicious,
     Outcome,
@@ -117,7 +117,7 @@ class Plan:
     multiplier_scale_bits: int = 0  # j: the aggregator applies c as c / 2^j (one level)
     requests_per_execution: int = 1  # joint decryptions per execution (curve: 2 x chunks)
     slot_sigma: float = 0.0  # curve/metrics reveals: per-slot error term (.curve)
-    reply_tolerance: float = 0.0  # malicious AUC: the lead's shape check (reply.reply_shape_ok)
+    reply_tolerance: float = 0.0  # malicious AUC: the lead's shape check (shape.reply_shape_ok)
 
     @property
     def groups(self) -> int:
@@ -232,8 +232,7 @@ def plan(config: SessionConfig, policy: Policy) -> Plan:
         )
         variant = ThresholdMalicious(params, ring, shift, 2.0**lo, j, layout.joint)
         # one decoded slot's error: X/c's model std, times c <= 2^hi, in decoded units
-        sigma_x = variant.sigma_products(sizes)[0]
-        tolerance = SHAPE_SIGMAS * math.sqrt(2.0) * sigma_x * 2.0 ** (hi - 2 * shift - j)
+        tolerance = tolerances(variant.sigma_products(sizes), hi, 2 * shift + j)[0]
     else:
         j = 0
         share_bits = math.log2(2 * c_samples)

@@ -27,10 +27,11 @@ from privfl.evaluation.fhauc import curve
 from privfl.evaluation.fhauc.messages import AGGREGATOR, SessionConfig
 from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.evaluation.fhauc.reveal import Reveal
+from privfl.evaluation.fhauc.shape import reply_shape_ok
 from privfl.evaluation.fhauc.threshold import curve as threshold_curve
 from privfl.evaluation.fhauc.threshold import messages as tmsg
 from privfl.evaluation.fhauc.threshold.plan import Plan
-from privfl.evaluation.fhauc.threshold.reply import decode_pairs, reply_shape_ok
+from privfl.evaluation.fhauc.threshold.reply import decode_pairs
 from privfl.evaluation.fhauc.variant import Malicious, Outcome, Packed, PartyView
 from privfl.evaluation.statistics import PartyCounts
 
@@ -88,9 +89,10 @@ def lead_plaintext(
     """The lead: fuse its own share into every reply ciphertext and decode what the parties
     are entitled to (``auc``: the pair per execution; ``curve``: the used slots of every
     ciphertext). A reply that does not decrypt becomes NaN, and so (malicious AUC) does one
-    whose decoded slots do not have the honest shape (:func:`~.reply.reply_shape_ok`): the
-    parties' checks refuse it. The lead has decoded those slots all the same: what it saw is
-    the limit stated in docs/security/fhauc.md."""
+    whose decoded slots do not have the honest shape
+    (:func:`~privfl.evaluation.fhauc.shape.reply_shape_ok`): the parties' checks refuse it.
+    The lead has decoded those slots all the same: what it saw is the limit stated in
+    docs/security/fhauc.md."""
     if reveal is Reveal.AUC:
         layout = plan.layout  # each group's lanes hold one execution each
         width = layout.slot(layout.denominator_slot + 1, layout.lanes - 1) + 1
