@@ -87,3 +87,17 @@ def product_ratios(data, points, decoded, cs, view, sizes, sigmas, lanes=1) -> l
         ratios.append(abs(x / c - (rnd.r0 * 2.0 * p * n * auc + rnd.r1 * p * n)) / sigma_x)
         ratios.append(abs(y / c - rnd.r2 * p * n) / sigma_y)
     return ratios
+
+
+def record_calls(monkeypatch, owner, name: str) -> list:
+    """Patch ``owner.name`` (a function) to record what every call returns, in call order."""
+    seen: list = []
+    original = getattr(owner, name)
+
+    def recorded(*args, **kwargs):
+        out = original(*args, **kwargs)
+        seen.append(out)
+        return out
+
+    monkeypatch.setattr(owner, name, recorded)
+    return seen

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import privfl
+from _shared import record_calls
 from conftest import make_parties
 from privfl.errors import VerificationError
 from privfl.evaluation.fhauc import shape, tamper
@@ -118,15 +119,7 @@ def test_sessions_with_several_groups_are_exact(monkeypatch, executions):
     partly empty, each equal to the binned reference and verified."""
     monkeypatch.setattr(threshold_ops, "FHAUC_PARAMETER_SET", "fhauc-test")
     parties = make_parties(np.random.default_rng(executions), 3, 400)
-    seen = []
-    plan = plan_module.plan
-
-    def record(config, policy):
-        out = plan(config, policy)
-        seen.append(out)
-        return out
-
-    monkeypatch.setattr(plan_module, "plan", record)
+    seen = record_calls(monkeypatch, plan_module, "plan")
     res = privfl.federated_auc(
         parties, 100, keys="threshold", security="malicious", splits=2,
         executions=executions, min_guarantee_bits=0,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 import privfl
-from _shared import product_ratios
+from _shared import product_ratios, record_calls
 from conftest import make_parties
 from privfl.evaluation.fhauc import aggregator as agg_module
 from privfl.evaluation.fhauc import curve as curve_module
@@ -29,16 +29,7 @@ MAX_SIGMAS = 2.0
 
 
 def record_multipliers(monkeypatch) -> list[int]:
-    cs: list[int] = []
-    draw = agg_module.random_multiplier
-
-    def record_c(lo, hi):
-        c = draw(lo, hi)
-        cs.append(c)
-        return c
-
-    monkeypatch.setattr(agg_module, "random_multiplier", record_c)
-    return cs
+    return record_calls(monkeypatch, agg_module, "random_multiplier")
 
 
 def test_the_threshold_curve_model_bounds_each_positions_measured_error(monkeypatch):
