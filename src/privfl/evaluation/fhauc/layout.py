@@ -28,8 +28,9 @@ With ``L`` terms per vector (``N-1`` semi-honest, ``S·N`` malicious) and ``slot
   error, since T and F are one polynomial
   (:func:`~privfl.evaluation.fhauc.threshold.noise.coherent_error`). The curve reveals have
   their own joint layout (:class:`CurveLayout`, threshold keys).
-* *lanes* (malicious, threshold keys, where a window fits the slots at least four times:
-  :func:`~privfl.evaluation.fhauc.threshold.plan.plan`): the folded two-ciphertext layout
+* *lanes* (malicious, threshold keys: where a window fits the slots four or more times, or
+  twice where the joint layout does not pay, :func:`~privfl.evaluation.fhauc.threshold.plan.plan`):
+  the folded two-ciphertext layout
   for ``lanes = slots / W`` executions at once. Each execution's folded vectors are built
   on ``slots / lanes`` slots (one period, no replication when ``lanes`` is the most that
   fit) and *interleaved*: execution ``g``'s slot ``i`` sits at ``i·lanes + g``. Every

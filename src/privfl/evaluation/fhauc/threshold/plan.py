@@ -146,8 +146,8 @@ class Plan:
         need = self.groups * self.upload_bytes + UPLOAD_FRAMING_BYTES
         if need > MAX_UPLOAD_BYTES:
             raise InputError(
-                f"refused before upload: {self.executions} executions in {self.groups} x "
-                f"{self.upload_bytes / 2**20:.1f} MiB of ciphertexts exceed the "
+                f"refused before upload: {self.executions} executions, {self.groups} upload "
+                f"group(s) x {self.upload_bytes / 2**20:.1f} MiB of ciphertexts, exceed the "
                 f"{MAX_UPLOAD_BYTES >> 20} MiB an upload may hold: use at most "
                 f"{self.max_executions} executions (a smaller min_guarantee_bits), or fewer "
                 "decision points or splits"
