@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import tenseal.sealapi as seal
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import privfl
 from _shared import record_calls
 from conftest import make_parties
+from privfl.crypto.ckks_ciphertext import Ciphertext
 from privfl.errors import VerificationError
 from privfl.evaluation.fhauc import shape, tamper
 from privfl.evaluation.fhauc.aggregator import random_multiplier
+from privfl.evaluation.fhauc.ciphertext import as_seal
 from privfl.evaluation.fhauc.layout import MAX_LANES, Layout
 from privfl.evaluation.fhauc.threshold import ops as threshold_ops
 from privfl.evaluation.fhauc.threshold import plan as plan_module
@@ -155,12 +158,13 @@ def test_lane_deviations_are_refused_by_the_executions_checks(monkeypatch, attac
 
 
 class PlantInDecodedSlots(tamper.PerExecution):
-    """Every pair the parties read stays right, but the slots the lead also decodes carry the
-    unsummed products ``T^p·F^p`` (the per-bin AUC terms): at positions 1..L-1 of the used
-    lanes, or (``empty``) lane 0's in the first empty lane. The multiplier and the masks are
-    one plaintext product: the honest reply's levels."""
+    """Every pair the parties read stays right, but other decrypted slots carry the unsummed
+    products ``T^p·F^p`` (the per-bin AUC terms): positions 1..L-1 of the used lanes
+    (``where = "read"``: among the slots read), L+2..2L+1 (``"beyond"``: past them), or lane
+    0's in the first empty lane (``"empty"``). The multiplier and the masks are one plaintext
+    product: the honest reply's levels."""
 
-    empty = False
+    where = "read"
 
     def tamper(self, uploads):
         layout, slots = self._layout(), self._keys().slots
@@ -168,14 +172,17 @@ class PlantInDecodedSlots(tamper.PerExecution):
         product = ts[0] * fs[0]
         num, den = self.products(uploads)
         c = random_multiplier(*self.multiplier_range) / 2.0**self.multiplier_scale_bits
-        used = layout.lanes_used(self.execution, self.executions)
+        used, ds = layout.lanes_used(self.execution, self.executions), layout.denominator_slot
         keep, plant = np.full(slots, c), np.zeros(slots)
-        if self.empty:  # lane 0's positions p + 1 land on lane `used`'s positions p
+        source = product
+        if self.where == "empty":  # lane 0's positions p + 1 land on lane `used`'s positions p
             source = tamper.rotated(product, layout.lanes - used, slots)
-            spots = [(p, used) for p in range(layout.denominator_slot + 2)]
+            spots = [(p, used) for p in range(ds + 2)]
+        elif self.where == "beyond":  # position p + L + 2 shows position p's product
+            source = tamper.rotated(product, slots - (ds + 2) * layout.lanes, slots)
+            spots = [(p, g) for g in range(used) for p in range(ds + 2, 2 * ds + 2)]
         else:
-            source = product
-            spots = [(p, g) for g in range(used) for p in range(1, layout.denominator_slot)]
+            spots = [(p, g) for g in range(used) for p in range(1, ds)]
         for p, lane in spots:
             keep[layout.slot(p, lane)], plant[layout.slot(p, lane)] = 0.0, c
         numerator = num.scale_by_slots(keep) + source.scale_by_slots(plant)
@@ -186,18 +193,24 @@ class PlantInDecodedSlots(tamper.PerExecution):
 
 
 class PlantInEmptyLane(PlantInDecodedSlots):
-    empty = True
+    where = "empty"
+
+
+class PlantBeyondTheReadSlots(PlantInDecodedSlots):
+    where = "beyond"
 
 
 @pytest.mark.parametrize(
-    "attack", [PlantInDecodedSlots, PlantInEmptyLane], ids=lambda c: c.__name__
+    "attack",
+    [PlantInDecodedSlots, PlantInEmptyLane, PlantBeyondTheReadSlots],
+    ids=lambda c: c.__name__,
 )
 def test_values_planted_in_the_slots_the_lead_decodes_are_refused(monkeypatch, attack):
-    """The lead decodes ``(L + 2)·lanes`` slots of each reply and reveals two per execution;
-    an aggregator that keeps those pairs right but plants other values in the rest (found by
-    a fresh-eyes review: the federation's per-bin products, accepted before) is refused: the
-    lead's shape check (:func:`~privfl.evaluation.fhauc.shape.reply_shape_ok`) turns
-    the group into NaN. Without the check the same session is accepted (the test can fail)."""
+    """The lead decodes every slot of each reply and reveals two per execution; an
+    aggregator that keeps those pairs right but plants other values in the rest (found by
+    fresh-eyes reviews: the federation's per-bin products, accepted before) is refused: the
+    lead's shape check (:func:`~privfl.evaluation.fhauc.shape.reply_shape_ok`) turns the
+    group into NaN. Without the check the same session is accepted (the test can fail)."""
     monkeypatch.setattr(threshold_ops, "FHAUC_PARAMETER_SET", "fhauc-test")
     parties = make_parties(np.random.default_rng(11), 2, 300)
     run = {"keys": "threshold", "security": "malicious", "splits": 2}
@@ -209,21 +222,25 @@ def test_values_planted_in_the_slots_the_lead_decodes_are_refused(monkeypatch, a
 
 
 def test_the_shape_check_passes_honest_replies_and_refuses_a_planted_slot():
-    """The pure check: an honest decoded reply (num in every position but L, num + den at L,
-    zeros in empty lanes, each within noise) passes; one slot off by more than the tolerance
-    in a used lane, or in an empty one, fails."""
+    """The pure check over every slot: an honest decoded reply (the numerator everywhere in a
+    used lane but at the denominator's positions, which hold numerator plus denominator;
+    zeros in empty lanes; each within noise) passes; one slot off by more than the
+    tolerance, in a used lane, past the read slots or in an empty lane, fails."""
     layout = Layout.in_lanes(20, 2048)
     rng = np.random.default_rng(3)
     ds, used, tol = layout.denominator_slot, 3, 1.0
-    rows = np.zeros((ds + 2, layout.lanes))
+    rows = np.zeros((layout.lane_slots, layout.lanes))
     rows[:, :used] = [5e6, 6e6, 7e6]
-    rows[ds, :used] += [1e6, 2e6, 3e6]
+    rows[ds :: layout.window, :used] += [1e6, 2e6, 3e6]
     honest = (rows + rng.uniform(-0.3, 0.3, rows.shape)).reshape(-1)
     assert shape.reply_shape_ok(honest, layout, used, tol)
-    for slot in (layout.slot(3, 1), layout.slot(ds + 1, 0), layout.slot(0, used)):
+    for slot in (layout.slot(3, 1), layout.slot(ds + 1, 0), layout.slot(ds + 5, 2)):
         bad = honest.copy()
         bad[slot] += 2.0
         assert not shape.reply_shape_ok(bad, layout, used, tol)
+    bad = honest.copy()
+    bad[layout.slot(7, used)] = 2.0  # an empty lane
+    assert not shape.reply_shape_ok(bad, layout, used, tol)
     assert not shape.reply_shape_ok(honest[:-1], layout, used, tol)
 
 
@@ -238,4 +255,37 @@ def test_single_key_parties_refuse_values_planted_in_slots_they_do_not_read(monk
         privfl.federated_auc(parties, 10, security="malicious", aggregator=PlantInDecodedSlots())
     monkeypatch.setattr(single_keys, "vectors_shape_ok", lambda *args: True)
     res = privfl.federated_auc(parties, 10, security="malicious", aggregator=PlantInDecodedSlots())
+    assert res.verified and res.auc == pytest.approx(privfl.binned_auc(parties, 10), abs=TOL)
+
+
+class PlantInImaginaryParts(tamper.PerExecution):
+    """Single keys: the honest reply plus ``i`` times the unsummed products ``T^p·F^p``
+    (``i`` is an exact plaintext at scale 1: no level); the real parts, all a party reads,
+    stay honest (a fresh-eyes review's attack)."""
+
+    def tamper(self, uploads):
+        layout = self._layout()
+        ts, fs = summed_vectors(uploads, layout)
+        product = as_seal(ts[0] * fs[0])
+        plain = seal.Plaintext()
+        product.context.encoder.encode(complex(0, 1), product.seal.parms_id(), 1.0, plain)
+        out = seal.Ciphertext()
+        product.context.evaluator.multiply_plain(product.seal, plain, out)
+        imaginary = Ciphertext(product.context, out)
+        num, den = self.products(uploads)
+        c = random_multiplier(*self.multiplier_range)
+        session = self.session_config.session
+        return Reply(session, (num + imaginary) * c, (den + imaginary) * c, self.execution)
+
+
+def test_single_key_parties_refuse_values_planted_in_imaginary_parts(monkeypatch):
+    from privfl.evaluation.fhauc import single_keys
+
+    parties = make_parties(np.random.default_rng(13), 3, 300)
+    with pytest.raises(VerificationError, match="other values than the agreed ones"):
+        privfl.federated_auc(parties, 10, security="malicious", aggregator=PlantInImaginaryParts())
+    monkeypatch.setattr(single_keys, "vectors_shape_ok", lambda *args: True)
+    res = privfl.federated_auc(
+        parties, 10, security="malicious", aggregator=PlantInImaginaryParts()
+    )
     assert res.verified and res.auc == pytest.approx(privfl.binned_auc(parties, 10), abs=TOL)

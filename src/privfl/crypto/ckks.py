@@ -257,6 +257,14 @@ class CKKSContext:
 
     def decrypt(self, ct: Ciphertext) -> npt.NDArray[np.float64]:
         """Decrypt and decode all slots (parties only)."""
+        return np.asarray(self._decode(ct, self.encoder.decode_double), dtype=np.float64)
+
+    def decrypt_complex(self, ct: Ciphertext) -> npt.NDArray[np.complex128]:
+        """Decrypt and decode all slots with their imaginary parts (parties only: what a
+        decryption shows, for a check that nothing was put there)."""
+        return np.asarray(self._decode(ct, self.encoder.decode_complex), dtype=np.complex128)
+
+    def _decode(self, ct: Ciphertext, decode: Any) -> Any:
         if self._decryptor is None:
             raise DecryptionNotPermittedError(
                 "this CKKS context holds no secret key and cannot decrypt"
@@ -264,7 +272,7 @@ class CKKSContext:
         plain = seal.Plaintext()
         try:
             self._decryptor.decrypt(ct.seal, plain)
-            return np.asarray(self.encoder.decode_double(plain), dtype=np.float64)
+            return decode(plain)
         except (ValueError, RuntimeError) as exc:
             raise MalformedMessageError(f"ciphertext cannot be decrypted ({exc})") from None
 

@@ -5,10 +5,13 @@ A party reads two values per execution, but a decryption shows it every slot, an
 aggregator can keep those two right while it puts other values it computed (the unsummed
 per-bin products, say) in the rest: its masks fold into its multiplier's plaintext product, at
 no extra level. In an honest reply every slot of an execution's lane holds that execution's
-numerator, the denominator sits where the layout puts it, and empty lanes hold zero; a reply
-that does not fit within :data:`SHAPE_SIGMAS` model standard deviations is refused by every
-party. The decrypting party has seen it all the same: the check makes the deviation detected,
-not unseen (docs/security/fhauc.md, *Limits*).
+numerator, the denominator sits where the layout puts it, empty lanes and imaginary parts
+hold zero; a reply that does not fit within :data:`SHAPE_SIGMAS` model standard deviations is
+refused by every party. What this does not do (docs/security/fhauc.md, *Limits*): the
+decrypting party has seen a refused reply all the same, and values planted *within* the
+tolerance pass (the tolerance bounds the numerator's error, far above the honest spread
+between slots): a bound on what a deviating aggregator can show, not a proof that it showed
+nothing.
 """
 
 from __future__ import annotations
@@ -36,25 +39,24 @@ def tolerances(
 
 
 def reply_shape_ok(raw: npt.ArrayLike, layout: Layout, used: int, tolerance: float) -> bool:
-    """Whether one group's decoded reply ``num + den`` has the honest shape in the slots the
-    lead decodes (the first ``(L + 2)·lanes``): in each of the ``used`` lanes, every position
-    but the denominator's holds the same numerator (within ``tolerance`` of one another), and
-    every slot of the other lanes is within ``tolerance`` of zero. A reply that carries
-    anything else there (other values the aggregator computed, which the lead would see and
-    no pair check would notice) fails. Threshold keys: run by the lead, on its own decoding."""
-    ds = layout.denominator_slot
-    width = (ds + 2) * layout.lanes
+    """Whether one group's decoded reply ``num + den`` (every slot; threshold keys: run by
+    the lead on its own decoding) has the honest shape: in each of the ``used`` lanes every
+    slot within ``tolerance`` of the lane's numerator (read next to its denominator) or of
+    numerator plus denominator (where the layout puts the denominator; its tiling repeats
+    it), and every slot of the other lanes within ``tolerance`` of zero."""
     values = np.asarray(raw, dtype=np.float64)
-    if values.size < width or not np.isfinite(values[:width]).all():
+    if values.size != layout.slots or not np.isfinite(values).all():
         return False
-    rows = values[:width].reshape(ds + 2, layout.lanes)  # positions x lanes
-    numerators = np.delete(rows, ds, axis=0)
+    rows = values.reshape(-1, layout.lanes)  # positions x lanes
+    ds = layout.denominator_slot
     for lane in range(layout.lanes):
-        if lane < used:
-            column = numerators[:, lane]
-            if float(column.max() - column.min()) > tolerance:
+        column = rows[:, lane]
+        if lane >= used:
+            if float(np.abs(column).max()) > tolerance:
                 return False
-        elif float(np.abs(rows[:, lane]).max()) > tolerance:
+            continue
+        num, both = column[ds + 1], column[ds]
+        if float(np.minimum(np.abs(column - num), np.abs(column - both)).max()) > tolerance:
             return False
     return True
 
@@ -67,20 +69,28 @@ def vectors_shape_ok(
     tolerances: tuple[float, float],
 ) -> bool:
     """Single keys: whether one group's decrypted reply (every slot of the numerator and of
-    the denominator ciphertext) has the honest shape: in each of the ``used`` lanes every
+    the denominator ciphertext, decoded as complex numbers) has the honest shape: imaginary
+    parts within the tolerances of zero; in each of the ``used`` lanes every
     numerator slot within ``tolerances[0]`` of the others, and every denominator slot within
-    the larger tolerance of zero or of the lane's denominator (the layout's tiling repeats it;
-    a slot away from it multiplies shares, whose product error is a numerator slot's, not
-    the totals' of ``Y``); every slot of the other lanes within the tolerances of zero."""
-    tol_x, tol_y = tolerances[0], max(tolerances)
+    twice the larger tolerance of zero or of the lane's denominator (the layout's tiling
+    repeats it; a slot away from it multiplies shares, whose product error is a numerator
+    slot's, not the totals' of ``Y``); every slot of the other lanes within the tolerances of
+    zero."""
+    # a denominator slot away from its value multiplies a share (up to M times the share
+    # bound) by the other vector's noise: measured up to half of the larger tolerance at 2
+    # parties, N = 3 (the numerator slots' spread: at most 0.19 of theirs), hence twice it
+    tol_x, tol_y = tolerances[0], 2.0 * max(tolerances)
     size = layout.slots
-    num = np.asarray(numerator, dtype=np.float64)
-    den = np.asarray(denominator, dtype=np.float64)
-    if num.size < size or den.size < size:
+    num_c = np.asarray(numerator, dtype=np.complex128)
+    den_c = np.asarray(denominator, dtype=np.complex128)
+    if num_c.size != size or den_c.size != size:
         return False
-    num, den = num[:size].reshape(-1, layout.lanes), den[:size].reshape(-1, layout.lanes)
-    if not (np.isfinite(num).all() and np.isfinite(den).all()):
+    if not (np.isfinite(num_c).all() and np.isfinite(den_c).all()):
         return False
+    # honest imaginary parts are noise: values planted there would not show in the real parts
+    if float(np.abs(num_c.imag).max()) > tol_x or float(np.abs(den_c.imag).max()) > tol_y:
+        return False
+    num, den = num_c.real.reshape(-1, layout.lanes), den_c.real.reshape(-1, layout.lanes)
     for lane in range(layout.lanes):
         n, d = num[:, lane], den[:, lane]
         if lane >= used:

@@ -18,6 +18,7 @@ from privfl.crypto import keywrap, prng
 from privfl.crypto.ckks import CKKSContext
 from privfl.errors import MalformedMessageError, ProtocolError, VerificationError
 from privfl.evaluation.fhauc import curve, malicious, sizing
+from privfl.evaluation.fhauc.ciphertext import as_seal
 from privfl.evaluation.fhauc.key_holder import BUNDLE_PURPOSE
 from privfl.evaluation.fhauc.layout import Layout
 from privfl.evaluation.fhauc.messages import KeyBundle, SessionConfig
@@ -139,12 +140,16 @@ class SingleKeys:
                 raise ProtocolError("a curve session needs a curve layout")
             vectors = [curve.reply_vectors(r.decrypt(ctx), layout) for r in result.replies]
             return Finished(curve.recover(vectors, party.curve_total(), view), executions)
-        plain = [r.decrypt(ctx) for r in result.replies]
+        full = [
+            [ctx.decrypt_complex(as_seal(c)) for c in (r.numerator, r.denominator)]
+            for r in result.replies
+        ]
+        plain = [[v.real for v in pair] for pair in full]
         if isinstance(variant, Malicious):  # every slot this party decrypted, not only its pairs
             sigmas = variant.sigma_products(variant.sizes(config, party.policy))
             high = malicious.multiplier_bounds(party.policy.multiplier_bits)[1]
             tol = tolerances(sigmas, high)
-            for g, v in enumerate(plain):
+            for g, v in enumerate(full):
                 if not vectors_shape_ok(v[0], v[1], layout, layout.lanes_used(g, executions), tol):
                     raise VerificationError(
                         "the aggregator's reply carries other values than the agreed ones in "

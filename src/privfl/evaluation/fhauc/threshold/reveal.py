@@ -95,7 +95,7 @@ def lead_plaintext(
     docs/security/fhauc.md."""
     if reveal is Reveal.AUC:
         layout = plan.layout  # each group's lanes hold one execution each
-        width = layout.slot(layout.denominator_slot + 1, layout.lanes - 1) + 1
+        width = layout.slots  # every slot: the shape check covers all the lead can see
         pairs = []
         for group, item in enumerate(items):
             values = _fuse(keys, item, width)
