@@ -170,7 +170,7 @@ class PlantInDecodedSlots(tamper.PerExecution):
         layout, slots = self._layout(), self._keys().slots
         ts, fs = summed_vectors(uploads, layout)
         product = ts[0] * fs[0]
-        num, den = self.products(uploads)
+        num, den = self.numerator_and_denominator(uploads)
         c = random_multiplier(*self.multiplier_range) / 2.0**self.multiplier_scale_bits
         used, ds = layout.lanes_used(self.execution, self.executions), layout.denominator_slot
         keep, plant = np.full(slots, c), np.zeros(slots)
@@ -272,7 +272,7 @@ class PlantInImaginaryParts(tamper.PerExecution):
         out = seal.Ciphertext()
         product.context.evaluator.multiply_plain(product.seal, plain, out)
         imaginary = Ciphertext(product.context, out)
-        num, den = self.products(uploads)
+        num, den = self.numerator_and_denominator(uploads)
         c = random_multiplier(*self.multiplier_range)
         session = self.session_config.session
         return Reply(session, (num + imaginary) * c, (den + imaginary) * c, self.execution)

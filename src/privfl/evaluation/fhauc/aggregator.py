@@ -251,20 +251,26 @@ class Aggregator:
             c = random_multiplier(*self.multiplier_range)
             t0, f0, extra = curve.aggregate(uploads, layout, c)
             return Reply(cfg.session, t0, f0, self.execution, self.name, extra)
-        t, f = summed_vectors(uploads, layout)
-        products = [t[k] * f[k] for k in range(layout.chunks)]
-        summed = add_all(products) if len(products) > 1 else products[0]
-        num = summed.window_sum(layout.window, layout.lanes)
-        if layout.folded:
-            den = t[0] * f[0].rotate(layout.denominator_rotation)
-        else:
-            d = add_all([u.d[0] for u in uploads])
-            den = d * d.rotate(layout.denominator_rotation)
+        num, den = self.numerator_and_denominator(uploads)
         c = random_multiplier(*self.multiplier_range)
         return Reply(
             cfg.session, self.times_multiplier(num, c), self.times_multiplier(den, c),
             self.execution, self.name,
         )  # fmt: skip
+
+    def numerator_and_denominator(self, uploads: list[Upload]) -> tuple[HECiphertext, HECiphertext]:
+        """E(num) in every slot of each lane and E(TP·FP) at each lane's denominator slot,
+        from the parties' uploads of one ciphertext group, before the multiplier ``c`` (the
+        AUC reveal; the tamper suite builds its deviations on it)."""
+        layout = self._layout()
+        t, f = summed_vectors(uploads, layout)
+        products = [t[k] * f[k] for k in range(layout.chunks)]
+        summed = add_all(products) if len(products) > 1 else products[0]
+        num = summed.window_sum(layout.window, layout.lanes)
+        if layout.folded:
+            return num, t[0] * f[0].rotate(layout.denominator_rotation)
+        d = add_all([u.d[0] for u in uploads])
+        return num, d * d.rotate(layout.denominator_rotation)
 
     def times_multiplier(self, ct: HECiphertext, c: int) -> HECiphertext:
         """``ct`` times the secret multiplier ``c``: an integer product at scale 1 (no

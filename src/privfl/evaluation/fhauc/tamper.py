@@ -61,14 +61,6 @@ class PerExecution(Aggregator):
         """Whether this session's executions share ciphertexts (one group holds several)."""
         return self._layout().lanes > 1
 
-    def products(self, uploads: list[Upload]) -> tuple[HECiphertext, HECiphertext]:
-        """The honest numerator and denominator of ``uploads``, before the multiplier."""
-        layout = self._layout()
-        ts, fs = summed_vectors(uploads, layout)
-        t, f = ts[0], fs[0]
-        num = (t * f).window_sum(layout.window, layout.lanes)
-        return num, t * f.rotate(layout.denominator_rotation)
-
     def in_lanes(self, parts: Sequence[tuple[HECiphertext, HECiphertext, Sequence[int]]]) -> Reply:
         """A reply whose lanes come from different computations: each ``(numerator,
         denominator, lanes)`` gives its lanes, every slot times one multiplier ``c``, the
@@ -141,7 +133,7 @@ class SwapTwoPartiesBetweenExecutions(PerExecution):
     def tamper(self, uploads: list[Upload]) -> Reply:
         if self.lanes():
             swapped = [next_lane(uploads[0]), next_lane(uploads[1]), *uploads[2:]]
-            return self.replayed(self.products(swapped), uploads)
+            return self.replayed(self.numerator_and_denominator(swapped), uploads)
         if self.execution == 1:
             uploads = [self.first[0], self.first[1], *uploads[2:]]
         return self.honest(uploads)
@@ -150,7 +142,7 @@ class SwapTwoPartiesBetweenExecutions(PerExecution):
         """``computed`` in the group's used lanes but the last, the honest result in the last
         (whose next lane may be empty: zeros any check refuses, not the tested agreement)."""
         used = self._layout().lanes_used(self.execution, self.executions)
-        num, den = self.products(uploads)
+        num, den = self.numerator_and_denominator(uploads)
         return self.in_lanes([(*computed, range(used - 1)), (num, den, [used - 1])])
 
 
@@ -160,7 +152,9 @@ class ReplayFirstExecution(SwapTwoPartiesBetweenExecutions):
 
     def tamper(self, uploads: list[Upload]) -> Reply:
         if self.lanes():
-            return self.replayed(self.products([next_lane(u) for u in uploads]), uploads)
+            return self.replayed(
+                self.numerator_and_denominator([next_lane(u) for u in uploads]), uploads
+            )
         return self.honest(self.first if self.execution == 1 else uploads)
 
 
@@ -171,7 +165,7 @@ class ShiftLanes(PerExecution):
 
     def tamper(self, uploads: list[Upload]) -> Reply:
         if self.lanes():
-            return self.cycled(self.products(uploads))
+            return self.cycled(self.numerator_and_denominator(uploads))
         reply = self.honest(uploads)
         return Reply(
             reply.session,
@@ -200,7 +194,7 @@ class ScaleNumerator(PerExecution):
     def tamper(self, uploads: list[Upload]) -> Reply:
         if self.only_execution is not None and self.lanes():
             layout, slots = self._layout(), self._keys().slots
-            num, den = self.products(uploads)
+            num, den = self.numerator_and_denominator(uploads)
             c = random_multiplier(*self.multiplier_range) / 2.0**self.multiplier_scale_bits
             factors = np.full(slots, c)
             factors[self.only_execution :: layout.lanes] = c * 1.001
