@@ -17,14 +17,16 @@ import privfl
 from _shared import record_calls
 from conftest import make_parties
 from privfl.crypto.ckks_ciphertext import Ciphertext
-from privfl.errors import VerificationError
+from privfl.errors import MalformedMessageError, VerificationError
 from privfl.evaluation.fhauc import shape, tamper
 from privfl.evaluation.fhauc.aggregator import random_multiplier
 from privfl.evaluation.fhauc.ciphertext import as_seal
 from privfl.evaluation.fhauc.layout import MAX_LANES, Layout
+from privfl.evaluation.fhauc.threshold import messages as tmsg
 from privfl.evaluation.fhauc.threshold import ops as threshold_ops
 from privfl.evaluation.fhauc.threshold import plan as plan_module
 from privfl.evaluation.fhauc.threshold import reveal as threshold_reveal
+from privfl.evaluation.fhauc.threshold.aggregator import ThresholdAggregator
 from privfl.evaluation.fhauc.threshold.reply import decode_pairs
 from privfl.evaluation.fhauc.uploads import Reply, summed_vectors
 from privfl.evaluation.fhauc.variant import Packed, in_groups
@@ -289,3 +291,27 @@ def test_single_key_parties_refuse_values_planted_in_imaginary_parts(monkeypatch
         parties, 10, security="malicious", aggregator=PlantInImaginaryParts()
     )
     assert res.verified and res.auc == pytest.approx(privfl.binned_auc(parties, 10), abs=TOL)
+
+
+class OneDecryptionPerExecution(ThresholdAggregator):
+    """Asks for one decryption share per execution (the layout before lanes), i.e. more
+    than the plan's one per ciphertext group: the same request repeated, which would let it
+    average the flooding noise away."""
+
+    def request_decryptions(self):
+        session = self.session_config.session
+        relay = tmsg.Relay.from_bytes(super().request_decryptions(), "th-decrypt", session)
+        items = relay.items * self.plan.executions
+        return tmsg.Relay(session, items, "th-decrypt").to_bytes()
+
+
+def test_a_party_answers_one_decryption_per_group_and_refuses_more(monkeypatch):
+    """In lanes (N = 10: 3 executions, 1 group) every party counts the requests against its
+    own plan before it makes any share: three are refused, naming the count it expected."""
+    monkeypatch.setattr(threshold_ops, "FHAUC_PARAMETER_SET", "fhauc-test")
+    parties = make_parties(np.random.default_rng(17), 3, 300)
+    with pytest.raises(MalformedMessageError, match="3 decryption requests, expected 1"):
+        privfl.federated_auc(
+            parties, 10, keys="threshold", security="malicious", splits=2,
+            aggregator=OneDecryptionPerExecution(),
+        )  # fmt: skip
