@@ -17,6 +17,7 @@ import privfl
 from _shared import record_calls
 from conftest import make_parties
 from privfl.crypto.ckks_ciphertext import Ciphertext
+from privfl.crypto.threshold.ciphertext import Ciphertext as ThresholdCrypto
 from privfl.errors import MalformedMessageError, VerificationError
 from privfl.evaluation.fhauc import shape, tamper
 from privfl.evaluation.fhauc.aggregator import random_multiplier
@@ -243,6 +244,10 @@ def test_the_shape_check_passes_honest_replies_and_refuses_a_planted_slot():
     bad = honest.copy()
     bad[layout.slot(7, used)] = 2.0  # an empty lane
     assert not shape.reply_shape_ok(bad, layout, used, tol)
+    noisy = honest + 1j * rng.uniform(-0.3, 0.3, honest.shape)  # complex, as the lead decodes
+    assert shape.reply_shape_ok(noisy, layout, used, tol)
+    noisy[layout.slot(4, 0)] += 2.0j  # an imaginary part beyond the tolerance
+    assert not shape.reply_shape_ok(noisy, layout, used, tol)
     assert not shape.reply_shape_ok(honest[:-1], layout, used, tol)
 
 
@@ -291,6 +296,59 @@ def test_single_key_parties_refuse_values_planted_in_imaginary_parts(monkeypatch
         parties, 10, security="malicious", aggregator=PlantInImaginaryParts()
     )
     assert res.verified and res.auc == pytest.approx(privfl.binned_auc(parties, 10), abs=TOL)
+
+
+class PlantInImaginaryPartsThreshold(tamper.PerExecution):
+    """Threshold keys: the honest reply plus ``i·c`` times the unsummed products ``T^p·F^p``,
+    one complex plaintext product (OpenFHE's complex encoder, which any aggregator holding
+    the context can call) at the honest multiplier's level; every real part stays honest.
+    OpenFHE's REAL decoding, which the lead used before, zeroed these imaginary parts and
+    refused none of this size."""
+
+    def tamper(self, uploads):
+        layout, slots = self._layout(), self._keys().slots
+        ts, fs = summed_vectors(uploads, layout)
+        source = (ts[0] * fs[0]).ct
+        num, den = self.numerator_and_denominator(uploads)
+        c = random_multiplier(*self.multiplier_range) / 2.0**self.multiplier_scale_bits
+        cc = source.context.cc
+        plain = cc.MakeCKKSPackedPlaintext([complex(0.0, c)] * slots, 1, source.level)
+        planted = ThresholdCrypto(source.context, cc.EvalMult(source.native, plain))
+        numerator = threshold_ops.ThresholdCiphertext(
+            num.scale_by_slots(np.full(slots, c)).ct + planted
+        )
+        return Reply(
+            self.session_config.session, numerator, den.scale_by_slots(np.full(slots, c)),
+            self.execution,
+        )  # fmt: skip
+
+
+def test_threshold_lead_refuses_values_planted_in_imaginary_parts(monkeypatch):
+    """The lead decodes complex slots (the FHAUC parameter sets decode COMPLEX) and its
+    shape check bounds the imaginary parts like the real ones: the per-bin products planted
+    there make every party refuse; without the check the same session is accepted with the
+    right AUC (the test can fail)."""
+    monkeypatch.setattr(threshold_ops, "FHAUC_PARAMETER_SET", "fhauc-test")
+    parties = make_parties(np.random.default_rng(12), 2, 300)
+    run = {"keys": "threshold", "security": "malicious", "splits": 2}
+    with pytest.raises(VerificationError, match="valid result"):
+        privfl.federated_auc(parties, 10, aggregator=PlantInImaginaryPartsThreshold(), **run)
+    monkeypatch.setattr(threshold_reveal, "reply_shape_ok", lambda *args: True)
+    res = privfl.federated_auc(parties, 10, aggregator=PlantInImaginaryPartsThreshold(), **run)
+    assert res.verified and res.auc == pytest.approx(privfl.binned_auc(parties, 10), abs=TOL)
+
+
+def test_complex_decoding_is_refused_on_a_set_that_decodes_real_slots_only():
+    """``fuse_and_decode_complex`` names the set instead of returning the zeros OpenFHE's
+    REAL mode puts in the imaginary parts."""
+    import privfl.crypto.threshold as th
+    from privfl.crypto.threshold.ciphertext import fuse_and_decode_complex
+    from privfl.errors import InputError
+
+    ctx = th.ThresholdContext.for_parameters(th.parameter_set("test"), 2)
+    assert not ctx.params.complex_slots and th.parameter_set("fhauc").complex_slots
+    with pytest.raises(InputError, match="does not decode complex slots"):
+        fuse_and_decode_complex(ctx, [], 4)
 
 
 class OneDecryptionPerExecution(ThresholdAggregator):

@@ -40,13 +40,17 @@ def tolerances(
 
 def reply_shape_ok(raw: npt.ArrayLike, layout: Layout, used: int, tolerance: float) -> bool:
     """Whether one group's decoded reply ``num + den`` (every slot; threshold keys: run by
-    the lead on its own decoding) has the honest shape: in each of the ``used`` lanes every
-    slot within ``tolerance`` of the lane's numerator (read next to its denominator) or of
-    numerator plus denominator (where the layout puts the denominator; its tiling repeats
-    it), and every slot of the other lanes within ``tolerance`` of zero."""
-    values = np.asarray(raw, dtype=np.float64)
-    if values.size != layout.slots or not np.isfinite(values).all():
+    the lead on its own decoding, as complex numbers) has the honest shape: every imaginary
+    part within ``tolerance`` of zero; in each of the ``used`` lanes every slot within
+    ``tolerance`` of the lane's numerator (read next to its denominator) or of numerator plus
+    denominator (where the layout puts the denominator; its tiling repeats it), and every
+    slot of the other lanes within ``tolerance`` of zero."""
+    decoded = np.asarray(raw)
+    if decoded.size != layout.slots or not np.isfinite(decoded).all():
         return False
+    if np.iscomplexobj(decoded) and float(np.abs(decoded.imag).max()) > tolerance:
+        return False
+    values = np.real(decoded).astype(np.float64)
     rows = values.reshape(-1, layout.lanes)  # positions x lanes
     ds = layout.denominator_slot
     for lane in range(layout.lanes):

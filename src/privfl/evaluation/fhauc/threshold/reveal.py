@@ -89,7 +89,7 @@ def lead_plaintext(
     """The lead: fuse its own share into every reply ciphertext and decode what the parties
     are entitled to (``auc``: the pair per execution; ``curve``: the used slots of every
     ciphertext). A reply that does not decrypt becomes NaN, and so (malicious AUC) does one
-    whose decoded slots do not have the honest shape
+    whose decoded slots, real and imaginary parts, do not have the honest shape
     (:func:`~privfl.evaluation.fhauc.shape.reply_shape_ok`): the parties' checks refuse it.
     The lead has decoded those slots all the same: what it saw is the limit stated in
     docs/security/fhauc.md."""
@@ -97,13 +97,13 @@ def lead_plaintext(
         layout = plan.layout  # each group's lanes hold one execution each
         width = layout.slots  # every slot: the shape check covers all the lead can see
         pairs = []
+        checked = plan.reply_tolerance > 0  # malicious: decoded as complex, shape checked
         for group, item in enumerate(items):
-            values = _fuse(keys, item, width)
+            decoded = _fuse(keys, item, width, checked)
             used = layout.lanes_used(group, plan.executions)
-            if plan.reply_tolerance and not reply_shape_ok(
-                values, layout, used, plan.reply_tolerance
-            ):  # malicious: other values in the decoded slots; every party refuses the NaN
-                values = np.full(width, np.nan)
+            if checked and not reply_shape_ok(decoded, layout, used, plan.reply_tolerance):
+                decoded = np.full(width, np.nan)  # other values decoded; every party refuses
+            values = np.real(decoded)
             for lane in range(used):
                 pairs.append(decode_pairs(values, layout, 0, lane))
         return tmsg.write_pairs(
@@ -115,12 +115,14 @@ def lead_plaintext(
     )
 
 
-def _fuse(keys: tr.ThresholdParty, item: bytes, length: int) -> np.ndarray:
+def _fuse(
+    keys: tr.ThresholdParty, item: bytes, length: int, complex_values: bool = False
+) -> np.ndarray:
     message = th.LeadDecryption.from_bytes(item, keys.context, keys.session)
     if message.sender != AGGREGATOR:
         raise ProtocolError("lead requests must come from the aggregator")
     try:
-        return keys.lead_decrypt(message, length)
+        return keys.lead_decrypt(message, length, complex_values)
     except th.JointDecryptionError:
         return np.full(length, np.nan)
 

@@ -1,0 +1,95 @@
+"""How close honest malicious threshold AUC replies come to the lead's shape check (issue 27).
+
+The lead decodes every slot of each reply as complex numbers and refuses a reply whose real
+parts stray from the honest shape, or whose imaginary parts stray from zero, by more than the
+plan's tolerance (:func:`privfl.evaluation.fhauc.shape.reply_shape_ok`, ``SHAPE_SIGMAS`` model
+standard deviations). For each setting this runs ``--sessions`` honest sessions of
+:func:`privfl.federated_auc` (``keys="threshold"``, ``security="malicious"``, every other
+option at its default, the default parameter set) and prints, over every reply, the largest
+real deviation and the largest imaginary part as fractions of the tolerance (1.0 would be a
+refused honest session), the error against the binned reference and the load average.
+
+    OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python benchmarks/threshold_reply_shape.py \
+        [--settings 2x1000,3x300,20x200,100x100] [--thresholds 100] [--sessions 2]
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # before OpenFHE loads
+
+import argparse
+import time
+
+import numpy as np
+
+import privfl
+from privfl.evaluation.fhauc import shape
+from privfl.evaluation.fhauc.threshold import reveal
+
+SEEN: list[tuple[float, float]] = []
+
+
+def measuring_check(raw, layout, used, tolerance) -> bool:
+    """The lead's check, recording the reply's margins: the largest distance of a used
+    lane's real part from its numerator (or numerator plus denominator) or of an empty lane
+    from zero, and the largest imaginary part, each over the tolerance."""
+    z = np.asarray(raw)
+    rows = np.real(z).reshape(-1, layout.lanes)
+    ds, worst = layout.denominator_slot, 0.0
+    for lane in range(layout.lanes):
+        col = rows[:, lane]
+        if lane >= used:
+            worst = max(worst, float(np.abs(col).max()))
+            continue
+        num, both = col[ds + 1], col[ds]
+        worst = max(worst, float(np.minimum(np.abs(col - num), np.abs(col - both)).max()))
+    imaginary = float(np.abs(np.imag(z)).max()) if np.iscomplexobj(z) else float("nan")
+    SEEN.append((worst / tolerance, imaginary / tolerance))
+    return shape.reply_shape_ok(raw, layout, used, tolerance)
+
+
+def parties_data(parties: int, rows: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(parties):
+        y = (rng.random(rows) < 0.3).astype(np.int8)
+        out.append((np.clip(rng.normal(0.4 + 0.2 * y, 0.2), 0.0, 1.0), y))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--settings", default="2x1000,3x300,20x200,100x100")
+    ap.add_argument("--thresholds", type=int, default=100)
+    ap.add_argument("--sessions", type=int, default=2)
+    args = ap.parse_args()
+    reveal.reply_shape_ok = measuring_check  # the lead's module looks the check up there
+    print(
+        f"{'setting':>9} {'N':>5} {'session':>7} {'real/tol':>8} {'imag/tol':>8} "
+        f"{'|err|':>8} {'wall s':>6} {'load':>15}"
+    )
+    for setting in args.settings.split(","):
+        parties, rows = (int(v) for v in setting.split("x"))
+        for k in range(args.sessions):
+            data = parties_data(parties, rows, 1000 * parties + k)
+            SEEN.clear()
+            start = time.perf_counter()
+            res = privfl.federated_auc(
+                data, args.thresholds, keys="threshold", security="malicious"
+            )
+            wall = time.perf_counter() - start
+            err = abs(res.auc - privfl.binned_auc(data, args.thresholds))
+            real = max(r for r, _ in SEEN)
+            imag = max(i for _, i in SEEN)
+            load = "/".join(f"{v:.2f}" for v in os.getloadavg())
+            print(
+                f"{setting:>9} {args.thresholds:>5} {k + 1:>7} {real:>8.3f} {imag:>8.3f} "
+                f"{err:>8.1e} {wall:>6.1f} {load:>15}",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
