@@ -25,6 +25,7 @@ import time
 import numpy as np
 
 import privfl
+from _noise_harness import synthetic
 from privfl.evaluation.fhauc import shape
 from privfl.evaluation.fhauc.threshold import reveal
 
@@ -50,15 +51,6 @@ def measuring_check(raw, layout, used, tolerance) -> bool:
     return shape.reply_shape_ok(raw, layout, used, tolerance)
 
 
-def parties_data(parties: int, rows: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(parties):
-        y = (rng.random(rows) < 0.3).astype(np.int8)
-        out.append((np.clip(rng.normal(0.4 + 0.2 * y, 0.2), 0.0, 1.0), y))
-    return out
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--settings", default="2x1000,3x300,20x200,100x100")
@@ -73,7 +65,7 @@ def main() -> None:
     for setting in args.settings.split(","):
         parties, rows = (int(v) for v in setting.split("x"))
         for k in range(args.sessions):
-            data = parties_data(parties, rows, 1000 * parties + k)
+            data = synthetic(parties, rows, np.random.default_rng(1000 * parties + k))
             SEEN.clear()
             start = time.perf_counter()
             res = privfl.federated_auc(

@@ -203,9 +203,39 @@ class PlantBeyondTheReadSlots(PlantInDecodedSlots):
     where = "beyond"
 
 
+class PlantInImaginaryPartsThreshold(tamper.PerExecution):
+    """Threshold keys: the honest reply plus ``i·c`` times the unsummed products ``T^p·F^p``,
+    one complex plaintext product (OpenFHE's complex encoder, which any aggregator holding
+    the context can call) at the honest multiplier's level; every real part stays honest.
+    OpenFHE's REAL decoding, which the lead used before, zeroed these imaginary parts and
+    refused none of this size."""
+
+    def tamper(self, uploads):
+        layout, slots = self._layout(), self._keys().slots
+        ts, fs = summed_vectors(uploads, layout)
+        source = (ts[0] * fs[0]).ct
+        num, den = self.numerator_and_denominator(uploads)
+        c = random_multiplier(*self.multiplier_range) / 2.0**self.multiplier_scale_bits
+        cc = source.context.cc
+        plain = cc.MakeCKKSPackedPlaintext([complex(0.0, c)] * slots, 1, source.level)
+        planted = ThresholdCrypto(source.context, cc.EvalMult(source.native, plain))
+        numerator = threshold_ops.ThresholdCiphertext(
+            num.scale_by_slots(np.full(slots, c)).ct + planted
+        )
+        return Reply(
+            self.session_config.session, numerator, den.scale_by_slots(np.full(slots, c)),
+            self.execution,
+        )  # fmt: skip
+
+
 @pytest.mark.parametrize(
     "attack",
-    [PlantInDecodedSlots, PlantInEmptyLane, PlantBeyondTheReadSlots],
+    [
+        PlantInDecodedSlots,
+        PlantInEmptyLane,
+        PlantBeyondTheReadSlots,
+        PlantInImaginaryPartsThreshold,
+    ],
     ids=lambda c: c.__name__,
 )
 def test_values_planted_in_the_slots_the_lead_decodes_are_refused(monkeypatch, attack):
@@ -213,7 +243,9 @@ def test_values_planted_in_the_slots_the_lead_decodes_are_refused(monkeypatch, a
     aggregator that keeps those pairs right but plants other values in the rest (found by
     fresh-eyes reviews: the federation's per-bin products, accepted before) is refused: the
     lead's shape check (:func:`~privfl.evaluation.fhauc.shape.reply_shape_ok`) turns the
-    group into NaN. Without the check the same session is accepted (the test can fail)."""
+    group into NaN; so are values in the imaginary parts, which the lead decodes and checks
+    too (the FHAUC parameter sets decode complex slots). Without the check the same session
+    is accepted (the test can fail)."""
     monkeypatch.setattr(threshold_ops, "FHAUC_PARAMETER_SET", "fhauc-test")
     parties = make_parties(np.random.default_rng(11), 2, 300)
     run = {"keys": "threshold", "security": "malicious", "splits": 2}
@@ -295,46 +327,6 @@ def test_single_key_parties_refuse_values_planted_in_imaginary_parts(monkeypatch
     res = privfl.federated_auc(
         parties, 10, security="malicious", aggregator=PlantInImaginaryParts()
     )
-    assert res.verified and res.auc == pytest.approx(privfl.binned_auc(parties, 10), abs=TOL)
-
-
-class PlantInImaginaryPartsThreshold(tamper.PerExecution):
-    """Threshold keys: the honest reply plus ``i·c`` times the unsummed products ``T^p·F^p``,
-    one complex plaintext product (OpenFHE's complex encoder, which any aggregator holding
-    the context can call) at the honest multiplier's level; every real part stays honest.
-    OpenFHE's REAL decoding, which the lead used before, zeroed these imaginary parts and
-    refused none of this size."""
-
-    def tamper(self, uploads):
-        layout, slots = self._layout(), self._keys().slots
-        ts, fs = summed_vectors(uploads, layout)
-        source = (ts[0] * fs[0]).ct
-        num, den = self.numerator_and_denominator(uploads)
-        c = random_multiplier(*self.multiplier_range) / 2.0**self.multiplier_scale_bits
-        cc = source.context.cc
-        plain = cc.MakeCKKSPackedPlaintext([complex(0.0, c)] * slots, 1, source.level)
-        planted = ThresholdCrypto(source.context, cc.EvalMult(source.native, plain))
-        numerator = threshold_ops.ThresholdCiphertext(
-            num.scale_by_slots(np.full(slots, c)).ct + planted
-        )
-        return Reply(
-            self.session_config.session, numerator, den.scale_by_slots(np.full(slots, c)),
-            self.execution,
-        )  # fmt: skip
-
-
-def test_threshold_lead_refuses_values_planted_in_imaginary_parts(monkeypatch):
-    """The lead decodes complex slots (the FHAUC parameter sets decode COMPLEX) and its
-    shape check bounds the imaginary parts like the real ones: the per-bin products planted
-    there make every party refuse; without the check the same session is accepted with the
-    right AUC (the test can fail)."""
-    monkeypatch.setattr(threshold_ops, "FHAUC_PARAMETER_SET", "fhauc-test")
-    parties = make_parties(np.random.default_rng(12), 2, 300)
-    run = {"keys": "threshold", "security": "malicious", "splits": 2}
-    with pytest.raises(VerificationError, match="valid result"):
-        privfl.federated_auc(parties, 10, aggregator=PlantInImaginaryPartsThreshold(), **run)
-    monkeypatch.setattr(threshold_reveal, "reply_shape_ok", lambda *args: True)
-    res = privfl.federated_auc(parties, 10, aggregator=PlantInImaginaryPartsThreshold(), **run)
     assert res.verified and res.auc == pytest.approx(privfl.binned_auc(parties, 10), abs=TOL)
 
 
