@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-from dataclasses import replace
 
 import numpy as np
 
@@ -34,9 +33,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--set", default="fhauc-test")
     args = ap.parse_args()
-    # OpenFHE's REAL decoder, whose refusals this measures (FHAUC's contexts decode COMPLEX,
-    # where it refuses nothing: the lead's shape check bounds the imaginary parts instead)
-    params = replace(parameter_set(args.set), complex_slots=False)
+    params = parameter_set(args.set)
     ctx = ThresholdContext.for_parameters(params, 2)
     cc, n = ctx.cc, params.batch_size
     keys = cc.KeyGen()

@@ -1,13 +1,15 @@
 """How close honest malicious threshold AUC replies come to the lead's shape check (issue 27).
 
-The lead decodes every slot of each reply as complex numbers and refuses a reply whose real
-parts stray from the honest shape, or whose imaginary parts stray from zero, by more than the
-plan's tolerance (:func:`privfl.evaluation.fhauc.shape.reply_shape_ok`, ``SHAPE_SIGMAS`` model
-standard deviations). For each setting this runs ``--sessions`` honest sessions of
+The lead decodes every slot the plaintext holds (``ring / 2``: on the default set the 4,096
+slots of the batch twice) and refuses a reply whose copies of the batch differ, or whose slots
+stray from the honest shape, by more than the plan's tolerance
+(:func:`privfl.evaluation.fhauc.shape.reply_shape_ok`, ``SHAPE_SIGMAS`` model standard
+deviations). For each setting this runs ``--sessions`` honest sessions of
 :func:`privfl.federated_auc` (``keys="threshold"``, ``security="malicious"``, every other
 option at its default, the default parameter set) and prints, over every reply, the largest
-real deviation and the largest imaginary part as fractions of the tolerance (1.0 would be a
-refused honest session), the error against the binned reference and the load average.
+deviation from the honest shape and the largest difference between the copies, each as a
+fraction of the tolerance (1.0 would be a refused honest session), the error against the
+binned reference and the load average.
 
     OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python benchmarks/threshold_reply_shape.py \
         [--settings 2x1000,3x300,20x200,100x100] [--thresholds 100] [--sessions 2]
@@ -34,10 +36,11 @@ SEEN: list[tuple[float, float]] = []
 
 def measuring_check(raw, layout, used, tolerance) -> bool:
     """The lead's check, recording the reply's margins: the largest distance of a used
-    lane's real part from its numerator (or numerator plus denominator) or of an empty lane
-    from zero, and the largest imaginary part, each over the tolerance."""
-    z = np.asarray(raw)
-    rows = np.real(z).reshape(-1, layout.lanes)
+    lane's slot (in the copies' mean) from its numerator (or numerator plus denominator) or
+    of an empty lane's from zero, and the largest difference between the copies, each over
+    the tolerance."""
+    copies = np.asarray(raw, dtype=np.float64).reshape(-1, layout.slots)
+    rows = copies.mean(axis=0).reshape(-1, layout.lanes)
     ds, worst = layout.denominator_slot, 0.0
     for lane in range(layout.lanes):
         col = rows[:, lane]
@@ -46,8 +49,8 @@ def measuring_check(raw, layout, used, tolerance) -> bool:
             continue
         num, both = col[ds + 1], col[ds]
         worst = max(worst, float(np.minimum(np.abs(col - num), np.abs(col - both)).max()))
-    imaginary = float(np.abs(np.imag(z)).max()) if np.iscomplexobj(z) else float("nan")
-    SEEN.append((worst / tolerance, imaginary / tolerance))
+    spread = float(np.abs(copies - copies[0]).max())
+    SEEN.append((worst / tolerance, spread / tolerance))
     return shape.reply_shape_ok(raw, layout, used, tolerance)
 
 
@@ -59,7 +62,7 @@ def main() -> None:
     args = ap.parse_args()
     reveal.reply_shape_ok = measuring_check  # the lead's module looks the check up there
     print(
-        f"{'setting':>9} {'N':>5} {'session':>7} {'real/tol':>8} {'imag/tol':>8} "
+        f"{'setting':>9} {'N':>5} {'session':>7} {'shape/tol':>9} {'copies/tol':>10} "
         f"{'|err|':>8} {'wall s':>6} {'load':>15}"
     )
     for setting in args.settings.split(","):
@@ -73,11 +76,11 @@ def main() -> None:
             )
             wall = time.perf_counter() - start
             err = abs(res.auc - privfl.binned_auc(data, args.thresholds))
-            real = max(r for r, _ in SEEN)
-            imag = max(i for _, i in SEEN)
+            worst = max(r for r, _ in SEEN)
+            spread = max(c for _, c in SEEN)
             load = "/".join(f"{v:.2f}" for v in os.getloadavg())
             print(
-                f"{setting:>9} {args.thresholds:>5} {k + 1:>7} {real:>8.3f} {imag:>8.3f} "
+                f"{setting:>9} {args.thresholds:>5} {k + 1:>7} {worst:>9.3f} {spread:>10.3f} "
                 f"{err:>8.1e} {wall:>6.1f} {load:>15}",
                 flush=True,
             )

@@ -203,12 +203,12 @@ class PlantBeyondTheReadSlots(PlantInDecodedSlots):
     where = "beyond"
 
 
-class PlantInImaginaryPartsThreshold(tamper.PerExecution):
-    """Threshold keys: the honest reply plus ``i·c`` times the unsummed products ``T^p·F^p``,
-    one complex plaintext product (OpenFHE's complex encoder, which any aggregator holding
-    the context can call) at the honest multiplier's level; every real part stays honest.
-    OpenFHE's REAL decoding, which the lead used before, zeroed these imaginary parts and
-    refused none of this size."""
+class PlantInOddCoefficients(tamper.PerExecution):
+    """The honest reply plus ``c·T^p·F^p`` (the unsummed per-bin products) times a plaintext
+    of every slot the ring holds, ``c`` in the first half and ``-c`` in the second: only odd
+    plaintext coefficients, which a decoding of a sparse set's batch (4,096 of the "fhauc"
+    set's 8,192 slots) never reads. One plaintext product at the honest multiplier's level
+    (a fresh-eyes review's attack: accepted while the lead decoded the batch only)."""
 
     def tamper(self, uploads):
         layout, slots = self._layout(), self._keys().slots
@@ -216,16 +216,16 @@ class PlantInImaginaryPartsThreshold(tamper.PerExecution):
         source = (ts[0] * fs[0]).ct
         num, den = self.numerator_and_denominator(uploads)
         c = random_multiplier(*self.multiplier_range) / 2.0**self.multiplier_scale_bits
-        cc = source.context.cc
-        plain = cc.MakeCKKSPackedPlaintext([complex(0.0, c)] * slots, 1, source.level)
-        planted = ThresholdCrypto(source.context, cc.EvalMult(source.native, plain))
-        numerator = threshold_ops.ThresholdCiphertext(
-            num.scale_by_slots(np.full(slots, c)).ct + planted
-        )
-        return Reply(
-            self.session_config.session, numerator, den.scale_by_slots(np.full(slots, c)),
-            self.execution,
+        cc, half = source.context.cc, source.context.ring // 2
+        plain = cc.MakeCKKSPackedPlaintext(
+            [c] * slots + [-c] * slots, 1, source.level, None, half
         )  # fmt: skip
+        planted = ThresholdCrypto(source.context, cc.EvalMult(source.native, plain))
+        full = np.full(slots, c)
+        numerator = threshold_ops.ThresholdCiphertext(num.scale_by_slots(full).ct + planted)
+        return Reply(
+            self.session_config.session, numerator, den.scale_by_slots(full), self.execution
+        )
 
 
 @pytest.mark.parametrize(
@@ -234,7 +234,6 @@ class PlantInImaginaryPartsThreshold(tamper.PerExecution):
         PlantInDecodedSlots,
         PlantInEmptyLane,
         PlantBeyondTheReadSlots,
-        PlantInImaginaryPartsThreshold,
     ],
     ids=lambda c: c.__name__,
 )
@@ -243,9 +242,7 @@ def test_values_planted_in_the_slots_the_lead_decodes_are_refused(monkeypatch, a
     aggregator that keeps those pairs right but plants other values in the rest (found by
     fresh-eyes reviews: the federation's per-bin products, accepted before) is refused: the
     lead's shape check (:func:`~privfl.evaluation.fhauc.shape.reply_shape_ok`) turns the
-    group into NaN; so are values in the imaginary parts, which the lead decodes and checks
-    too (the FHAUC parameter sets decode complex slots). Without the check the same session
-    is accepted (the test can fail)."""
+    group into NaN. Without the check the same session is accepted (the test can fail)."""
     monkeypatch.setattr(threshold_ops, "FHAUC_PARAMETER_SET", "fhauc-test")
     parties = make_parties(np.random.default_rng(11), 2, 300)
     run = {"keys": "threshold", "security": "malicious", "splits": 2}
@@ -253,6 +250,27 @@ def test_values_planted_in_the_slots_the_lead_decodes_are_refused(monkeypatch, a
         privfl.federated_auc(parties, 10, aggregator=attack(), **run)
     monkeypatch.setattr(threshold_reveal, "reply_shape_ok", lambda *args: True)
     res = privfl.federated_auc(parties, 10, aggregator=attack(), **run)
+    assert res.verified and res.auc == pytest.approx(privfl.binned_auc(parties, 10), abs=TOL)
+
+
+def test_values_planted_in_the_plaintext_coefficients_a_sparse_batch_skips_are_refused(
+    monkeypatch,
+):
+    """The default "fhauc" set packs 4,096 slots in ring 2^14: the lead decodes all 8,192
+    slots the plaintext holds, where the batch repeats, so the per-bin products planted in
+    the odd coefficients (:class:`PlantInOddCoefficients`) make every party refuse. With the
+    lead's check of the batch alone the same session is accepted (the test can fail)."""
+    parties = make_parties(np.random.default_rng(12), 2, 300)
+    run = {"keys": "threshold", "security": "malicious", "splits": 2}
+    with pytest.raises(VerificationError, match="valid result"):
+        privfl.federated_auc(parties, 10, aggregator=PlantInOddCoefficients(), **run)
+    check = shape.reply_shape_ok
+
+    def batch_only(raw, layout, used, tolerance):  # the copies' mean: the batch's decoding
+        return check(raw.reshape(-1, layout.slots).mean(axis=0), layout, used, tolerance)
+
+    monkeypatch.setattr(threshold_reveal, "reply_shape_ok", batch_only)
+    res = privfl.federated_auc(parties, 10, aggregator=PlantInOddCoefficients(), **run)
     assert res.verified and res.auc == pytest.approx(privfl.binned_auc(parties, 10), abs=TOL)
 
 
@@ -276,10 +294,12 @@ def test_the_shape_check_passes_honest_replies_and_refuses_a_planted_slot():
     bad = honest.copy()
     bad[layout.slot(7, used)] = 2.0  # an empty lane
     assert not shape.reply_shape_ok(bad, layout, used, tol)
-    noisy = honest + 1j * rng.uniform(-0.3, 0.3, honest.shape)  # complex, as the lead decodes
-    assert shape.reply_shape_ok(noisy, layout, used, tol)
-    noisy[layout.slot(4, 0)] += 2.0j  # an imaginary part beyond the tolerance
-    assert not shape.reply_shape_ok(noisy, layout, used, tol)
+    copies = np.tile(honest, 2)  # a sparse batch decoded at every slot: it repeats
+    copies[honest.size :] += rng.uniform(-0.3, 0.3, honest.size)
+    assert shape.reply_shape_ok(copies, layout, used, tol)
+    copies[layout.slots + layout.slot(4, 0)] += 2.0  # the second copy differs
+    assert not shape.reply_shape_ok(copies, layout, used, tol)
+    assert not shape.reply_shape_ok(copies[:-1], layout, used, tol)
     assert not shape.reply_shape_ok(honest[:-1], layout, used, tol)
 
 
@@ -328,19 +348,6 @@ def test_single_key_parties_refuse_values_planted_in_imaginary_parts(monkeypatch
         parties, 10, security="malicious", aggregator=PlantInImaginaryParts()
     )
     assert res.verified and res.auc == pytest.approx(privfl.binned_auc(parties, 10), abs=TOL)
-
-
-def test_complex_decoding_is_refused_on_a_set_that_decodes_real_slots_only():
-    """``fuse_and_decode_complex`` names the set instead of returning the zeros OpenFHE's
-    REAL mode puts in the imaginary parts."""
-    import privfl.crypto.threshold as th
-    from privfl.crypto.threshold.ciphertext import fuse_and_decode_complex
-    from privfl.errors import InputError
-
-    ctx = th.ThresholdContext.for_parameters(th.parameter_set("test"), 2)
-    assert not ctx.params.complex_slots and th.parameter_set("fhauc").complex_slots
-    with pytest.raises(InputError, match="does not decode complex slots"):
-        fuse_and_decode_complex(ctx, [], 4)
 
 
 class OneDecryptionPerExecution(ThresholdAggregator):

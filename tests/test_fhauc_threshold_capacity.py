@@ -4,14 +4,9 @@ OpenFHE's decoder refuses a reply whose per-slot imaginary error exceeds ``2^-5 
 the error that grows with magnitude is the encoding's, relative ``rho`` per uploaded slot,
 carried through the product by the *slot products* of the shares. Real OpenFHE ciphertexts on
 the insecure ring 2^12 ``"fhauc-test"`` set (the FHAUC chain: scale 2^59, two towers at
-decryption), a throwaway single key: the decoder and the encoding are the joint key's.
-The derivation is of OpenFHE's REAL decoder, so these contexts decode REAL: FHAUC's own decode
-COMPLEX (``complex_slots``), where OpenFHE refuses nothing and the lead's shape check bounds
-the imaginary parts instead; the plan keeps the capacity, since the same slot-product error
-reaches the real parts, which the noise model does not hold."""
+decryption), a throwaway single key: the decoder and the encoding are the joint key's."""
 
 import math
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -28,7 +23,7 @@ from privfl.evaluation.fhauc import malicious  # noqa: E402
 from privfl.evaluation.fhauc.threshold import ops  # noqa: E402
 from privfl.evaluation.fhauc.threshold import plan as tp  # noqa: E402
 
-PARAMS = replace(parameter_set("fhauc-test"), complex_slots=False)  # OpenFHE's REAL decoder
+PARAMS = parameter_set("fhauc-test")
 RHO_BITS = -49.7  # the encoding's relative error per slot (ops.py, measured)
 
 

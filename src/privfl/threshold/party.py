@@ -42,11 +42,7 @@ import numpy.typing as npt
 
 from privfl.crypto.threshold import messages as tm
 from privfl.crypto.threshold import wire
-from privfl.crypto.threshold.ciphertext import (
-    CiphertextHolder,
-    fuse_and_decode,
-    fuse_and_decode_complex,
-)
+from privfl.crypto.threshold.ciphertext import CiphertextHolder, fuse_and_decode
 from privfl.crypto.threshold.context import ThresholdContext
 from privfl.crypto.threshold.params import DECRYPTION_TOWERS
 from privfl.errors import (
@@ -237,14 +233,14 @@ class ThresholdParty(CiphertextHolder):
         return fuse_and_decode(ctx, [lead, *others], length)
 
     def lead_decrypt(
-        self, message: tm.LeadDecryption, length: int, complex_values: bool = False
-    ) -> npt.NDArray[np.float64] | npt.NDArray[np.complex128]:
+        self, message: tm.LeadDecryption, length: int, every_slot: bool = False
+    ) -> npt.NDArray[np.float64]:
         """The lead of a decryption for the parties only: add its own
         ``MultipartyDecryptLead`` share ``s_L c1 + e_L`` to the server's ``c0`` plus the sum
-        of the other parties' shares, and decode (the real parts, or with
-        ``complex_values`` the complex slots: :func:`fuse_and_decode_complex`). This party learns
-        the plaintext; its lead share never leaves it. Each request id is fused once; the
-        share counts against the flooding budget like any other."""
+        of the other parties' shares, and decode (``every_slot``: up to the ``ring / 2``
+        slots the plaintext holds, :func:`fuse_and_decode`). This party learns the
+        plaintext; its lead share never leaves it. Each request id is fused once; the share
+        counts against the flooding budget like any other."""
         ctx = self.context
         key = (message.sender, message.request_id)
         if key in self._answered:
@@ -254,9 +250,7 @@ class ThresholdParty(CiphertextHolder):
         layout = ctx.compressed_layout(message.level, message.deg)
         partial = ctx.load("ciphertext", layout, message.partial + message.c1, self.tag)
         lead = ctx.cc.MultipartyDecryptLead([partial], self._share())[0]
-        if complex_values:
-            return fuse_and_decode_complex(ctx, [lead], length)
-        return fuse_and_decode(ctx, [lead], length)
+        return fuse_and_decode(ctx, [lead], length, every_slot)
 
     def open_masked(
         self, result: tm.MaskedDecryption, mask_seed: bytes, length: int

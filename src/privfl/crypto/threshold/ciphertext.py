@@ -28,13 +28,7 @@ from privfl.crypto.threshold.messages import (
 from privfl.crypto.threshold.params import DECRYPTION_TOWERS
 from privfl.errors import InputError, ProtocolError, UnknownPartyError
 
-__all__ = [
-    "Ciphertext",
-    "CiphertextHolder",
-    "JointDecryptionError",
-    "fuse_and_decode",
-    "fuse_and_decode_complex",
-]
+__all__ = ["Ciphertext", "CiphertextHolder", "JointDecryptionError", "fuse_and_decode"]
 
 Pending = BootstrapRequest | DecryptionRequest
 
@@ -61,58 +55,27 @@ class JointDecryptionError(ProtocolError):
 
 
 def fuse_and_decode(
-    ctx: ThresholdContext, shares: Sequence[Any], length: int
+    ctx: ThresholdContext, shares: Sequence[Any], length: int, every_slot: bool = False
 ) -> npt.NDArray[np.float64]:
     """OpenFHE's ``MultipartyDecryptFusion`` of decryption shares (native objects, the first
-    carrying ``c0``) and the real parts of the first ``length`` slots of the plaintext.
-
-    :class:`JointDecryptionError` when the shares do not decode: OpenFHE refuses them, a value
-    is not finite, or (sets that decode complex slots) a real or imaginary part reaches
-    ``2^56``, which no encrypted value reaches (``encrypt`` refuses it) and a missing, wrong
-    or foreign share always does (its decoding is uniform modulo the two towers, about
-    ``2^66`` per slot): the refusal OpenFHE's REAL mode makes from the imaginary parts,
-    which COMPLEX mode no longer makes. Whether the imaginary parts hold only noise is the
-    caller's to check against its own noise model (:func:`fuse_and_decode_complex`; FHAUC's
-    lead: ``shape.reply_shape_ok``)."""
-    values = _fused(ctx, shares, length)
-    return values.real.copy() if np.iscomplexobj(values) else values
-
-
-def fuse_and_decode_complex(
-    ctx: ThresholdContext, shares: Sequence[Any], length: int
-) -> npt.NDArray[np.complex128]:
-    """:func:`fuse_and_decode` with the complex slots (:class:`InputError` unless the
-    context's parameter set decodes complex slots: OpenFHE's REAL mode zeroes the imaginary
-    parts)."""
-    if not ctx.params.complex_slots:
-        raise InputError(f"parameter set {ctx.params.name!r} does not decode complex slots")
-    return _fused(ctx, shares, length).astype(np.complex128)
-
-
-def _fused(ctx: ThresholdContext, shares: Sequence[Any], length: int) -> npt.NDArray[Any]:
-    """The fused plaintext's first ``length`` slots: complex on a set that decodes complex
-    slots, real otherwise (the checks of :func:`fuse_and_decode`)."""
-    if not 1 <= length <= ctx.slots:
-        raise InputError(f"length must be in 1..{ctx.slots}")
-    complex_slots = ctx.params.complex_slots
+    carrying ``c0``) and the first ``length`` real slots of the plaintext. ``every_slot``:
+    up to the ``ring / 2`` slots the plaintext holds, not only the set's batch (a batch
+    smaller than that is packed sparsely: decoded at ``ring / 2`` slots it repeats, and
+    what differs between the copies is in plaintext coefficients the batch's decoding never
+    reads)."""
+    limit = ctx.ring // 2 if every_slot else ctx.slots
+    if not 1 <= length <= limit:
+        raise InputError(f"length must be in 1..{limit}")
     try:
+        if every_slot:
+            shares[0].SetSlots(limit)
         plain = ctx.cc.MultipartyDecryptFusion(list(shares))
         plain.SetLength(length)
-        if complex_slots:
-            values = np.asarray(plain.GetCKKSPackedValue(), dtype=np.complex128)
-        else:
-            values = np.asarray(plain.GetRealPackedValue(), dtype=np.float64)
+        values = np.asarray(plain.GetRealPackedValue(), dtype=np.float64)
     except RuntimeError as exc:
         raise JointDecryptionError(f"the decryption shares do not decode: {exc}") from exc
     if not np.all(np.isfinite(values)):
         raise JointDecryptionError("the decryption shares decode to non-finite values")
-    if complex_slots:
-        largest = max(float(np.abs(values.real).max()), float(np.abs(values.imag).max()))
-        if largest >= _MAX_ABS:
-            raise JointDecryptionError(
-                f"the decryption shares decode to values of magnitude {largest:.1e}, beyond "
-                "what was encrypted (2^56): a share is missing, wrong or from another request"
-            )
     return values
 
 

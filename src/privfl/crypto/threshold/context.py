@@ -129,8 +129,6 @@ def _cc_params(fhe: Any, params: ThresholdParameters, noise_estimate: float | No
     else:
         p.SetExecutionMode(fhe.EXEC_EVALUATION)
         p.SetNoiseEstimate(noise_estimate)
-        if params.complex_slots:  # the estimation above reads the imaginary parts: REAL there
-            p.SetCKKSDataType(fhe.COMPLEX)
     cc = fhe.GenCryptoContext(p)
     for feature in (fhe.PKE, fhe.KEYSWITCH, fhe.LEVELEDSHE, fhe.ADVANCEDSHE, fhe.MULTIPARTY):
         cc.Enable(feature)

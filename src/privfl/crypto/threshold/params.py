@@ -56,14 +56,6 @@ Named sets (:data:`PARAMETER_SETS`, :func:`parameter_set`)
   ``t = 2^16`` (OpenFHE's estimate for the FHAUC circuit on 4096 slots with values below 1:
   2^13.4). Slot error standard deviation 2^-14.6 for 3 parties, 2^-11.9 for 20; the mean of
   the 4096 equal slots of a rotate-and-summed result has 6.5 bits less.
-  Its contexts decode complex slots (``complex_slots``, OpenFHE's ``CKKSDataType`` COMPLEX;
-  the noise-estimation context stays REAL, whose estimate reads the imaginary parts): with
-  REAL, OpenFHE 1.5.1 sets every decoded imaginary part to zero and refuses only those near
-  the decryption's capacity, so a lead could not check that an aggregator put nothing there
-  (:func:`~privfl.crypto.threshold.ciphertext.fuse_and_decode` makes the capacity refusal
-  itself in COMPLEX mode). The values
-  encrypted and the noise are the same in both modes; a decryption shows the lead the whole
-  polynomial either way (the flooding noise is sized for that).
 * ``"test"``: ring 2^12 with ``HEStd_NotSet`` (insecure: only for fast tests), depth 6.
 * ``"fhauc-test"``: the ``"fhauc"`` chain on ring 2^12 (``HEStd_NotSet``, insecure, 2048
   slots): only for fast tests of threshold FHAUC.
@@ -133,10 +125,6 @@ class ThresholdParameters:
     insecure_ring_for_tests: bool = False
     sum_keys: bool = False
     rotation_steps: tuple[int, ...] = field(default=())
-    # decode complex slots (OpenFHE's CKKSDataType COMPLEX; REAL, its default, sets every
-    # decoded imaginary part to zero): what a decrypting party needs to check that a reply's
-    # imaginary parts hold nothing but noise (FHAUC's malicious variant, evaluation/fhauc/shape.py)
-    complex_slots: bool = False
 
     def __post_init__(self) -> None:
         if not 2 <= self.multiplicative_depth <= 30:
@@ -232,13 +220,9 @@ def _check_parties(parties: int) -> None:
 PARAMETER_SETS: dict[str, ThresholdParameters] = {
     # name: depth, batch, digits, circuit noise bits, decryptions (see the module doc)
     "training": ThresholdParameters("training", 11, 1 << 14, 6, 12.0, 1 << 14),
-    "fhauc": ThresholdParameters(
-        "fhauc", 3, 1 << 12, 2, 16.0, 32, sum_keys=True, complex_slots=True
-    ),
+    "fhauc": ThresholdParameters("fhauc", 3, 1 << 12, 2, 16.0, 32, sum_keys=True),
     # FHAUC's chain on an insecure ring 2^12 (2048 slots): fast tests of threshold FHAUC only
-    "fhauc-test": ThresholdParameters(
-        "fhauc-test", 3, 1 << 11, 2, 16.0, 32, 1 << 12, True, True, complex_slots=True
-    ),
+    "fhauc-test": ThresholdParameters("fhauc-test", 3, 1 << 11, 2, 16.0, 32, 1 << 12, True, True),
     "test": ThresholdParameters(
         "test", 6, 1 << 5, 3, 16.0, 1 << 10, 1 << 12, True, True, (1, -1, 4)
     ),

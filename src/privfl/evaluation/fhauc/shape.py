@@ -39,18 +39,21 @@ def tolerances(
 
 
 def reply_shape_ok(raw: npt.ArrayLike, layout: Layout, used: int, tolerance: float) -> bool:
-    """Whether one group's decoded reply ``num + den`` (every slot; threshold keys: run by
-    the lead on its own decoding, as complex numbers) has the honest shape: every imaginary
-    part within ``tolerance`` of zero; in each of the ``used`` lanes every slot within
-    ``tolerance`` of the lane's numerator (read next to its denominator) or of numerator plus
-    denominator (where the layout puts the denominator; its tiling repeats it), and every
-    slot of the other lanes within ``tolerance`` of zero."""
-    decoded = np.asarray(raw)
-    if decoded.size != layout.slots or not np.isfinite(decoded).all():
+    """Whether one group's decoded reply ``num + den`` (threshold keys: run by the lead on
+    its own decoding of every slot the plaintext holds, the layout's slots repeated when the
+    batch is sparse) has the honest shape: every repetition within ``tolerance`` of the
+    first, and in their mean (what a decoding of the batch alone gives), in each of the
+    ``used`` lanes, every slot within ``tolerance`` of the lane's numerator (read next to
+    its denominator) or of numerator plus denominator (where the layout puts the
+    denominator; its tiling repeats it), and every slot of the other lanes within
+    ``tolerance`` of zero."""
+    copies = np.asarray(raw, dtype=np.float64)
+    if copies.size % layout.slots or not copies.size or not np.isfinite(copies).all():
         return False
-    if np.iscomplexobj(decoded) and float(np.abs(decoded.imag).max()) > tolerance:
+    copies = copies.reshape(-1, layout.slots)
+    if float(np.abs(copies - copies[0]).max()) > tolerance:
         return False
-    values = np.real(decoded).astype(np.float64)
+    values = copies.mean(axis=0)  # what a decoding of the batch alone gives
     rows = values.reshape(-1, layout.lanes)  # positions x lanes
     ds = layout.denominator_slot
     for lane in range(layout.lanes):

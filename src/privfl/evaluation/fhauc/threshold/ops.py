@@ -27,11 +27,8 @@ operations (``+``, ``*`` by a ciphertext or an integer, ``rotate``, ``window_sum
 Capacity, noise and scaling (why parties scale their values)
 ------------------------------------------------------------
 Joint decryption keeps two towers at a 59-bit scale: a decrypted value must stay below
-``2^56``, in practice far below (:func:`capacity_bits`, derived below), and OpenFHE's REAL
-decoder refuses a result whose error exceeds ``2^-5`` (value units). (FHAUC's contexts decode
-COMPLEX, ``complex_slots``, where OpenFHE refuses nothing: the lead's shape check bounds the
-imaginary parts instead. The capacity stays: the same slot-product error reaches the real
-parts, which the noise model does not hold.) The aggregator's reply
+``2^56``, in practice far below (:func:`capacity_bits`, derived below), and OpenFHE's decoder
+refuses a result whose error exceeds ``2^-5`` (value units). The aggregator's reply
 holds ``c·(X + Y)`` with ``X + Y <= 4 (M C)^2`` (``M`` parties, ``C`` the provisioned size
 bound) and ``c < 2^c_hi``, and its error is the product's error times ``c``: about
 ``c 2 sqrt(L) M B e`` for ``L`` slots of products of ``M`` summed values below ``B`` with

@@ -89,21 +89,25 @@ def lead_plaintext(
     """The lead: fuse its own share into every reply ciphertext and decode what the parties
     are entitled to (``auc``: the pair per execution; ``curve``: the used slots of every
     ciphertext). A reply that does not decrypt becomes NaN, and so (malicious AUC) does one
-    whose decoded slots, real and imaginary parts, do not have the honest shape
-    (:func:`~privfl.evaluation.fhauc.shape.reply_shape_ok`): the parties' checks refuse it.
+    whose decoded slots (every slot the plaintext holds, ``ring / 2``) do not have the honest
+    shape (:func:`~privfl.evaluation.fhauc.shape.reply_shape_ok`): the parties' checks refuse
+    it.
     The lead has decoded those slots all the same: what it saw is the limit stated in
     docs/security/fhauc.md."""
     if reveal is Reveal.AUC:
         layout = plan.layout  # each group's lanes hold one execution each
-        width = layout.slots  # every slot: the shape check covers all the lead can see
+        width = layout.slots
+        # malicious: every slot the plaintext holds, shape checked (the batch of a sparse
+        # set repeats; what differs between the copies the batch's decoding never reads)
+        checked = plan.reply_tolerance > 0
+        everything = keys.context.ring // 2 if checked else width
         pairs = []
-        checked = plan.reply_tolerance > 0  # malicious: decoded as complex, shape checked
         for group, item in enumerate(items):
-            decoded = _fuse(keys, item, width, checked)
+            decoded = _fuse(keys, item, everything, checked)
             used = layout.lanes_used(group, plan.executions)
             if checked and not reply_shape_ok(decoded, layout, used, plan.reply_tolerance):
-                decoded = np.full(width, np.nan)  # other values decoded; every party refuses
-            values = np.real(decoded)
+                decoded = np.full(everything, np.nan)  # other values; every party refuses
+            values = decoded.reshape(-1, width).mean(axis=0)  # the batch's decoding
             for lane in range(used):
                 pairs.append(decode_pairs(values, layout, 0, lane))
         return tmsg.write_pairs(
@@ -116,13 +120,13 @@ def lead_plaintext(
 
 
 def _fuse(
-    keys: tr.ThresholdParty, item: bytes, length: int, complex_values: bool = False
+    keys: tr.ThresholdParty, item: bytes, length: int, every_slot: bool = False
 ) -> np.ndarray:
     message = th.LeadDecryption.from_bytes(item, keys.context, keys.session)
     if message.sender != AGGREGATOR:
         raise ProtocolError("lead requests must come from the aggregator")
     try:
-        return keys.lead_decrypt(message, length, complex_values)
+        return keys.lead_decrypt(message, length, every_slot)
     except th.JointDecryptionError:
         return np.full(length, np.nan)
 
