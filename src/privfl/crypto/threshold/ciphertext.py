@@ -62,7 +62,7 @@ def fuse_and_decode(
     up to the ``ring / 2`` slots the plaintext holds, not only the set's batch (a batch
     smaller than that is packed sparsely: decoded at ``ring / 2`` slots it repeats, and
     what differs between the copies is in plaintext coefficients the batch's decoding never
-    reads)."""
+    reads). It sets the first share's slots: pass a share made for this decoding."""
     limit = ctx.ring // 2 if every_slot else ctx.slots
     if not 1 <= length <= limit:
         raise InputError(f"length must be in 1..{limit}")

@@ -7,7 +7,9 @@ per-bin products, say) in the rest: its masks fold into its multiplier's plainte
 no extra level. In an honest reply every slot of an execution's lane holds that execution's
 numerator, the denominator sits where the layout puts it, empty lanes and imaginary parts
 hold zero; a reply that does not fit within :data:`SHAPE_SIGMAS` model standard deviations is
-refused by every party. What this does not do (docs/security/fhauc.md, *Limits*): the
+refused by every party. (Threshold keys: the lead's decoding is OpenFHE's REAL one, which
+zeroes the imaginary parts, so only their root mean square is bounded, through the noise it
+adds to the real parts.) What this does not do (docs/security/fhauc.md, *Limits*): the
 decrypting party has seen a refused reply all the same, and values planted *within* the
 tolerance pass (the tolerance bounds the numerator's error, far above the honest spread
 between slots): a bound on what a deviating aggregator can show, not a proof that it showed
