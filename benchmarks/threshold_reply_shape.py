@@ -4,12 +4,13 @@ The lead decodes every slot the plaintext holds (``ring / 2``: on the default se
 slots of the batch twice) and refuses a reply whose copies of the batch differ, or whose slots
 stray from the honest shape, by more than the plan's tolerance
 (:func:`privfl.evaluation.fhauc.shape.reply_shape_ok`, ``SHAPE_SIGMAS`` model standard
-deviations). For each setting this runs ``--sessions`` honest sessions of
+deviations), or whose imaginary parts (decoded by a twin context decoding COMPLEX) stray
+from zero by more. For each setting this runs ``--sessions`` honest sessions of
 :func:`privfl.federated_auc` (``keys="threshold"``, ``security="malicious"``, every other
 option at its default, the default parameter set) and prints, over every reply, the largest
-deviation from the honest shape and the largest difference between the copies, each as a
-fraction of the tolerance (1.0 would be a refused honest session), the error against the
-binned reference and the load average.
+deviation from the honest shape, the largest difference between the copies and the largest
+imaginary part, each as a fraction of the tolerance (1.0 would be a refused honest session),
+the error against the binned reference and the load average.
 
     OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python benchmarks/threshold_reply_shape.py \
         [--settings 2x1000,3x300,20x200,100x100] [--thresholds 100] [--sessions 2]
@@ -31,7 +32,7 @@ from _noise_harness import synthetic
 from privfl.evaluation.fhauc import shape
 from privfl.evaluation.fhauc.threshold import reveal
 
-SEEN: list[tuple[float, float]] = []
+SEEN: list[tuple[float, float, float]] = []
 
 
 def measuring_check(raw, layout, used, tolerance) -> bool:
@@ -39,7 +40,8 @@ def measuring_check(raw, layout, used, tolerance) -> bool:
     lane's slot (in the copies' mean) from its numerator (or numerator plus denominator) or
     of an empty lane's from zero, and the largest difference between the copies, each over
     the tolerance."""
-    copies = np.asarray(raw, dtype=np.float64).reshape(-1, layout.slots)
+    decoded = np.asarray(raw)
+    copies = np.real(decoded).reshape(-1, layout.slots)
     rows = copies.mean(axis=0).reshape(-1, layout.lanes)
     ds, worst = layout.denominator_slot, 0.0
     for lane in range(layout.lanes):
@@ -50,7 +52,8 @@ def measuring_check(raw, layout, used, tolerance) -> bool:
         num, both = col[ds + 1], col[ds]
         worst = max(worst, float(np.minimum(np.abs(col - num), np.abs(col - both)).max()))
     spread = float(np.abs(copies - copies[0]).max())
-    SEEN.append((worst / tolerance, spread / tolerance))
+    imaginary = float(np.abs(np.imag(decoded)).max())
+    SEEN.append((worst / tolerance, spread / tolerance, imaginary / tolerance))
     return shape.reply_shape_ok(raw, layout, used, tolerance)
 
 
@@ -63,7 +66,7 @@ def main() -> None:
     reveal.reply_shape_ok = measuring_check  # the lead's module looks the check up there
     print(
         f"{'setting':>9} {'N':>5} {'session':>7} {'shape/tol':>9} {'copies/tol':>10} "
-        f"{'|err|':>8} {'wall s':>6} {'load':>15}"
+        f"{'imag/tol':>8} {'|err|':>8} {'wall s':>6} {'load':>15}"
     )
     for setting in args.settings.split(","):
         parties, rows = (int(v) for v in setting.split("x"))
@@ -76,12 +79,11 @@ def main() -> None:
             )
             wall = time.perf_counter() - start
             err = abs(res.auc - privfl.binned_auc(data, args.thresholds))
-            worst = max(r for r, _ in SEEN)
-            spread = max(c for _, c in SEEN)
+            worst, spread, imaginary = (max(row[i] for row in SEEN) for i in range(3))
             load = "/".join(f"{v:.2f}" for v in os.getloadavg())
             print(
                 f"{setting:>9} {args.thresholds:>5} {k + 1:>7} {worst:>9.3f} {spread:>10.3f} "
-                f"{err:>8.1e} {wall:>6.1f} {load:>15}",
+                f"{imaginary:>8.3f} {err:>8.1e} {wall:>6.1f} {load:>15}",
                 flush=True,
             )
 

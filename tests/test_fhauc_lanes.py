@@ -17,6 +17,7 @@ import privfl
 from _shared import record_calls
 from conftest import make_parties
 from privfl.crypto.ckks_ciphertext import Ciphertext
+from privfl.crypto.threshold import ThresholdContext
 from privfl.crypto.threshold.ciphertext import Ciphertext as ThresholdCrypto
 from privfl.errors import MalformedMessageError, VerificationError
 from privfl.evaluation.fhauc import shape, tamper
@@ -203,6 +204,36 @@ class PlantBeyondTheReadSlots(PlantInDecodedSlots):
     where = "beyond"
 
 
+class PlantInLeadsImaginaryParts(tamper.PerExecution):
+    """The honest reply plus ``i·2^-31.5`` times the numerator in one slot: a complex
+    plaintext (encoded by a context of the same parameters decoding COMPLEX; OpenFHE's REAL
+    encoder drops imaginary parts) at the honest multiplier's level. OpenFHE's REAL decoding
+    zeroes imaginary parts and adds noise of their root mean square to the real parts: here
+    (2 parties x 300 rows, N = 10) a plant above about ``2^-30`` of the numerator breaks the
+    verification through that noise, one below about ``2^-33`` is within the lead's
+    tolerance, and in between (a fresh-eyes review's channel, about 30 times the tolerance in
+    one slot on the default set) only the lead's check of the imaginary parts refuses it."""
+
+    def tamper(self, uploads):
+        layout, slots = self._layout(), self._keys().slots
+        num, den = self.numerator_and_denominator(uploads)
+        c = random_multiplier(*self.multiplier_range) / 2.0**self.multiplier_scale_bits
+        full = np.full(slots, c)
+        honest, source = num.scale_by_slots(full).ct, num.ct
+        ctx = source.context
+        twin = ThresholdContext.for_parameters(ctx.params, ctx.parties, complex_slots=True)
+        mask = [0j] * slots
+        mask[layout.slot(1, 0)] = complex(0.0, c * 2.0**-31.5)
+        plain = twin.cc.MakeCKKSPackedPlaintext(mask, 1, source.level)
+        planted = ThresholdCrypto(ctx, ctx.cc.EvalMult(source.native, plain))
+        return Reply(
+            self.session_config.session,
+            threshold_ops.ThresholdCiphertext(honest + planted),
+            den.scale_by_slots(full),
+            self.execution,
+        )
+
+
 class PlantInOddCoefficients(tamper.PerExecution):
     """The honest reply plus ``c·T^p·F^p`` (the unsummed per-bin products) times a plaintext
     of every slot the ring holds, ``c`` in the first half and ``-c`` in the second: only odd
@@ -234,6 +265,7 @@ class PlantInOddCoefficients(tamper.PerExecution):
         PlantInDecodedSlots,
         PlantInEmptyLane,
         PlantBeyondTheReadSlots,
+        PlantInLeadsImaginaryParts,
     ],
     ids=lambda c: c.__name__,
 )
@@ -242,13 +274,20 @@ def test_values_planted_in_the_slots_the_lead_decodes_are_refused(monkeypatch, a
     aggregator that keeps those pairs right but plants other values in the rest (found by
     fresh-eyes reviews: the federation's per-bin products, accepted before) is refused: the
     lead's shape check (:func:`~privfl.evaluation.fhauc.shape.reply_shape_ok`) turns the
-    group into NaN. Without the check the same session is accepted (the test can fail)."""
+    group into NaN; so are values in the imaginary parts, which the lead decodes too. Without
+    the check (for the imaginary parts, with the real parts' check alone) the same session is
+    accepted (the test can fail)."""
     monkeypatch.setattr(threshold_ops, "FHAUC_PARAMETER_SET", "fhauc-test")
     parties = make_parties(np.random.default_rng(11), 2, 300)
     run = {"keys": "threshold", "security": "malicious", "splits": 2}
     with pytest.raises(VerificationError, match="valid result"):
         privfl.federated_auc(parties, 10, aggregator=attack(), **run)
-    monkeypatch.setattr(threshold_reveal, "reply_shape_ok", lambda *args: True)
+    check = shape.reply_shape_ok
+
+    def bypass(raw, *args):  # no check; against the imaginary parts, the real parts' check
+        return attack is not PlantInLeadsImaginaryParts or check(np.real(raw), *args)
+
+    monkeypatch.setattr(threshold_reveal, "reply_shape_ok", bypass)
     res = privfl.federated_auc(parties, 10, aggregator=attack(), **run)
     assert res.verified and res.auc == pytest.approx(privfl.binned_auc(parties, 10), abs=TOL)
 

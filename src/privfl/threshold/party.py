@@ -42,11 +42,12 @@ import numpy.typing as npt
 
 from privfl.crypto.threshold import messages as tm
 from privfl.crypto.threshold import wire
-from privfl.crypto.threshold.ciphertext import CiphertextHolder, fuse_and_decode
+from privfl.crypto.threshold.ciphertext import CiphertextHolder, fuse_and_decode, imaginary_parts
 from privfl.crypto.threshold.context import ThresholdContext
 from privfl.crypto.threshold.params import DECRYPTION_TOWERS
 from privfl.errors import (
     DecryptionNotPermittedError,
+    InputError,
     MalformedMessageError,
     ProtocolError,
 )
@@ -234,13 +235,15 @@ class ThresholdParty(CiphertextHolder):
 
     def lead_decrypt(
         self, message: tm.LeadDecryption, length: int, every_slot: bool = False
-    ) -> npt.NDArray[np.float64]:
+    ) -> npt.NDArray[np.float64] | npt.NDArray[np.complex128]:
         """The lead of a decryption for the parties only: add its own
         ``MultipartyDecryptLead`` share ``s_L c1 + e_L`` to the server's ``c0`` plus the sum
-        of the other parties' shares, and decode (``every_slot``: up to the ``ring / 2``
-        slots the plaintext holds, :func:`fuse_and_decode`). This party learns the
-        plaintext; its lead share never leaves it. Each request id is fused once; the share
-        counts against the flooding budget like any other."""
+        of the other parties' shares, and decode (``every_slot``: all ``ring / 2`` slots the
+        plaintext holds, as complex numbers, :func:`fuse_and_decode` for the real parts and
+        OpenFHE's refusals, :func:`imaginary_parts` for the rest; ``length`` must then be
+        ``ring / 2``). This party learns the plaintext; its lead share never leaves it.
+        Each request id is fused once; the share counts against the flooding budget like
+        any other."""
         ctx = self.context
         key = (message.sender, message.request_id)
         if key in self._answered:
@@ -250,7 +253,12 @@ class ThresholdParty(CiphertextHolder):
         layout = ctx.compressed_layout(message.level, message.deg)
         partial = ctx.load("ciphertext", layout, message.partial + message.c1, self.tag)
         lead = ctx.cc.MultipartyDecryptLead([partial], self._share())[0]
-        return fuse_and_decode(ctx, [lead], length, every_slot)
+        if not every_slot:
+            return fuse_and_decode(ctx, [lead], length)
+        if length != ctx.ring // 2:
+            raise InputError(f"every slot is {ctx.ring // 2} slots, not {length}")
+        imaginary = imaginary_parts(ctx, lead, message.level, message.deg, self.tag)
+        return fuse_and_decode(ctx, [lead], length, True) + 1j * imaginary
 
     def open_masked(
         self, result: tm.MaskedDecryption, mask_seed: bytes, length: int

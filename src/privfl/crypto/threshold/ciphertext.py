@@ -28,7 +28,13 @@ from privfl.crypto.threshold.messages import (
 from privfl.crypto.threshold.params import DECRYPTION_TOWERS
 from privfl.errors import InputError, ProtocolError, UnknownPartyError
 
-__all__ = ["Ciphertext", "CiphertextHolder", "JointDecryptionError", "fuse_and_decode"]
+__all__ = [
+    "Ciphertext",
+    "CiphertextHolder",
+    "JointDecryptionError",
+    "fuse_and_decode",
+    "imaginary_parts",
+]
 
 Pending = BootstrapRequest | DecryptionRequest
 
@@ -77,6 +83,31 @@ def fuse_and_decode(
     if not np.all(np.isfinite(values)):
         raise JointDecryptionError("the decryption shares decode to non-finite values")
     return values
+
+
+def imaginary_parts(
+    ctx: ThresholdContext, share: Any, level: int, deg: int, tag: str
+) -> npt.NDArray[np.float64]:
+    """The imaginary parts of all ``ring / 2`` slots of the plaintext that ``share`` (one
+    fused share: the lead's, carrying every other share and ``c0``; a ciphertext of
+    :meth:`~ThresholdContext.c1_layout` ``(level, deg)``) decodes to, which ``ctx``'s REAL
+    decoding zeroes: its coefficients decoded once more by the twin context that decodes
+    complex slots (:meth:`ThresholdContext.for_parameters`, ``complex_slots``). Run after
+    :func:`fuse_and_decode` of the same share, whose refusals it does not repeat."""
+    twin = ThresholdContext.for_parameters(ctx.params, ctx.parties, complex_slots=True)
+    payload = ctx.dump(ctx.c1_layout(level, deg), share)
+    copy = twin.load("ciphertext", twin.c1_layout(level, deg), payload, tag)
+    half = twin.ring // 2
+    try:
+        copy.SetSlots(half)
+        plain = twin.cc.MultipartyDecryptFusion([copy])
+        plain.SetLength(half)
+        values = np.asarray(plain.GetCKKSPackedValue(), dtype=np.complex128)
+    except RuntimeError as exc:
+        raise JointDecryptionError(f"the decryption shares do not decode: {exc}") from exc
+    if not np.all(np.isfinite(values)):
+        raise JointDecryptionError("the decryption shares decode to non-finite values")
+    return values.imag.copy()
 
 
 class Ciphertext:

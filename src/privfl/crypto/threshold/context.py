@@ -58,7 +58,7 @@ __all__ = [
 # valid for the objects holding it, and one built again for the same pair shares OpenFHE's
 # registered crypto context, so the keys and ciphertexts of either work with the other.
 MAX_CONTEXTS = 8
-_CONTEXTS: OrderedDict[tuple[ThresholdParameters, int], ThresholdContext] = OrderedDict()
+_CONTEXTS: OrderedDict[tuple[ThresholdParameters, int, bool], ThresholdContext] = OrderedDict()
 _LOCK = threading.Lock()
 
 
@@ -106,7 +106,9 @@ def _key_shape(layout: wire.Layout, keys: int, a_first: bool) -> KeyShape:
     return KeyShape(layout, a.astype(np.int64), b.astype(np.int64))
 
 
-def _cc_params(fhe: Any, params: ThresholdParameters, noise_estimate: float | None) -> Any:
+def _cc_params(
+    fhe: Any, params: ThresholdParameters, noise_estimate: float | None, complex_slots: bool = False
+) -> Any:
     p = fhe.CCParamsCKKSRNS()
     p.SetSecretKeyDist(fhe.UNIFORM_TERNARY)
     if params.insecure_ring_for_tests:
@@ -129,6 +131,8 @@ def _cc_params(fhe: Any, params: ThresholdParameters, noise_estimate: float | No
     else:
         p.SetExecutionMode(fhe.EXEC_EVALUATION)
         p.SetNoiseEstimate(noise_estimate)
+    if complex_slots:  # decoding keeps the imaginary parts (REAL, the default, zeroes them)
+        p.SetCKKSDataType(fhe.COMPLEX)
     cc = fhe.GenCryptoContext(p)
     for feature in (fhe.PKE, fhe.KEYSWITCH, fhe.LEVELEDSHE, fhe.ADVANCEDSHE, fhe.MULTIPARTY):
         cc.Enable(feature)
@@ -145,14 +149,23 @@ def _rotation_steps(params: ThresholdParameters) -> tuple[int, ...]:
 
 
 class ThresholdContext:
-    """The crypto context and layouts for one parameter set and number of parties."""
+    """The crypto context and layouts for one parameter set and number of parties.
+    ``complex_slots``: a twin that decodes complex slots (OpenFHE's ``CKKSDataType``
+    COMPLEX; the same ring, moduli and keys' shapes), for a decrypting party that checks the
+    imaginary parts of a plaintext, which the default REAL decoding zeroes
+    (:func:`~privfl.crypto.threshold.ciphertext.imaginary_parts`); nothing else uses it."""
 
-    def __init__(self, params: ThresholdParameters, parties: int) -> None:
+    def __init__(
+        self, params: ThresholdParameters, parties: int, complex_slots: bool = False
+    ) -> None:
         params.check(parties)
         self.fhe = require_openfhe()
         self.params = params
         self.parties = parties
-        self.cc = _cc_params(self.fhe, params, params.noise_estimate_bits(parties))
+        self.complex_slots = complex_slots
+        self.cc = _cc_params(
+            self.fhe, params, params.noise_estimate_bits(parties), complex_slots
+        )  # fmt: skip
         self.ring = int(self.cc.GetRingDimension())
         self.slots = params.batch_size
         self.levels = params.multiplicative_depth + 1
@@ -166,15 +179,17 @@ class ThresholdContext:
         self._key_layouts()
 
     @classmethod
-    def for_parameters(cls, params: ThresholdParameters, parties: int) -> ThresholdContext:
+    def for_parameters(
+        cls, params: ThresholdParameters, parties: int, complex_slots: bool = False
+    ) -> ThresholdContext:
         """The process-wide context for ``params`` and ``parties`` (built once while it is
         among the :data:`MAX_CONTEXTS` most recently used: key layouts need a throwaway key
-        generation)."""
-        key = (params, parties)
+        generation); ``complex_slots``: its twin that decodes complex slots."""
+        key = (params, parties, complex_slots)
         with _LOCK:
             ctx = _CONTEXTS.get(key)
             if ctx is None:
-                ctx = cls(params, parties)
+                ctx = cls(params, parties, complex_slots)
                 _CONTEXTS[key] = ctx
                 while len(_CONTEXTS) > MAX_CONTEXTS:
                     _CONTEXTS.popitem(last=False)

@@ -7,13 +7,12 @@ per-bin products, say) in the rest: its masks fold into its multiplier's plainte
 no extra level. In an honest reply every slot of an execution's lane holds that execution's
 numerator, the denominator sits where the layout puts it, empty lanes and imaginary parts
 hold zero; a reply that does not fit within :data:`SHAPE_SIGMAS` model standard deviations is
-refused by every party. (Threshold keys: the lead's decoding is OpenFHE's REAL one, which
-zeroes the imaginary parts, so only their root mean square is bounded, through the noise it
-adds to the real parts.) What this does not do (docs/security/fhauc.md, *Limits*): the
-decrypting party has seen a refused reply all the same, and values planted *within* the
-tolerance pass (the tolerance bounds the numerator's error, far above the honest spread
-between slots): a bound on what a deviating aggregator can show, not a proof that it showed
-nothing.
+refused by every party (threshold keys: the lead decodes the imaginary parts with a twin
+context, since OpenFHE's REAL decoding zeroes them). What this does not do
+(docs/security/fhauc.md, *Limits*): the decrypting party has seen a refused reply all the
+same, and values planted *within* the tolerance pass (the tolerance bounds the numerator's
+error, far above the honest spread between slots): a bound on what a deviating aggregator
+can show, not a proof that it showed nothing.
 """
 
 from __future__ import annotations
@@ -42,16 +41,19 @@ def tolerances(
 
 def reply_shape_ok(raw: npt.ArrayLike, layout: Layout, used: int, tolerance: float) -> bool:
     """Whether one group's decoded reply ``num + den`` (threshold keys: run by the lead on
-    its own decoding of every slot the plaintext holds, the layout's slots repeated when the
-    batch is sparse) has the honest shape: every repetition within ``tolerance`` of the
-    first, and in their mean (what a decoding of the batch alone gives), in each of the
-    ``used`` lanes, every slot within ``tolerance`` of the lane's numerator (read next to
-    its denominator) or of numerator plus denominator (where the layout puts the
-    denominator; its tiling repeats it), and every slot of the other lanes within
-    ``tolerance`` of zero."""
-    copies = np.asarray(raw, dtype=np.float64)
-    if copies.size % layout.slots or not copies.size or not np.isfinite(copies).all():
+    its own decoding of every slot the plaintext holds, as complex numbers, the layout's
+    slots repeated when the batch is sparse) has the honest shape: every imaginary part
+    within ``tolerance`` of zero, every repetition within ``tolerance`` of the first, and in
+    their mean (what a decoding of the batch alone gives), in each of the ``used`` lanes,
+    every slot within ``tolerance`` of the lane's numerator (read next to its denominator)
+    or of numerator plus denominator (where the layout puts the denominator; its tiling
+    repeats it), and every slot of the other lanes within ``tolerance`` of zero."""
+    decoded = np.asarray(raw)
+    if decoded.size % layout.slots or not decoded.size or not np.isfinite(decoded).all():
         return False
+    if np.iscomplexobj(decoded) and float(np.abs(decoded.imag).max()) > tolerance:
+        return False
+    copies = np.real(decoded).astype(np.float64)
     copies = copies.reshape(-1, layout.slots)
     if float(np.abs(copies - copies[0]).max()) > tolerance:
         return False

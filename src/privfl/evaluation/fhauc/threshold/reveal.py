@@ -97,8 +97,9 @@ def lead_plaintext(
     if reveal is Reveal.AUC:
         layout = plan.layout  # each group's lanes hold one execution each
         width = layout.slots
-        # malicious: every slot the plaintext holds, shape checked (the batch of a sparse
-        # set repeats; what differs between the copies the batch's decoding never reads)
+        # malicious: every slot the plaintext holds, as complex numbers, shape checked (the
+        # batch of a sparse set repeats; what differs between the copies, and the imaginary
+        # parts, the batch's REAL decoding never shows)
         checked = plan.reply_tolerance > 0
         everything = keys.context.ring // 2 if checked else width
         pairs = []
@@ -107,7 +108,7 @@ def lead_plaintext(
             used = layout.lanes_used(group, plan.executions)
             if checked and not reply_shape_ok(decoded, layout, used, plan.reply_tolerance):
                 decoded = np.full(everything, np.nan)  # other values; every party refuses
-            values = decoded.reshape(-1, width).mean(axis=0)  # the batch's decoding
+            values = np.real(decoded).reshape(-1, width).mean(axis=0)  # the batch's decoding
             for lane in range(used):
                 pairs.append(decode_pairs(values, layout, 0, lane))
         return tmsg.write_pairs(
