@@ -131,8 +131,8 @@ def _cc_params(
     else:
         p.SetExecutionMode(fhe.EXEC_EVALUATION)
         p.SetNoiseEstimate(noise_estimate)
-    if complex_slots:  # decoding keeps the imaginary parts (REAL, the default, zeroes them)
-        p.SetCKKSDataType(fhe.COMPLEX)
+    if complex_slots:
+        p.SetCKKSDataType(fhe.COMPLEX)  # REAL, the default, decodes imaginary parts as zero
     cc = fhe.GenCryptoContext(p)
     for feature in (fhe.PKE, fhe.KEYSWITCH, fhe.LEVELEDSHE, fhe.ADVANCEDSHE, fhe.MULTIPARTY):
         cc.Enable(feature)
@@ -149,26 +149,19 @@ def _rotation_steps(params: ThresholdParameters) -> tuple[int, ...]:
 
 
 class ThresholdContext:
-    """The crypto context and layouts for one parameter set and number of parties.
-    ``complex_slots``: a twin that decodes complex slots (OpenFHE's ``CKKSDataType``
-    COMPLEX; the same ring, moduli and keys' shapes), for a decrypting party that checks the
-    imaginary parts of a plaintext, which the default REAL decoding zeroes
-    (:func:`~privfl.crypto.threshold.ciphertext.imaginary_parts`); nothing else uses it."""
+    """The crypto context and layouts for one parameter set and number of parties;
+    ``complex_slots``: its twin decoding COMPLEX (REAL zeroes imaginary parts), used by
+    :func:`~privfl.crypto.threshold.ciphertext.imaginary_parts` only."""
 
     def __init__(
         self, params: ThresholdParameters, parties: int, complex_slots: bool = False
     ) -> None:
         params.check(parties)
         self.fhe = require_openfhe()
-        self.params = params
-        self.parties = parties
-        self.complex_slots = complex_slots
-        self.cc = _cc_params(
-            self.fhe, params, params.noise_estimate_bits(parties), complex_slots
-        )  # fmt: skip
+        self.params, self.parties, self.complex_slots = params, parties, complex_slots
+        self.cc = _cc_params(self.fhe, params, params.noise_estimate_bits(parties), complex_slots)
         self.ring = int(self.cc.GetRingDimension())
-        self.slots = params.batch_size
-        self.levels = params.multiplicative_depth + 1
+        self.slots, self.levels = params.batch_size, params.multiplicative_depth + 1
         self.steps = _rotation_steps(params)
         self._layouts: dict[tuple[object, ...], wire.Layout] = {}
         self._layout_lock = threading.Lock()
@@ -182,9 +175,9 @@ class ThresholdContext:
     def for_parameters(
         cls, params: ThresholdParameters, parties: int, complex_slots: bool = False
     ) -> ThresholdContext:
-        """The process-wide context for ``params`` and ``parties`` (built once while it is
-        among the :data:`MAX_CONTEXTS` most recently used: key layouts need a throwaway key
-        generation); ``complex_slots``: its twin that decodes complex slots."""
+        """The process-wide context for ``params``, ``parties`` and ``complex_slots`` (built
+        once while among the :data:`MAX_CONTEXTS` most recently used: key layouts need a
+        throwaway key generation)."""
         key = (params, parties, complex_slots)
         with _LOCK:
             ctx = _CONTEXTS.get(key)
