@@ -72,12 +72,21 @@ def fuse_and_decode(
     limit = ctx.ring // 2 if every_slot else ctx.slots
     if not 1 <= length <= limit:
         raise InputError(f"length must be in 1..{limit}")
+    if every_slot:
+        shares[0].SetSlots(limit)
+    return np.asarray(_decoded(ctx, shares, length, complex_values=False), dtype=np.float64)
+
+
+def _decoded(
+    ctx: ThresholdContext, shares: Sequence[Any], length: int, complex_values: bool
+) -> npt.NDArray[Any]:
+    """The first ``length`` slots of the fused ``shares``, real or complex (``ctx`` must
+    decode COMPLEX for the latter); :class:`JointDecryptionError` when they do not decode."""
     try:
-        if every_slot:
-            shares[0].SetSlots(limit)
         plain = ctx.cc.MultipartyDecryptFusion(list(shares))
         plain.SetLength(length)
-        values = np.asarray(plain.GetRealPackedValue(), dtype=np.float64)
+        got = plain.GetCKKSPackedValue() if complex_values else plain.GetRealPackedValue()
+        values = np.asarray(got, dtype=np.complex128 if complex_values else np.float64)
     except RuntimeError as exc:
         raise JointDecryptionError(f"the decryption shares do not decode: {exc}") from exc
     if not np.all(np.isfinite(values)):
@@ -92,22 +101,14 @@ def imaginary_parts(
     fused share: the lead's, carrying every other share and ``c0``; a ciphertext of
     :meth:`~ThresholdContext.c1_layout` ``(level, deg)``) decodes to, which ``ctx``'s REAL
     decoding zeroes: its coefficients decoded once more by the twin context that decodes
-    complex slots (:meth:`ThresholdContext.for_parameters`, ``complex_slots``). Run after
-    :func:`fuse_and_decode` of the same share, whose refusals it does not repeat."""
+    complex slots (:meth:`ThresholdContext.for_parameters`, ``complex_slots``). Run beside
+    :func:`fuse_and_decode` of the same share, whose refusals it does not make."""
     twin = ThresholdContext.for_parameters(ctx.params, ctx.parties, complex_slots=True)
     payload = ctx.dump(ctx.c1_layout(level, deg), share)
     copy = twin.load("ciphertext", twin.c1_layout(level, deg), payload, tag)
-    half = twin.ring // 2
-    try:
-        copy.SetSlots(half)
-        plain = twin.cc.MultipartyDecryptFusion([copy])
-        plain.SetLength(half)
-        values = np.asarray(plain.GetCKKSPackedValue(), dtype=np.complex128)
-    except RuntimeError as exc:
-        raise JointDecryptionError(f"the decryption shares do not decode: {exc}") from exc
-    if not np.all(np.isfinite(values)):
-        raise JointDecryptionError("the decryption shares decode to non-finite values")
-    return values.imag.copy()
+    copy.SetSlots(twin.ring // 2)
+    values = _decoded(twin, [copy], twin.ring // 2, complex_values=True)
+    return np.asarray(values.imag, dtype=np.float64).copy()
 
 
 class Ciphertext:
