@@ -89,10 +89,12 @@ def _consume(world, msg):
         parties[0].fuse(request, [share], PARAMS.batch_size)
     elif isinstance(msg, tm.MaskedDecryption):
         parties[1].open_masked(msg, SEED, PARAMS.batch_size)
-    elif isinstance(msg, tm.LeadDecryption):  # a fresh id: each id is fused once
-        parties[0].lead_decrypt(
-            dataclasses.replace(msg, request_id=next(FRESH_IDS)), PARAMS.batch_size
-        )
+    elif isinstance(msg, tm.LeadDecryption):  # a fresh id each: each id is fused once
+        # every slot the ring holds (the FHAUC lead's check: the sparse batch's copies and,
+        # through the twin context decoding COMPLEX, the imaginary parts), then the batch
+        for every_slot, length in ((True, ctx.ring // 2), (False, PARAMS.batch_size)):
+            fresh = dataclasses.replace(msg, request_id=next(FRESH_IDS))
+            parties[0].lead_decrypt(fresh, length, every_slot)
     elif isinstance(msg, tm.BootstrapRequest):
         parties[1].bootstrap_share(msg)
     elif isinstance(msg, tm.BootstrapShare):

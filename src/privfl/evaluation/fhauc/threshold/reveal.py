@@ -89,11 +89,10 @@ def lead_plaintext(
     """The lead: fuse its own share into every reply ciphertext and decode what the parties
     are entitled to (``auc``: the pair per execution; ``curve``: the used slots of every
     ciphertext). A reply that does not decrypt becomes NaN, and so (malicious AUC) does one
-    whose decoded slots (every slot the plaintext holds, ``ring / 2``) do not have the honest
-    shape (:func:`~privfl.evaluation.fhauc.shape.reply_shape_ok`): the parties' checks refuse
-    it.
-    The lead has decoded those slots all the same: what it saw is the limit stated in
-    docs/security/fhauc.md."""
+    whose decoded slots (every slot the plaintext holds, ``ring / 2``, real and imaginary
+    parts) do not have the honest shape (:func:`~privfl.evaluation.fhauc.shape.reply_shape_ok`):
+    the parties' checks refuse it. The lead has decoded those slots all the same: what it saw
+    is the limit stated in docs/security/fhauc.md."""
     if reveal is Reveal.AUC:
         layout = plan.layout  # each group's lanes hold one execution each
         width = layout.slots
