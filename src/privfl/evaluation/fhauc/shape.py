@@ -39,6 +39,13 @@ def tolerances(
     return sigmas[0] * factor, sigmas[1] * factor
 
 
+def batch_view(raw: npt.ArrayLike, slots: int) -> npt.NDArray[np.float64]:
+    """The ``slots`` values a decoding of the batch alone gives, from a decoding of every slot
+    the plaintext holds (the batch's copies, real parts): their mean."""
+    copies = np.real(np.asarray(raw)).astype(np.float64).reshape(-1, slots)
+    return np.asarray(copies.mean(axis=0), dtype=np.float64)
+
+
 def reply_shape_ok(raw: npt.ArrayLike, layout: Layout, used: int, tolerance: float) -> bool:
     """Whether one group's decoded reply ``num + den`` (threshold keys: run by the lead on
     its own decoding of every slot the plaintext holds, as complex numbers, the layout's
@@ -53,11 +60,10 @@ def reply_shape_ok(raw: npt.ArrayLike, layout: Layout, used: int, tolerance: flo
         return False
     if np.iscomplexobj(decoded) and float(np.abs(decoded.imag).max()) > tolerance:
         return False
-    copies = np.real(decoded).astype(np.float64)
-    copies = copies.reshape(-1, layout.slots)
+    copies = np.real(decoded).astype(np.float64).reshape(-1, layout.slots)
     if float(np.abs(copies - copies[0]).max()) > tolerance:
         return False
-    values = copies.mean(axis=0)  # what a decoding of the batch alone gives
+    values = batch_view(copies, layout.slots)
     rows = values.reshape(-1, layout.lanes)  # positions x lanes
     ds = layout.denominator_slot
     for lane in range(layout.lanes):

@@ -27,7 +27,7 @@ from privfl.evaluation.fhauc import curve
 from privfl.evaluation.fhauc.messages import AGGREGATOR, SessionConfig
 from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.evaluation.fhauc.reveal import Reveal
-from privfl.evaluation.fhauc.shape import reply_shape_ok
+from privfl.evaluation.fhauc.shape import batch_view, reply_shape_ok
 from privfl.evaluation.fhauc.threshold import curve as threshold_curve
 from privfl.evaluation.fhauc.threshold import messages as tmsg
 from privfl.evaluation.fhauc.threshold.plan import Plan
@@ -107,7 +107,7 @@ def lead_plaintext(
             used = layout.lanes_used(group, plan.executions)
             if checked and not reply_shape_ok(decoded, layout, used, plan.reply_tolerance):
                 decoded = np.full(everything, np.nan)  # other values; every party refuses
-            values = np.real(decoded).reshape(-1, width).mean(axis=0)  # the batch's decoding
+            values = batch_view(decoded, width)
             for lane in range(used):
                 pairs.append(decode_pairs(values, layout, 0, lane))
         return tmsg.write_pairs(
