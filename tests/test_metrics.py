@@ -137,6 +137,20 @@ def test_threshold_metrics_equal_scikit_learn_at_the_threshold(rng, security):
     assert res.to_dict()["reveal"] == "metrics"
 
 
+def test_metrics_read_off_the_curve_count_a_score_equal_to_the_threshold_as_positive(rng):
+    # scores rounded to 0.1: many equal 0.3 exactly. The curve's decision point 0.3 (N = 101)
+    # was 0.30000000000000004, so metrics_at(0.3) counted them negative (accuracy 0.663 for
+    # scikit-learn's 0.611 at score >= 0.3, found by a new-user review); now it is 0.3 itself
+    parties = [(np.round(s, 1), y) for s, y in make_parties(rng, 3, 200)]
+    got = pm.roc_curve(parties, 101).metrics_at(0.3)
+    s, y, _ = pooled(parties, None)
+    pred = (s >= 0.3).astype(int)
+    assert np.count_nonzero(s == 0.3) > 0
+    assert got.accuracy == pytest.approx(skm.accuracy_score(y, pred), abs=TOL)
+    assert got.recall == pytest.approx(skm.recall_score(y, pred), abs=TOL)
+    assert got.precision == pytest.approx(skm.precision_score(y, pred), abs=TOL)
+
+
 def test_auc_and_average_precision_scores_and_their_reveal_modes(rng):
     parties = make_parties(rng, 3, 100)
     a = pm.roc_auc_score(parties, 25)

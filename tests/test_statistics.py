@@ -115,6 +115,35 @@ def test_binned_auc_with_every_score_a_threshold_is_exact():
     assert binned_auc([(s, y)], 5) == pytest.approx(exact_auc([(s, y)]), abs=1e-15)
 
 
+@given(st.integers(3, 5000), st.sampled_from([(0.0, 1.0), (0.0, 10.0), (-1.0, 1.0), (0.0, 100.0)]))
+def test_even_thresholds_are_the_exact_ratios_rounded_once(n, score_range):
+    # every grid value a user writes is a threshold itself: t_k is (hi(N-1-k) + lo k)/(N-1)
+    # rounded once (for these ranges the numerator is an exact integer)
+    from fractions import Fraction
+
+    lo, hi = score_range
+    t = interior_thresholds(n, score_range)
+    want = [float(Fraction(int(hi) * (n - 1 - k) + int(lo) * k, n - 1)) for k in range(1, n - 1)]
+    assert t.tolist() == want
+    assert np.all(np.diff(t) < 0)
+
+
+@pytest.mark.parametrize("n, grid", [(11, 10), (101, 10), (101, 100), (21, 20)])
+def test_scores_on_the_thresholds_grid_give_the_exact_auc(n, grid):
+    # a score equal to a threshold counts as positive there (score >= t): on a grid the
+    # thresholds hit, the binned AUC is the exact one (before, 1 - k/(N-1) put 0.3 at
+    # 0.30000000000000004 and a score of exactly 0.3 fell below it: 0.758 for 0.759 at N = 11)
+    rng = np.random.default_rng(n + grid)
+    s = np.floor(rng.random(3000) * grid) / grid  # 0, 1/grid, ..., 1 - 1/grid: one per bin
+    y = (rng.random(3000) < 0.3 + 0.4 * s).astype(np.int8)
+    assert binned_auc([(s, y)], n) == pytest.approx(exact_auc([(s, y)]), abs=1e-12)
+
+
+def test_too_narrow_a_range_for_the_decision_points_is_refused():
+    with pytest.raises(InputError, match="too narrow"):
+        interior_thresholds(1000, (1.0, 1.0 + 1e-13))
+
+
 def test_auc_from_counts_requires_both_classes():
     with pytest.raises(InputError):
         auc_from_counts(np.array([0, 3]), np.array([0, 0]))

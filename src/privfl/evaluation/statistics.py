@@ -46,7 +46,7 @@ def interior_thresholds(
     """The N-2 interior thresholds, strictly decreasing, inside the score range.
 
     ``thresholds`` is either N, the number of decision points (an int, or a float with an
-    integral value such as ``100.0``; interior thresholds ``t_n = hi - (hi - lo) · n / (N-1)``
+    integral value such as ``100.0``; interior thresholds ``t_n = (hi·(N-1-n) + lo·n) / (N-1)``
     for ``n = 1..N-2``), or an explicit strictly decreasing array of interior thresholds inside
     ``[lo, hi]`` (then N = len + 2). Anything else (a string, a bool, a fractional N, a
     threshold outside the range) is an :class:`InputError`: a loose argument must never turn
@@ -57,8 +57,7 @@ def interior_thresholds(
         raise InputError(_THRESHOLDS_HELP + " (got None)")
     n = _point_count(thresholds)
     if n is not None:
-        k = np.arange(1, n - 1, dtype=np.float64)
-        return hi - (hi - lo) * k / (n - 1)
+        return _even_thresholds(n, lo, hi)
     try:
         arr = np.asarray(thresholds, dtype=np.float64).ravel()
     except (TypeError, ValueError):
@@ -80,6 +79,22 @@ def interior_thresholds(
 
 
 MAX_POINTS = 1 << 22
+
+
+def _even_thresholds(n: int, lo: float, hi: float) -> npt.NDArray[np.float64]:
+    """``t_k = (hi·(N-1-k) + lo·k) / (N-1)`` for ``k = 1..N-2``: one rounding of an exact
+    ratio where ``lo`` and ``hi`` are small integers, so every grid point a user writes is the
+    threshold itself (``[0, 1]``, N = 101: ``t_70`` is ``0.3``, the double a score of 0.3 is;
+    ``hi - (hi - lo)·k/(N-1)`` gave ``0.30000000000000004``, and a score of exactly 0.3 was
+    counted below it). :class:`InputError` when the range is too narrow for N distinct
+    doubles (never a silently repeated threshold)."""
+    k = np.arange(1, n - 1, dtype=np.float64)
+    out = (hi * (n - 1 - k) + lo * k) / (n - 1)
+    if out.size > 1 and not np.all(np.diff(out) < 0):
+        raise InputError(
+            f"the score range [{lo:g}, {hi:g}] is too narrow for {n} distinct decision points"
+        )
+    return out
 _THRESHOLDS_HELP = (
     "thresholds must be an integer N >= 3 (the number of decision points) or a strictly "
     "decreasing array of interior thresholds"
