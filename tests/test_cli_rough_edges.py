@@ -142,7 +142,8 @@ def test_a_party_column_with_one_name_is_a_federation_of_one(command, tmp_path, 
     opts = ["--party-column", "site", "-s", "score", "-l", "label"]
     extra = ["--workdir", str(tmp_path / "w")] if command[0] == "flower" else []
     out = runner.invoke(app, [*command, str(tmp_path / "one.csv"), *opts, *extra])
-    assert "at least 2 party names" in one_line_exit_2(out)
+    message = one_line_exit_2(out)
+    assert "holds one value ('only')" in message and "at least 2 parties" in message, message
     assert not (tmp_path / "w").exists()
     if command == ["dpauc"]:
         args = [*dpauc_args(scores_csv)]

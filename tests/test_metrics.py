@@ -464,6 +464,11 @@ def test_the_documented_caveat_integer_counts_are_recoverable_up_to_their_gcd(rn
         # no second session behind --reveal's back (the parties would learn more)
         (["--metrics-at", "0.5"], "more than --reveal auc"),
         (["--reveal", "curve", "--thresholds", "5", "--metrics-at", "0.3"], "not one of the"),
+        # the default 100 points miss 0.5: the error names the N that includes it
+        (["--reveal", "curve", "--metrics-at", "0.5"], "--thresholds 101 includes it"),
+        # options of the malicious variant are refused elsewhere, not silently ignored
+        (["--splits", "8", "--executions", "5"], "--splits, --executions only apply to"),
+        (["--min-guarantee-bits", "20"], "--min-guarantee-bits only apply to"),
     ],
 )
 def test_cli_reveal_and_label_errors_exit_2(tmp_path, extra, message):
@@ -477,6 +482,52 @@ def test_cli_reveal_and_label_errors_exit_2(tmp_path, extra, message):
     out = CliRunner().invoke(app, ["auc", str(path), "-s", "score", "-l", "label",
                                    "--parties", "2", *extra])  # fmt: skip
     assert out.exit_code == 2 and message in out.output, out.output
+
+
+@pytest.mark.parametrize(
+    ("rows", "extra", "message"),
+    [
+        # a boolean label column: --pos-label true/false (any case) or 1/0
+        ([("a", True), ("b", False), ("a", False), ("b", True)], ["--pos-label", "True"], None),
+        ([("a", True), ("b", False), ("a", False), ("b", True)], ["--pos-label", "false"], None),
+        ([("a", True), ("b", False)], ["--pos-label", "maybe"], "pass true or false"),
+        ([("a", 1), ("a", 0)], [], "holds one value ('a')"),
+        ([], [], "has a header but no rows"),
+        ([("a", "yes"), ("b", "no"), ("a", "no"), ("b", "yes")], [], "--pos-label on the"),
+    ],
+)
+def test_cli_label_and_party_column_edges(tmp_path, rows, extra, message):
+    import json
+
+    import pandas as pd
+    from typer.testing import CliRunner
+
+    from privfl.cli import app
+
+    path = tmp_path / "s.csv"
+    scores = [0.2, 0.7, 0.4, 0.9][: len(rows)]
+    df = pd.DataFrame(rows, columns=["site", "label"]).assign(score=scores)
+    df.to_csv(path, index=False)
+    out = CliRunner().invoke(app, ["auc", str(path), "-s", "score", "-l", "label",
+                                   "--party-column", "site", "--json", *extra])  # fmt: skip
+    if message is not None:
+        assert out.exit_code == 2 and message in out.output, out.output
+        return
+    assert out.exit_code == 0, out.output
+    positive = extra[1].lower() == "true"
+    y = (df.label == positive).astype(int)
+    want = skm.roc_auc_score(y, df.score)
+    assert json.loads(out.stdout)["auc"] == pytest.approx(want, abs=0.02)  # binning, N = 100
+
+
+def test_curves_index_like_scikit_learns_tuples(rng):
+    parties = make_parties(rng, 2, 50)
+    roc, pr = pm.roc_curve(parties, 5), pm.precision_recall_curve(parties, 5)
+    assert len(roc) == len(pr) == 3
+    for result in (roc, pr):
+        for k, array in enumerate(result):
+            assert result[k] is array
+    assert roc[-1] is roc.thresholds
 
 
 @pytest.mark.parametrize("labels", [[0, 256, 1, 0], [0, 0.5, 1, 0], [0, float("nan"), 1, 0]])

@@ -93,9 +93,17 @@ def check_party_names(names: Any, what: str = "party", minimum: int = 2) -> list
 def typed_pos_label(column: Any, pos_label: str | None) -> Any:
     """A ``--pos-label`` given on the command line (a string) as a value of a table's label
     column: a number when the column is numeric (``--pos-label 1`` matches ``1`` and ``1.0``),
-    else the string itself. ``None`` stays ``None`` (0/1 and -1/1 labels need none)."""
+    a bool when the column is boolean (``true``/``false``, any case, or ``1``/``0``), else the
+    string itself. ``None`` stays ``None`` (0/1 and -1/1 labels need none)."""
     if pos_label is None or getattr(column, "dtype", None) is None:
         return pos_label
+    if column.dtype.kind == "b":
+        named = {"true": True, "1": True, "false": False, "0": False}.get(pos_label.lower())
+        if named is None:
+            raise InputError(
+                f"--pos-label {pos_label!r}: the labels are true/false, so pass true or false"
+            )
+        return named
     if column.dtype.kind in "iuf":
         try:
             return float(pos_label)

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from privfl.errors import InputError
 from privfl.evaluation.curves import ThresholdMetrics
-from privfl.evaluation.statistics import interior_thresholds
+from privfl.evaluation.statistics import interior_thresholds, points_including
 
 METRIC_ROWS = (
     ("accuracy", "accuracy"),
@@ -49,10 +49,12 @@ def check_options(
         )
     points = interior_thresholds(thresholds, score_range)
     if not np.any(np.isclose(points, metrics_at, rtol=0, atol=1e-12)):
+        fit = points_including(metrics_at, thresholds, score_range)
+        hint = f"--thresholds {fit} includes it" if fit else "pass --thresholds so that it is one"
         raise InputError(
             f"--metrics-at {metrics_at:g} is not one of the curve's {thresholds} decision "
-            "points, and another session there would reveal more than the curve: pass "
-            "--thresholds so that it is one, or use --reveal metrics"
+            f"points, and another session there would reveal more than the curve: {hint}, "
+            "or use --reveal metrics"
         )
 
 

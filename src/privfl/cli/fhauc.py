@@ -26,7 +26,7 @@ from privfl.cli._kit import (
 from privfl.cli._progress import Tracker, as_callback
 from privfl.errors import InputError
 from privfl.evaluation.curves import hanley_mcneil_interval
-from privfl.evaluation.fhauc.policy import DEFAULT_SPLITS
+from privfl.evaluation.fhauc.policy import DEFAULT_GUARANTEE_BITS, DEFAULT_SPLITS
 
 
 @guard
@@ -67,8 +67,12 @@ def auc(
         ),
     ] = "semi-honest",
     splits: Annotated[
-        int, typer.Option(help="Additive splits S per position (malicious only, 2..16).")
-    ] = DEFAULT_SPLITS,
+        int | None,
+        typer.Option(
+            help="Additive splits S per position (malicious only, 2..16; default "
+            f"{DEFAULT_SPLITS})."
+        ),
+    ] = None,
     executions: Annotated[
         int | None,
         typer.Option(
@@ -78,12 +82,12 @@ def auc(
         ),
     ] = None,
     min_guarantee_bits: Annotated[
-        float,
+        float | None,
         typer.Option(
             help="Refuse a verified AUC unless a deviation above 1e-6 would have been caught "
-            "except with probability 2^-BITS (malicious only)."
+            f"except with probability 2^-BITS (malicious only; default {DEFAULT_GUARANTEE_BITS:g})."
         ),
-    ] = 8.0,
+    ] = None,
     force: Annotated[
         bool, typer.Option(help="Run even when the estimated memory exceeds 4 GiB.")
     ] = False,
@@ -124,10 +128,12 @@ def auc(
     Against a malicious aggregator: add --security malicious --splits 4 (the parties verify
     the result and refuse to output one if the aggregator deviated).
 
-    Curves and metrics: --reveal curve --plot roc.png, --metrics-at 0.5, --pos-label yes.
+    Curves and metrics: --reveal curve --plot roc.png, --thresholds 101 --metrics-at 0.5
+    (a decision point of the 101), --pos-label yes.
     """
     import privfl
 
+    splits, min_guarantee_bits = malicious_options(security, splits, executions, min_guarantee_bits)
     check_output_path(json_out, "--json-out")
     check_output_path(plot, "--plot")
     rng = parse_score_range(score_range)
@@ -220,6 +226,26 @@ BYTE_ROWS = (
 )
 
 
+def malicious_options(
+    security: str, splits: int | None, executions: int | None, min_guarantee_bits: float | None
+) -> tuple[int, float]:
+    """``(splits, min_guarantee_bits)`` with their defaults; :class:`InputError` before any
+    work when an option of the malicious variant is given to another (it would be ignored,
+    and the run would look as if it had been used)."""
+    options = {
+        "--splits": splits, "--executions": executions, "--min-guarantee-bits": min_guarantee_bits
+    }  # fmt: skip
+    given = [name for name, value in options.items() if value is not None]
+    if given and security != "malicious":
+        raise InputError(
+            f"{', '.join(given)} only apply to --security malicious (this run is {security!r})"
+        )
+    return (
+        DEFAULT_SPLITS if splits is None else splits,
+        DEFAULT_GUARANTEE_BITS if min_guarantee_bits is None else min_guarantee_bits,
+    )
+
+
 def add_cost_rows(table: Table, timings: Mapping[str, float], sizes: Mapping[str, float]) -> None:
     """Rows for the timings and byte counts the run recorded (whatever its key mode; a field
     that does not apply to the mode is absent or 0 and gets no row)."""
@@ -263,8 +289,10 @@ def curve_main(
     emit(out, as_json, json_out)
     if as_json:
         return
+    # the metrics reveal counts at its one threshold: N = 3 decision points (+inf, t, -inf)
+    points = thresholds if curve is not None else 3
     table = Table(title=f"FHAUC ({options['security']}, reveal={reveal}) on {file.name}: "
-                  f"{len(data)} parties, N={thresholds}")  # fmt: skip
+                  f"{len(data)} parties, N={points}")  # fmt: skip
     table.add_column("quantity")
     table.add_column("value", justify="right")
     if curve is not None:
@@ -303,6 +331,8 @@ def load_named_parties(
     for col in (score_column, label_column, party_column):
         if col is not None and col not in df.columns:
             raise InputError(f"unknown column {col!r}; columns are {list(df.columns)}")
+    if len(df) == 0:
+        raise InputError(f"{file} has a header but no rows")
     pos = typed_pos_label(df[label_column], pos_label)
     if party_column is not None:
         blank = df[party_column].isna() | (df[party_column].astype(str).str.strip() == "")
@@ -312,6 +342,11 @@ def load_named_parties(
                 f"{party_column!r}; fill them in or remove them (no row is dropped silently)"
             )
         groups = list(df.groupby(df[party_column].astype(str), sort=True))
+        if len(groups) < 2:
+            raise InputError(
+                f"the party column {party_column!r} holds one value ({groups[0][0]!r}): a "
+                "federation needs at least 2 parties (or use --parties K to deal the rows)"
+            )
         names = check_party_names([str(k) for k, _ in groups])
         labels = binarize_labels([g[label_column].to_numpy() for _, g in groups], pos)
         named = {

@@ -49,8 +49,9 @@ def binarize_labels(labels: Sequence[Any], pos_label: Any = None) -> list[Int8Ar
         if not classes <= {0, 1} and not classes <= {-1, 1}:
             raise InputError(
                 f"labels must be 0 or 1, -1 or 1, or two values with pos_label= naming the "
-                f"positive class; found {sorted(map(str, classes))}: pass pos_label= to say "
-                "which class is positive (only {0, 1} and {-1, 1} default to pos_label=1)"
+                f"positive class; found {sorted(map(str, classes))}: pass pos_label= "
+                "(--pos-label on the command line) to say which class is positive (only "
+                "{0, 1} and {-1, 1} default to pos_label=1)"
             )
         pos_label = 1  # one class only: the caller's class-balance check names the problem
     elif not any(_equal(c, pos_label) for c in classes):

@@ -47,7 +47,12 @@ from privfl.evaluation.fhauc.reveal import Reveal, RevealedCurve
 from privfl.evaluation.metric_reference import binned_reference, exact_scores, prepare
 from privfl.evaluation.reference import PartyData
 from privfl.evaluation.results import FloatLike
-from privfl.evaluation.statistics import DEFAULT_THRESHOLDS, ScoreRange, interior_thresholds
+from privfl.evaluation.statistics import (
+    DEFAULT_THRESHOLDS,
+    ScoreRange,
+    interior_thresholds,
+    points_including,
+)
 
 __all__ = [
     "MetricsResult",
@@ -110,6 +115,7 @@ class _Curve:
     curve: RevealedCurve = field(repr=False)
     decision_points: FloatArray = field(repr=False)  # N thresholds, +inf ... -inf
     run: dict[str, Any] = field(repr=False)
+    score_range: ScoreRange = field(repr=False)
 
     @property
     def auc(self) -> float:
@@ -128,9 +134,12 @@ class _Curve:
         """Threshold metrics at one of the curve's decision points."""
         hits = np.flatnonzero(np.isclose(self.decision_points, threshold, rtol=0, atol=1e-12))
         if hits.size == 0:
+            n = len(self.decision_points)
+            fit = points_including(threshold, n, self.score_range)
+            hint = f"thresholds={fit} includes it" if fit else "thresholds= that include it"
             raise InputError(
-                f"{threshold} is not one of the curve's decision points; use "
-                "threshold_metrics(parties, threshold=t) or thresholds= that include it"
+                f"{threshold} is not one of the curve's {n} decision points; use "
+                f"threshold_metrics(parties, threshold=t) or {hint}"
             )
         n, c = int(hits[0]), self.curve
         return curves.metrics_at(c.tp[n], c.fp[n], c.tp[-1], c.fp[-1], threshold)
@@ -146,6 +155,13 @@ class ROCCurve(_Curve):
 
     def __iter__(self) -> Iterator[FloatArray]:
         return iter((self.fpr, self.tpr, self.thresholds))
+
+    def __len__(self) -> int:
+        return 3
+
+    def __getitem__(self, index: int) -> FloatArray:
+        """``roc[0]``, ``roc[1]``, ``roc[2]``: scikit-learn's tuple, indexed."""
+        return (self.fpr, self.tpr, self.thresholds)[index]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -166,6 +182,13 @@ class PRCurve(_Curve):
 
     def __iter__(self) -> Iterator[FloatArray]:
         return iter((self.precision, self.recall, self.thresholds))
+
+    def __len__(self) -> int:
+        return 3
+
+    def __getitem__(self, index: int) -> FloatArray:
+        """``pr[0]``, ``pr[1]``, ``pr[2]``: scikit-learn's tuple, indexed."""
+        return (self.precision, self.recall, self.thresholds)[index]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -303,7 +326,7 @@ def roc_curve(
         _options(options, kwargs), (Reveal.CURVE,), "roc_curve",
     )  # fmt: skip
     fpr, tpr = curves.roc_points(curve.tp, curve.fp)
-    return ROCCurve(Reveal.CURVE.value, curve, points, run, fpr, tpr, points)
+    return ROCCurve(Reveal.CURVE.value, curve, points, run, score_range, fpr, tpr, points)
 
 
 def precision_recall_curve(
@@ -323,7 +346,7 @@ def precision_recall_curve(
         _options(options, kwargs), (Reveal.CURVE,), "precision_recall_curve",
     )  # fmt: skip
     p, r, t = curves.precision_recall_arrays(curve.tp, curve.fp, points)
-    return PRCurve(Reveal.CURVE.value, curve, points, run, p, r, t)
+    return PRCurve(Reveal.CURVE.value, curve, points, run, score_range, p, r, t)
 
 
 def average_precision_score(

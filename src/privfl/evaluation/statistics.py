@@ -73,7 +73,8 @@ def interior_thresholds(
     if arr.min() < lo or arr.max() > hi:
         raise InputError(
             f"thresholds must lie inside the score range [{lo:g}, {hi:g}] (found "
-            f"{arr.min():.6g}..{arr.max():.6g}); pass score_range=(low, high) to match them"
+            f"{arr.min():.6g}..{arr.max():.6g}); pass score_range=(low, high) "
+            "(--score-range low,high on the command line) to match them"
         )
     return arr
 
@@ -95,10 +96,30 @@ def _even_thresholds(n: int, lo: float, hi: float) -> npt.NDArray[np.float64]:
             f"the score range [{lo:g}, {hi:g}] is too narrow for {n} distinct decision points"
         )
     return out
+
+
 _THRESHOLDS_HELP = (
     "thresholds must be an integer N >= 3 (the number of decision points) or a strictly "
     "decreasing array of interior thresholds"
 )
+
+
+def points_including(threshold: float, points: int, score_range: tuple[float, float]) -> int:
+    """The smallest number of decision points, at least ``points``, whose even thresholds
+    include ``threshold`` (0 when none up to ``MAX_POINTS`` does): ``t = hi - (hi - lo)
+    k/(N-1)`` needs ``(hi - t)/(hi - lo)`` to be a fraction with a denominator dividing
+    ``N - 1``."""
+    from fractions import Fraction
+
+    lo, hi = score_range
+    if not lo < threshold < hi:
+        return 0
+    q = Fraction((hi - threshold) / (hi - lo)).limit_denominator(1 << 20).denominator
+    n = -(-(points - 1) // q) * q + 1
+    if n > MAX_POINTS:
+        return 0
+    grid = interior_thresholds(n, score_range)
+    return n if np.any(np.isclose(grid, threshold, rtol=0, atol=1e-12)) else 0
 
 
 def _point_count(thresholds: Any) -> int | None:
@@ -153,7 +174,8 @@ def validate_party(
     if s.min() < lo or s.max() > hi:
         raise InputError(
             f"party {index}: scores must lie in the declared range [{lo}, {hi}] "
-            f"(found {s.min():.6g}..{s.max():.6g}); pass score_range=(low, high)"
+            f"(found {s.min():.6g}..{s.max():.6g}); pass score_range=(low, high) "
+            "(--score-range low,high on the command line)"
         )
     try:
         y = y_raw.astype(np.float64)
