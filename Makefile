@@ -20,7 +20,7 @@ FIND_LINKS := $(if $(HAVE_WHEELS),--find-links $(WHEELS))
 help:
 	@echo "make install          .venv with every extra (network-bound: 13 min wall, 69 s CPU, fresh clone)"
 	@echo "make demo             FHAUC with 15 parties on breast-cancer data (40 s wall, load 15)"
-	@echo "make test             the whole test suite, 6 workers (about 500 s CPU as time counts it, about 750 s with Flower's own processes; 5:49 to 6:26 wall on an idle 2-core machine with an installed .venv)"
+	@echo "make test             the whole test suite, 6 workers (about 500 s CPU as time counts it, about 750 s with Flower's own processes; 5:49 to 6:26 wall on an idle 2-core machine with an installed .venv; 14 min on a host twice as slow)"
 	@echo "make lint             ruff and mypy --strict"
 	@echo "make docs             the documentation site into site/, warnings as errors (4.1 s CPU, 16 s wall, load 13)"
 	@echo "make bench            FHAUC's cost table, a line per row (63 s CPU, 7.7 min wall at load 15-33)"
