@@ -151,6 +151,18 @@ def test_metrics_read_off_the_curve_count_a_score_equal_to_the_threshold_as_posi
     assert got.precision == pytest.approx(skm.precision_score(y, pred), abs=TOL)
 
 
+def test_metrics_at_a_value_the_grid_only_approximates_is_refused_not_misread(rng):
+    # on [0.2, 0.9] with N = 8 the point near 0.7 is 0.7000000000000001: a score of exactly 0.7
+    # is below it, so reading it as "metrics at 0.7" would be wrong (a fresh-eyes review)
+    parties = [(0.2 + 0.7 * s, y) for s, y in make_parties(rng, 2, 40)]
+    roc = pm.roc_curve(parties, 8, score_range=(0.2, 0.9))
+    assert 0.7 not in roc.decision_points.tolist()
+    with pytest.raises(InputError, match="not one of the curve's 8 decision points"):
+        roc.metrics_at(0.7)
+    point = float(roc.decision_points[2])
+    assert roc.metrics_at(point).threshold == point
+
+
 def test_auc_and_average_precision_scores_and_their_reveal_modes(rng):
     parties = make_parties(rng, 3, 100)
     a = pm.roc_auc_score(parties, 25)

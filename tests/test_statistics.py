@@ -12,6 +12,7 @@ from privfl.evaluation.statistics import (
     interior_thresholds,
     numerator_vectors,
     party_counts,
+    points_including,
     validate_party,
 )
 
@@ -142,6 +143,36 @@ def test_scores_on_the_thresholds_grid_give_the_exact_auc(n, grid):
 def test_too_narrow_a_range_for_the_decision_points_is_refused():
     with pytest.raises(InputError, match="too narrow"):
         interior_thresholds(1000, (1.0, 1.0 + 1e-13))
+
+
+@pytest.mark.parametrize(
+    "threshold, points, score_range, want",
+    [
+        (0.5, 100, (0.0, 1.0), 101),
+        (0.3, 11, (0.0, 1.0), 11),
+        (5.0, 100, (0.0, 10.0), 101),
+        # the grid's point is 0.7000000000000001 / 0.49999999999999994: never suggested
+        (0.7, 8, (0.2, 0.9), 0),
+        (0.5, 100, (0.1, 0.7), 0),
+        (1e-13, 3, (-1.0, 1.0), 0),
+        # a larger N would be too narrow a range: no suggestion, no error
+        (100.0000000003, 100, (100.0, 100.000000001), 0),
+        (0.0, 100, (0.0, 1.0), 0),
+        (float("nan"), 100, (0.0, 1.0), 0),
+    ],
+)
+def test_points_including_suggests_only_grids_holding_the_value_exactly(
+    threshold, points, score_range, want
+):
+    got = points_including(threshold, points, score_range)
+    assert got == want
+    if got:
+        assert threshold in interior_thresholds(got, score_range).tolist()
+
+
+def test_a_range_too_wide_for_doubles_is_refused():
+    with pytest.raises(InputError, match="too wide"):
+        interior_thresholds(4, (0.0, 1e308))
 
 
 def test_auc_from_counts_requires_both_classes():

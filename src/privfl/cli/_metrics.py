@@ -48,7 +48,7 @@ def check_options(
             "--reveal auc (the AUC only): use --reveal metrics --metrics-at T"
         )
     points = interior_thresholds(thresholds, score_range)
-    if not np.any(np.isclose(points, metrics_at, rtol=0, atol=1e-12)):
+    if not np.any(points == metrics_at):  # exactly (see ROCCurve.metrics_at)
         fit = points_including(metrics_at, thresholds, score_range)
         hint = f"--thresholds {fit} includes it" if fit else "pass --thresholds so that it is one"
         raise InputError(

@@ -345,7 +345,7 @@ def load_named_parties(
         if len(groups) < 2:
             raise InputError(
                 f"the party column {party_column!r} holds one value ({groups[0][0]!r}): a "
-                "federation needs at least 2 parties (or use --parties K to deal the rows)"
+                "federation needs at least 2 parties"
             )
         names = check_party_names([str(k) for k, _ in groups])
         labels = binarize_labels([g[label_column].to_numpy() for _, g in groups], pos)

@@ -132,7 +132,8 @@ class _Curve:
 
     def metrics_at(self, threshold: float) -> ThresholdMetrics:
         """Threshold metrics at one of the curve's decision points."""
-        hits = np.flatnonzero(np.isclose(self.decision_points, threshold, rtol=0, atol=1e-12))
+        # exactly: a score equal to the threshold counts as positive only at that very value
+        hits = np.flatnonzero(self.decision_points == threshold)
         if hits.size == 0:
             n = len(self.decision_points)
             fit = points_including(threshold, n, self.score_range)

@@ -90,10 +90,14 @@ def _even_thresholds(n: int, lo: float, hi: float) -> npt.NDArray[np.float64]:
     counted below it). :class:`InputError` when the range is too narrow for N distinct
     doubles (never a silently repeated threshold)."""
     k = np.arange(1, n - 1, dtype=np.float64)
-    out = (hi * (n - 1 - k) + lo * k) / (n - 1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = (hi * (n - 1 - k) + lo * k) / (n - 1)
+    if not np.all(np.isfinite(out)):
+        raise InputError(f"the score range [{lo:.17g}, {hi:.17g}] is too wide to divide")
     if out.size > 1 and not np.all(np.diff(out) < 0):
         raise InputError(
-            f"the score range [{lo:g}, {hi:g}] is too narrow for {n} distinct decision points"
+            f"the score range [{lo:.17g}, {hi:.17g}] is too narrow for {n} distinct "
+            "decision points"
         )
     return out
 
@@ -106,7 +110,7 @@ _THRESHOLDS_HELP = (
 
 def points_including(threshold: float, points: int, score_range: tuple[float, float]) -> int:
     """The smallest number of decision points, at least ``points``, whose even thresholds
-    include ``threshold`` (0 when none up to ``MAX_POINTS`` does): ``t = hi - (hi - lo)
+    include ``threshold`` exactly (0 when none up to ``MAX_POINTS`` does): ``t = hi - (hi - lo)
     k/(N-1)`` needs ``(hi - t)/(hi - lo)`` to be a fraction with a denominator dividing
     ``N - 1``."""
     from fractions import Fraction
@@ -118,8 +122,11 @@ def points_including(threshold: float, points: int, score_range: tuple[float, fl
     n = -(-(points - 1) // q) * q + 1
     if n > MAX_POINTS:
         return 0
-    grid = interior_thresholds(n, score_range)
-    return n if np.any(np.isclose(grid, threshold, rtol=0, atol=1e-12)) else 0
+    try:
+        grid = interior_thresholds(n, score_range)
+    except InputError:  # a range too narrow for that many points: no suggestion
+        return 0
+    return n if np.any(grid == threshold) else 0  # exactly: scores equal to it count
 
 
 def _point_count(thresholds: Any) -> int | None:
