@@ -96,8 +96,7 @@ def _even_thresholds(n: int, lo: float, hi: float) -> npt.NDArray[np.float64]:
         raise InputError(f"the score range [{lo:.17g}, {hi:.17g}] is too wide to divide")
     if out.size > 1 and not np.all(np.diff(out) < 0):
         raise InputError(
-            f"the score range [{lo:.17g}, {hi:.17g}] is too narrow for {n} distinct "
-            "decision points"
+            f"the score range [{lo:.17g}, {hi:.17g}] is too narrow for {n} distinct decision points"
         )
     return out
 
