@@ -50,10 +50,24 @@ def _refused_quickly(args, reason, seconds=10.0):
         (["--dataset", "mnist"], "unknown dataset"),
         (["--json-out", "/no/such/dir/x.json"], "does not exist"),
         (["--model-out", "/no/such/dir/m.npz"], "does not exist"),
+        # zero was silently replaced by the default (3 parties, 30 rows each)
+        (["--parties", "0"], "--parties must be at least 1, got 0"),
+        (["--per-party", "0"], "--per-party must be at least 1, got 0"),
     ],
 )
 def test_bad_training_settings_are_refused_before_key_generation(args, reason):
     _refused_quickly(args, reason)
+
+
+def test_a_table_with_one_class_is_refused(tmp_path):
+    # it trained a one-output "classifier" with accuracy 1.000 and no warning (new-user review)
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame(rng.random((20, 4)), columns=list("abcd"))
+    df.assign(clinic=["x", "y"] * 10, species="setosa").to_csv(tmp_path / "one.csv", index=False)
+    args = ["--data", str(tmp_path / "one.csv"), "--party-column", "clinic"]
+    _refused_quickly([*args, "--label-column", "species"], "holds one class ('setosa')")
 
 
 def test_encrypt_last_comes_from_a_recommendation_file(tmp_path):

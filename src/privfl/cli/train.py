@@ -158,7 +158,11 @@ def _load(
         from privfl.training.data import federated_digits
 
         name = dataset or "digits8x8"
-        built = federated_digits(parties or 3, per_party or 30, seed, name)
+        for value, flag in ((parties, "--parties"), (per_party, "--per-party")):
+            if value is not None and value < 1:
+                raise InputError(f"{flag} must be at least 1, got {value}")
+        parties = 3 if parties is None else parties
+        built = federated_digits(parties, 30 if per_party is None else per_party, seed, name)
         dealt = {str(k): p for k, p in enumerate(built.parties)}
         return _Data(
             name, dealt, built.x_test, built.y_test, built.member_indices, built.test_indices
@@ -173,6 +177,12 @@ def _load(
     if feature_columns is not None:
         columns = [c.strip() for c in feature_columns.split(",") if c.strip()]
     table = load_table(data, label_column, party_column, columns)
+    classes = np.unique(np.concatenate([y for _, y in table.parties.values()]))
+    if classes.size < 2:
+        raise InputError(
+            f"{data}: the label column {label_column!r} holds one class ({classes[0]!r}): a "
+            "classifier needs at least 2"
+        )
     x_test: Any = np.zeros((0, len(table.feature_columns)))
     y_test: Any = np.zeros(0, dtype=np.int64)
     if test_data is not None:
