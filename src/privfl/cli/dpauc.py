@@ -18,7 +18,7 @@ from privfl.cli._kit import (
     guard,
     parse_score_range,
 )
-from privfl.cli.fhauc import load_named_parties
+from privfl.cli._tables import load_named_parties
 
 if TYPE_CHECKING:
     from privfl.evaluation.dpauc import DPAUCResult

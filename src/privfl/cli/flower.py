@@ -19,7 +19,7 @@ from privfl.cli._kit import (
     guard,
 )
 from privfl.cli._progress import Tracker
-from privfl.cli.fhauc import load_named_parties
+from privfl.cli._tables import load_named_parties
 from privfl.errors import InputError
 
 flower_app = typer.Typer(
