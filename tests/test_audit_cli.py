@@ -157,3 +157,60 @@ def test_recommend_json_is_plain_json_on_stdout_and_json_out_writes_it(tmp_path)
     assert res["encrypt_layers"] == [2] and res["worst_accuracy_per_layer"] == {"1": 0.5, "2": 0.8}
     out = runner.invoke(app, ["audit", "recommend", path])
     assert "encrypt layers [2] of 2" in out.stdout
+
+
+# ------------------------------------------------------- new-user review: --model files
+def _not_a_model(kind, path):
+    import numpy as np
+
+    if kind == "text":
+        path.write_text("weights: 1 2 3\n")
+    elif kind == "random bytes":
+        path.write_bytes(bytes(range(256)) * 8)
+    elif kind == "npy":
+        with open(path, "wb") as fh:
+            np.save(fh, np.arange(3))
+    elif kind == "pickled object":
+        with open(path, "wb") as fh:
+            np.savez(fh, format=np.array([{"a": 1}], dtype=object))
+    elif kind == "other npz":
+        with open(path, "wb") as fh:
+            np.savez(fh, a=np.arange(3))
+
+
+@pytest.mark.parametrize("kind", ["text", "random bytes", "npy", "pickled object", "other npz"])
+def test_a_file_that_is_no_privfl_model_is_refused_without_pickle_advice(tmp_path, kind):
+    # a text or random file printed numpy's "allow_pickle" advice; a .npy file a traceback
+    path = tmp_path / "model.npz"
+    _not_a_model(kind, path)
+    out = runner.invoke(app, ["audit", "membership", "--model", str(path)])
+    assert out.exit_code == 2, out.output
+    text = " ".join(out.output.split())
+    assert "is not a privfl model (the .npz file written by 'privfl train --model-out')" in text
+    assert "allow_pickle" not in text and "Traceback" not in text
+
+
+def test_a_layer_the_model_file_keeps_encrypted_is_named_as_encrypted(tmp_path):
+    # "--layers 2" on a 64-5-10 model with its last layer encrypted said "layers must be in
+    # 1..1 (1-based, 1 = output)": layer 1 is not the output, layer 2 is encrypted
+    import numpy as np
+
+    from privfl.training.result import write_model
+    from privfl.training.twin import Schedule
+
+    rng = np.random.default_rng(0)  # not secret: test weights
+    model = tmp_path / "m.npz"
+    sched = Schedule((64, 5, 10), 1, 1, 1, 10, 1.0, 0)
+    write_model(
+        model, sched, [(rng.random((5, 64)), rng.random(5))], False, "digits8x8",
+        np.arange(10), np.arange(10, 30),
+    )  # fmt: skip
+    _refused_quickly(
+        ["audit", "membership", "--model", str(model), "--layers", "2"],
+        "--layers 2: layer(s) [2] of",
+    )
+    _refused_quickly(
+        ["audit", "membership", "--model", str(model), "--layers", "3"],
+        "exposes layers 1..1 of 2 (1-based, 2 = output)",
+    )
+    _refused_quickly(["audit", "inversion", "--exposed", "3"], "--exposed 3: layers must be")

@@ -459,3 +459,62 @@ def test_every_command_refuses_dev_full_before_any_work(name, tmp_path):
 def test_a_bad_protocol_option_is_one_line_without_progress_noise(scores_csv):
     out = runner.invoke(app, [*auc_args(scores_csv), "--security", "bogus"])
     assert "security must be" in one_line_exit_2(out)
+
+
+# -------------------------------------- new-user review of train, audit and forest (folders)
+@pytest.mark.parametrize(
+    ("command", "named"),
+    [
+        (["train", "--data", "{dir}", "--party-column", "site", "--label-column", "label"],
+         "--data {dir} is a directory"),
+        (["forest", "local", "{dir}", "-l", "label"], "FILE {dir} is a directory"),
+        (["audit", "membership", "--model", "{dir}"], "--model {dir} is a directory"),
+        (["audit", "recommend", "{dir}"], "result file {dir} is a directory"),
+        (["auc", "{dir}", "-s", "score", "-l", "label", "--parties", "2"],
+         "{dir} is a directory, not a file"),
+        (["flower", "local", "{dir}", "--party-column", "site", "-s", "score", "-l", "label"],
+         "FILE {dir} is a directory"),
+        (["flower", "train", "{dir}", "--party-column", "site", "-l", "label"],
+         "FILE {dir} is a directory"),
+    ],
+)  # fmt: skip
+def test_a_folder_given_for_a_data_file_is_called_a_folder(command, named, tmp_path):
+    # every one said "file not found" (or printed the OS error) for an existing folder
+    out = runner.invoke(app, [c.format(dir=tmp_path) for c in command])
+    line = one_line_exit_2(out)
+    assert named.format(dir=tmp_path) in line and "not found" not in line
+
+
+@pytest.fixture
+def small_table(tmp_path):
+    rng = np.random.default_rng(1)  # not secret: test data
+    path = tmp_path / "small.csv"
+    frame = pd.DataFrame(rng.random((15, 3)), columns=["a", "b", "c"])
+    frame.assign(label=rng.integers(0, 2, 15)).to_csv(path, index=False)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("args", "reason"),
+    [
+        (["run", "--trees", "0"], "--trees must be at least 1, got 0"),
+        (["run", "--depth", "0"], "--depth must be at least 1, got 0"),
+        (["run", "--candidates", "0"], "--candidates must be at least 1, got 0"),
+        (["run", "--rho", "1"], "--rho must be at least 2, got 1"),
+        (["run", "--dataset", "wine", "--revoke", "50"], "--revoke: cannot revoke [50]"),
+        (["local", "{table}", "-l", "label", "--participants", "4"],
+         "--participants 4: the table has 3 feature columns"),
+        (["local", "{table}", "-l", "label", "--predict", "10"],
+         "--predict 10: the table has 15 rows"),
+        (["local", "{table}", "-l", "label", "--trees", "0"], "--trees must be at least 1, got 0"),
+        (["local", "{table}", "-l", "label", "--depth", "0"], "--depth must be at least 1, got 0"),
+    ],
+)  # fmt: skip
+def test_forest_range_checks_name_the_option(args, reason, small_table):
+    # "--revoke values must be >= 0, --trees, --depth and --candidates >= 1, --rho >= 2" for
+    # any one of them; forest local's counts against the file named no option
+    keys = ["--key-bits", "512", "--insecure-key-bits"]
+    start = time.process_time()
+    out = runner.invoke(app, ["forest", *[a.format(table=small_table) for a in args], *keys])
+    assert reason.format(table=small_table) in one_line_exit_2(out)
+    assert time.process_time() - start < 5  # before any key, forest or node

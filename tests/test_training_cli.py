@@ -43,7 +43,7 @@ def _refused_quickly(args, reason, seconds=10.0):
     [
         (["--encrypt-last", "4"], "has 3 layers"),
         (["--encrypt-last", "3"], "at most the last two layers"),
-        (["--encrypt-last", "nope.json"], "a number or a recommendation file"),
+        (["--encrypt-last", "nope.json"], "the recommendation file nope.json does not exist"),
         (["--sigmoid-range", "-0.1,0.1"], "outside the sigmoid range"),
         (["--sigmoid-degree", "119"], "too few levels"),
         (["--epochs", "3", "--rounds", "2"], "rounds must divide epochs"),
@@ -127,3 +127,62 @@ def test_trained_model_is_audited_with_only_its_plaintext_layers(tmp_path):
     assert audit.exit_code == 0, audit.output
     rows = json.loads(audit.stdout)["layers"]
     assert [(r["layer"], r["features"]) for r in rows] == [(1, "output")]
+
+
+# ------------------------------------------------- new-user review: messages name the option
+@pytest.mark.parametrize(
+    ("args", "reason"),
+    [
+        # it said "must be a number or a recommendation file" for a file that is missing
+        (["--encrypt-last", "missing.json"], "the recommendation file missing.json does not exist"),
+        (["--encrypt-last", "1.5"], "--encrypt-last must be a whole number >= 0, got '1.5'"),
+        (["--encrypt-last", "-1"], "--encrypt-last must be a whole number >= 0, got '-1'"),
+        # range checks that combine options named none of them
+        (["--parties", "100"], "100 parties (--parties) x 30 rows (--per-party) do not fit"),
+        (["--batch-size", "0"], "batch_size (--batch-size) must be >= 1, got 0"),
+        (["--learning-rate", "0"], "learning_rate (--learning-rate) must be > 0"),
+        (["--epochs", "0"], "epochs (--epochs) must be >= 1, got 0"),
+        (["--epochs", "3", "--rounds", "2"], "rounds=2 (--rounds) does not divide epochs=3"),
+        (["--sigmoid-degree", "2"], "sigmoid_degree (--sigmoid-degree) must be in 3..119"),
+        (["--sigmoid-range", "1,5"], "must contain 0 (--sigmoid-range low,high"),
+        (["--layers", "10,5,10"], "--layers 10,5,10 starts with 10 inputs but the data has 64"),
+        (["--layers", "64,5,3"], "give layers (--layers) ending in 10"),
+    ],
+)
+def test_refusals_name_the_option_to_fix(args, reason):
+    _refused_quickly(args, reason)
+
+
+def test_a_folder_given_for_the_data_or_the_recommendation_is_called_a_folder(tmp_path):
+    # it said "file not found: /tmp" (or "must be a number...") for an existing folder
+    table = tmp_path / "t.csv"
+    table.write_text("a,b,site,y\n1,2,x,0\n2,3,y,1\n")
+    cols = ["--party-column", "site", "--label-column", "y"]
+    _refused_quickly(["--data", str(tmp_path), *cols], f"--data {tmp_path} is a directory")
+    _refused_quickly(
+        ["--data", str(table), *cols, "--test-data", str(tmp_path)],
+        f"--test-data {tmp_path} is a directory",
+    )
+    _refused_quickly(["--encrypt-last", str(tmp_path)], "is a directory, not a recommendation file")
+
+
+def test_help_and_audit_say_a_model_of_your_own_table_cannot_be_audited(tmp_path):
+    # --help promised "--model-out saves what 'privfl audit membership --model' audits"; the
+    # audit of a --data model then failed with "unknown dataset '<path>'; choose one of ..."
+    from privfl.training.result import write_model
+    from privfl.training.twin import Schedule
+
+    helped = runner.invoke(app, ["train", "--help"]).output
+    helped = " ".join(helped.replace("\u2502", " ").split())  # without rich's box borders
+    assert "saves what" not in helped
+    assert "only when it was trained on the built-in dataset" in helped
+    sched = Schedule((4, 3, 2), 1, 1, 1, 10, 1.0, 0)
+    rng = np.random.default_rng(0)  # not secret: test weights
+    model = tmp_path / "own.npz"
+    write_model(model, sched, [(rng.random((3, 4)), rng.random(3))], False, "/data/clinic.csv")
+    out = runner.invoke(app, ["audit", "membership", "--model", str(model), "--runs", "1"])
+    assert out.exit_code == 2, out.output
+    text = " ".join(out.output.split())
+    assert "was trained on your own table (/data/clinic.csv)" in text
+    assert "audits only models trained on the built-in dataset (digits8x8)" in text
+    assert "started" not in text  # refused before the attack's progress starts

@@ -162,6 +162,8 @@ def read_table(path: str | Path) -> Any:
     import pandas as pd
 
     p = Path(path)
+    if p.is_dir():
+        raise InputError(f"{p} is a directory, not a file; give the table's file path")
     if not p.is_file():
         raise InputError(f"file not found: {p}")
     suffixes = "".join(p.suffixes).lower()

@@ -48,10 +48,13 @@ def _torch() -> Any:
     return torch
 
 
-def exposed_layers(layers: Sequence[int] | None, depth: int) -> list[int]:
+def exposed_layers(
+    layers: Sequence[int] | None, depth: int, option: str | None = None
+) -> list[int]:
     """The layers to attack in a model with ``depth`` weight layers: ``None`` means all of
     them; otherwise a non-empty list of distinct 1-based integer layers (``depth`` = the
-    output layer), in the given order."""
+    output layer), in the given order. ``option``: the command-line option that gave them,
+    named in the error."""
     if layers is None:
         return list(range(1, depth + 1))
     chosen = list(dict.fromkeys(layers))
@@ -59,7 +62,8 @@ def exposed_layers(layers: Sequence[int] | None, depth: int) -> list[int]:
         isinstance(i, bool) or not isinstance(i, int | np.integer) or not 1 <= i <= depth
         for i in chosen
     ):
-        raise InputError(f"layers must be in 1..{depth} (1-based, {depth} = output)")
+        given = "" if option is None else f"{option} {','.join(map(str, layers))}: "
+        raise InputError(f"{given}layers must be in 1..{depth} (1-based, {depth} = output)")
     return [int(i) for i in chosen]
 
 

@@ -117,6 +117,17 @@ def check_output_path(path: Path | None, what: str = "output") -> None:
         raise InputError(f"{what} path {path} is not writable ({exc.strerror})") from None
 
 
+def check_input_file(path: Path, what: str) -> None:
+    """Refuse an input path that is not a file, naming the option: a folder is not reported
+    as "not found" (``privfl train --data /tmp``)."""
+    if path.is_dir():
+        raise InputError(f"{what} {path} is a directory, not a file; give the file's path")
+    if not path.exists():
+        raise InputError(f"{what} {path}: file not found")
+    if not path.is_file():
+        raise InputError(f"{what} {path} is not a regular file; give the file's path")
+
+
 def check_output_dir(path: Path | None, what: str = "output folder") -> None:
     """Refuse an output folder that cannot be created or written, before any work: the path
     must not be a file, and its nearest existing ancestor must be a folder in which a file

@@ -15,6 +15,7 @@ from privfl.cli._kit import (
     AsJson,
     JsonOut,
     PlotOut,
+    check_input_file,
     check_output_path,
     console,
     emit,
@@ -109,7 +110,9 @@ def membership(
         typer.Option(
             "--model",
             help="Audit this model file of 'privfl train --model-out' instead of training "
-            "one: only its exposed (plaintext) layers, on its own members.",
+            "one: only its exposed (plaintext) layers, on its own members. Only a model "
+            "trained on the built-in dataset records its member and held-out rows; a model "
+            "of your own --data table cannot be audited.",
         ),
     ] = None,
     as_json: AsJson = False,
@@ -119,15 +122,19 @@ def membership(
     """Layer-by-layer white-box membership inference (Nasr et al.) on SmartCryptNN's target
     model: per layer the output alone, then output + weight gradient + label (+ loss on the
     output layer). Accuracy baseline is 0.5. With --model, the attack sees only the layers
-    the model file exposes (the encrypted layers of 'privfl train' stay hidden)."""
+    the model file exposes (the encrypted layers of 'privfl train' stay hidden); it must be
+    a model of the built-in dataset (its file names the member and held-out rows)."""
     out = err_console if as_json else console
     check_output_path(json_out, "--json-out")
     check_output_path(plot, "--plot")
     from privfl.studies.audit import membership_audit, plot_membership
-    from privfl.studies.audit_model import membership_audit_of_model
+    from privfl.studies.audit_model import auditable_model, membership_audit_of_model
 
     if model is not None and epochs_every:
         raise InputError("--epochs-every needs training snapshots; a --model file has none")
+    if model is not None:  # a file that is no auditable model is refused before any work
+        check_input_file(model, "--model")
+        auditable_model(str(model), _layers(layers))
     bar, advance, total = _progress(f"membership attacks on {model or dataset}")
     with bar:
         if model is not None:
@@ -309,6 +316,7 @@ def recommend(
     check_max_leakage(max_leakage)
     loaded = []
     for path in results:
+        check_input_file(path, "result file")
         try:
             loaded.append((str(path), json.loads(path.read_text())))
         except (OSError, ValueError) as exc:

@@ -11,6 +11,7 @@ from rich.table import Table
 from privfl.cli._kit import (
     AsJson,
     JsonOut,
+    check_input_file,
     check_output_dir,
     check_output_path,
     console,
@@ -105,8 +106,7 @@ def local(
         raise InputError("--thresholds must be at least 3")
     if keys not in ("single", "threshold"):
         raise InputError(f"--keys must be 'single' or 'threshold', not {keys!r}")
-    if not file.is_file():
-        raise InputError(f"{file} not found")
+    check_input_file(file, "FILE")
     if workdir is not None:
         check_workdir(workdir)
         check_output_dir(workdir, "--workdir")

@@ -11,6 +11,7 @@ from rich.table import Table
 from privfl.cli._kit import (
     AsJson,
     JsonOut,
+    check_input_file,
     check_output_dir,
     check_output_path,
     console,
@@ -86,8 +87,7 @@ def train(
     from privfl.federation.flower.train_local import TrainRunFailed, run_train_local
 
     check_output_path(json_out, "--json-out")
-    if not file.is_file():
-        raise InputError(f"{file} not found")
+    check_input_file(file, "FILE")
     if workdir is not None:
         check_workdir(workdir)
         check_output_dir(workdir, "--workdir")

@@ -82,11 +82,13 @@ def forest_run(
     unknown = [d for d in names if d not in TABULAR_DATASETS]
     if unknown:
         raise InputError(f"unknown dataset(s) {unknown}; choose from {', '.join(TABULAR_DATASETS)}")
-    counts = ints(revoke, "--revoke")
-    if min(counts) < 0 or trees < 1 or depth < 1 or rho < 2 or candidates < 1:
-        raise InputError(
-            "--revoke values must be >= 0, --trees, --depth and --candidates >= 1, --rho >= 2"
-        )
+    counts = ints(revoke, "--revoke", minimum=0)
+    for value, option, low in (
+        (trees, "--trees", 1), (depth, "--depth", 1), (candidates, "--candidates", 1),
+        (rho, "--rho", 2),
+    ):  # fmt: skip
+        if value < low:
+            raise InputError(f"{option} must be at least {low}, got {value}")
     if level not in (1, 2):
         raise InputError(f"--level must be 1 or 2, got {level}")
     if key_bits < MIN_KEY_BITS and not insecure_key_bits:

@@ -8,9 +8,17 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from privfl.cli._kit import AsJson, JsonOut, check_output_path, console, emit, err_console, guard
+from privfl.cli._kit import (
+    AsJson,
+    JsonOut,
+    check_input_file,
+    check_output_path,
+    console,
+    emit,
+    err_console,
+    guard,
+)
 from privfl.cli._progress import Tracker
-from privfl.errors import InputError
 
 
 @guard
@@ -59,17 +67,22 @@ def forest_local(
     """
     from privfl.cli.flower import _stop_on_sigterm
     from privfl.crypto.dtpkc import check_key_bits
-    from privfl.federation.flower.forest_local import ForestSettings, run_forest_local
+    from privfl.datasets import read_table
+    from privfl.federation.flower.forest_local import (
+        ForestSettings,
+        check_table,
+        run_forest_local,
+    )
     from privfl.federation.flower.quickstart import check_workdir
 
     check_output_path(json_out, "--json-out")
-    if not file.is_file():
-        raise InputError(f"{file} not found")
+    check_input_file(file, "FILE")
     settings = ForestSettings(
         label_column, participants, id_column, predict, task, trees, depth, key_bits,
         insecure_key_bits, seed,
     )  # fmt: skip
     settings.check()
+    check_table(read_table(file), settings)  # before any key or node
     check_key_bits(key_bits, insecure_key_bits)
     if workdir is not None:
         check_workdir(workdir)

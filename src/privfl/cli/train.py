@@ -18,6 +18,7 @@ from privfl.cli._kit import (
     AsJson,
     JsonOut,
     PlotOut,
+    check_input_file,
     check_output_path,
     console,
     emit,
@@ -46,11 +47,24 @@ def encrypt_last_from(text: str, layers: list[int]) -> int:
     """``--encrypt-last``: a number of last layers, or a ``privfl audit recommend`` JSON file
     (its ``encrypt_layers`` must name a non-empty group of last layers of the same model: a
     file naming none is refused rather than read as "train plain FedAvg")."""
-    if text.strip().isdigit():
-        return int(text)
+    takes = (
+        "it takes a number of last layers or the JSON file of 'privfl audit recommend --json-out'"
+    )
+    try:
+        number = float(text)
+    except ValueError:
+        number = None
+    if number is not None:
+        if not number.is_integer() or number < 0:
+            raise InputError(f"--encrypt-last must be a whole number >= 0, got {text!r} ({takes})")
+        return int(number)
     path = Path(text)
+    if path.is_dir():
+        raise InputError(
+            f"--encrypt-last {text} is a directory, not a recommendation file; {takes}"
+        )
     if not path.is_file():
-        raise InputError(f"--encrypt-last must be a number or a recommendation file, got {text!r}")
+        raise InputError(f"--encrypt-last: the recommendation file {text} does not exist; {takes}")
     try:
         rec = json.loads(path.read_text())
         named = rec.get("encrypt_layers")
@@ -171,6 +185,9 @@ def _load(
         raise InputError("--data FILE replaces --dataset, --parties and --per-party")
     if party_column is None or label_column is None:
         raise InputError("--data FILE needs --party-column and --label-column")
+    check_input_file(data, "--data")
+    if test_data is not None:
+        check_input_file(test_data, "--test-data")
     from privfl.training.table import load_table
 
     columns = None
@@ -255,7 +272,12 @@ def train(
     ] = False,
     model_out: Annotated[
         Path | None,
-        typer.Option("--model-out", help="Save the model (plaintext layers unless revealed)."),
+        typer.Option(
+            "--model-out",
+            help="Save the model (plaintext layers unless revealed) as .npz; 'privfl audit "
+            "membership --model' audits it when trained on the built-in dataset (a model of "
+            "your --data table records no rows to attack).",
+        ),
     ] = None,
     test_rows: Annotated[
         int,
@@ -271,8 +293,10 @@ def train(
 ) -> None:
     """Federated training of an MLP whose last layers stay encrypted under threshold CKKS
     (SmartCryptNN), on your table (--data) or a built-in dataset. Data and settings are
-    checked before key generation (exit 2 naming the party, column or limit); --model-out
-    saves what 'privfl audit membership --model' audits."""
+    checked before key generation (exit 2 naming the party, column or limit). --model-out
+    saves the model; 'privfl audit membership --model' can audit it only when it was trained
+    on the built-in dataset, whose file records which rows were members and which were held
+    out (a model of your --data table holds no rows to attack)."""
     out = err_console if as_json else console
     for path, what in ((json_out, "--json-out"), (plot, "--plot"), (model_out, "--model-out")):
         check_output_path(path, what)
@@ -293,6 +317,11 @@ def train(
         found.encode(src.y_test, "--test-data")  # the same kind of labels, all known
     if layers is not None:
         sizes = ints(layers, "--layers", minimum=1)
+        if sizes[0] != found.features:
+            raise InputError(
+                f"--layers {layers} starts with {sizes[0]} inputs but the data has "
+                f"{found.features} feature columns: start --layers with {found.features}"
+            )
     else:
         sizes = [found.features, *DEFAULT_HIDDEN, len(found.classes)]
     enc = encrypt_last_from(encrypt_last, sizes)

@@ -208,7 +208,9 @@ def membership_audit(
     _check_count("runs", runs)
     _check_count("attack_epochs", attack_epochs)
     s = audit_data.setting(dataset, check_seed(seed))
-    chosen = exposed_layers(layers, len(s.sizes) - 1)  # checked before the long training
+    chosen = exposed_layers(
+        layers, len(s.sizes) - 1, "--layers"
+    )  # checked before the long training
     model, snaps = train_with_snapshots(
         s.sizes, s.x_members, s.y_members, s.epochs, s.batch_size, s.lr, every, seed
     )
@@ -279,7 +281,9 @@ def inversion_audit(
         shape, desc = (side, side), s.description
     else:
         raise InputError("inversion dataset must be 'faces' or one of the membership settings")
-    seen = tuple(exposed_layers(exposed, target.layers))  # before the training, not after
+    seen = tuple(
+        exposed_layers(exposed, target.layers, "--exposed")
+    )  # before the training, not after
     wanted = check_classes(classes, ytr)
     h = target.hyper
     model, snaps = train_with_snapshots(
@@ -326,7 +330,7 @@ def property_audit(
     _check_count("batches", batches, 2)
     x, y, prop = adult_property_data(ADULT_ROWS, check_seed(seed))
     target = TargetModel.of(x.shape[1], ADULT, 2)
-    layer_list = exposed_layers(layers, target.layers)
+    layer_list = exposed_layers(layers, target.layers, "--layers")
     model, snaps = train_with_snapshots(
         target.sizes, x, y, ADULT.epochs, ADULT.batch, ADULT.lr, every, seed
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from privfl.audit.membership import exposed_layers
 from privfl.errors import InputError
@@ -17,6 +18,47 @@ from privfl.studies.audit import (
     _check_count,
     ticks,
 )
+
+if TYPE_CHECKING:
+    from privfl.training.result import SavedModel
+
+
+def auditable_model(path: str, layers: Sequence[int] | None = None) -> tuple[SavedModel, list[int]]:
+    """The model file and the layers to attack, checked before any attack: a model of a
+    built-in dataset (its file records which rows were members and which were held out; a
+    model trained on the user's own table keeps no rows, so there is nothing to attack it
+    with), at least one exposed layer, and ``layers`` among the exposed ones."""
+    from privfl.training.data import DATASETS
+    from privfl.training.result import load_model
+
+    saved = load_model(path)
+    if saved.dataset not in DATASETS or not len(saved.members):
+        raise InputError(
+            f"{path} was trained on your own table ({saved.dataset or 'no dataset recorded'}): "
+            "'privfl audit membership --model' audits only models trained on the built-in "
+            f"dataset ({', '.join(DATASETS)}), whose file records which of its rows were members "
+            "and which were held out; a model file keeps no rows of your table to attack"
+        )
+    if len(saved.non_members) < len(saved.members):
+        raise InputError(f"{path} lacks member / non-member rows")
+    if saved.exposed_layers == 0:
+        raise InputError(f"{path}: every layer is encrypted; there is nothing to audit")
+    total, exposed = len(saved.sizes) - 1, saved.exposed_layers
+    hidden = [v for v in layers or () if exposed < v <= total]
+    if hidden:
+        raise InputError(
+            f"--layers {','.join(map(str, layers or ()))}: layer(s) {hidden} of {path} stay "
+            f"encrypted (its last {saved.encrypted_layers} of {total} layers were not "
+            f"revealed); attack layers 1..{exposed}"
+        )
+    try:
+        return saved, exposed_layers(layers, exposed, "--layers")
+    except InputError:
+        given = ",".join(map(str, layers or ()))
+        raise InputError(
+            f"--layers {given}: {path} exposes layers 1..{exposed} of {total} (1-based, "
+            f"{total} = output)"
+        ) from None
 
 
 def membership_audit_of_model(
@@ -34,19 +76,13 @@ def membership_audit_of_model(
     the loss need the encrypted layers, so only the ``output`` rows are computed then."""
     from privfl.audit.membership import membership_inference
     from privfl.training.data import load_rows
-    from privfl.training.result import load_model
 
     start = time.perf_counter()
     _check_count("runs", runs)
     _check_count("attack_epochs", attack_epochs)
-    saved = load_model(path)
-    if saved.exposed_layers == 0:
-        raise InputError(f"{path}: every layer is encrypted; there is nothing to audit")
-    chosen = exposed_layers(layers, saved.exposed_layers)
+    saved, chosen = auditable_model(path, layers)
     x, y = load_rows(saved.dataset)
     members = saved.members
-    if not len(members) or len(saved.non_members) < len(members):
-        raise InputError(f"{path} lacks member / non-member rows")
     non_members = saved.non_members[: len(members)]
     if max(members.max(), non_members.max()) >= len(y) or min(members.min(), non_members.min()) < 0:
         raise InputError(f"{path}: row indices outside the {saved.dataset} dataset")

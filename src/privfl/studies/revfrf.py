@@ -90,8 +90,8 @@ def check_revocations(data: TabularDataset, revoke: Sequence[int]) -> None:
     too_many = [k for k in revoke if k < 0 or k >= data.n_features]
     if too_many:
         raise InputError(
-            f"cannot revoke {too_many} of {data.name}'s {data.n_features} participants (one "
-            f"per feature): choose counts from 0 to {data.n_features - 1}"
+            f"--revoke: cannot revoke {too_many} of {data.name}'s {data.n_features} "
+            f"participants (one per feature): choose counts from 0 to {data.n_features - 1}"
         )
 
 

@@ -70,24 +70,48 @@ def check_schedule(schedule: Schedule, parameters: str, parties: int) -> None:
     """Refuse settings the protocol cannot run (InputError saying what to fix)."""
     sizes, secret = schedule.sizes, schedule.secret_layers
     if len(sizes) < 2 or any(int(s) < 1 for s in sizes):
-        raise InputError("layers must list at least an input and an output width, all >= 1")
+        raise InputError(
+            "layers (--layers) must list at least an input and an output width, all >= 1"
+        )
     if not 0 <= secret <= len(sizes) - 1:
         raise InputError(
-            f"encrypted_layers={secret}: the model {'-'.join(map(str, sizes))} has "
-            f"{len(sizes) - 1} layers; choose 0..{len(sizes) - 1}"
+            f"encrypted_layers={secret} (--encrypt-last): the model "
+            f"{'-'.join(map(str, sizes))} has {len(sizes) - 1} layers; choose 0..{len(sizes) - 1}"
         )
     if secret not in SUPPORTED_ENCRYPTED:
         raise InputError(
-            f"encrypted_layers={secret}: this version encrypts at most the last two layers "
-            f"(supported: {SUPPORTED_ENCRYPTED})"
+            f"encrypted_layers={secret} (--encrypt-last): this version encrypts at most the last "
+            f"two layers (supported: {SUPPORTED_ENCRYPTED})"
         )
-    if schedule.epochs < 1 or schedule.rounds < 1 or schedule.epochs % schedule.rounds:
-        raise InputError("epochs and rounds must be positive and rounds must divide epochs")
-    if schedule.batch_size < 1 or not schedule.learning_rate > 0:
-        raise InputError("batch_size must be >= 1 and learning_rate > 0")
+    epochs, rounds = schedule.epochs, schedule.rounds
+    for value, name in (
+        (epochs, "epochs"),
+        (rounds, "rounds"),
+        (schedule.batch_size, "batch_size"),
+    ):
+        if value < 1:
+            raise InputError(f"{name} (--{name.replace('_', '-')}) must be >= 1, got {value}")
+    if epochs % rounds:
+        fits = [r for r in range(1, epochs + 1) if epochs % r == 0]
+        raise InputError(
+            f"rounds must divide epochs: rounds={rounds} (--rounds) does not divide "
+            f"epochs={epochs} (--epochs), every round trains epochs/rounds local epochs; "
+            f"choose rounds from {fits}"
+        )
+    if not schedule.learning_rate > 0:
+        raise InputError(
+            f"learning_rate (--learning-rate) must be > 0, got {schedule.learning_rate}"
+        )
     low, high = schedule.sigmoid_range
-    if not low < 0 < high or not 3 <= schedule.sigmoid_degree <= 119:
-        raise InputError("the sigmoid range must contain 0 and its degree be in 3..119")
+    if not low < 0 < high:
+        raise InputError(
+            f"the sigmoid range ({low:g}, {high:g}) must contain 0 (--sigmoid-range low,high "
+            "with low < 0 < high)"
+        )
+    if not 3 <= schedule.sigmoid_degree <= 119:
+        raise InputError(
+            f"sigmoid_degree (--sigmoid-degree) must be in 3..119, got {schedule.sigmoid_degree}"
+        )
     if parameters not in PARAMETER_KINDS:
         raise InputError(f"parameters must be 'secure' or 'test', got {parameters!r}")
     if not 1 <= parties <= MAX_PARTIES:

@@ -48,7 +48,11 @@ def federated_digits(
     """``parties`` disjoint random sets of ``per_party`` rows; the rest is the test set."""
     x, y = load_rows(name)
     if parties < 1 or per_party < 1 or parties * per_party >= len(y):
-        raise InputError(f"{parties} parties x {per_party} rows do not fit in {len(y)} rows")
+        raise InputError(
+            f"{parties} parties (--parties) x {per_party} rows (--per-party) do not fit in the "
+            f"{len(y)} rows of {name} (at least one row must stay for the test set): lower "
+            "--parties or --per-party"
+        )
     order = np.random.default_rng(seed).permutation(len(y))  # not secret: data split
     used = parties * per_party
     dealt = tuple(

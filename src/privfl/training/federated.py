@@ -70,7 +70,8 @@ def validate(
     if len(data.classes) != sizes[-1]:
         raise InputError(
             f"the output layer has {sizes[-1]} units but the data has {len(data.classes)} "
-            f"classes {show_values(list(data.classes))}: give layers ending in {len(data.classes)}"
+            f"classes {show_values(list(data.classes))}: give layers (--layers) ending in "
+            f"{len(data.classes)}"
         )
     if schedule.secret_layers:
         check_initial_range(data.parties, schedule)

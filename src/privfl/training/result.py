@@ -258,11 +258,28 @@ class SavedModel:
 
 
 def load_model(path: str | Path) -> SavedModel:
-    """Read a model file of ``privfl train`` (InputError when it is not one)."""
+    """Read a model file of ``privfl train`` (InputError when it is not one). Only a zip
+    archive (``.npz``) is opened, never with pickles: any other file (text, ``.npy``, random
+    bytes) is refused as not a privfl model before numpy reads it."""
+    import zipfile
+
+    p = Path(path)
+    not_model = f"{p} is not a privfl model (the .npz file written by 'privfl train --model-out')"
+    if p.is_dir():
+        raise InputError(f"{p} is a directory, not a model file (.npz of 'privfl train')")
+    if not p.exists():
+        raise InputError(f"model file {p} not found")
     try:
-        with np.load(path, allow_pickle=False) as z:
-            if str(z["format"]) != MODEL_FORMAT:
-                raise InputError(f"{path} is not a privfl train model ({MODEL_FORMAT})")
+        with p.open("rb") as fh:
+            magic = fh.read(4)
+    except OSError as exc:
+        raise InputError(f"cannot read the model file {p} ({exc.strerror})") from None
+    if magic != b"PK\x03\x04" or not zipfile.is_zipfile(p):
+        raise InputError(not_model)
+    try:
+        with np.load(p, allow_pickle=False) as z:
+            if "format" not in z.files or str(z["format"]) != MODEL_FORMAT:
+                raise InputError(f"{not_model}; it lacks the mark {MODEL_FORMAT}")
             sizes = tuple(int(s) for s in z["sizes"])
             enc, revealed = int(z["encrypted_layers"]), bool(z["revealed"])
             count = len(sizes) - 1 if revealed else len(sizes) - 1 - enc
@@ -272,8 +289,16 @@ def load_model(path: str | Path) -> SavedModel:
             members = np.asarray(z["members"], dtype=np.int64)
             non_members = np.asarray(z["non_members"], dtype=np.int64)
             dataset = str(z["dataset"])
-    except (OSError, KeyError, ValueError) as exc:
-        raise InputError(f"cannot read the model file {path}: {exc}") from None
+    except InputError:
+        raise
+    except ValueError as exc:  # numpy refuses object arrays: they would need pickle
+        if "pickle" in str(exc):
+            raise InputError(
+                f"{not_model}: it holds pickled Python objects, which privfl never loads"
+            ) from None
+        raise InputError(f"the model file {p} is damaged: {exc}") from None
+    except (OSError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as exc:
+        raise InputError(f"the model file {p} is damaged: {exc}") from None
     if len(extra) != count:
         raise InputError(f"{path} holds {len(extra)} layers, expected {count}")
     for i, (w, b) in enumerate(zip(weights, biases, strict=True)):

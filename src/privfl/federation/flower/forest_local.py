@@ -74,8 +74,9 @@ class ForestSettings:
             raise InputError("--predict must be at least 1 (rows held out and predicted)")
         if self.task not in TASKS:
             raise InputError(f"--task must be one of {', '.join(TASKS)}, not {self.task!r}")
-        if self.trees < 1 or self.depth < 1:
-            raise InputError("--trees and --depth must be at least 1")
+        for value, option in ((self.trees, "--trees"), (self.depth, "--depth")):
+            if value < 1:
+                raise InputError(f"{option} must be at least 1, got {value}")
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,10 @@ class ForestRunFailed(ProtocolError):
     """The Flower run ended without the requester's predictions (the message names why)."""
 
 
+# the fewest rows a forest is trained on after the held-out --predict rows
+MIN_TRAIN_ROWS = 10
+
+
 def split_columns(features: list[str], participants: int) -> list[list[str]]:
     """Consecutive feature columns, as evenly as possible over the participants."""
     if len(features) < participants:
@@ -111,10 +116,12 @@ def split_columns(features: list[str], participants: int) -> list[list[str]]:
     return [list(c) for c in np.array_split(np.array(features, dtype=object), participants)]
 
 
-def write_node_files(file: str | Path, s: ForestSettings, data: Path) -> dict[str, Any]:
-    """Every node's data files from ``file`` (see the module docstring); returns the
-    participants' names, their columns, the label values and the files."""
-    df = read_table(file)
+def check_table(df: Any, s: ForestSettings) -> list[str]:
+    """The feature columns of the table ``df`` for the settings ``s``, or
+    :class:`InputError` naming the option to change: the label and id columns, numeric
+    features, at least one feature column per participant (``--participants``) and enough
+    rows to hold out ``--predict`` of them and train on at least :data:`MIN_TRAIN_ROWS`. The
+    launcher runs it before any key or node is made."""
     if s.label_column not in df.columns:
         raise InputError(f"unknown label column {s.label_column!r}; columns are {list(df.columns)}")
     if s.id_column is not None and s.id_column not in df.columns:
@@ -125,8 +132,28 @@ def write_node_files(file: str | Path, s: ForestSettings, data: Path) -> dict[st
     bad = [c for c in features if not pd.api.types.is_numeric_dtype(df[c])]
     if bad:
         raise InputError(f"feature columns must be numeric; not numeric: {bad}")
-    if len(df) < s.predict + 10:
-        raise InputError(f"{len(df)} rows: too few to hold out {s.predict} and train")
+    n = len(features)
+    if n < s.participants:
+        fix = f"give --participants {n} or fewer" if n >= 2 else "it needs at least 2"
+        raise InputError(
+            f"--participants {s.participants}: the table has {n} feature columns (all but "
+            f"--label-column and --id-column), at least one per participant; {fix}"
+        )
+    if len(df) < s.predict + MIN_TRAIN_ROWS:
+        most = len(df) - MIN_TRAIN_ROWS
+        fix = f"give --predict {most} or fewer" if most >= 1 else "add rows"
+        raise InputError(
+            f"--predict {s.predict}: the table has {len(df)} rows; the held-out rows must "
+            f"leave at least {MIN_TRAIN_ROWS} for training; {fix}"
+        )
+    return features
+
+
+def write_node_files(file: str | Path, s: ForestSettings, data: Path) -> dict[str, Any]:
+    """Every node's data files from ``file`` (see the module docstring); returns the
+    participants' names, their columns, the label values and the files."""
+    df = read_table(file)
+    features = check_table(df, s)
     ids = df[s.id_column].astype(str) if s.id_column else pd.Series(
         [f"r{i}" for i in range(len(df))]
     )  # fmt: skip
