@@ -24,7 +24,8 @@ lasts: per session the aggregator's session and key-generation wall and CPU time
 party's total traffic (setup + session, up + down; the largest party), the decryption shares
 each party has spent and the error against the binned reference.
 
-    nice -n 10 .venv/bin/python benchmarks/fhauc_threshold.py --parties 100 --reuse 2
+    nice -n 10 .venv/bin/python benchmarks/fhauc_threshold.py --parties 100 --reuse 2 \
+        [--security malicious] [--reveal curve|metrics]
 
 ``--table`` prints every combination keys x security x reveal (12 rows per party count, one
 session each) with the threshold / single-key aggregator ratio per pair (issue 27's reach: at
@@ -56,6 +57,7 @@ import multiprocessing
 import os
 import resource
 import time
+from typing import Any
 
 import numpy as np
 
@@ -211,6 +213,7 @@ def rows(args: argparse.Namespace) -> None:
 def reuse_rows(args: argparse.Namespace) -> None:
     """Sessions on one key set (module docstring, ``--reuse``)."""
     from privfl.evaluation.fhauc.policy import Security
+    from privfl.evaluation.fhauc.reveal import Reveal
     from privfl.evaluation.fhauc.schedule import SessionRequest, run_session
     from privfl.evaluation.fhauc.sizing import in_process_policy
     from privfl.evaluation.statistics import interior_thresholds
@@ -218,9 +221,13 @@ def reuse_rows(args: argparse.Namespace) -> None:
     from privfl.runner import InProcessRunner
 
     n_points, mode = 100, Security.parse(args.security)
+    reveal = Reveal(args.reveal)
+    # the metrics reveal runs at the one threshold 0.5 (N = 3), as privfl.threshold_metrics
+    points: int | np.ndarray = np.array([0.5]) if reveal is Reveal.METRICS else n_points
     print(
         f"FHAUC, threshold keys reused across sessions: N = {n_points}, 100 samples per "
-        f"party, security = {mode.value}; OpenFHE 'fhauc' set (ring 2^14, 128-bit)"
+        f"party, security = {mode.value}, reveal = {reveal.value} (metrics: t = 0.5); "
+        "OpenFHE 'fhauc' set (ring 2^14, 128-bit)"
     )
     print(
         f"{'parties':>7} {'session':>7} {'keygen':>6} {'agg s':>7} {'agg cpu s':>9} "
@@ -229,16 +236,15 @@ def reuse_rows(args: argparse.Namespace) -> None:
     )
     for m in [int(p) for p in args.parties.split(",")]:
         data = synthetic(m, 100)
-        ref = privfl.binned_auc(data, n_points)
-        interior = interior_thresholds(n_points, (0.0, 1.0))
+        interior = interior_thresholds(points, (0.0, 1.0))
         positives = float(sum(int(y.sum()) for _, y in data))
         policy = in_process_policy(
-            mode, "threshold", privfl.evaluation.fhauc.reveal.Reveal.AUC, interior, 4,
-            [100] * m, positives, 100.0 * m - positives, max_samples=None, min_pairs=None,
-            executions=None, required_accuracy=1e-6, min_guarantee_bits=8.0,
+            mode, "threshold", reveal, interior, 4, [100] * m, positives,
+            100.0 * m - positives, max_samples=None, min_pairs=None, executions=None,
+            required_accuracy=1e-6, min_guarantee_bits=8.0,
         )  # fmt: skip
         names = tuple(f"party-{i}" for i in range(m))
-        request = SessionRequest(names, n_points, (0.0, 1.0), mode, 4)
+        request = SessionRequest(names, interior, (0.0, 1.0), mode, 4, reveal)
         t0 = time.perf_counter()
         first = run_in_process(data, request, policy)
         wall = time.perf_counter() - t0
@@ -259,7 +265,7 @@ def reuse_rows(args: argparse.Namespace) -> None:
             used = max(
                 p.keys.key_set.keys.decryption_shares_made for p in parties if p.keys.key_set
             )
-            err = max(abs(r.auc - ref) for r in results)
+            err = max(reuse_error(data, points, r) for r in results)
             keygen = "yes" if "party_keygen" in runner.seconds else "no"
             print(
                 f"{m:>7} {session:>7} {keygen:>6} {runner.total_seconds('aggregator'):>7.2f} "
@@ -270,6 +276,19 @@ def reuse_rows(args: argparse.Namespace) -> None:
                 flush=True,
             )
             print(f"{'':>7} {'':>7} bytes per party and step (largest):", where_bytes_go(runner))
+
+
+def reuse_error(data: list[tuple[np.ndarray, np.ndarray]], points: Any, result: Any) -> float:
+    """Largest error of one party's result against the binned plaintext reference: the AUC, or
+    every point of the revealed (normalised) curve."""
+    curve = result.outcome.curve
+    if curve is None:
+        return abs(float(result.auc) - float(privfl.binned_auc(data, points)))
+    ref = pm.binned_reference(data, points)
+    return max(
+        float(np.max(np.abs(curve.tp / curve.tp[-1] - ref.tp / ref.tp[-1]))),
+        float(np.max(np.abs(curve.fp / curve.fp[-1] - ref.fp / ref.fp[-1]))),
+    )
 
 
 def where_bytes_go(runner: object) -> str:
