@@ -3,6 +3,15 @@ measured counterpart of the per-coordinate guarantee argued in
 :mod:`privfl.evaluation.fhauc.curve` (as ``benchmarks/fhauc_attacks.py`` does for the AUC).
 
     .venv/bin/python benchmarks/fhauc_curve_attacks.py [--seeds 50] [--json OUT]
+    .venv/bin/python benchmarks/fhauc_curve_attacks.py --keys threshold [--seeds 10]
+
+``--keys threshold`` runs the same attacks with threshold keys (OpenFHE's ``"fhauc"`` set,
+in process through ``privfl.metrics.roc_curve``, whose in-process run derives ``min_pairs``
+from the data): the three executions then sit side by side in one ciphertext group (the
+lanes layout of :class:`privfl.evaluation.fhauc.layout.CurveLayout`), and ``CycleLanes``
+shows every execution another's reply. ``SwapExecutions`` rewrites the single-key result
+message and is left out. Detected there means the session output no curve (a party refused
+with a typed error).
 
 Each seed provisions a fresh deployment (3 parties x 1000 samples, N = 50, S = 4,
 malicious, a tight size bound and min_pairs = 10^6, default K = 3 executions) and runs one
@@ -24,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 
 import numpy as np
@@ -86,9 +96,26 @@ class Site:
         return refused == len(self.parties), max(errors, default=0.0)
 
 
-def attacks() -> dict[str, object]:
+def run_threshold(
+    parties: list[tuple[np.ndarray, np.ndarray]], agg: fhauc.Aggregator
+) -> tuple[bool, float]:
+    """(detected, largest coordinate error of an accepted curve) with threshold keys."""
+    try:
+        res = pm.roc_curve(
+            parties, N, keys="threshold", security="malicious", splits=S, aggregator=agg
+        )
+    except PrivflError:
+        return True, 0.0
+    ref = pm.binned_reference(parties, N)
+    got = np.concatenate([res.curve.tp, res.curve.fp])
+    return False, float(np.max(np.abs(got - np.concatenate([ref.tp, ref.fp]))))
+
+
+def attacks(keys: str = "single") -> dict[str, object]:
     out: dict[str, object] = {"honest": fhauc.Aggregator}
     fixed = [c for c in curve_tamper.CURVE_TAMPERS if c not in curve_tamper.EPSILON_TAMPERS]
+    if keys == "threshold":  # it rewrites the single-key Result message
+        fixed = [c for c in fixed if c is not curve_tamper.SwapExecutions]
     out |= {c.__name__: c for c in fixed}
     for cls in curve_tamper.EPSILON_TAMPERS:
         for eps in EPSILONS:
@@ -122,7 +149,8 @@ def report(
             flush=True,
         )
     print(
-        f"N={N} S={S} M={M} x {SIZE} samples, K=3 executions, {seeds} seeds; {seconds:.0f} s",
+        f"N={N} S={S} M={M} x {SIZE} samples, K=3 executions, {seeds} seeds; {seconds:.0f} s; "
+        f"load average {'/'.join(f'{x:.2f}' for x in os.getloadavg())}",
         flush=True,
     )
     return out
@@ -133,16 +161,20 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=50)
     ap.add_argument("--every", type=int, default=10, help="print the table every k seeds")
     ap.add_argument("--json")
+    ap.add_argument("--keys", default="single", choices=("single", "threshold"))
     args = ap.parse_args()
-    specs = attacks()
+    specs = attacks(args.keys)
     caught = dict.fromkeys(specs, 0)
     worst = dict.fromkeys(specs, 0.0)
     start = time.perf_counter()
     out: dict[str, dict[str, float]] = {}
     for seed in range(args.seeds):
-        site = Site(seed)
+        site = Site(seed) if args.keys == "single" else None
         for name, spec in specs.items():
-            detected, error = site.run(build(spec))
+            if site is None:
+                detected, error = run_threshold(data(seed), build(spec))
+            else:
+                detected, error = site.run(build(spec))
             caught[name] += detected
             worst[name] = max(worst[name], 0.0 if detected else error)
         if (seed + 1) % args.every == 0 or seed + 1 == args.seeds:

@@ -38,11 +38,12 @@ from collections import Counter
 import numpy as np
 
 import privfl
-from _noise_harness import MultiplierRecorder, choose_ring, synthetic
+from _noise_harness import MultiplierRecorder, choose_ring, execution_multipliers, synthetic
 from privfl.errors import InputError, ProtocolError
 from privfl.evaluation.fhauc import curve as curve_module
 from privfl.evaluation.fhauc.threshold import curve as threshold_curve
 from privfl.evaluation.fhauc.threshold import noise
+from privfl.evaluation.fhauc.threshold.plan import plan as threshold_plan
 from privfl.evaluation.statistics import interior_thresholds, party_counts
 
 
@@ -110,7 +111,8 @@ def run(parties: int, rows: int, points: int, sessions: int, seed: int) -> None:
         dec = math.sqrt(sz.splits) * 2.0 ** (
             threshold_curve.value_bits(config, policy) - threshold_curve.DECODE_RELATIVE_BITS
         )
-        cs = rec.cs[-len(decoded) :]
+        lanes = threshold_plan(config, policy).layout.lanes  # executions side by side share c
+        cs = execution_multipliers(rec.cs, len(decoded), lanes)
         for e, ((t_slots, f_slots), c) in enumerate(zip(decoded, cs, strict=True)):
             rnd = curve_module.derive(view.key, e, view.index, sz)  # type: ignore[attr-defined]
             joined = curve_module.unpermute_and_join(

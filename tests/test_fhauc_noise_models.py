@@ -19,6 +19,7 @@ from privfl.evaluation.fhauc import aggregator as agg_module
 from privfl.evaluation.fhauc import curve as curve_module
 from privfl.evaluation.fhauc import variant as variant_module
 from privfl.evaluation.fhauc.threshold import ops as threshold_ops
+from privfl.evaluation.fhauc.threshold.plan import plan as threshold_plan
 from privfl.evaluation.statistics import interior_thresholds, party_counts
 
 N_POINTS = 100
@@ -57,8 +58,12 @@ def test_the_threshold_curve_model_bounds_each_positions_measured_error(monkeypa
     counts = [party_counts(s, y, interior) for s, y in data]
     tp, fp = sum(c.tp for c in counts), sum(c.fp for c in counts)
     exact = np.concatenate([tp[1:], fp[1:]]).astype(np.float64)
+    # one multiplier per ciphertext group: the executions sit side by side (CurveLayout lanes)
+    layout = threshold_plan(view.config, view.policy).layout
+    groups = layout.groups(len(decoded))
+    multipliers = [cs[-groups:][e // layout.lanes] for e in range(len(decoded))]
     ratios = []
-    for e, ((t, f), c) in enumerate(zip(decoded, cs[-len(decoded) :], strict=True)):
+    for e, ((t, f), c) in enumerate(zip(decoded, multipliers, strict=True)):
         rnd = curve_module.derive(view.key, e, view.index, sizes)
         joined = curve_module.unpermute_and_join(np.concatenate([t, f]), sizes.splits, rnd.perm)
         ratios.append(float(np.max(np.abs(joined / c - rnd.r * exact))) / slot_sigma)

@@ -6,6 +6,8 @@ the reveal's decoder refuses every malformed plaintext. Insecure ``fhauc-test`` 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -17,7 +19,7 @@ import privfl.metrics as pm
 from conftest import make_parties
 from privfl.errors import InputError, MalformedMessageError, ProtocolError, VerificationError
 from privfl.evaluation.fhauc import curve, curve_tamper
-from privfl.evaluation.fhauc.policy import Security
+from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.schedule import SessionRequest, run_session
 from privfl.evaluation.fhauc.threshold import curve as threshold_curve
@@ -241,3 +243,35 @@ def _session(n_points, executions):
         security=Security.MALICIOUS, splits=4, reveal=Reveal.CURVE,
     )  # fmt: skip
     return cfg, Policy(Security.MALICIOUS, 512, executions=executions)
+
+
+@pytest.mark.parametrize(("n_points", "lanes"), [(100, 4), (3, 64)])
+def test_the_malicious_executions_share_one_upload_ciphertext_and_one_reply(
+    monkeypatch, n_points, lanes
+):
+    """The executions side by side (``CurveLayout`` lanes) on the default ``"fhauc"`` set: at
+    N = 100 and 4 splits (T and F of 396 values in a region of 1,024 slots, 4 to a
+    ciphertext) and for the metrics' N = 3, the three executions upload one ciphertext and are
+    answered by one reply of two ciphertexts: 2 joint decryptions per session instead of 6
+    (a kept key set's session then moved 5.2 MB per party, over issue 27's 2 MB)."""
+    monkeypatch.setattr(threshold_ops, "FHAUC_PARAMETER_SET", "fhauc")  # a plan: no keys made
+    p = plan(*_session(n_points, 3))
+    assert (p.layout.lanes, p.groups, p.requests) == (lanes, 1, 2)
+    assert p.layout.joint and p.upload_bytes == 2 * 3 * (1 << 14) * 8  # one 3-tower ciphertext
+    semi = plan(replace(_session(n_points, 3)[0], security=Security.SEMI_HONEST), Policy(
+        Security.SEMI_HONEST, 512))  # fmt: skip
+    assert semi.layout.lanes == 1  # one execution: nothing to put side by side
+
+
+def test_a_curve_in_lanes_equals_the_reference():
+    """Three executions in one group (fast ring, N = 20, 4 splits: 76 values per vector,
+    regions of 256 slots, 8 to a ciphertext; one reply of two ciphertexts): the verified
+    curve equals the plaintext binned curve."""
+    p = plan(*_session(20, 3))
+    assert (p.layout.lanes, p.groups, p.requests) == (8, 1, 2)
+    parties = make_parties(np.random.default_rng(5), 3, 400)
+    res = pm.roc_curve(parties, 20, keys="threshold", security="malicious", executions=3)
+    ref = pm.binned_reference(parties, 20)
+    np.testing.assert_allclose(res.tpr, ref.tp / ref.tp[-1], atol=TOL)
+    np.testing.assert_allclose(res.fpr, ref.fp / ref.fp[-1], atol=TOL)
+    assert res.run["verified"] is True

@@ -13,6 +13,7 @@ import numpy as np
 
 from privfl.evaluation.fhauc import curve
 from privfl.evaluation.fhauc.aggregator import Aggregator, random_multiplier
+from privfl.evaluation.fhauc.ciphertext import HECiphertext
 from privfl.evaluation.fhauc.tamper import (
     PRECISION_BITS,
     DropParty,
@@ -20,6 +21,7 @@ from privfl.evaluation.fhauc.tamper import (
     PerExecution,
     ReplayFirstExecution,
     SwapTwoPartiesBetweenExecutions,
+    rotated,
 )
 from privfl.evaluation.fhauc.uploads import Reply, Result, Upload
 
@@ -28,6 +30,7 @@ __all__ = [
     "EPSILON_TAMPERS",
     "AddToOneSlot",
     "AddToOneSlotEverywhere",
+    "CycleLanes",
     "DoubleFalsePositives",
     "RotateTSum",
     "ScaleFalsePositivesEverywhere",
@@ -115,17 +118,49 @@ class ScaleFalsePositivesEverywhere(PerExecution):
 class AddToOneSlotEverywhere(ScaleFalsePositivesEverywhere):
     """Adds ``epsilon·c·total`` to slot 0 of the T sum in every execution (``c`` its own
     multiplier; ``total``, the federation's sample count, given to it as an oracle): one
-    share of one secret position moves by ``epsilon`` of the normalised scale."""
+    share of one secret position moves by ``epsilon`` of the normalised scale. In the lanes
+    layout, slot 0 of every used lane's region."""
 
     total = 1.0
 
     def tamper(self, uploads: list[Upload]) -> Reply:
+        layout = self._layout()
         c = random_multiplier(*self.multiplier_range)
-        t0, f0, extra = curve.aggregate(uploads, self._layout(), c)
+        t0, f0, extra = curve.aggregate(uploads, layout, c)
         vec = np.zeros(self._keys().slots)
-        vec[0] = self.epsilon * c * self.total
+        used = layout.lanes_used(self.execution, self.executions)
+        region = layout.region if isinstance(layout, curve.CurveLayout) else 0
+        vec[[lane * region for lane in range(used)]] = self.epsilon * c * self.total
         cfg = self._config()
         return Reply(cfg.session, t0 + vec, f0, self.execution, self.name, extra)
+
+
+class CycleLanes(PerExecution):
+    """In the lanes layout (:class:`~privfl.evaluation.fhauc.layout.CurveLayout`) every
+    execution is shown another's reply: the group's used lanes cycled (lane ``g`` shows lane
+    ``g + 1``'s values, the last used lane the first's), genuine aggregates of the wrong
+    execution, as :class:`SwapExecutions` with one ciphertext per execution. Without lanes,
+    the honest reply rotated by one slot."""
+
+    def tamper(self, uploads: list[Upload]) -> Reply:
+        r = self.honest(uploads)
+        layout, slots = self._layout(), self._keys().slots
+        if not self.lanes():
+            t, f = r.numerator.rotate(1), r.denominator.rotate(1)
+            return Reply(r.session, t, f, r.execution, r.sender, r.extra)
+        used = layout.lanes_used(self.execution, self.executions)
+        region = layout.region if isinstance(layout, curve.CurveLayout) else 1
+        ahead, last = np.zeros(slots), np.zeros(slots)
+        ahead[: (used - 1) * region] = 1.0
+        last[(used - 1) * region : used * region] = 1.0
+        back = slots - (used - 1) * region
+
+        def cycled(ct: HECiphertext) -> HECiphertext:
+            return rotated(ct, region, slots).scale_by_slots(ahead) + rotated(
+                ct, back, slots
+            ).scale_by_slots(last)
+
+        return Reply(r.session, cycled(r.numerator), cycled(r.denominator), r.execution, r.sender)
 
 
 EPSILON_TAMPERS = [ScaleFalsePositivesEverywhere, AddToOneSlotEverywhere]
@@ -140,4 +175,5 @@ CURVE_TAMPERS = [
     AddToOneSlot,
     SwapExecutions,
     RotateTSum,
+    CycleLanes,
 ]  # the EPSILON_TAMPERS take a size (and AddToOneSlotEverywhere an oracle): see their tests

@@ -213,12 +213,47 @@ class CurveLayout(Layout):
     and the sum rotated by ``H`` (F there), each times ``c``
     (:func:`~privfl.evaluation.fhauc.uploads.summed_vectors`), so the same two ciphertexts
     per execution are decrypted and the same first ``terms`` slots of each revealed. Half
-    the upload, for one rotation per execution."""
+    the upload, for one rotation per execution.
+
+    ``lanes`` (joint, threshold keys, malicious: several executions): the executions side by
+    side, execution ``g`` of a group in the :attr:`region` ``[2Hg, 2H(g+1))`` (T at its
+    start, F at ``H`` into it), up to ``slots / 2H`` of them
+    (:meth:`interleave`). The aggregator's reply per group is the joint one above, whose
+    rotation by ``H`` brings every region's F under its own T (and the next region's T,
+    never revealed, under its F): one upload ciphertext and two reply ciphertexts, hence two
+    joint decryptions, per group instead of per execution (at 100 parties, N = 100 and 4
+    splits: one group of the 3 executions). No product and no other rotation, so each
+    execution's values stay in its region; the lead reveals each region's ``terms`` T and F
+    slots, as for separate ciphertexts."""
 
     @classmethod
-    def for_curve(cls, terms: int, slots: int, joint: bool = False) -> CurveLayout:
+    def for_curve(
+        cls, terms: int, slots: int, joint: bool = False, lanes: bool = False
+    ) -> CurveLayout:
+        """The layout of ``terms`` terms per vector; ``joint``: T and F in one ciphertext
+        when they fit; ``lanes``: also the executions side by side where two regions fit."""
         joint = joint and 2 * next_pow2(terms) <= slots
-        return cls(terms, slots, False, slots, math.ceil(terms / slots), joint)
+        count = min(MAX_LANES, slots // (2 * next_pow2(terms))) if joint and lanes else 1
+        return cls(terms, slots, False, slots, math.ceil(terms / slots), joint, count)
+
+    @property
+    def region(self) -> int:
+        """Slots of one execution's T and F in the lanes layout (``2H``)."""
+        return 2 * self.f_rotation
+
+    def interleave(self, vectors: Sequence[FloatArray]) -> FloatArray:
+        """One ciphertext's slot vector from up to ``lanes`` executions' joint vectors
+        (:meth:`vectors`): execution ``g``'s first :attr:`region` slots at
+        ``[g·region, (g+1)·region)``, missing lanes zero (side by side, not interleaved:
+        the curve's reply has no rotation that needs the lanes apart slot by slot)."""
+        if not 1 <= len(vectors) <= self.lanes:
+            raise InputError(f"{len(vectors)} vectors for {self.lanes} lane(s)")
+        if self.lanes == 1:
+            return vectors[0]
+        out = np.zeros(self.slots)
+        for lane, v in enumerate(vectors):
+            out[lane * self.region : (lane + 1) * self.region] = v[: self.region]
+        return out
 
     @property
     def rotation_steps(self) -> list[int]:

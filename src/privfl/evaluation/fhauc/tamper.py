@@ -15,8 +15,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from privfl.evaluation.fhauc import curve
 from privfl.evaluation.fhauc.aggregator import Aggregator, random_multiplier
 from privfl.evaluation.fhauc.ciphertext import HECiphertext, add_all
+from privfl.evaluation.fhauc.layout import CurveLayout
+from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.uploads import Reply, Upload, summed_vectors
 
 __all__ = [
@@ -61,6 +64,40 @@ class PerExecution(Aggregator):
         """Whether this session's executions share ciphertexts (one group holds several)."""
         return self._layout().lanes > 1
 
+    def lane_step(self) -> int:
+        """The rotation that gives every lane the next lane's values: one slot where the
+        lanes are interleaved (the AUC's), one region where they sit side by side (the
+        curve's, :class:`~.layout.CurveLayout`)."""
+        layout = self._layout()
+        return layout.region if isinstance(layout, CurveLayout) else 1
+
+    def replayed(self, altered: list[Upload], uploads: list[Upload]) -> Reply:
+        """The reply computed from ``altered`` in the group's used lanes but the last, and
+        from the honest ``uploads`` in the last (whose next lane may be empty: zeros any check
+        refuses, not the tested agreement)."""
+        used = self._layout().lanes_used(self.execution, self.executions)
+        if self._config().reveal is not Reveal.AUC:
+            return self.curve_in_lanes(altered, uploads, used - 1)
+        num, den = self.numerator_and_denominator(uploads)
+        computed = self.numerator_and_denominator(altered)
+        return self.in_lanes([(*computed, range(used - 1)), (num, den, [used - 1])])
+
+    def curve_in_lanes(self, altered: list[Upload], uploads: list[Upload], first: int) -> Reply:
+        """A curve reply whose lanes ``0..first-1`` come from ``altered`` and the rest from
+        ``uploads``, both times one honest ``c`` (:func:`~.curve.aggregate`), joined by a
+        plaintext 0/1 mask per region (the one level a malicious curve's upload spares)."""
+        layout, slots = self._layout(), self._keys().slots
+        if not isinstance(layout, CurveLayout):
+            raise TypeError("curve lanes need the curve layout")
+        c = random_multiplier(*self.multiplier_range)
+        mask = np.zeros(slots)
+        mask[: first * layout.region] = 1.0
+        t_alt, f_alt, _ = curve.aggregate(altered, layout, c)
+        t_own, f_own, _ = curve.aggregate(uploads, layout, c)
+        t = t_alt.scale_by_slots(mask) + t_own.scale_by_slots(1.0 - mask)
+        f = f_alt.scale_by_slots(mask) + f_own.scale_by_slots(1.0 - mask)
+        return Reply(self.session_config.session, t, f, self.execution, self.name)
+
     def in_lanes(self, parts: Sequence[tuple[HECiphertext, HECiphertext, Sequence[int]]]) -> Reply:
         """A reply whose lanes come from different computations: each ``(numerator,
         denominator, lanes)`` gives its lanes, every slot times one multiplier ``c``, the
@@ -103,15 +140,16 @@ def rotated(ct: HECiphertext, steps: int, slots: int) -> HECiphertext:
     return ct
 
 
-def next_lane(upload: Upload) -> Upload:
-    """``upload`` with every ciphertext rotated by one slot: each lane then holds the next
-    lane's values (the next execution's), the last lane the first's."""
+def next_lane(upload: Upload, step: int = 1) -> Upload:
+    """``upload`` with every ciphertext rotated by ``step`` slots (:meth:`PerExecution.lane_step`):
+    each lane then holds the next lane's values (the next execution's), the last lane the
+    first's."""
     return Upload(
         upload.sender,
         upload.session,
-        [c.rotate(1) for c in upload.t],
-        [c.rotate(1) for c in upload.f],
-        [c.rotate(1) for c in upload.d],
+        [c.rotate(step) for c in upload.t],
+        [c.rotate(step) for c in upload.f],
+        [c.rotate(step) for c in upload.d],
         upload.execution,
     )
 
@@ -132,18 +170,12 @@ class SwapTwoPartiesBetweenExecutions(PerExecution):
 
     def tamper(self, uploads: list[Upload]) -> Reply:
         if self.lanes():
-            swapped = [next_lane(uploads[0]), next_lane(uploads[1]), *uploads[2:]]
-            return self.replayed(self.numerator_and_denominator(swapped), uploads)
+            step = self.lane_step()
+            swapped = [next_lane(uploads[0], step), next_lane(uploads[1], step), *uploads[2:]]
+            return self.replayed(swapped, uploads)
         if self.execution == 1:
             uploads = [self.first[0], self.first[1], *uploads[2:]]
         return self.honest(uploads)
-
-    def replayed(self, computed: tuple[HECiphertext, HECiphertext], uploads: list[Upload]) -> Reply:
-        """``computed`` in the group's used lanes but the last, the honest result in the last
-        (whose next lane may be empty: zeros any check refuses, not the tested agreement)."""
-        used = self._layout().lanes_used(self.execution, self.executions)
-        num, den = self.numerator_and_denominator(uploads)
-        return self.in_lanes([(*computed, range(used - 1)), (num, den, [used - 1])])
 
 
 class ReplayFirstExecution(SwapTwoPartiesBetweenExecutions):
@@ -152,9 +184,7 @@ class ReplayFirstExecution(SwapTwoPartiesBetweenExecutions):
 
     def tamper(self, uploads: list[Upload]) -> Reply:
         if self.lanes():
-            return self.replayed(
-                self.numerator_and_denominator([next_lane(u) for u in uploads]), uploads
-            )
+            return self.replayed([next_lane(u, self.lane_step()) for u in uploads], uploads)
         return self.honest(self.first if self.execution == 1 else uploads)
 
 

@@ -7,11 +7,12 @@ What differs from single keys is only how the reply is decrypted and how noisy t
   (:class:`~privfl.evaluation.fhauc.layout.CurveLayout`, ``joint``: half the bytes, half
   the aggregator's checking and summing); the aggregator rotates the sum once to bring F
   under T, so its reply, what is decrypted and what is revealed are as with two uploads;
-* the aggregator's reply per execution is the :mod:`.curve` reply (``2·chunks``
-  ciphertexts, every one the parties' slot-wise sum times one integer ``c``, applied by
-  doubling at no level); each ciphertext is one joint decryption, so a session needs
-  ``executions·2·chunks`` of the key set's budget (:func:`check_budget`, refused before any
-  work when it exceeds it);
+* the aggregator's reply per ciphertext group (one execution, or in the malicious
+  variant the executions side by side: ``lanes`` of :class:`~.layout.CurveLayout`) is the
+  :mod:`.curve` reply (``2·chunks`` ciphertexts, every one the parties' slot-wise sum times
+  one integer ``c``, applied by doubling at no level); each ciphertext is one joint
+  decryption, so a session needs ``groups·2·chunks`` of the key set's budget
+  (:func:`check_budget`, refused before any work when it exceeds it);
 * joint decryption adds flooding noise ``f = 2^(decryption_error_bits(M))`` per slot
   (value units, after ``c``), and decoded values must stay below ``2^50``
   (:data:`CURVE_CAPACITY_BITS`): parties scale their slot values by ``2^-k``
@@ -130,18 +131,19 @@ def slot_sigma(
     return float((m + 6.0 * ROTATION_NOISE) * e + 6.0 * FLOODING_MARGIN * flood)
 
 
-def check_budget(params: ThresholdParameters, executions: int, ciphertexts: int) -> None:
+def check_budget(params: ThresholdParameters, groups: int, ciphertexts: int) -> None:
     """:class:`InputError` before any work (each party, at join: before any upload) when a
-    session needs more joint decryptions (``executions`` x ``ciphertexts`` per reply) than the
-    key set's flooding budget. In process the sizing lowers the executions to what the budget
+    session needs more joint decryptions (``groups`` x ``ciphertexts`` per reply: a group is
+    one execution, or the executions side by side in the lanes layout) than the key set's
+    flooding budget. In process the sizing lowers the executions to what the budget
     pays for when they meet the guarantee (:func:`~privfl.evaluation.fhauc.sizing.sized_policy`),
     so this refusal means they do not: the fix is fewer decision points or splits (the
     malicious curve holds N x splits terms: fewer ciphertexts per reply) or a smaller
     guarantee (fewer executions)."""
-    need = executions * ciphertexts
+    need = groups * ciphertexts
     if need > params.max_decryptions:
         raise InputError(
-            f"refused before upload: {executions} execution(s) x {ciphertexts} reply "
+            f"refused before upload: {groups} ciphertext group(s) x {ciphertexts} reply "
             f"ciphertexts need {need} joint decryptions, and the flooding noise of parameter "
             f"set {params.name!r} allows {params.max_decryptions} per key set: use fewer "
             "decision points, fewer splits, or a smaller min_guarantee_bits (fewer executions)"

@@ -115,7 +115,7 @@ class Plan:
     upload_level: int
     upload_bytes: int  # ciphertext bytes of one group's upload (upload_bytes())
     multiplier_scale_bits: int = 0  # j: the aggregator applies c as c / 2^j (one level)
-    requests_per_execution: int = 1  # joint decryptions per execution (curve: 2 x chunks)
+    requests_per_execution: int = 1  # joint decryptions per group (curve: 2 x chunks)
     slot_sigma: float = 0.0  # curve/metrics reveals: per-slot error term (.curve)
     reply_tolerance: float = 0.0  # malicious AUC: the lead's shape check (shape.reply_shape_ok)
 
@@ -173,10 +173,14 @@ def curve_plan(config: SessionConfig, policy: Policy, params: ThresholdParameter
     parties = len(config.parties)
     params.check(parties)
     # T and F in one upload ciphertext when they fit (CurveLayout: the reply, what is decrypted
-    # and revealed are unchanged; the aggregator rotates the sum once per execution)
-    layout = curve.CurveLayout.for_curve(config.terms(), params.batch_size, params.sum_keys)
-    per_execution = 2 * layout.chunks
-    threshold_curve.check_budget(params, executions, per_execution)
+    # and revealed are unchanged; the aggregator rotates the sum once per group), and the
+    # malicious executions side by side in it where two or more fit (lanes: one upload
+    # ciphertext and two joint decryptions per group of executions instead of per execution)
+    layout = curve.CurveLayout.for_curve(
+        config.terms(), params.batch_size, params.sum_keys, mode is Security.MALICIOUS
+    )
+    per_execution = 2 * layout.chunks  # reply ciphertexts (joint decryptions) per group
+    threshold_curve.check_budget(params, layout.groups(executions), per_execution)
     lo, hi = malicious.multiplier_bounds(policy.multiplier_bits)
     ring = ring_dimension(params, parties)
     shift = threshold_curve.curve_shift(config, policy, hi)

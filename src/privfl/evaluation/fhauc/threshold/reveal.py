@@ -7,8 +7,9 @@ code underneath).
   :mod:`~privfl.evaluation.fhauc.layout`), of which the lead reveals the two values
   ``(c·X, c·Y)`` of every execution.
 * ``curve``/``metrics``: :mod:`.curve`'s packing and recovery with the threshold noise term
-  (:mod:`.curve`); ``2·chunks`` reply ciphertexts per execution, of which the
-  lead reveals the used slots.
+  (:mod:`.curve`); ``2·chunks`` reply ciphertexts per ciphertext group (one execution, or
+  the malicious executions side by side, :class:`~privfl.evaluation.fhauc.layout.CurveLayout`),
+  of which the lead reveals each execution's used slots.
 
 Every function is run by a party on its own state; the lead's plaintext goes to the parties
 only (sealed under the session key by the caller).
@@ -32,7 +33,7 @@ from privfl.evaluation.fhauc.threshold import curve as threshold_curve
 from privfl.evaluation.fhauc.threshold import messages as tmsg
 from privfl.evaluation.fhauc.threshold.plan import Plan
 from privfl.evaluation.fhauc.threshold.reply import decode_pairs
-from privfl.evaluation.fhauc.variant import Malicious, Outcome, Packed, PartyView
+from privfl.evaluation.fhauc.variant import Malicious, Outcome, Packed, PartyView, in_groups
 from privfl.evaluation.statistics import PartyCounts
 
 __all__ = ["check_at_join", "encrypt", "lead_plaintext", "pack", "recover"]
@@ -59,7 +60,8 @@ def pack(plan: Plan, counts: PartyCounts, view: PartyView) -> list[Packed]:
     if view.config.reveal is Reveal.AUC:
         return plan.variant.pack(counts, plan.layout, view)
     tp, fp = counts.tp.astype(np.float64), counts.fp.astype(np.float64)
-    return curve.pack(tp, fp, _curve_layout(plan), view)
+    layout = _curve_layout(plan)
+    return in_groups(curve.pack(tp, fp, layout, view), layout)
 
 
 Vectors = tuple[bytes, ...]
@@ -113,10 +115,23 @@ def lead_plaintext(
         return tmsg.write_pairs(
             [(x, y) if np.isfinite([x, y]).all() else (0.0, 0.0) for x, y in pairs]
         )
-    lengths = threshold_curve.used_slots(_curve_layout(plan)) * plan.executions
-    return threshold_curve.write_vectors(
-        [_fuse(keys, item, n) for item, n in zip(items, lengths, strict=True)]
-    )
+    layout = _curve_layout(plan)
+    lengths = threshold_curve.used_slots(layout)  # per reply ciphertext of one execution
+    per = len(lengths)
+    if len(items) != plan.groups * per:
+        raise ProtocolError(f"{len(items)} lead requests, expected {plan.groups * per}")
+    vectors = []
+    for group in range(plan.groups):
+        used = layout.lanes_used(group, plan.executions)
+        span = (used - 1) * layout.region  # lanes: the regions before the last one used
+        full = [
+            _fuse(keys, item, span + n)
+            for item, n in zip(items[group * per : (group + 1) * per], lengths, strict=True)
+        ]
+        for lane in range(used):  # each execution's used slots, never the padding
+            lo = lane * layout.region
+            vectors += [v[lo : lo + n] for v, n in zip(full, lengths, strict=True)]
+    return threshold_curve.write_vectors(vectors)
 
 
 def _fuse(

@@ -29,9 +29,11 @@ from privfl.messages import SESSION_ID_BYTES
 # (v1 roles build other upload layouts); v3: flooding noise sized for 32 decryptions per key
 # set and up to 64 executions (v2 roles size it for 16 and refuse more than 16); v4: the
 # malicious AUC's executions side by side in lanes (v3 roles upload one group per
-# execution). Roles of different versions derive different transcripts and lead
-# commitments, so a mixed session fails in the key rounds, before any upload
-LABEL = b"privfl/fhauc-threshold/v4|"
+# execution); v5: the malicious curve's and metrics' executions side by side too
+# (layout.CurveLayout, lanes: v4 roles upload and decrypt one group per execution). Roles of
+# different versions derive different transcripts and lead commitments, so a mixed session
+# fails in the key rounds, before any upload
+LABEL = b"privfl/fhauc-threshold/v5|"
 
 
 def _hash(purpose: bytes, transcript: bytes) -> bytes:
