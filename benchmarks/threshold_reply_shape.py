@@ -14,6 +14,12 @@ the error against the binned reference and the load average.
 
     OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python benchmarks/threshold_reply_shape.py \
         [--settings 2x1000,3x300,20x200,100x100] [--thresholds 100] [--sessions 2]
+
+``--reveal curve`` does the same for the malicious curve (``privfl.metrics.roc_curve``, T and
+F in one ciphertext, the executions side by side:
+:func:`privfl.evaluation.fhauc.shape.curve_reply_shape_ok`): ``shape/tol`` is then the
+largest of the padding's and the unused lanes' distance from zero and the rotated reply's
+distance from the first one rotated, and ``|err|`` the largest error of the curve.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import time
 import numpy as np
 
 import privfl
+import privfl.metrics
 from _noise_harness import synthetic
 from privfl.evaluation.fhauc import shape
 from privfl.evaluation.fhauc.threshold import reveal
@@ -57,13 +64,50 @@ def measuring_check(raw, layout, used, tolerance) -> bool:
     return shape.reply_shape_ok(raw, layout, used, tolerance)
 
 
+def measuring_curve_check(raw, layout, used, tolerance) -> bool:
+    """The lead's curve check (:func:`shape.curve_reply_shape_ok`), recording the reply's
+    margins over the tolerance: the padding's and unused lanes' largest distance from zero
+    and the rotated reply's from the first rotated (the larger of the two), the copies'
+    largest difference and the largest imaginary part."""
+    decoded = [np.asarray(r) for r in raw]
+    copies = [np.real(d).reshape(-1, layout.slots) for d in decoded]
+    summed, rotated = (c.mean(axis=0) for c in copies)
+    keep = np.zeros(layout.slots, dtype=bool)
+    for lane in range(used):
+        lo = lane * layout.region
+        keep[lo : lo + layout.terms] = True
+        keep[lo + layout.f_rotation : lo + layout.f_rotation + layout.terms] = True
+    padding = float(np.abs(summed[~keep]).max()) if (~keep).any() else 0.0
+    moved = float(np.abs(rotated - np.roll(summed, -layout.f_rotation)).max())
+    spread = max(float(np.abs(c - c[0]).max()) for c in copies)
+    imaginary = max(float(np.abs(np.imag(d)).max()) for d in decoded)
+    SEEN.append((max(padding, moved) / tolerance, spread / tolerance, imaginary / tolerance))
+    return shape.curve_reply_shape_ok(raw, layout, used, tolerance)
+
+
+def run_once(data: list, n: int, curve: bool) -> float:
+    """One honest session; its largest error against the binned reference."""
+    if not curve:
+        res = privfl.federated_auc(data, n, keys="threshold", security="malicious")
+        return abs(res.auc - privfl.binned_auc(data, n))
+    roc = privfl.metrics.roc_curve(data, n, keys="threshold", security="malicious")
+    ref = privfl.metrics.binned_reference(data, n)
+    return max(
+        float(np.max(np.abs(roc.tpr - ref.tp / ref.tp[-1]))),
+        float(np.max(np.abs(roc.fpr - ref.fp / ref.fp[-1]))),
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--settings", default="2x1000,3x300,20x200,100x100")
     ap.add_argument("--thresholds", type=int, default=100)
     ap.add_argument("--sessions", type=int, default=2)
+    ap.add_argument("--reveal", default="auc", choices=("auc", "curve"))
     args = ap.parse_args()
-    reveal.reply_shape_ok = measuring_check  # the lead's module looks the check up there
+    # the lead's module looks the checks up there
+    reveal.reply_shape_ok = measuring_check
+    reveal.curve_reply_shape_ok = measuring_curve_check
     print(
         f"{'setting':>9} {'N':>5} {'session':>7} {'shape/tol':>9} {'copies/tol':>10} "
         f"{'imag/tol':>8} {'|err|':>8} {'wall s':>6} {'load':>15}"
@@ -74,11 +118,8 @@ def main() -> None:
             data = synthetic(parties, rows, np.random.default_rng(1000 * parties + k))
             SEEN.clear()
             start = time.perf_counter()
-            res = privfl.federated_auc(
-                data, args.thresholds, keys="threshold", security="malicious"
-            )
+            err = run_once(data, args.thresholds, args.reveal == "curve")
             wall = time.perf_counter() - start
-            err = abs(res.auc - privfl.binned_auc(data, args.thresholds))
             worst, spread, imaginary = (max(row[i] for row in SEEN) for i in range(3))
             load = "/".join(f"{v:.2f}" for v in os.getloadavg())
             print(

@@ -19,13 +19,17 @@ import privfl.metrics as pm
 from conftest import make_parties
 from privfl.errors import InputError, MalformedMessageError, ProtocolError, VerificationError
 from privfl.evaluation.fhauc import curve, curve_tamper
+from privfl.evaluation.fhauc.aggregator import Aggregator
 from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.schedule import SessionRequest, run_session
+from privfl.evaluation.fhauc.tamper import rotated
 from privfl.evaluation.fhauc.threshold import curve as threshold_curve
 from privfl.evaluation.fhauc.threshold import ops as threshold_ops
+from privfl.evaluation.fhauc.threshold import reveal as threshold_reveal
 from privfl.evaluation.fhauc.threshold.aggregator import ThresholdAggregator
 from privfl.evaluation.fhauc.threshold.plan import plan
+from privfl.evaluation.fhauc.uploads import Reply
 from test_fhauc_threshold import deployment
 
 TOL = 1e-6
@@ -275,3 +279,32 @@ def test_a_curve_in_lanes_equals_the_reference():
     np.testing.assert_allclose(res.tpr, ref.tp / ref.tp[-1], atol=TOL)
     np.testing.assert_allclose(res.fpr, ref.fp / ref.fp[-1], atol=TOL)
     assert res.run["verified"] is True
+
+
+class PlantAnUploadInTheUnusedLanes(Aggregator):
+    """An honest curve reply plus party 0's own upload (times ``c``) in the unused lanes of the
+    summed ciphertext, and consistently in its rotated copy: every value the lead reads stays
+    honest, and the lead's process holds party 0's shares, which its session key unmasks."""
+
+    def aggregate(self, uploads):
+        reply = super().aggregate(uploads)
+        layout, slots = self._layout(), self._keys().slots
+        to_unused = slots - layout.lanes_used(self.execution, self.executions) * layout.region
+        planted = rotated(uploads[0].t[0] * 3, to_unused, slots)
+        return Reply(
+            reply.session, reply.numerator + planted,
+            reply.denominator + planted.rotate(layout.f_rotation), reply.execution, reply.sender,
+        )  # fmt: skip
+
+
+def test_values_planted_in_a_curve_replys_padding_are_refused(monkeypatch):
+    """The lead decodes every slot of a malicious curve reply and checks the padding, the
+    unused lanes and the rotated copy (shape.curve_reply_shape_ok): a reply carrying a
+    party's upload where nobody reads is refused; without the check it was accepted."""
+    parties = make_parties(np.random.default_rng(23), 2, 300)
+    run = dict(keys="threshold", security="malicious", splits=2)
+    with pytest.raises(VerificationError):
+        pm.roc_curve(parties, 8, aggregator=PlantAnUploadInTheUnusedLanes(), **run)
+    monkeypatch.setattr(threshold_reveal, "curve_reply_shape_ok", lambda *a: True)
+    res = pm.roc_curve(parties, 8, aggregator=PlantAnUploadInTheUnusedLanes(), **run)
+    assert res.run["verified"] is True  # accepted: the check is what refuses it

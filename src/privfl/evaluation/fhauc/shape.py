@@ -1,5 +1,6 @@
 """Whether a decrypted malicious AUC reply has the honest shape in every slot a party decodes
-(pure functions, run by the decrypting party on its own plaintext).
+(pure functions, run by the decrypting party on its own plaintext); likewise a malicious
+curve reply with threshold keys (:func:`curve_reply_shape_ok`).
 
 A party reads two values per execution, but a decryption shows it every slot, and an
 aggregator can keep those two right while it puts other values it computed (the unsummed
@@ -20,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from privfl.evaluation.fhauc.layout import Layout
+from privfl.evaluation.fhauc.layout import CurveLayout, Layout
 
 # an honest reply's decoded slots stay within this many model standard deviations (of one
 # slot's X/c error, times sqrt 2 for a difference) of the values the layout puts there
@@ -120,3 +121,41 @@ def vectors_shape_ok(
         if float(np.minimum(np.abs(d), np.abs(d - y)).max()) > tol_y:
             return False
     return True
+
+
+def curve_reply_shape_ok(
+    raw: tuple[npt.ArrayLike, npt.ArrayLike], layout: CurveLayout, used: int, tolerance: float
+) -> bool:
+    """Whether one group's decoded curve reply (threshold keys, joint layout: the sum times
+    ``c`` and the sum rotated by ``H`` times ``c``; run by the lead on its own decoding of
+    every slot each plaintext holds, as complex numbers) has the honest shape: every
+    imaginary part within ``tolerance`` of zero, every repetition of a sparse batch within
+    ``tolerance`` of the first, in the first ciphertext every slot outside the ``used``
+    regions' T and F values (the padding after each vector, the unused lanes) within
+    ``tolerance`` of zero, and the second ciphertext within ``tolerance`` of the first
+    rotated by ``H`` in every slot (it is the same sum, rotated). What the lead reads (each
+    execution's T and F slots) is then all a reply holds beyond noise, up to the
+    tolerance."""
+    if not layout.joint or layout.chunks != 1:
+        return False
+    views = []
+    for one in raw:
+        decoded = np.asarray(one)
+        if decoded.size % layout.slots or not decoded.size or not np.isfinite(decoded).all():
+            return False
+        if np.iscomplexobj(decoded) and float(np.abs(decoded.imag).max()) > tolerance:
+            return False
+        copies = np.real(decoded).astype(np.float64).reshape(-1, layout.slots)
+        if float(np.abs(copies - copies[0]).max()) > tolerance:
+            return False
+        views.append(batch_view(copies, layout.slots))
+    summed, rotated = views
+    padding = np.ones(layout.slots, dtype=bool)
+    h, n = layout.f_rotation, layout.terms
+    for lane in range(used):
+        lo = lane * layout.region
+        padding[lo : lo + n] = False
+        padding[lo + h : lo + h + n] = False
+    if padding.any() and float(np.abs(summed[padding]).max()) > tolerance:
+        return False
+    return float(np.abs(rotated - np.roll(summed, -h)).max()) <= tolerance

@@ -117,7 +117,7 @@ class Plan:
     multiplier_scale_bits: int = 0  # j: the aggregator applies c as c / 2^j (one level)
     requests_per_execution: int = 1  # joint decryptions per group (curve: 2 x chunks)
     slot_sigma: float = 0.0  # curve/metrics reveals: per-slot error term (.curve)
-    reply_tolerance: float = 0.0  # malicious AUC: the lead's shape check (shape.reply_shape_ok)
+    reply_tolerance: float = 0.0  # malicious: the lead's shape check (shape.*_shape_ok)
 
     @property
     def groups(self) -> int:
@@ -191,6 +191,10 @@ def curve_plan(config: SessionConfig, policy: Policy, params: ThresholdParameter
     out = Plan(
         params, layout, executions, shift, (lo, hi), variant, level, size, 0, per_execution, sigma
     )
+    if mode is Security.MALICIOUS and layout.joint and layout.chunks == 1:
+        # the lead's check of every slot (shape.curve_reply_shape_ok): a slot's error in
+        # decoded units is at most the per-slot term times c < 2^hi, over 2^k
+        out = replace(out, reply_tolerance=tolerances((sigma, sigma), hi, shift)[0])
     out.check_upload()
     return out
 

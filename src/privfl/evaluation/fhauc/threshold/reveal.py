@@ -28,7 +28,7 @@ from privfl.evaluation.fhauc import curve
 from privfl.evaluation.fhauc.messages import AGGREGATOR, SessionConfig
 from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.evaluation.fhauc.reveal import Reveal
-from privfl.evaluation.fhauc.shape import batch_view, reply_shape_ok
+from privfl.evaluation.fhauc.shape import batch_view, curve_reply_shape_ok, reply_shape_ok
 from privfl.evaluation.fhauc.threshold import curve as threshold_curve
 from privfl.evaluation.fhauc.threshold import messages as tmsg
 from privfl.evaluation.fhauc.threshold.plan import Plan
@@ -120,14 +120,23 @@ def lead_plaintext(
     per = len(lengths)
     if len(items) != plan.groups * per:
         raise ProtocolError(f"{len(items)} lead requests, expected {plan.groups * per}")
+    # malicious with T and F in one ciphertext: every slot decoded and shape checked (the
+    # padding, the unused lanes, the rotated copy, imaginary parts), as for the AUC
+    checked = plan.reply_tolerance > 0
     vectors = []
     for group in range(plan.groups):
         used = layout.lanes_used(group, plan.executions)
-        span = (used - 1) * layout.region  # lanes: the regions before the last one used
-        full = [
-            _fuse(keys, item, span + n)
-            for item, n in zip(items[group * per : (group + 1) * per], lengths, strict=True)
-        ]
+        mine = items[group * per : (group + 1) * per]
+        if checked:
+            raw = [_fuse(keys, item, keys.context.ring // 2, True) for item in mine]
+            honest = curve_reply_shape_ok((raw[0], raw[-1]), layout, used, plan.reply_tolerance)
+            full = [
+                batch_view(r, layout.slots) if honest else np.full(layout.slots, np.nan)
+                for r in raw
+            ]  # other values: every party refuses NaN
+        else:
+            span = (used - 1) * layout.region  # lanes: the regions before the last one used
+            full = [_fuse(keys, item, span + n) for item, n in zip(mine, lengths, strict=True)]
         for lane in range(used):  # each execution's used slots, never the padding
             lo = lane * layout.region
             vectors += [v[lo : lo + n] for v, n in zip(full, lengths, strict=True)]
