@@ -47,6 +47,24 @@ def batch_view(raw: npt.ArrayLike, slots: int) -> npt.NDArray[np.float64]:
     return np.asarray(copies.mean(axis=0), dtype=np.float64)
 
 
+def checked_batch(
+    raw: npt.ArrayLike, slots: int, tolerance: float
+) -> npt.NDArray[np.float64] | None:
+    """The batch's ``slots`` values (:func:`batch_view`) of one decoding of every slot a
+    plaintext holds, or ``None`` when it cannot be an honest reply's: not a whole number of
+    batches, not finite, an imaginary part or a difference between the batch's copies
+    beyond ``tolerance``."""
+    decoded = np.asarray(raw)
+    if decoded.size % slots or not decoded.size or not np.isfinite(decoded).all():
+        return None
+    if np.iscomplexobj(decoded) and float(np.abs(decoded.imag).max()) > tolerance:
+        return None
+    copies = np.real(decoded).astype(np.float64).reshape(-1, slots)
+    if float(np.abs(copies - copies[0]).max()) > tolerance:
+        return None
+    return batch_view(copies, slots)
+
+
 def reply_shape_ok(raw: npt.ArrayLike, layout: Layout, used: int, tolerance: float) -> bool:
     """Whether one group's decoded reply ``num + den`` (threshold keys: run by the lead on
     its own decoding of every slot the plaintext holds, as complex numbers, the layout's
@@ -56,15 +74,9 @@ def reply_shape_ok(raw: npt.ArrayLike, layout: Layout, used: int, tolerance: flo
     every slot within ``tolerance`` of the lane's numerator (read next to its denominator)
     or of numerator plus denominator (where the layout puts the denominator; its tiling
     repeats it), and every slot of the other lanes within ``tolerance`` of zero."""
-    decoded = np.asarray(raw)
-    if decoded.size % layout.slots or not decoded.size or not np.isfinite(decoded).all():
+    values = checked_batch(raw, layout.slots, tolerance)
+    if values is None:
         return False
-    if np.iscomplexobj(decoded) and float(np.abs(decoded.imag).max()) > tolerance:
-        return False
-    copies = np.real(decoded).astype(np.float64).reshape(-1, layout.slots)
-    if float(np.abs(copies - copies[0]).max()) > tolerance:
-        return False
-    values = batch_view(copies, layout.slots)
     rows = values.reshape(-1, layout.lanes)  # positions x lanes
     ds = layout.denominator_slot
     for lane in range(layout.lanes):
@@ -138,18 +150,9 @@ def curve_reply_shape_ok(
     tolerance."""
     if not layout.joint or layout.chunks != 1:
         return False
-    views = []
-    for one in raw:
-        decoded = np.asarray(one)
-        if decoded.size % layout.slots or not decoded.size or not np.isfinite(decoded).all():
-            return False
-        if np.iscomplexobj(decoded) and float(np.abs(decoded.imag).max()) > tolerance:
-            return False
-        copies = np.real(decoded).astype(np.float64).reshape(-1, layout.slots)
-        if float(np.abs(copies - copies[0]).max()) > tolerance:
-            return False
-        views.append(batch_view(copies, layout.slots))
-    summed, rotated = views
+    summed, rotated = (checked_batch(one, layout.slots, tolerance) for one in raw)
+    if summed is None or rotated is None:
+        return False
     padding = np.ones(layout.slots, dtype=bool)
     h, n = layout.f_rotation, layout.terms
     for lane in range(used):
