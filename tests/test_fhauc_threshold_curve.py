@@ -23,7 +23,7 @@ from privfl.evaluation.fhauc.aggregator import Aggregator
 from privfl.evaluation.fhauc.policy import Policy, Security
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.schedule import SessionRequest, run_session
-from privfl.evaluation.fhauc.tamper import rotated
+from privfl.evaluation.fhauc.tamper import PerExecution, rotated
 from privfl.evaluation.fhauc.threshold import curve as threshold_curve
 from privfl.evaluation.fhauc.threshold import ops as threshold_ops
 from privfl.evaluation.fhauc.threshold import reveal as threshold_reveal
@@ -188,9 +188,10 @@ def test_the_sealed_reveal_holds_the_used_slots_only_and_the_aggregator_sees_no_
     assert not any(isinstance(v, float | np.ndarray) for v in held.values())
 
 
-def test_a_threshold_curve_upload_is_one_ciphertext_per_execution_and_the_reply_two(rng):
-    """T and F share one upload ciphertext (CurveLayout joint: half the upload); the
-    aggregator's reply still has two ciphertexts per execution, T and the sum rotated to F."""
+def test_a_threshold_curve_upload_is_one_ciphertext_per_group_and_the_reply_two(rng):
+    """T and F share one upload ciphertext (CurveLayout joint: half the upload), and the 2
+    malicious executions share it too (lanes): one ciphertext per party, and the aggregator's
+    reply two ciphertexts for the group, T and the sum rotated to F."""
     from privfl.evaluation.fhauc.messages import SessionConfig
     from privfl.evaluation.fhauc.threshold import messages as tmsg
     from privfl.evaluation.metric_reference import binned_reference
@@ -206,8 +207,8 @@ def test_a_threshold_curve_upload_is_one_ciphertext_per_execution_and_the_reply_
     for answer in rec.up["upload"].values():
         step = tmsg.UploadStep.from_bytes(answer)
         upload = tmsg.ThresholdUpload.from_bytes(step.upload, config.session, agg.roster)
-        assert {tuple(len(v) for v in e) for e in upload.executions} == {(1, 0, 0)}
-    assert agg.plan is not None and agg.plan.requests_per_execution == 2
+        assert [tuple(len(v) for v in e) for e in upload.executions] == [(1, 0, 0)]
+    assert agg.plan is not None and (agg.plan.groups, agg.plan.requests) == (1, 2)
     ref = binned_reference(data, 10)
     for result in rec.results.values():
         assert result.outcome.verified is True
@@ -308,3 +309,26 @@ def test_values_planted_in_a_curve_replys_padding_are_refused(monkeypatch):
     monkeypatch.setattr(threshold_reveal, "curve_reply_shape_ok", lambda *a: True)
     res = pm.roc_curve(parties, 8, aggregator=PlantAnUploadInTheUnusedLanes(), **run)
     assert res.run["verified"] is True  # accepted: the check is what refuses it
+
+
+class AnswerTheSecondGroupFromTheFirst(PerExecution):
+    """With more executions than lanes, every group but the first is answered from the first
+    group's uploads: genuine sums, of the wrong executions."""
+
+    def tamper(self, uploads):
+        return self.honest(self.first if self.execution > 0 else uploads)
+
+
+def test_a_group_answered_from_another_groups_uploads_is_refused():
+    """Fast ring, N = 20 and 4 splits: 8 lanes to a ciphertext, so 9 executions take two
+    groups; the tamper suite's other tests run with one."""
+    p = plan(*_session(20, 9))
+    assert (p.layout.lanes, p.groups) == (8, 2)
+    parties = make_parties(np.random.default_rng(29), 2, 300)
+    with pytest.raises(VerificationError):
+        pm.roc_curve(
+            parties, 20, keys="threshold", security="malicious", executions=9,
+            aggregator=AnswerTheSecondGroupFromTheFirst(),
+        )  # fmt: skip
+    honest = pm.roc_curve(parties, 20, keys="threshold", security="malicious", executions=9)
+    assert honest.run["verified"] is True

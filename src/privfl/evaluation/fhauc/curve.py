@@ -33,7 +33,10 @@ outputs their mean. Why a deviation is caught: adding to or rescaling a strict s
 position's ``S`` shares adds a random multiple of a share (about ``2^{μ+3}`` counts) that differs
 per execution; dropping or repeating a party leaves a mask residue; a change that survives must
 move every execution's coordinate by the same amount although it lands on a secret position (fresh
-``π`` per execution) divided by a secret ``c_e·r_p``. The same argument as for the AUC bounds the
+``π`` per execution) divided by ``c_e·r_p`` with ``r_p`` secret (``c_e`` is the aggregator's
+own, and with threshold keys shared by the executions side by side in one ciphertext,
+:class:`CurveLayout`; a factor common to a coordinate's shares cancels in the
+normalisation). The same argument as for the AUC bounds the
 chance of an accepted deviation larger than ``X`` by ``(13 τ / X)^{K-1}`` per coordinate
 (``guarantee_log2``); the tamper tests exercise it and ``benchmarks/fhauc_curve_attacks.py``
 measures it.

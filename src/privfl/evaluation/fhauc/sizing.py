@@ -145,8 +145,8 @@ def largest_points(policy: Policy, parties: int, splits: int, keys: str, reveal:
 def max_executions(config: SessionConfig, policy: Policy, keys: str) -> int:
     """The most executions a session may use: :data:`MAX_EXECUTIONS`, and with threshold keys
     also what the key set's joint-decryption budget pays for (1 decryption per ciphertext
-    group for the AUC, i.e. per execution or per ``lanes`` of them, ``2·chunks`` per execution
-    for a curve) and what fits one party's upload
+    group for the AUC, i.e. per execution or per ``lanes`` of them, ``2·chunks`` per group for
+    a curve, likewise) and what fits one party's upload
     (:attr:`~privfl.evaluation.fhauc.threshold.plan.Plan.max_executions`; the plan does not
     depend on ``policy.executions`` but checks it, so pass a count it accepts, e.g. 2)."""
     if keys == "threshold":

@@ -34,9 +34,12 @@ with ``d = 2^(log2 M + V - 50)`` the decoding's rounding (:data:`DECODE_RELATIVE
 verification's tolerance, precision and guarantee are :mod:`.curve`'s with this per-slot
 term, and each party checks at join (before any upload) that they can be met.
 
-What the lead reveals (:func:`write_vectors`): for every reply ciphertext, its first
-``used`` slots (the slots the layout fills; never the padding), sealed for the parties under
-the session key. That is what a single-key party decrypts for itself, minus the padding.
+What the lead reveals (:func:`write_vectors`): for every execution, the ``used`` slots of
+each of its reply ciphertexts (the slots the layout fills in its lane; never the padding),
+sealed for the parties under the session key. That is what a single-key party decrypts for
+itself, minus the padding. In the malicious variant with T and F in one ciphertext the lead
+decodes every slot and refuses a reply whose other slots are not the honest ones
+(:func:`~privfl.evaluation.fhauc.shape.curve_reply_shape_ok`).
 """
 
 from __future__ import annotations
