@@ -6,6 +6,7 @@ import dataclasses
 import json
 import time
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -214,3 +215,55 @@ def test_a_layer_the_model_file_keeps_encrypted_is_named_as_encrypted(tmp_path):
         "exposes layers 1..1 of 2 (1-based, 2 = output)",
     )
     _refused_quickly(["audit", "inversion", "--exposed", "3"], "--exposed 3: layers must be")
+
+
+def _model_zip(path, entries):
+    """A model-shaped .npz written entry by entry: ``entries`` maps a name to an array, or to
+    a shape whose header alone is written (a file that declares more than it holds)."""
+    import io
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, value in entries.items():
+            buf = io.BytesIO()
+            if isinstance(value, tuple):
+                header = {"descr": "<f8", "fortran_order": False, "shape": value}
+                np.lib.format.write_array_header_1_0(buf, header)
+            else:
+                np.save(buf, value)
+            archive.writestr(f"{name}.npy", buf.getvalue())
+
+
+def _privfl_entries(**changed):
+    from privfl.training.result import MODEL_FORMAT
+
+    rng = np.random.default_rng(0)  # not secret: test weights
+    entries = {
+        "format": np.array(MODEL_FORMAT), "sizes": np.array([64, 5, 10]),
+        "encrypted_layers": np.array(1), "revealed": np.array(False),
+        "w1": rng.random((5, 64)), "b1": rng.random(5), "members": np.arange(10),
+        "non_members": np.arange(10, 30), "dataset": np.array("digits8x8"),
+    }  # fmt: skip
+    return {**entries, **changed}
+
+
+@pytest.mark.parametrize(
+    ("changed", "reason"),
+    [
+        # a 10^7 x 10^7 array declared in a few bytes: numpy allocated before any check
+        ({"w1": (10**7, 10**7)}, "declares more than"),
+        ({"w1": np.full((5, 64), np.nan)}, "layer 1 is not finite"),  # traceback before
+        ({"w1": np.ones((5, 64)) * 1j}, "not real numbers"),  # imaginary parts dropped before
+        ({"non_members": np.arange(5, 25)}, "a row is listed twice"),  # accepted before
+        ({"members": np.array([-1, 2])}, "row indices outside"),  # after 'started' before
+    ],
+)  # fmt: skip
+def test_a_hostile_or_damaged_model_file_is_refused_before_any_work(tmp_path, changed, reason):
+    path = tmp_path / "model.npz"
+    _model_zip(path, _privfl_entries(**changed))
+    start = time.process_time()
+    out = runner.invoke(app, ["audit", "membership", "--model", str(path)])
+    assert out.exit_code == 2, out.output
+    text = " ".join(out.output.split())
+    assert reason in text and "started" not in text and "Traceback" not in text
+    assert time.process_time() - start < 5

@@ -9,6 +9,8 @@ import time
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from privfl.cli import app
@@ -186,3 +188,15 @@ def test_help_and_audit_say_a_model_of_your_own_table_cannot_be_audited(tmp_path
     assert "was trained on your own table (/data/clinic.csv)" in text
     assert "audits only models trained on the built-in dataset (digits8x8)" in text
     assert "started" not in text  # refused before the attack's progress starts
+
+
+@given(st.integers(1, 10**18), st.integers(1, 10**18))
+@settings(max_examples=60, deadline=None)
+def test_the_suggested_rounds_divide_the_epochs_and_come_quickly(epochs, rounds):
+    # every divisor was listed: --epochs 1000000001 took a minute, 10**18 would not end
+    from privfl.training.config import nearby_divisors
+
+    start = time.process_time()
+    fits = nearby_divisors(epochs, rounds)
+    assert fits and all(epochs % r == 0 for r in fits) and min(fits) >= 1
+    assert time.process_time() - start < 0.5

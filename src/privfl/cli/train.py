@@ -50,6 +50,8 @@ def encrypt_last_from(text: str, layers: list[int]) -> int:
     takes = (
         "it takes a number of last layers or the JSON file of 'privfl audit recommend --json-out'"
     )
+    if not text.strip():
+        raise InputError(f"--encrypt-last is empty; {takes}")
     try:
         number = float(text)
     except ValueError:

@@ -7,6 +7,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from privfl.audit.membership import exposed_layers
 from privfl.errors import InputError
 from privfl.studies.audit import (
@@ -28,19 +30,28 @@ def auditable_model(path: str, layers: Sequence[int] | None = None) -> tuple[Sav
     built-in dataset (its file records which rows were members and which were held out; a
     model trained on the user's own table keeps no rows, so there is nothing to attack it
     with), at least one exposed layer, and ``layers`` among the exposed ones."""
-    from privfl.training.data import DATASETS
+    from privfl.training.data import DATASETS, load_rows
     from privfl.training.result import load_model
 
     saved = load_model(path)
-    if saved.dataset not in DATASETS or not len(saved.members):
+    if saved.dataset not in DATASETS:
         raise InputError(
             f"{path} was trained on your own table ({saved.dataset or 'no dataset recorded'}): "
             "'privfl audit membership --model' audits only models trained on the built-in "
             f"dataset ({', '.join(DATASETS)}), whose file records which of its rows were members "
             "and which were held out; a model file keeps no rows of your table to attack"
         )
-    if len(saved.non_members) < len(saved.members):
+    if not len(saved.members) or len(saved.non_members) < len(saved.members):
         raise InputError(f"{path} lacks member / non-member rows")
+    rows = len(load_rows(saved.dataset)[1])
+    every = np.concatenate([saved.members, saved.non_members])
+    if every.min() < 0 or every.max() >= rows:
+        raise InputError(f"{path}: row indices outside the {rows} rows of {saved.dataset}")
+    if len(np.unique(every)) != len(every):
+        raise InputError(
+            f"{path}: a row is listed twice among its members and held-out rows (each row is "
+            "one or the other, once): the file is damaged"
+        )
     if saved.exposed_layers == 0:
         raise InputError(f"{path}: every layer is encrypted; there is nothing to audit")
     total, exposed = len(saved.sizes) - 1, saved.exposed_layers
@@ -84,8 +95,6 @@ def membership_audit_of_model(
     x, y = load_rows(saved.dataset)
     members = saved.members
     non_members = saved.non_members[: len(members)]
-    if max(members.max(), non_members.max()) >= len(y) or min(members.min(), non_members.min()) < 0:
-        raise InputError(f"{path}: row indices outside the {saved.dataset} dataset")
     model = saved.exposed_model()
     features = ("output", "gradient", "label", "loss") if saved.revealed else ("output",)
     per_attack = 1 if not saved.revealed else 2

@@ -66,6 +66,20 @@ def default_sizes(features: int, classes: int) -> tuple[int, ...]:
     return (int(features), *DEFAULT_HIDDEN, int(classes))
 
 
+# the command-line options that set encrypted_layers (named in its refusals)
+ENCRYPTED_OPTIONS = "privfl train --encrypt-last, privfl flower train --encrypted-layers"
+
+
+def nearby_divisors(n: int, near: int, scan: int = 100_000) -> list[int]:
+    """The divisors of ``n`` next to ``near`` (the nearest below and above it, 1 and ``n``
+    otherwise), each found within ``scan`` candidates: a refusal's suggestion, bounded in
+    time whatever the numbers (``--epochs 1000000001`` took a minute to list every divisor)."""
+    start = max(1, min(near, n))
+    below = next((d for d in range(start, max(0, start - scan), -1) if n % d == 0), 1)
+    above = next((d for d in range(start, min(n, start + scan) + 1) if n % d == 0), n)
+    return sorted({below, above})
+
+
 def check_schedule(schedule: Schedule, parameters: str, parties: int) -> None:
     """Refuse settings the protocol cannot run (InputError saying what to fix)."""
     sizes, secret = schedule.sizes, schedule.secret_layers
@@ -75,13 +89,15 @@ def check_schedule(schedule: Schedule, parameters: str, parties: int) -> None:
         )
     if not 0 <= secret <= len(sizes) - 1:
         raise InputError(
-            f"encrypted_layers={secret} (--encrypt-last): the model "
-            f"{'-'.join(map(str, sizes))} has {len(sizes) - 1} layers; choose 0..{len(sizes) - 1}"
+            f"encrypted_layers={secret} ({ENCRYPTED_OPTIONS}): the model "
+            f"{'-'.join(map(str, sizes))} has "
+            f"{len(sizes) - 1} layers; choose 0..{len(sizes) - 1}"
         )
     if secret not in SUPPORTED_ENCRYPTED:
         raise InputError(
-            f"encrypted_layers={secret} (--encrypt-last): this version encrypts at most the last "
-            f"two layers (supported: {SUPPORTED_ENCRYPTED})"
+            f"encrypted_layers={secret} ({ENCRYPTED_OPTIONS}): this version encrypts at most "
+            "the last two layers "
+            f"(supported: {SUPPORTED_ENCRYPTED})"
         )
     epochs, rounds = schedule.epochs, schedule.rounds
     for value, name in (
@@ -92,11 +108,11 @@ def check_schedule(schedule: Schedule, parameters: str, parties: int) -> None:
         if value < 1:
             raise InputError(f"{name} (--{name.replace('_', '-')}) must be >= 1, got {value}")
     if epochs % rounds:
-        fits = [r for r in range(1, epochs + 1) if epochs % r == 0]
         raise InputError(
             f"rounds must divide epochs: rounds={rounds} (--rounds) does not divide "
             f"epochs={epochs} (--epochs), every round trains epochs/rounds local epochs; "
-            f"choose rounds from {fits}"
+            "choose rounds from "
+            f"{nearby_divisors(epochs, rounds)}"
         )
     if not schedule.learning_rate > 0:
         raise InputError(
@@ -105,8 +121,8 @@ def check_schedule(schedule: Schedule, parameters: str, parties: int) -> None:
     low, high = schedule.sigmoid_range
     if not low < 0 < high:
         raise InputError(
-            f"the sigmoid range ({low:g}, {high:g}) must contain 0 (--sigmoid-range low,high "
-            "with low < 0 < high)"
+            f"sigmoid_range ({low:g}, {high:g}) must contain 0 (--sigmoid-range low,high with "
+            "low < 0 < high)"
         )
     if not 3 <= schedule.sigmoid_degree <= 119:
         raise InputError(

@@ -257,6 +257,48 @@ class SavedModel:
         return MLP(sizes, weights=list(self.weights), biases=list(self.biases))
 
 
+# the most values a model file's arrays may hold in all (a 64-30-20-10 model has 2,750; the
+# widest model privfl trains fits with room): bounds the memory a hostile file costs
+MAX_MODEL_VALUES = 1 << 24
+
+
+def _check_entries(path: Path) -> None:
+    """Refuse, before numpy reads any array, a model archive whose entries are not plain
+    ``.npy`` arrays of numbers (an object array would need pickle) or whose declared shapes
+    hold more than :data:`MAX_MODEL_VALUES` values in all (a small compressed file can
+    declare gigabytes: numpy would allocate them before any shape check)."""
+    import zipfile
+
+    total = 0
+    with zipfile.ZipFile(path) as archive:
+        for info in archive.infolist():
+            with archive.open(info) as fh:
+                version = np.lib.format.read_magic(fh)
+                if version == (1, 0):
+                    shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
+                else:
+                    shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
+            if dtype.hasobject:
+                raise InputError(
+                    f"{path} is not a privfl model (the .npz file written by 'privfl train "
+                    "--model-out'): it holds pickled Python objects, which privfl never loads"
+                )
+            total += int(np.prod(shape, dtype=object))
+            if total > MAX_MODEL_VALUES:
+                raise InputError(
+                    f"{path} declares more than {MAX_MODEL_VALUES} values: not a privfl model"
+                )
+
+
+def _real(values: npt.ArrayLike) -> FloatArray:
+    """A model file's array as float64: real numbers only (a complex array would lose its
+    imaginary parts in silence)."""
+    array = np.asarray(values)
+    if array.dtype.kind not in "biuf":
+        raise TypeError(f"an array of {array.dtype}, not real numbers")
+    return np.asarray(array, dtype=np.float64)
+
+
 def load_model(path: str | Path) -> SavedModel:
     """Read a model file of ``privfl train`` (InputError when it is not one). Only a zip
     archive (``.npz``) is opened, never with pickles: any other file (text, ``.npy``, random
@@ -277,31 +319,28 @@ def load_model(path: str | Path) -> SavedModel:
     if magic != b"PK\x03\x04" or not zipfile.is_zipfile(p):
         raise InputError(not_model)
     try:
+        _check_entries(p)
         with np.load(p, allow_pickle=False) as z:
             if "format" not in z.files or str(z["format"]) != MODEL_FORMAT:
                 raise InputError(f"{not_model}; it lacks the mark {MODEL_FORMAT}")
             sizes = tuple(int(s) for s in z["sizes"])
             enc, revealed = int(z["encrypted_layers"]), bool(z["revealed"])
             count = len(sizes) - 1 if revealed else len(sizes) - 1 - enc
-            weights = tuple(np.asarray(z[f"w{i}"], dtype=np.float64) for i in range(1, count + 1))
-            biases = tuple(np.asarray(z[f"b{i}"], dtype=np.float64) for i in range(1, count + 1))
+            weights = tuple(_real(z[f"w{i}"]) for i in range(1, count + 1))
+            biases = tuple(_real(z[f"b{i}"]) for i in range(1, count + 1))
             extra = [k for k in z.files if k.startswith("w") and k[1:].isdigit()]
             members = np.asarray(z["members"], dtype=np.int64)
             non_members = np.asarray(z["non_members"], dtype=np.int64)
             dataset = str(z["dataset"])
     except InputError:
         raise
-    except ValueError as exc:  # numpy refuses object arrays: they would need pickle
-        if "pickle" in str(exc):
-            raise InputError(
-                f"{not_model}: it holds pickled Python objects, which privfl never loads"
-            ) from None
-        raise InputError(f"the model file {p} is damaged: {exc}") from None
-    except (OSError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as exc:
-        raise InputError(f"the model file {p} is damaged: {exc}") from None
+    except Exception as exc:  # a hostile file: zip flags, compression, headers, dtypes
+        raise InputError(f"the model file {p} is damaged ({type(exc).__name__}: {exc})") from None
     if len(extra) != count:
         raise InputError(f"{path} holds {len(extra)} layers, expected {count}")
     for i, (w, b) in enumerate(zip(weights, biases, strict=True)):
         if w.shape != (sizes[i + 1], sizes[i]) or b.shape != (sizes[i + 1],):
             raise InputError(f"{path}: layer {i + 1} does not have the shape of {sizes}")
+        if not (np.isfinite(w).all() and np.isfinite(b).all()):
+            raise InputError(f"the model file {path} is damaged: layer {i + 1} is not finite")
     return SavedModel(sizes, enc, revealed, dataset, weights, biases, members, non_members)

@@ -134,7 +134,7 @@ def check_table(df: Any, s: ForestSettings) -> list[str]:
         raise InputError(f"feature columns must be numeric; not numeric: {bad}")
     n = len(features)
     if n < s.participants:
-        fix = f"give --participants {n} or fewer" if n >= 2 else "it needs at least 2"
+        fix = f"give --participants {n} or fewer" if n >= 2 else "a forest needs at least 2"
         raise InputError(
             f"--participants {s.participants}: the table has {n} feature columns (all but "
             f"--label-column and --id-column), at least one per participant; {fix}"
