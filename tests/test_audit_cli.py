@@ -38,10 +38,10 @@ def _refused_quickly(args, reason, seconds=10.0):
         (["audit", "inversion", "--exposed", "2,3"], "layers must be in 1..2"),
         (["audit", "inversion", "--exposed", "1,3"], "layers must be in 1..2"),
         (["audit", "inversion", "--classes", "0,40"], "classes must be training classes"),
-        (["audit", "inversion", "--steps", "0"], "steps must be an integer >= 1"),
+        (["audit", "inversion", "--steps", "0"], "steps (--steps) must be an integer >= 1"),
         (["audit", "inversion", "--seed", "-1"], "seed must be a non-negative integer"),
         (["audit", "property", "--layers", "4"], "layers must be in 1..3"),
-        (["audit", "property", "--batches", "1"], "batches must be an integer >= 2"),
+        (["audit", "property", "--batches", "1"], "batches (--batches) must be an integer >= 2"),
         (["audit", "membership", "--seed", "-1"], "seed must be a non-negative integer"),
         (["audit", "membership", "--layers", "4"], "layers must be in 1..3"),
     ],
@@ -267,3 +267,20 @@ def test_a_hostile_or_damaged_model_file_is_refused_before_any_work(tmp_path, ch
     text = " ".join(out.output.split())
     assert reason in text and "started" not in text and "Traceback" not in text
     assert time.process_time() - start < 5
+
+
+@pytest.mark.parametrize(
+    ("args", "reason"),
+    [
+        (["membership", "--runs", "0"], "runs (--runs) must be an integer >= 1"),
+        (["membership", "--attack-epochs", "0"], "attack_epochs (--attack-epochs) must be"),
+        (["inversion", "--steps", "0"], "steps (--steps) must be an integer >= 1"),
+        (["property", "--batches", "1"], "batches (--batches) must be an integer >= 2"),
+    ],
+)  # fmt: skip
+def test_a_bad_count_is_refused_before_the_progress_line(args, reason):
+    # the progress line said "started" and the refusal followed on a second line
+    out = runner.invoke(app, ["audit", *args])
+    assert out.exit_code == 2, out.output
+    text = " ".join(out.output.split())
+    assert reason in text and "started" not in text

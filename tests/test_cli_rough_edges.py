@@ -518,3 +518,11 @@ def test_forest_range_checks_name_the_option(args, reason, small_table):
     out = runner.invoke(app, ["forest", *[a.format(table=small_table) for a in args], *keys])
     assert reason.format(table=small_table) in one_line_exit_2(out)
     assert time.process_time() - start < 5  # before any key, forest or node
+
+
+def test_forest_local_names_the_insecure_key_option_before_reading_the_table(small_table):
+    # it named the library's allow_insecure_key_bits=True, after reading the table
+    out = runner.invoke(
+        app, ["forest", "local", str(small_table), "-l", "label", "--key-bits", "512"]
+    )
+    assert "(--insecure-key-bits)" in one_line_exit_2(out)

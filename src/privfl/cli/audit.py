@@ -127,8 +127,11 @@ def membership(
     out = err_console if as_json else console
     check_output_path(json_out, "--json-out")
     check_output_path(plot, "--plot")
-    from privfl.studies.audit import membership_audit, plot_membership
+    from privfl.studies.audit import check_count, membership_audit, plot_membership
     from privfl.studies.audit_model import auditable_model, membership_audit_of_model
+
+    check_count("runs (--runs)", runs)  # before the progress line, as every other refusal
+    check_count("attack_epochs (--attack-epochs)", attack_epochs)
 
     if model is not None and epochs_every:
         raise InputError("--epochs-every needs training snapshots; a --model file has none")
@@ -207,8 +210,9 @@ def inversion(
     out = err_console if as_json else console
     check_output_path(json_out, "--json-out")
     check_output_path(plot, "--plot")
-    from privfl.studies.audit import inversion_audit
+    from privfl.studies.audit import check_count, inversion_audit
 
+    check_count("steps (--steps)", steps)
     bar, advance, total = _progress(f"model inversion on {dataset}")
     with bar:
         res = inversion_audit(
@@ -274,8 +278,10 @@ def property_(
     model input)."""
     out = err_console if as_json else console
     check_output_path(json_out, "--json-out")
-    from privfl.studies.audit import property_audit
+    from privfl.studies.audit import check_count, property_audit
 
+    check_count("runs (--runs)", runs)
+    check_count("batches (--batches)", batches, 2)
     bar, advance, total = _progress("property inference on adult")
     with bar:
         res = property_audit(epochs_every, _layers(layers), runs, batches, seed, advance, total)

@@ -82,8 +82,8 @@ def forest_local(
         insecure_key_bits, seed,
     )  # fmt: skip
     settings.check()
-    check_table(read_table(file), settings)  # before any key or node
     check_key_bits(key_bits, insecure_key_bits)
+    check_table(read_table(file), settings)  # before any key or node
     if workdir is not None:
         check_workdir(workdir)
     _stop_on_sigterm()

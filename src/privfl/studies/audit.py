@@ -185,7 +185,9 @@ def _accuracy(model: MLP, x: FloatArray, y: IntArray) -> float:
     return float((model.predict(x) == y).mean())
 
 
-def _check_count(name: str, value: int, low: int = 1) -> None:
+def check_count(name: str, value: int, low: int = 1) -> None:
+    """:class:`InputError` unless ``value`` is an integer of at least ``low`` (the audits
+    check their counts first; the CLI before its progress line)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise InputError(f"{name} must be an integer >= {low}; got {value!r}")
 
@@ -205,8 +207,8 @@ def membership_audit(
     from privfl.audit.membership import membership_inference
 
     start = time.perf_counter()
-    _check_count("runs", runs)
-    _check_count("attack_epochs", attack_epochs)
+    check_count("runs", runs)
+    check_count("attack_epochs", attack_epochs)
     s = audit_data.setting(dataset, check_seed(seed))
     chosen = exposed_layers(
         layers, len(s.sizes) - 1, "--layers"
@@ -263,7 +265,7 @@ def inversion_audit(
     from privfl.audit.inversion import check_classes, model_inversion, plot_inversion
 
     start = time.perf_counter()
-    _check_count("steps", steps)
+    check_count("steps", steps)
     check_seed(seed)
     if dataset == "faces":
         x, y = audit_data.load_faces()
@@ -326,8 +328,8 @@ def property_audit(
     from privfl.audit.property import PROPERTY_DESCRIPTION, adult_property_data, property_inference
 
     start = time.perf_counter()
-    _check_count("runs", runs)
-    _check_count("batches", batches, 2)
+    check_count("runs", runs)
+    check_count("batches", batches, 2)
     x, y, prop = adult_property_data(ADULT_ROWS, check_seed(seed))
     target = TargetModel.of(x.shape[1], ADULT, 2)
     layer_list = exposed_layers(layers, target.layers, "--layers")

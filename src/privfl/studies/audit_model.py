@@ -17,7 +17,7 @@ from privfl.studies.audit import (
     MembershipAudit,
     TargetModel,
     _accuracy,
-    _check_count,
+    check_count,
     ticks,
 )
 
@@ -89,8 +89,8 @@ def membership_audit_of_model(
     from privfl.training.data import load_rows
 
     start = time.perf_counter()
-    _check_count("runs", runs)
-    _check_count("attack_epochs", attack_epochs)
+    check_count("runs", runs)
+    check_count("attack_epochs", attack_epochs)
     saved, chosen = auditable_model(path, layers)
     x, y = load_rows(saved.dataset)
     members = saved.members
