@@ -35,9 +35,8 @@ def check_key_bits(bits: object, allow_insecure_key_bits: bool = False) -> int:
         raise InputError(f"key size |N| must be an integer number of bits, got {bits!r}")
     if bits < MIN_KEY_BITS and not allow_insecure_key_bits:
         raise InputError(
-            f"{bits}-bit DT-PKC moduli are insecure (1024 bits ~ 80-bit security): use >= "
-            f"{MIN_KEY_BITS} (3072 for 128-bit), or allow_insecure_key_bits=True "
-            "(--insecure-key-bits) for tests only"
+            f"{bits}-bit DT-PKC moduli are insecure (1024 bits ~ 80-bit): use >= {MIN_KEY_BITS} "
+            "(3072: 128-bit), or allow_insecure_key_bits=True (--insecure-key-bits) for tests only"
         )
     lo = INSECURE_MIN_KEY_BITS if allow_insecure_key_bits else MIN_KEY_BITS
     if not lo <= bits <= MAX_KEY_BITS or bits % 2:
