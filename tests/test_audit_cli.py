@@ -5,9 +5,12 @@ finding 14, issue 15 item 9)."""
 import dataclasses
 import json
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from privfl.audit import data as audit_data
@@ -284,3 +287,56 @@ def test_a_bad_count_is_refused_before_the_progress_line(args, reason):
     assert out.exit_code == 2, out.output
     text = " ".join(out.output.split())
     assert reason in text and "started" not in text
+
+
+def _valid_model_bytes() -> bytes:
+    import tempfile
+
+    from privfl.training.result import write_model
+    from privfl.training.twin import Schedule
+
+    rng = np.random.default_rng(0)  # not secret: test weights
+    sched = Schedule((64, 5, 10), 1, 1, 1, 10, 1.0, 0)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "m.npz"
+        write_model(
+            path, sched, [(rng.random((5, 64)), rng.random(5))], False, "digits8x8",
+            np.arange(10), np.arange(10, 30),
+        )  # fmt: skip
+        return path.read_bytes()
+
+
+VALID_MODEL = _valid_model_bytes()
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, len(VALID_MODEL) - 1), st.integers(0, 255)), max_size=8),
+    st.integers(1, len(VALID_MODEL)),
+)
+@settings(max_examples=150, deadline=None)
+def test_load_model_refuses_mutated_files_in_bounded_time_and_memory(flips, keep):
+    """Fuzz: a privfl model file with bytes changed and cut short is loaded or refused with
+    InputError, nothing else, within 2 s of CPU and 64 MB of allocations."""
+    import tempfile
+    import tracemalloc
+
+    from privfl.errors import InputError
+    from privfl.training.result import load_model
+
+    raw = bytearray(VALID_MODEL)
+    for at, value in flips:
+        raw[at] = value
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "m.npz"
+        path.write_bytes(bytes(raw[:keep]))
+        start = time.process_time()
+        tracemalloc.start()
+        try:
+            load_model(path)
+        except InputError:
+            pass
+        finally:
+            peak = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
+    assert time.process_time() - start < 2.0
+    assert peak < 64 << 20
