@@ -40,6 +40,7 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # before OpenFHE loads
 
 import argparse
+import dataclasses
 import math
 import time
 from collections import Counter
@@ -54,13 +55,14 @@ from _noise_harness import (
     execution_multipliers,
     synthetic,
 )
+from privfl.crypto.threshold.params import PARAMETER_SETS
 from privfl.errors import InputError, ProtocolError
 from privfl.evaluation.fhauc.threshold import noise
 from privfl.evaluation.fhauc.threshold import plan as plan_module
 
 N_POINTS = 100
 LAYOUTS: dict[str, str | None] = {
-    "folded": "folded", "joint": "joint", "lanes": "lanes", "plan": None
+    "folded": "folded", "joint": "joint", "lanes": "lanes", "jlanes": "jlanes", "plan": None
 }  # fmt: skip
 LAYOUT_NAMES = {v: k.ljust(6) for k, v in LAYOUTS.items()}
 
@@ -85,7 +87,11 @@ class Recorder(MultiplierRecorder):
 
         def session_layout(params, parties, terms, joint=False, lanes=False):  # type: ignore[no-untyped-def]
             return rec._layout(
-                params, parties, terms, joint=layout == "joint", lanes=layout == "lanes"
+                params,
+                parties,
+                terms,
+                joint=layout in ("joint", "jlanes"),
+                lanes=layout in ("lanes", "jlanes"),
             )
 
         def plan(config, policy):  # type: ignore[no-untyped-def]
@@ -106,7 +112,9 @@ class Recorder(MultiplierRecorder):
         plan_module.plan = self._plan
 
 
-def run(parties: int, rows: int, joint: str | None, sessions: int, seed: int) -> None:
+def run(
+    parties: int, rows: int, joint: str | None, sessions: int, seed: int, points: int = N_POINTS
+) -> None:
     rng = np.random.default_rng(seed)  # benchmark data only, not secret
     outcomes: Counter[str] = Counter()
     layouts: Counter[str] = Counter()
@@ -122,7 +130,7 @@ def run(parties: int, rows: int, joint: str | None, sessions: int, seed: int) ->
         rec = Recorder()
         rec.install(joint)
         try:
-            res = privfl.federated_auc(data, N_POINTS, security="malicious", keys="threshold")
+            res = privfl.federated_auc(data, points, security="malicious", keys="threshold")
             outcomes["accepted"] += 1
             executions[res.executions] += 1
             spread_over_tol = max(spread_over_tol, res.spread / res.tolerance)  # type: ignore[attr-defined]
@@ -133,14 +141,18 @@ def run(parties: int, rows: int, joint: str | None, sessions: int, seed: int) ->
         if not rec.seen:
             continue
         decoded, view, variant = rec.seen[0]
-        used = "joint" if variant.joint else "lanes" if rec.lanes > 1 else "folded"  # type: ignore[attr-defined]
+        joint_used = variant.joint  # type: ignore[attr-defined]
+        if rec.lanes > 1:
+            used = "jlanes" if joint_used else "lanes"
+        else:
+            used = "joint" if joint_used else "folded"
         layouts[used] += 1
         config, policy = view.config, view.policy  # type: ignore[attr-defined]
         sizes = variant.sizes(config, policy)  # type: ignore[attr-defined]
         sigma_x, sigma_y = variant.sigma_products(sizes)  # type: ignore[attr-defined]
         cs = execution_multipliers(rec.cs, len(decoded), rec.lanes)
         key, index = view.key, view.index  # type: ignore[attr-defined]
-        for err_x, err_y in execution_errors(data, N_POINTS, decoded, cs, key, index, sizes):
+        for err_x, err_y in execution_errors(data, points, decoded, cs, key, index, sizes):
             ratios_x.append(err_x / sigma_x)
             ratios_y.append(err_y / sigma_y)
             worst_x, worst_y = max(worst_x, err_x), max(worst_y, err_y)
@@ -156,7 +168,7 @@ def run(parties: int, rows: int, joint: str | None, sessions: int, seed: int) ->
         return f"max {max(r):6.2f} rms {math.sqrt(np.mean(np.square(r))):6.2f}"
 
     print(
-        f"{parties}x{rows:<7d} {LAYOUT_NAMES[joint]}  sessions {sessions:3d}  "
+        f"{parties}x{rows:<7d} N={points:<4d} {LAYOUT_NAMES[joint]}  sessions {sessions:3d}  "
         f"layouts used {dict(layouts)}  "
         f"accepted {outcomes['accepted']:3d} refused {refused}  "
         f"|err X/c|/sigma_x {stats(ratios_x)}  |err Y/c|/sigma_y {stats(ratios_y)}  "
@@ -175,13 +187,21 @@ def main() -> None:
     ap.add_argument("--sessions", type=int, default=6)
     ap.add_argument("--layouts", default="folded,joint,plan")
     ap.add_argument("--default-ring", action="store_true")
+    ap.add_argument(
+        "--batch", type=int, default=0, help="the fhauc set's batch (slots) for this run only"
+    )
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--points", type=int, default=N_POINTS, help="N, the decision points")
     args = ap.parse_args()
     choose_ring(args.default_ring)
+    if args.batch:
+        name = plan_module.fhauc_parameters().name
+        PARAMETER_SETS[name] = dataclasses.replace(PARAMETER_SETS[name], batch_size=args.batch)
+        print(f"{name} batch {args.batch}", flush=True)
     for setting in args.settings.split(","):
         parties, rows = (int(v) for v in setting.split("x"))
         for layout in args.layouts.split(","):
-            run(parties, rows, LAYOUTS[layout], args.sessions, args.seed)
+            run(parties, rows, LAYOUTS[layout], args.sessions, args.seed, args.points)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Helpers several test modules use: the CLI's leaf commands, the Flower processes a run left
-behind, a run's output read up to a line, and a malicious AUC execution's measured error
-against a noise model."""
+behind, a run's output read up to a line, a malicious AUC execution's measured error
+against a noise model, and a threshold AUC forced onto the joint lanes layout."""
 
 from __future__ import annotations
 
@@ -101,3 +101,17 @@ def record_calls(monkeypatch, owner, name: str) -> list:
 
     monkeypatch.setattr(owner, name, recorded)
     return seen
+
+
+def force_joint_lanes(monkeypatch) -> None:
+    """Every malicious threshold AUC session of the test on the joint lanes layout (T and F
+    of several executions in one ciphertext per group), whether or not its noise bound would
+    choose it (:func:`privfl.evaluation.fhauc.threshold.plan.malicious_layout`)."""
+    from privfl.evaluation.fhauc.threshold import plan as plan_module
+
+    def joint_lanes(config, policy, params, executions, multiplier_bits):
+        return plan_module.session_layout(
+            params, len(config.parties), config.terms(), joint=True, lanes=True
+        )
+
+    monkeypatch.setattr(plan_module, "malicious_layout", joint_lanes)

@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from privfl.crypto.threshold.params import PARAMETER_SETS
 from privfl.errors import InputError, InsufficientPrecisionError, WeakGuaranteeError
 from privfl.evaluation.fhauc import curve, malicious, sizing
 from privfl.evaluation.fhauc.messages import SessionConfig
@@ -162,9 +163,12 @@ def test_the_corners_of_the_range_are_accepted_but_for_the_stated_ones(rate, exp
     assert sorted(refused) == sorted(expected)
 
 
-def test_a_curve_the_budget_cannot_pay_3_executions_for_gets_two_not_a_refusal():
-    """N = 4,096 at 8 splits: 16 joint decryptions per execution, so the key set's budget of
-    32 pays for 2 executions, which meet 2^-8."""
+def test_a_curve_the_budget_cannot_pay_3_executions_for_gets_two_not_a_refusal(monkeypatch):
+    """N = 4,096 at 8 splits on a set of 4,096 slots (the "fhauc" set's batch before it
+    became 8,192, where such a curve takes 8): 16 joint decryptions per execution, so the
+    key set's budget of 32 pays for 2 executions, which meet 2^-8."""
+    default = PARAMETER_SETS["fhauc"]
+    monkeypatch.setitem(PARAMETER_SETS, "fhauc", replace(default, batch_size=1 << 12))
     config, policy = session(2, 1000, 4096, "threshold", Reveal.CURVE, 8.0, 0.5, splits=8)
     assert threshold_plan.plan(config, policy).requests_per_execution == 16
     assert policy.executions == 2
@@ -172,13 +176,14 @@ def test_a_curve_the_budget_cannot_pay_3_executions_for_gets_two_not_a_refusal()
 
 
 def test_the_largest_curve_at_2_to_the_minus_20_fits_the_key_sets_budget():
-    """N = 4,096 at 4 splits (8 joint decryptions per execution) and 2^-20: refused when a key
-    set paid for 16 decryptions; 3 executions (24 of the budget of 32) now, at both ends of
-    the party range."""
+    """N = 4,096 at 4 splits and 2^-20: refused when a key set paid for 16 decryptions and
+    a reply ciphertext held 4,096 slots (8 joint decryptions per execution); 3 executions
+    at 4 joint decryptions each (12 of the budget of 32) now, at both ends of the party
+    range."""
     for parties in (2, 1000):
         config, policy = session(parties, 1000, 4096, "threshold", Reveal.CURVE, 20.0, 0.5)
-        assert threshold_plan.plan(config, policy).requests_per_execution == 8
-        assert policy.executions * 8 <= 32
+        assert threshold_plan.plan(config, policy).requests_per_execution == 4
+        assert policy.executions * 4 <= 32
         assert outcome(config, policy, "threshold") is None
 
 
@@ -217,15 +222,16 @@ def test_min_pairs_from_the_data_rounds_down_to_a_quarter_power():
 def test_a_refusal_no_execution_count_can_fix_says_what_the_most_would_give():
     """The refused corner (2 x 100 rows, 10 % positives, N = 4,096, threshold AUC at 2^-20):
     the message gives the guarantee of the policy's count and of the most executions the
-    session may use (the upload bound's 21), so the user sees that more executions would not
-    help, and names the settings that would."""
+    session may use (the key set's budget of 32; the upload bound's 21 when a ciphertext held
+    4,096 slots), so the user sees that more executions would not help, and names the
+    settings that would."""
     config, policy = session(2, 100, 4096, "threshold", Reveal.AUC, 20.0, 0.1)
     refusal = outcome(config, policy, "threshold")
     assert refusal is not None and refusal.startswith("refused before upload")
     high = sizing.max_executions(config, replace(policy, executions=2), "threshold")
-    assert high == 21
+    assert high == 32
     assert f"the most executions this session may use ({high}) would not reach it" in refusal
-    assert "guarantee 2^-12.5" in refusal and "min_pairs" in refusal
+    assert "guarantee 2^-19.4" in refusal and "min_pairs" in refusal
 
 
 def test_a_curve_refusal_no_execution_count_can_fix_says_so_too():
@@ -267,11 +273,13 @@ def test_largest_points_stops_at_the_first_refused_n_where_the_check_is_not_mono
     threshold keys did before the lanes layout, when the AUC switched between one and two
     upload ciphertexts: 64 parties, a size bound of 10^6, 2 executions): the report is 11,
     the end of what is served at every N, not the end of the last passing stretch. The
-    real check of that policy now passes N = 3 to 47 and refuses 48 on."""
-    policy = Policy(Security.MALICIOUS, 10**6, executions=2, min_pairs=59172824724903)
-    ok = [sizing.passes_join(policy, 64, n, 4, "threshold", Reveal.AUC) for n in range(3, 60)]
-    assert ok == [True] * (48 - 3) + [False] * (60 - 48)
-    assert sizing.largest_points(policy, 64, 4, "threshold", Reveal.AUC) == 47
+    real check of such a policy (min_pairs 8·10^13) passes N = 3 to 15, refuses 16 to 27
+    (the joint lanes layout, one upload ciphertext, whose noise bound is wider) and passes
+    28 to 73 (two ciphertexts once the joint layout's coherent error no longer pays)."""
+    policy = Policy(Security.MALICIOUS, 10**6, executions=2, min_pairs=8 * 10**13)
+    ok = [sizing.passes_join(policy, 64, n, 4, "threshold", Reveal.AUC) for n in range(3, 80)]
+    assert ok == [True] * (16 - 3) + [False] * (28 - 16) + [True] * (74 - 28) + [False] * 6
+    assert sizing.largest_points(policy, 64, 4, "threshold", Reveal.AUC) == 15
     asked = []
 
     def gap(policy_, parties, n, splits, keys, reveal):

@@ -7,6 +7,8 @@ last one partly empty) is exact with real ciphertexts."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import tenseal.sealapi as seal
@@ -14,11 +16,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import privfl
-from _shared import record_calls
+from _shared import force_joint_lanes, record_calls
 from conftest import make_parties
+from privfl.crypto.ckks import window_steps
 from privfl.crypto.ckks_ciphertext import Ciphertext
 from privfl.crypto.threshold import ThresholdContext
 from privfl.crypto.threshold.ciphertext import Ciphertext as ThresholdCrypto
+from privfl.crypto.threshold.params import PARAMETER_SETS
 from privfl.errors import MalformedMessageError, VerificationError
 from privfl.evaluation.fhauc import shape, tamper
 from privfl.evaluation.fhauc.aggregator import random_multiplier
@@ -36,12 +40,17 @@ from privfl.evaluation.fhauc.variant import Packed, in_groups
 TOL = 1e-6
 
 
-def aggregate_plain(layout: Layout, t: np.ndarray, f: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The aggregator's computation on plaintext slots (rotation = np.roll left): the
-    rotate-and-sum over the window in steps of the lanes, and F rotated by half a window."""
+def aggregate_plain(
+    layout: Layout, t: np.ndarray, f: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The aggregator's computation on plaintext slots (rotation = np.roll left): F is the
+    sum rotated by the window when joint (``f`` None); the rotate-and-sum over the window in
+    steps of the lanes, and F rotated by half a window."""
+    if f is None:
+        f = np.roll(t, -layout.f_rotation)
     acc = t * f
-    for step in layout.rotation_steps:
-        acc = acc + np.roll(acc, -step)
+    for step in window_steps(layout.window):
+        acc = acc + np.roll(acc, -step * layout.lanes)
     return acc, t * np.roll(f, -layout.denominator_rotation)
 
 
@@ -49,18 +58,21 @@ def aggregate_plain(layout: Layout, t: np.ndarray, f: np.ndarray) -> tuple[np.nd
     slots_bits=st.integers(6, 13),
     terms=st.integers(1, 600),
     executions=st.integers(1, 70),
+    joint=st.booleans(),
     seed=st.integers(0, 2**32 - 1),
 )
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=120, deadline=None)
 def test_every_lane_holds_exactly_its_executions_numerator_and_denominator(
-    slots_bits, terms, executions, seed
+    slots_bits, terms, executions, joint, seed
 ):
     slots = 1 << slots_bits
-    layout = Layout.in_lanes(terms, slots)
+    layout = Layout.in_lanes(terms, slots, joint)
     if not layout.folded:
         assert layout == Layout.for_terms(terms, slots)
         return
-    assert layout.lanes == min(MAX_LANES, slots // layout.window) and not layout.joint
+    assert layout.joint == (joint and 2 * layout.window <= slots)
+    period = layout.window * (2 if layout.joint else 1)  # a lane's T period, then F's if joint
+    assert layout.lanes == min(MAX_LANES, slots // period)
     assert all(s & (s - 1) == 0 for s in layout.rotation_steps)  # the sum keys' powers of two
     rng = np.random.default_rng(seed)
     values = []
@@ -70,13 +82,14 @@ def test_every_lane_holds_exactly_its_executions_numerator_and_denominator(
         f = rng.integers(-(10**6), 10**6, terms).astype(np.float64)
         tp, fp = float(rng.integers(1, 10**6)), float(rng.integers(1, 10**6))
         tv, fv, dv = layout.pack(t, f, tp, fp)
-        assert tv[0].size == fv[0].size == layout.lane_slots and dv == []
+        assert tv[0].size == layout.lane_slots and dv == []
+        assert len(fv) == layout.f_ciphertexts and all(v.size == layout.lane_slots for v in fv)
         packed.append(Packed(tv, fv, dv, None))
         values.append((float(np.dot(t, f)), tp * fp))
     groups = in_groups(packed, layout)
     assert len(groups) == layout.groups(executions) == -(-executions // layout.lanes)
     for g, group in enumerate(groups):
-        num, den = aggregate_plain(layout, group.t[0], group.f[0])
+        num, den = aggregate_plain(layout, group.t[0], group.f[0] if group.f else None)
         used = layout.lanes_used(g, executions)
         for lane in range(layout.lanes):
             # every slot of a lane: its execution's numerator (zero in an empty lane)
@@ -86,7 +99,7 @@ def test_every_lane_holds_exactly_its_executions_numerator_and_denominator(
             lane_den = den[lane :: layout.lanes]
             want_den = np.zeros(layout.lane_slots)
             if lane < used:
-                want_den[layout.denominator_slot :: layout.window] = values[e][1]
+                want_den[layout.denominator_slot :: period] = values[e][1]
             np.testing.assert_array_equal(lane_den, want_den)
         # the lead's decoding of the reply num + den, lane by lane
         for lane in range(used):
@@ -106,7 +119,8 @@ def test_one_lane_is_the_folded_layout_and_interleaving_is_the_identity():
 
 def test_the_plan_puts_three_executions_of_100_parties_in_one_group():
     """The default ring, 100 parties, N = 100, 4 splits (issue 27's figures): the three
-    executions share one pair of upload ciphertexts and one joint decryption."""
+    executions share one joint upload ciphertext (T and F in each of 4 lanes, where the
+    joint layout pays) and one joint decryption."""
     config = plan_module.SessionConfig(
         bytes(16), tuple(f"p{i}" for i in range(100)),
         np.linspace(0, 1, 101)[1:-1], security=plan_module.Security.MALICIOUS, splits=4,
@@ -115,8 +129,19 @@ def test_the_plan_puts_three_executions_of_100_parties_in_one_group():
         plan_module.Security.MALICIOUS, 1000, executions=3, min_pairs=10**6
     )
     plan = plan_module.plan(config, policy)
-    assert (plan.layout.lanes, plan.layout.joint, plan.groups, plan.requests) == (4, False, 1, 1)
-    assert plan.layout.ciphertexts_per_upload == 2
+    assert plan_module.joint_pays(
+        config,
+        policy,
+        plan.params,
+        1 << 14,
+        privfl.evaluation.fhauc.malicious.multiplier_bounds(policy.multiplier_bits),
+    )
+    assert (plan.layout.lanes, plan.layout.joint, plan.groups, plan.requests) == (4, True, 1, 1)
+    assert plan.layout.ciphertexts_per_upload == 1
+    # where the joint layout does not pay (2 parties: its coherent error), two ciphertexts
+    # of 8 lanes
+    two = plan_module.plan(replace(config, parties=config.parties[:2]), policy)
+    assert (two.layout.lanes, two.layout.joint, two.groups) == (8, False, 1)
 
 
 @pytest.mark.parametrize("executions", [3, 5, 9])
@@ -137,6 +162,27 @@ def test_sessions_with_several_groups_are_exact(monkeypatch, executions):
     assert used.layout.lanes == 4 and used.groups == -(-executions // 4)
 
 
+@pytest.mark.parametrize("executions", [3, 5])
+def test_sessions_on_joint_lanes_are_exact(monkeypatch, executions):
+    """Real threshold ciphertexts on the joint lanes layout (the fast ring, N = 50 at 2
+    splits: 4 lanes of T's and F's windows in one upload ciphertext): 3 and 5 executions in
+    1 and 2 groups, the second partly empty, each equal to the binned reference and
+    verified."""
+    monkeypatch.setattr(threshold_ops, "FHAUC_PARAMETER_SET", "fhauc-test")
+    force_joint_lanes(monkeypatch)
+    parties = make_parties(np.random.default_rng(executions), 3, 400)
+    seen = record_calls(monkeypatch, plan_module, "plan")
+    res = privfl.federated_auc(
+        parties, 50, keys="threshold", security="malicious", splits=2,
+        executions=executions, min_guarantee_bits=0,
+    )  # fmt: skip
+    assert res.verified is True and res.executions == executions
+    assert res.auc == pytest.approx(privfl.binned_auc(parties, 50), abs=TOL)
+    used = seen[-1]
+    assert used.layout.joint and used.layout.ciphertexts_per_upload == 1
+    assert used.layout.lanes == 4 and used.groups == -(-executions // 4)
+
+
 # ------------------------------------------------------------------ deviations in lanes
 LANE_TAMPERS = [
     tamper.ReplayFirstExecution,
@@ -146,13 +192,17 @@ LANE_TAMPERS = [
 ]
 
 
+@pytest.mark.parametrize("joint", [False, True], ids=["two-ciphertexts", "joint"])
 @pytest.mark.parametrize("attack", LANE_TAMPERS, ids=lambda c: c.__name__)
-def test_lane_deviations_are_refused_by_the_executions_checks(monkeypatch, attack):
-    """In lanes (2 parties, N = 10: every execution in one group), the tampers that single
-    out an execution give it another lane's values (or scale its lane only) while no lane
-    is left empty: each is refused by the executions' disagreement or by the bound on
-    TP·FP, never by an empty lane's zeros ("does not decrypt to a valid result")."""
+def test_lane_deviations_are_refused_by_the_executions_checks(monkeypatch, attack, joint):
+    """In lanes (2 parties, N = 10: every execution in one group; T and F in two
+    ciphertexts or joint in one), the tampers that single out an execution give it another
+    lane's values (or scale its lane only) while no lane is left empty: each is refused by
+    the executions' disagreement or by the bound on TP·FP, never by an empty lane's zeros
+    ("does not decrypt to a valid result")."""
     monkeypatch.setattr(threshold_ops, "FHAUC_PARAMETER_SET", "fhauc-test")
+    if joint:
+        force_joint_lanes(monkeypatch)
     parties = make_parties(np.random.default_rng(7), 2, 300)
     with pytest.raises(VerificationError, match=r"disagree|fewer positive") as err:
         privfl.federated_auc(
@@ -237,8 +287,8 @@ class PlantInLeadsImaginaryParts(tamper.PerExecution):
 class PlantInOddCoefficients(tamper.PerExecution):
     """The honest reply plus ``c·T^p·F^p`` (the unsummed per-bin products) times a plaintext
     of every slot the ring holds, ``c`` in the first half and ``-c`` in the second: only odd
-    plaintext coefficients, which a decoding of a sparse set's batch (4,096 of the "fhauc"
-    set's 8,192 slots) never reads. One plaintext product at the honest multiplier's level
+    plaintext coefficients, which a decoding of a sparse set's batch (4,096 of ring 2^14's
+    8,192 slots) never reads. One plaintext product at the honest multiplier's level
     (a fresh-eyes review's attack: accepted while the lead decoded the batch only)."""
 
     def tamper(self, uploads):
@@ -295,10 +345,14 @@ def test_values_planted_in_the_slots_the_lead_decodes_are_refused(monkeypatch, a
 def test_values_planted_in_the_plaintext_coefficients_a_sparse_batch_skips_are_refused(
     monkeypatch,
 ):
-    """The default "fhauc" set packs 4,096 slots in ring 2^14: the lead decodes all 8,192
+    """A set that packs 4,096 slots in ring 2^14 (the "fhauc" set before its batch became
+    the ring's 8,192 slots, which leaves no coefficient unread): the lead decodes all 8,192
     slots the plaintext holds, where the batch repeats, so the per-bin products planted in
     the odd coefficients (:class:`PlantInOddCoefficients`) make every party refuse. With the
     lead's check of the batch alone the same session is accepted (the test can fail)."""
+    default = PARAMETER_SETS["fhauc"]
+    assert 2 * default.batch_size == 1 << 14  # the default set's batch is the whole ring
+    monkeypatch.setitem(PARAMETER_SETS, "fhauc", replace(default, batch_size=1 << 12))
     parties = make_parties(np.random.default_rng(12), 2, 300)
     run = {"keys": "threshold", "security": "malicious", "splits": 2}
     with pytest.raises(VerificationError, match="valid result"):

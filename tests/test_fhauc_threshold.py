@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 pytest.importorskip("openfhe")
 
 import privfl
+from _shared import force_joint_lanes
 from conftest import make_parties
 from privfl import threshold as tr
 from privfl.crypto import keywrap
@@ -129,8 +130,14 @@ def test_threshold_malicious_equals_binned_reference(m, splits, n_points, seed):
 
 
 # ------------------------------------------------------------------ tamper suite
+@pytest.mark.parametrize("joint", [False, True], ids=["plan", "joint-lanes"])
 @pytest.mark.parametrize("tamper", TAMPERS, ids=lambda c: c.__name__)
-def test_tampering_aggregator_is_detected_in_threshold_mode(tamper):
+def test_tampering_aggregator_is_detected_in_threshold_mode(monkeypatch, tamper, joint):
+    """The whole AUC tamper suite, on the layout the plan chooses (2 parties: two
+    ciphertexts in lanes) and on the joint lanes layout it chooses where the joint noise
+    bound pays (from about 64 parties on the default set)."""
+    if joint:
+        force_joint_lanes(monkeypatch)
     parties = make_parties(np.random.default_rng(7), 2, 300)
     with pytest.raises(VerificationError):
         privfl.federated_auc(

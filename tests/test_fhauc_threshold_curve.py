@@ -250,15 +250,16 @@ def _session(n_points, executions):
     return cfg, Policy(Security.MALICIOUS, 512, executions=executions)
 
 
-@pytest.mark.parametrize(("n_points", "lanes"), [(100, 4), (3, 64)])
+@pytest.mark.parametrize(("n_points", "lanes"), [(100, 8), (3, 64)])
 def test_the_malicious_executions_share_one_upload_ciphertext_and_one_reply(
     monkeypatch, n_points, lanes
 ):
     """The executions side by side (``CurveLayout`` lanes) on the default ``"fhauc"`` set: at
-    N = 100 and 4 splits (T and F of 396 values in a region of 1,024 slots, 4 to a
-    ciphertext) and for the metrics' N = 3, the three executions upload one ciphertext and are
-    answered by one reply of two ciphertexts: 2 joint decryptions per session instead of 6
-    (a kept key set's session then moved 5.2 MB per party, over issue 27's 2 MB)."""
+    N = 100 and 4 splits (T and F of 396 values in a region of 1,024 slots, 8 to a
+    ciphertext of 8,192 slots) and for the metrics' N = 3, the three executions upload one
+    ciphertext and are answered by one reply of two ciphertexts: 2 joint decryptions per
+    session instead of 6 (a kept key set's session then moved 5.2 MB per party, over issue
+    27's 2 MB)."""
     monkeypatch.setattr(threshold_ops, "FHAUC_PARAMETER_SET", "fhauc")  # a plan: no keys made
     p = plan(*_session(n_points, 3))
     assert (p.layout.lanes, p.groups, p.requests) == (lanes, 1, 2)

@@ -47,7 +47,7 @@ def openfhe_upload_bytes(plan: tp.Plan, parties: int) -> int:
     return plan.layout.ciphertexts_per_upload * per_ciphertext
 
 
-@pytest.mark.parametrize(("parties", "n_points"), [(2, 3202), (2, 4096), (1000, 4096)])
+@pytest.mark.parametrize(("parties", "n_points"), [(2, 4096), (1000, 4096), (2, 8192)])
 def test_the_largest_honest_upload_fits_the_upload_steps_bound(parties, n_points):
     config, policy = session(parties, n_points)
     plan = tp.plan(config, policy)

@@ -47,15 +47,20 @@ Named sets (:data:`PARAMETER_SETS`, :func:`parameter_set`)
   of margin. For 3 parties: sigma = 2^37.6, slot error standard deviation 2^-13.1 (1.1e-4).
 * ``"fhauc"``: one ciphertext product, a rotate-and-sum and a plaintext multiplier: depth 3,
   ring 2^14 (the smallest OpenFHE allows at 128 bits for this chain), 2 digits, sum keys over
-  4096 slots; ``tau = 32`` decryptions per key set (a key set is reused across sessions
-  while its budget lasts; 16 refused the largest curve at 2^-20, N = 4,096 at 4 splits: 8
-  reply ciphertexts an execution, 3 executions; 0.5 % of honest sessions drawn over issue
-  27's range; each doubling costs 0.5 bit of decryption precision, and 64 refused the AUC
-  of 1,000 x 100 rows at N = 4,096, 10 % positives and 2^-8, whose executions the upload
-  bound caps at 21),
-  ``t = 2^16`` (OpenFHE's estimate for the FHAUC circuit on 4096 slots with values below 1:
-  2^13.4). Slot error standard deviation 2^-14.6 for 3 parties, 2^-11.9 for 20; the mean of
-  the 4096 equal slots of a rotate-and-summed result has 6.5 bits less.
+  all 8192 slots of the ring (4096 until issue 27's lanes needed the room: a malicious AUC
+  of 100 parties at N = 100 puts its 3 executions, T and F, in one upload ciphertext; a
+  full batch also leaves no plaintext coefficient undecoded); ``tau = 32`` decryptions per
+  key set (a key set is reused across sessions while its budget lasts; 16 refused the
+  largest curve at 2^-20, N = 4,096 at 4 splits, when a reply ciphertext held 4096 slots:
+  8 reply ciphertexts an execution, 3 executions; 0.5 % of honest sessions drawn over
+  issue 27's range; each doubling costs 0.5 bit of decryption precision, and 64 refused
+  the AUC of 1,000 x 100 rows at N = 4,096, 10 % positives and 2^-8, whose executions the
+  upload bound then capped at 21),
+  ``t = 2^16`` (OpenFHE's estimate for the FHAUC circuit with values below 1: at most
+  2^13.4 on 4096 slots, 2^9.5 to 2^12.3 in three runs on 8192;
+  ``tests/test_threshold.py`` checks it stays a bit below). Slot error standard deviation
+  2^-14.1 for 3 parties, 2^-11.4 for 20 (half a bit more than on 4096 slots); the mean of
+  the 8192 equal slots of a rotate-and-summed result has 7 bits less.
 * ``"test"``: ring 2^12 with ``HEStd_NotSet`` (insecure: only for fast tests), depth 6.
 * ``"fhauc-test"``: the ``"fhauc"`` chain on ring 2^12 (``HEStd_NotSet``, insecure, 2048
   slots): only for fast tests of threshold FHAUC.
@@ -220,7 +225,7 @@ def _check_parties(parties: int) -> None:
 PARAMETER_SETS: dict[str, ThresholdParameters] = {
     # name: depth, batch, digits, circuit noise bits, decryptions (see the module doc)
     "training": ThresholdParameters("training", 11, 1 << 14, 6, 12.0, 1 << 14),
-    "fhauc": ThresholdParameters("fhauc", 3, 1 << 12, 2, 16.0, 32, sum_keys=True),
+    "fhauc": ThresholdParameters("fhauc", 3, 1 << 13, 2, 16.0, 32, sum_keys=True),
     # FHAUC's chain on an insecure ring 2^12 (2048 slots): fast tests of threshold FHAUC only
     "fhauc-test": ThresholdParameters("fhauc-test", 3, 1 << 11, 2, 16.0, 32, 1 << 12, True, True),
     "test": ThresholdParameters(

@@ -28,21 +28,25 @@ With ``L`` terms per vector (``N-1`` semi-honest, ``S·N`` malicious) and ``slot
   error, since T and F are one polynomial
   (:func:`~privfl.evaluation.fhauc.threshold.noise.coherent_error`). The curve reveals have
   their own joint layout (:class:`CurveLayout`, threshold keys).
-* *lanes* (malicious, threshold keys: where a window fits the slots four or more times, or
-  twice where the joint layout does not pay, :func:`~privfl.evaluation.fhauc.threshold.plan.plan`):
-  the folded two-ciphertext layout
-  for ``lanes = slots / W`` executions at once. Each execution's folded vectors are built
+* *lanes* (malicious, threshold keys; the choice is
+  :func:`~privfl.evaluation.fhauc.threshold.plan.malicious_layout`'s: the fewest upload
+  ciphertexts, then the fewest joint decryptions): the folded two-ciphertext layout
+  for ``lanes = slots / W`` executions at once, or the joint one for ``slots / 2W`` where
+  the joint layout pays. Each execution's folded vectors are built
   on ``slots / lanes`` slots (one period, no replication when ``lanes`` is the most that
   fit) and *interleaved*: execution ``g``'s slot ``i`` sits at ``i·lanes + g``. Every
   rotation of the folded layout becomes a rotation by ``lanes`` times as many slots (still a
   power of two, so the same Galois keys), which moves each lane's values within the lane:
-  the products, the rotate-and-sum and the denominator's rotation give every execution its
-  own ``num`` (in every slot of its lane) and ``TP·FP`` (at its lane's slot ``L``), exactly as
-  in separate ciphertexts. The parties upload, the aggregator computes and the parties
-  decrypt ``ceil(K / lanes)`` ciphertext groups instead of ``K`` executions (at 100 parties,
-  N = 100 and 4 splits: one group of two ciphertexts instead of three joint ones, and one
-  joint decryption instead of three). Executions in a group share the aggregator's
-  multiplier ``c``, which cancels in each execution's ``X/Y`` as before.
+  the joint layout's rotation by ``W`` (F under T), the products, the rotate-and-sum and the
+  denominator's rotation give every execution its own ``num`` (in every slot of its lane)
+  and ``TP·FP`` (at its lane's slot ``L``), exactly as in separate ciphertexts. The parties
+  upload, the aggregator computes and the parties decrypt ``ceil(K / lanes)`` ciphertext
+  groups instead of ``K`` executions (at 100 parties, N = 100 and 4 splits on the
+  ``"fhauc"`` set's 8,192 slots: one joint ciphertext of 4 lanes instead of three joint
+  ones, and one joint decryption instead of three). Executions in a group share the
+  aggregator's multiplier ``c``, which cancels in each execution's ``X/Y`` as before. The
+  joint layout's coherent product error in lanes was measured within its one-lane model
+  (``benchmarks/threshold_product_noise.py --layouts jlanes``).
 * *chunked* otherwise: T and F are cut into ``ceil(L/slots)`` ciphertexts each, and a third
   ciphertext ``D`` holds ``TP`` at slot 0 and ``FP`` at slot ``slots/2``; the aggregator sums
   the chunk products, rotate-and-sums over ``slots`` and computes ``D ⊙ rot(D, slots/2)``.
@@ -90,14 +94,16 @@ class Layout:
         return cls(terms, slots, False, slots, math.ceil(terms / slots))
 
     @classmethod
-    def in_lanes(cls, terms: int, slots: int) -> Layout:
-        """The folded two-ciphertext layout with as many lanes as fit (``slots / W``, at most
-        :data:`MAX_LANES`); the plain layout when the terms do not fold."""
-        base = cls.for_terms(terms, slots)
+    def in_lanes(cls, terms: int, slots: int, joint: bool = False) -> Layout:
+        """The folded layout with as many lanes as fit (at most :data:`MAX_LANES`): two
+        ciphertexts of ``slots / W`` lanes, or with ``joint`` one ciphertext of
+        ``slots / 2W`` lanes, each lane T's period then F's (one lane when only one fits:
+        the joint layout); the plain layout when the terms do not fold."""
+        base = cls.for_terms(terms, slots, joint)
         if not base.folded:
             return base
-        lanes = min(MAX_LANES, slots // base.window)
-        return cls(terms, slots, True, base.window, 1, False, lanes)
+        lanes = min(MAX_LANES, slots // (base.window * (2 if base.joint else 1)))
+        return cls(terms, slots, True, base.window, 1, base.joint, lanes)
 
     @property
     def lane_slots(self) -> int:

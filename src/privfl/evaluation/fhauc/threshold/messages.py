@@ -67,8 +67,10 @@ GCM_NONCE_BYTES = 12
 # benchmarks/fhauc_acceptance.py)
 MAX_REPLY_CIPHERTEXTS = PARAMETER_SETS["fhauc"].max_decryptions
 # AUC: one (X, Y) pair per execution; curve/metrics: the used slots of at most
-# MAX_REPLY_CIPHERTEXTS reply ciphertexts of 4,096 slots, as float64
-MAX_REVEAL_BYTES = 64 + 16 * MAX_EXECUTIONS + MAX_REPLY_CIPHERTEXTS * (4 + 8 * 4096)
+# MAX_REPLY_CIPHERTEXTS reply ciphertexts of the set's slots (8,192), as float64
+MAX_REVEAL_BYTES = (
+    64 + 16 * MAX_EXECUTIONS + MAX_REPLY_CIPHERTEXTS * (4 + 8 * PARAMETER_SETS["fhauc"].batch_size)
+)
 
 
 @dataclass(frozen=True)

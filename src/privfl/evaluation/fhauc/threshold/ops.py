@@ -308,7 +308,7 @@ def session_layout(
     multiples of the lanes too)."""
     params.check(parties)
     if lanes and params.sum_keys:
-        return Layout.in_lanes(terms, params.batch_size)
+        return Layout.in_lanes(terms, params.batch_size, joint)
     return Layout.for_terms(terms, params.batch_size, joint and params.sum_keys)
 
 

@@ -30,10 +30,12 @@ from privfl.messages import SESSION_ID_BYTES
 # set and up to 64 executions (v2 roles size it for 16 and refuse more than 16); v4: the
 # malicious AUC's executions side by side in lanes (v3 roles upload one group per
 # execution); v5: the malicious curve's and metrics' executions side by side too
-# (layout.CurveLayout, lanes: v4 roles upload and decrypt one group per execution). Roles of
+# (layout.CurveLayout, lanes: v4 roles upload and decrypt one group per execution); v6: the
+# "fhauc" set's batch of 8,192 slots and the malicious AUC's joint lanes
+# (plan.malicious_layout; v5 roles pack 4,096 slots and two ciphertexts per group). Roles of
 # different versions derive different transcripts and lead commitments, so a mixed session
 # fails in the key rounds, before any upload
-LABEL = b"privfl/fhauc-threshold/v5|"
+LABEL = b"privfl/fhauc-threshold/v6|"
 
 
 def _hash(purpose: bytes, transcript: bytes) -> bytes:
