@@ -104,6 +104,9 @@ SETTINGS = {
         Setting("single-curve-3x2000", "single", "curve", 3, 2000, 100, 0.3),
         Setting("threshold-auc-3x2000", "threshold", "auc", 3, 2000, 100, 0.3),
         Setting("threshold-auc-8x800", "threshold", "auc", 8, 800, 100, 0.3),
+        # the joint lanes (one upload ciphertext for the executions of a group) where they pay
+        Setting("threshold-auc-64x100", "threshold", "auc", 64, 100, 100, 0.3),
+        Setting("threshold-auc-100x100", "threshold", "auc", 100, 100, 100, 0.3),
         # issue 27's large-party bug: the smallest sizes that were refused after decryption
         Setting("threshold-curve-2x9000", "threshold", "curve", 2, 9000, 100, 0.3),
         Setting("threshold-curve-2x20000", "threshold", "curve", 2, 20_000, 100, 0.3),

@@ -1,7 +1,8 @@
 """How close honest malicious threshold AUC replies come to the lead's shape check (issue 27).
 
-The lead decodes every slot the plaintext holds (``ring / 2``: on the default set the 4,096
-slots of the batch twice) and refuses a reply whose copies of the batch differ, or whose slots
+The lead decodes every slot the plaintext holds (``ring / 2``: on the default set its whole
+batch of 8,192 slots; a sparse batch repeats) and refuses a reply whose copies of a sparse
+batch differ, or whose slots
 stray from the honest shape, by more than the plan's tolerance
 (:func:`privfl.evaluation.fhauc.shape.reply_shape_ok`, ``SHAPE_SIGMAS`` model standard
 deviations), or whose imaginary parts (decoded by a twin context decoding COMPLEX) stray

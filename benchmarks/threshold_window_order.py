@@ -1,6 +1,7 @@
 """Threshold FHAUC's rotate-and-sum before and after the integer multiplier (issue 30).
 
-On the ``"fhauc"`` chain (ring 2^14, depth 3, 59-bit scale, HYBRID key switching, 4096 slots;
+On the ``"fhauc"`` chain (ring 2^14, depth 3, 59-bit scale, HYBRID key switching, the set's
+batch: 4096 slots when the results were taken, 8192 now;
 a single OpenFHE key pair, no flooding, to see the circuit's own error): ``P = x·y`` for two
 fresh ciphertexts, then either the eager order (rotate-and-sum over ``W = 256`` on the
 unrescaled product, then ``c`` by doubling additions) or privfl's (``c`` first, rescale, then
