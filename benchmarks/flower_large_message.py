@@ -1,8 +1,9 @@
 """Whether a real Flower deployment carries privfl's largest honest message (issue 27).
 
 The threshold FHAUC upload step is bounded by ``MAX_UPLOAD_BYTES`` (192 MiB; the plan caps the
-executions so that an honest upload fits: 17 executions x 11 ciphertexts of 1 MiB at 4,096
-thresholds and 4 splits: 183.8 MB in one process), and honest uploads of 80 MB were
+executions so that an honest upload fits: 27 executions x 7 ciphertexts of 1 MiB at 4,096
+thresholds and 4 splits, at most 189 MiB; on 4,096 slots, 17 x 11 measured 183.8 MB in one
+process), and honest uploads of 80 MB were
 measured (``benchmarks/fhauc_acceptance.py --random``); the deployment tests use small N.
 This starts a SuperLink and one SuperNode on loopback (``LocalFederation``, as ``privfl
 flower local`` does), and runs a two-function app through privfl's own round code

@@ -109,7 +109,7 @@ def force_joint_lanes(monkeypatch) -> None:
     choose it (:func:`privfl.evaluation.fhauc.threshold.plan.malicious_layout`)."""
     from privfl.evaluation.fhauc.threshold import plan as plan_module
 
-    def joint_lanes(config, policy, params, executions, multiplier_bits):
+    def joint_lanes(config, policy, params, multiplier_bits):
         return plan_module.session_layout(
             params, len(config.parties), config.terms(), joint=True, lanes=True
         )

@@ -24,10 +24,12 @@ from privfl.crypto.threshold import ThresholdContext
 from privfl.crypto.threshold.ciphertext import Ciphertext as ThresholdCrypto
 from privfl.crypto.threshold.params import PARAMETER_SETS
 from privfl.errors import MalformedMessageError, VerificationError
-from privfl.evaluation.fhauc import shape, tamper
+from privfl.evaluation.fhauc import shape, sizing, tamper
 from privfl.evaluation.fhauc.aggregator import random_multiplier
 from privfl.evaluation.fhauc.ciphertext import as_seal
 from privfl.evaluation.fhauc.layout import MAX_LANES, Layout
+from privfl.evaluation.fhauc.policy import Policy
+from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.threshold import messages as tmsg
 from privfl.evaluation.fhauc.threshold import ops as threshold_ops
 from privfl.evaluation.fhauc.threshold import plan as plan_module
@@ -465,3 +467,50 @@ def test_a_party_answers_one_decryption_per_group_and_refuses_more(monkeypatch):
             parties, 10, keys="threshold", security="malicious", splits=2,
             aggregator=OneDecryptionPerExecution(),
         )  # fmt: skip
+
+
+@pytest.mark.parametrize(("parties", "n_points"), [(100, 100), (100, 400), (2, 100)])
+def test_the_layout_is_the_same_for_every_number_of_executions(parties, n_points):
+    """The malicious AUC's layout (joint lanes where they pay, else two ciphertexts) depends on
+    public sizes and bounds, not on the executions: were it to, the sizing's count, chosen
+    on the noise bound of 2 executions, could land on a wider bound the parties refuse (a
+    review found 73 such policies at 100 parties, N = 400, when odd counts took one joint
+    lane and even ones two ciphertexts)."""
+    config = plan_module.SessionConfig(
+        bytes(16), tuple(f"p{i}" for i in range(parties)),
+        np.linspace(0, 1, n_points + 1)[1:-1], security=plan_module.Security.MALICIOUS,
+        splits=4,
+    )  # fmt: skip
+
+    def planned(k: int) -> plan_module.Plan:
+        return plan_module.plan(config, Policy(plan_module.Security.MALICIOUS, 100, executions=k))
+
+    cap = planned(2).max_executions  # one joint lane: the key set's budget, 32
+    assert {planned(k).layout for k in range(2, cap + 1)} == {planned(2).layout}
+
+
+def test_the_sized_executions_pass_the_parties_join_check():
+    """``sizing.sized_policy`` (what ``privfl.federated_auc`` and ``privfl keys init`` use) at
+    100 parties, N = 400 and 4 splits on the default set (one joint lane per ciphertext where
+    the joint layout pays): whenever some count up to 3 above the sized one passes the
+    parties' join check, the sized one passes it too."""
+    parties, n_points, splits = 100, 400, 4
+    interior = np.linspace(1.0, 0.0, n_points)[1:-1]
+    for rows in (64, 128):
+        for bits in (8.0, 16.0):
+            for exponent in range(18, 29):
+                policy = Policy(
+                    plan_module.Security.MALICIOUS, rows, executions=3, max_points=n_points,
+                    max_splits=splits, min_pairs=2**exponent, min_guarantee_bits=bits,
+                )  # fmt: skip
+                sized = sizing.sized_policy(policy, parties, interior, splits, "threshold")
+                k = sized.executions
+
+                def passes(count: int, sized: Policy = sized) -> bool:
+                    return sizing.passes_join(
+                        replace(sized, executions=count), parties, n_points, splits,
+                        "threshold", Reveal.AUC,
+                    )  # fmt: skip
+
+                if any(passes(c) for c in range(k + 1, min(k + 4, 65))):
+                    assert passes(k), (rows, bits, exponent, k)

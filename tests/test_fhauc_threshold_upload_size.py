@@ -113,3 +113,22 @@ def test_an_upload_step_above_the_bound_is_refused():
     big = tmsg.UploadStep(b"m", bytes(tmsg.UploadStep.UPLOAD_LIMIT + 1)).to_bytes()
     with pytest.raises(MalformedMessageError):
         tmsg.UploadStep.from_bytes(big)
+
+
+@pytest.mark.parametrize(("n_points", "chunks"), [(524_288, 64), (524_289, 65)])
+def test_a_vector_the_upload_message_cannot_hold_is_refused_at_join(n_points, chunks):
+    """A semi-honest AUC's vectors of ``N - 1`` values (N = ``n_points + 1`` decision
+    points here) take ``ceil((N - 1) / 8192)`` ciphertexts each; the upload message holds at
+    most ``tmsg.MAX_CIPHERTEXTS`` (64) per vector, so the plan refuses 65 at join (a review
+    found the aggregator refusing such an honest upload as malformed after the parties had
+    encrypted it), naming the fix."""
+    config = SessionConfig(
+        bytes(SESSION_ID_BYTES), ("a", "b", "c"), np.linspace(0, 1, n_points + 1)[1:-1],
+        security=Security.SEMI_HONEST, reveal=Reveal.AUC,
+    )  # fmt: skip
+    policy = Policy(Security.SEMI_HONEST, 1000, max_points=n_points)
+    if chunks <= tmsg.MAX_CIPHERTEXTS:
+        assert tp.plan(config, policy).layout.chunks == chunks
+        return
+    with pytest.raises(InputError, match=r"65 ciphertexts of 8192 slots.*fewer decision points"):
+        tp.plan(config, policy)

@@ -29,8 +29,8 @@ With ``L`` terms per vector (``N-1`` semi-honest, ``S·N`` malicious) and ``slot
   (:func:`~privfl.evaluation.fhauc.threshold.noise.coherent_error`). The curve reveals have
   their own joint layout (:class:`CurveLayout`, threshold keys).
 * *lanes* (malicious, threshold keys; the choice is
-  :func:`~privfl.evaluation.fhauc.threshold.plan.malicious_layout`'s: the fewest upload
-  ciphertexts, then the fewest joint decryptions): the folded two-ciphertext layout
+  :func:`~privfl.evaluation.fhauc.threshold.plan.malicious_layout`'s, from public sizes and
+  bounds, never the number of executions): the folded two-ciphertext layout
   for ``lanes = slots / W`` executions at once, or the joint one for ``slots / 2W`` where
   the joint layout pays. Each execution's folded vectors are built
   on ``slots / lanes`` slots (one period, no replication when ``lanes`` is the most that

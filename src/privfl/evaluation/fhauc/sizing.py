@@ -168,7 +168,7 @@ def sized_policy(
     party's pre-upload check passes; unchanged when none up to :func:`max_executions` does
     (the parties then refuse at join and say which setting to change) or when the session is
     semi-honest. With threshold keys, when the key set's decryption budget or the upload bound
-    cannot pay for ``executions`` (a curve of N = 4,096 at 8 splits needs 16 joint decryptions
+    cannot pay for ``executions`` (a curve of N = 4,096 at 16 splits needs 16 joint decryptions
     per execution, the budget is 32), the count goes down to what they pay for
     (:func:`max_executions`), never below 2 (the paper's double execution), provided that
     count meets the guarantee; the parties' join check then passes with the guarantee they

@@ -47,12 +47,17 @@ from privfl.messages import Reader, Writer
 MAX_SKETCH_ROWS = 64
 MAX_KEY_MESSAGE_BYTES = 64 << 20  # a round-1 key share of the "fhauc" set is ~4 MB
 MAX_CIPHERTEXT_MESSAGE_BYTES = 4 << 20
-MAX_CIPHERTEXTS = 64  # per vector and execution (threshold layouts are at most 2 chunks)
+# Ciphertexts per vector and execution. The plan leaves a malicious session at most 47 chunks
+# (AUC: 2 executions of 2 x 47 + 1 ciphertexts of 1 MiB fill MAX_UPLOAD_BYTES; curve: 8, by
+# the budget); a semi-honest one would reach 126 (one execution, N up to 1,032,193): the plan
+# refuses more than this bound at join (Plan.check_upload; from N = 524,290, 65 chunks), where
+# the aggregator refused the honest upload as malformed before
+MAX_CIPHERTEXTS = 64
 # A party's signed ciphertext upload. 64 MiB, the key messages' bound it used, refused honest
-# uploads of about 80 MB (2 x 1,119 rows at N = 3,202 drew 9 or more executions of 4 chunks;
-# benchmarks/fhauc_acceptance.py --random). 192 MiB carries 17 executions of the largest
-# layout (4,096 thresholds at 4 splits: 5 T, 5 F and 1 D ciphertexts x 1 MiB at level 0 of
-# the "fhauc" set); the plan (Plan.max_executions) keeps every honest upload within it, and a
+# uploads of about 80 MB (2 x 1,119 rows at N = 3,202 drew 9 or more executions of 4 chunks of
+# 4,096 slots; benchmarks/fhauc_acceptance.py --random). 192 MiB carries 27 executions of
+# 4,096 thresholds at 4 splits (3 T, 3 F and 1 D ciphertexts x 1 MiB at level 0 of the
+# "fhauc" set); the plan (Plan.max_executions) keeps every honest upload within it, and a
 # party refuses at join a session whose upload would not fit
 # (tests/test_fhauc_threshold_upload_size.py).
 MAX_UPLOAD_BYTES = 192 << 20

@@ -26,7 +26,11 @@ from privfl.evaluation.fhauc.policy import MAX_EXECUTIONS, Policy, Security
 from privfl.evaluation.fhauc.reveal import Reveal
 from privfl.evaluation.fhauc.shape import tolerances
 from privfl.evaluation.fhauc.threshold import curve as threshold_curve
-from privfl.evaluation.fhauc.threshold.messages import MAX_UPLOAD_BYTES, UPLOAD_FRAMING_BYTES
+from privfl.evaluation.fhauc.threshold.messages import (
+    MAX_CIPHERTEXTS,
+    MAX_UPLOAD_BYTES,
+    UPLOAD_FRAMING_BYTES,
+)
 from privfl.evaluation.fhauc.threshold.noise import semi_honest_precision, sigma_products
 from privfl.evaluation.fhauc.threshold.ops import (
     check_decryptions,
@@ -142,7 +146,14 @@ class Plan:
 
     def check_upload(self) -> None:
         """:class:`InputError` before any work (each party, at join: before any upload) when
-        this session's upload would exceed the aggregator's bound on one party's upload."""
+        this session's upload would exceed the aggregator's bound on one party's upload, or
+        a vector would take more ciphertexts than the upload message holds."""
+        if self.layout.chunks > MAX_CIPHERTEXTS:
+            raise InputError(
+                f"refused before upload: {self.layout.terms} values per vector take "
+                f"{self.layout.chunks} ciphertexts of {self.layout.slots} slots, more than the "
+                f"{MAX_CIPHERTEXTS} an upload may hold: use fewer decision points or splits"
+            )
         need = self.groups * self.upload_bytes + UPLOAD_FRAMING_BYTES
         if need > MAX_UPLOAD_BYTES:
             raise InputError(
@@ -218,7 +229,7 @@ def plan(config: SessionConfig, policy: Policy) -> Plan:
     # noise bound, which holds the coherent product error, is within sqrt 2 of two
     # ciphertexts', joint_pays)
     if bad:
-        layout = malicious_layout(config, policy, params, executions, (lo, hi))
+        layout = malicious_layout(config, policy, params, (lo, hi))
     else:
         layout = session_layout(params, parties, config.terms(), joint=True)
     check_decryptions(params, layout, executions)
@@ -257,26 +268,25 @@ def malicious_layout(
     config: SessionConfig,
     policy: Policy,
     params: ThresholdParameters,
-    executions: int,
     multiplier_bits: tuple[float, float],
 ) -> Layout:
     """A malicious AUC session's layout: the executions side by side (:meth:`Layout.in_lanes`)
-    in two ciphertexts (T, F), or, where :func:`joint_pays`, in one (T and F joint, half the
-    lanes), whichever uploads fewer ciphertexts, then takes fewer joint decryptions (one per
-    group), then has no coherent product error (two ciphertexts). At 100 parties, N = 100
-    and 4 splits on the ``"fhauc"`` set: one joint ciphertext of 4 lanes for the 3
-    executions, against two of 8 lanes. Public: sizes only."""
+    with T and F joint in one ciphertext (``slots / 2W`` lanes) where they fit and
+    :func:`joint_pays`, else in two ciphertexts (T, F; ``slots / W`` lanes). Joint lanes
+    never upload more ciphertexts for the same executions (``ceil(K / a)`` against
+    ``2 ceil(K / 2a)``) and take at most twice the joint decryptions (one per group; the
+    plan's :attr:`Plan.max_executions` counts them). At 100 parties, N = 100 and 4 splits on
+    the ``"fhauc"`` set: one joint ciphertext of 4 lanes for the 3 executions, against two
+    of 8 lanes. Public: sizes and the policy's bounds only, and not the number of
+    executions, so a session's noise bound is the same for every count
+    (:func:`~privfl.evaluation.fhauc.sizing.sized_policy` sizes the executions on it)."""
     parties, terms = len(config.parties), config.terms()
-    options = [session_layout(params, parties, terms, lanes=True)]
+    apart = session_layout(params, parties, terms, lanes=True)
+    joint = session_layout(params, parties, terms, joint=True, lanes=True)
+    if not joint.joint:
+        return apart
     ring = ring_dimension(params, parties)
-    if joint_pays(config, policy, params, ring, multiplier_bits):
-        options.append(session_layout(params, parties, terms, joint=True, lanes=True))
-
-    def cost(layout: Layout) -> tuple[int, int, bool]:
-        groups = layout.groups(executions)
-        return groups * layout.ciphertexts_per_upload, groups, layout.joint
-
-    return min(options, key=cost)
+    return joint if joint_pays(config, policy, params, ring, multiplier_bits) else apart
 
 
 # the joint layout's noise bound may exceed the two-ciphertext layout's by this factor (the
