@@ -146,42 +146,29 @@ def test_the_plan_puts_three_executions_of_100_parties_in_one_group():
     assert (two.layout.lanes, two.layout.joint, two.groups) == (8, False, 1)
 
 
-@pytest.mark.parametrize("executions", [3, 5, 9])
-def test_sessions_with_several_groups_are_exact(monkeypatch, executions):
-    """Real threshold ciphertexts (the fast insecure ring: 2,048 slots, N = 100 at 2 splits
-    puts 4 executions in a group): 3, 5 and 9 executions in 1, 2 and 3 groups, the last
-    partly empty, each equal to the binned reference and verified."""
-    monkeypatch.setattr(threshold_ops, "FHAUC_PARAMETER_SET", "fhauc-test")
-    parties = make_parties(np.random.default_rng(executions), 3, 400)
-    seen = record_calls(monkeypatch, plan_module, "plan")
-    res = privfl.federated_auc(
-        parties, 100, keys="threshold", security="malicious", splits=2,
-        executions=executions, min_guarantee_bits=0,
-    )  # fmt: skip
-    assert res.verified is True and res.executions == executions
-    assert res.auc == pytest.approx(privfl.binned_auc(parties, 100), abs=TOL)
-    used = seen[-1]
-    assert used.layout.lanes == 4 and used.groups == -(-executions // 4)
-
-
-@pytest.mark.parametrize("executions", [3, 5])
-def test_sessions_on_joint_lanes_are_exact(monkeypatch, executions):
-    """Real threshold ciphertexts on the joint lanes layout (the fast ring, N = 50 at 2
-    splits: 4 lanes of T's and F's windows in one upload ciphertext): 3 and 5 executions in
-    1 and 2 groups, the second partly empty, each equal to the binned reference and
+@pytest.mark.parametrize(
+    ("joint", "n_points", "executions"),
+    [(False, 100, 3), (False, 100, 5), (False, 100, 9), (True, 50, 3), (True, 50, 5)],
+)
+def test_sessions_with_several_groups_are_exact(monkeypatch, joint, n_points, executions):
+    """Real threshold ciphertexts on the fast insecure ring (2,048 slots), 4 executions to a
+    group: in two ciphertexts (N = 100 at 2 splits) 3, 5 and 9 executions in 1, 2 and 3
+    groups; joint (N = 50: T's and F's windows in each lane of one upload ciphertext) 3 and
+    5 in 1 and 2; the last group partly empty, each equal to the binned reference and
     verified."""
     monkeypatch.setattr(threshold_ops, "FHAUC_PARAMETER_SET", "fhauc-test")
-    force_joint_lanes(monkeypatch)
+    if joint:
+        force_joint_lanes(monkeypatch)
     parties = make_parties(np.random.default_rng(executions), 3, 400)
     seen = record_calls(monkeypatch, plan_module, "plan")
     res = privfl.federated_auc(
-        parties, 50, keys="threshold", security="malicious", splits=2,
+        parties, n_points, keys="threshold", security="malicious", splits=2,
         executions=executions, min_guarantee_bits=0,
     )  # fmt: skip
     assert res.verified is True and res.executions == executions
-    assert res.auc == pytest.approx(privfl.binned_auc(parties, 50), abs=TOL)
+    assert res.auc == pytest.approx(privfl.binned_auc(parties, n_points), abs=TOL)
     used = seen[-1]
-    assert used.layout.joint and used.layout.ciphertexts_per_upload == 1
+    assert used.layout.joint == joint and used.layout.ciphertexts_per_upload == 2 - joint
     assert used.layout.lanes == 4 and used.groups == -(-executions // 4)
 
 
