@@ -144,6 +144,12 @@ def test_the_plan_puts_three_executions_of_100_parties_in_one_group():
     # of 8 lanes
     two = plan_module.plan(replace(config, parties=config.parties[:2]), policy)
     assert (two.layout.lanes, two.layout.joint, two.groups) == (8, False, 1)
+    # N = 200: two joint lanes would fit (and pay), but 3 executions would then take two
+    # joint decryptions: two ciphertexts of 4 lanes take one (MIN_JOINT_LANES)
+    wide = plan_module.plan(replace(config, thresholds=np.linspace(1, 0, 201)[1:-1]), policy)
+    joint = plan_module.session_layout(wide.params, 100, wide.layout.terms, joint=True, lanes=True)
+    assert joint.lanes == 2 < plan_module.MIN_JOINT_LANES
+    assert (wide.layout.lanes, wide.layout.joint, wide.groups) == (4, False, 1)
 
 
 @pytest.mark.parametrize(
@@ -478,9 +484,9 @@ def test_the_layout_is_the_same_for_every_number_of_executions(parties, n_points
 
 def test_the_sized_executions_pass_the_parties_join_check():
     """``sizing.sized_policy`` (what ``privfl.federated_auc`` and ``privfl keys init`` use) at
-    100 parties, N = 400 and 4 splits on the default set (one joint lane per ciphertext where
-    the joint layout pays): whenever some count up to 3 above the sized one passes the
-    parties' join check, the sized one passes it too."""
+    100 parties, N = 400 and 4 splits on the default set (where one joint lane would fit, the
+    count-dependent rule's failures): whenever some count up to 3 above the sized one passes
+    the parties' join check, the sized one passes it too."""
     parties, n_points, splits = 100, 400, 4
     interior = np.linspace(1.0, 0.0, n_points)[1:-1]
     for rows in (64, 128):

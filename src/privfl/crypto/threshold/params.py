@@ -55,7 +55,7 @@ Named sets (:data:`PARAMETER_SETS`, :func:`parameter_set`)
   8 reply ciphertexts an execution, 3 executions; 0.5 % of honest sessions drawn over
   issue 27's range; each doubling costs 0.5 bit of decryption precision, and 64 refused
   the AUC of 1,000 x 100 rows at N = 4,096, 10 % positives and 2^-8, whose executions the
-  upload bound then capped at 21),
+  upload bound capped at 21 on 4096 slots),
   ``t = 2^16`` (OpenFHE's estimate for the FHAUC circuit with values below 1: at most
   2^13.4 on 4096 slots, 2^9.5 to 2^12.3 in three runs on 8192;
   ``tests/test_threshold.py`` checks it stays a bit below). Slot error standard deviation

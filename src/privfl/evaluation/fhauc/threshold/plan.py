@@ -148,20 +148,26 @@ class Plan:
         """:class:`InputError` before any work (each party, at join: before any upload) when
         this session's upload would exceed the aggregator's bound on one party's upload, or
         a vector would take more ciphertexts than the upload message holds."""
+        splits = " or splits" if isinstance(self.variant, Malicious) else ""
         if self.layout.chunks > MAX_CIPHERTEXTS:
             raise InputError(
                 f"refused before upload: {self.layout.terms} values per vector take "
                 f"{self.layout.chunks} ciphertexts of {self.layout.slots} slots, more than the "
-                f"{MAX_CIPHERTEXTS} an upload may hold: use fewer decision points or splits"
+                f"{MAX_CIPHERTEXTS} an upload may hold per vector: use fewer decision points"
+                f"{splits}"
             )
         need = self.groups * self.upload_bytes + UPLOAD_FRAMING_BYTES
         if need > MAX_UPLOAD_BYTES:
+            fewer = (
+                f"use at most {self.max_executions} executions (a smaller min_guarantee_bits), or "
+                if self.max_executions >= 2 or not isinstance(self.variant, Malicious)
+                else "no two executions fit (the malicious variant needs two): use "
+            )
             raise InputError(
                 f"refused before upload: {self.executions} executions, {self.groups} upload "
                 f"group(s) x {self.upload_bytes / 2**20:.1f} MiB of ciphertexts, exceed the "
-                f"{MAX_UPLOAD_BYTES >> 20} MiB an upload may hold: use at most "
-                f"{self.max_executions} executions (a smaller min_guarantee_bits), or fewer "
-                "decision points or splits"
+                f"{MAX_UPLOAD_BYTES >> 20} MiB an upload may hold: {fewer}fewer decision "
+                f"points{splits}"
             )
 
 
@@ -271,22 +277,30 @@ def malicious_layout(
     multiplier_bits: tuple[float, float],
 ) -> Layout:
     """A malicious AUC session's layout: the executions side by side (:meth:`Layout.in_lanes`)
-    with T and F joint in one ciphertext (``slots / 2W`` lanes) where they fit and
-    :func:`joint_pays`, else in two ciphertexts (T, F; ``slots / W`` lanes). Joint lanes
-    never upload more ciphertexts for the same executions (``ceil(K / a)`` against
-    ``2 ceil(K / 2a)``) and take at most twice the joint decryptions (one per group; the
-    plan's :attr:`Plan.max_executions` counts them). At 100 parties, N = 100 and 4 splits on
-    the ``"fhauc"`` set: one joint ciphertext of 4 lanes for the 3 executions, against two
-    of 8 lanes. Public: sizes and the policy's bounds only, and not the number of
-    executions, so a session's noise bound is the same for every count
-    (:func:`~privfl.evaluation.fhauc.sizing.sized_policy` sizes the executions on it)."""
+    with T and F joint in one ciphertext where at least :data:`MIN_JOINT_LANES` such lanes
+    fit and :func:`joint_pays`, else in two ciphertexts (T, F; ``slots / W`` lanes). Joint
+    lanes never upload more ciphertexts for the same executions (``ceil(K / a)`` against
+    ``2 ceil(K / 2a)``); with four or more, the default 3 executions take one group (one
+    joint decryption) either way and 64 executions at most 16 of the key set's 32. At 100
+    parties, N = 100 and 4 splits on the ``"fhauc"`` set: one joint ciphertext of 4 lanes
+    for the 3 executions, against two of 8 lanes. Public: sizes and the policy's bounds
+    only, and not the number of executions, so a session's noise bound is the same for
+    every count (:func:`~privfl.evaluation.fhauc.sizing.sized_policy` sizes the executions
+    on it)."""
     parties, terms = len(config.parties), config.terms()
     apart = session_layout(params, parties, terms, lanes=True)
     joint = session_layout(params, parties, terms, joint=True, lanes=True)
-    if not joint.joint:
+    if not joint.joint or joint.lanes < MIN_JOINT_LANES:
         return apart
     ring = ring_dimension(params, parties)
     return joint if joint_pays(config, policy, params, ring, multiplier_bits) else apart
+
+
+# the fewest joint lanes for which a malicious AUC takes them over two ciphertexts: with one
+# or two, its executions would take twice the joint decryptions of two ciphertexts (3 for 2
+# at one lane) and one lane would halve the executions a key set's budget pays for (a
+# review found policies refused that two ciphertexts serve)
+MIN_JOINT_LANES = 4
 
 
 # the joint layout's noise bound may exceed the two-ciphertext layout's by this factor (the
