@@ -32,7 +32,8 @@ With ``L`` terms per vector (``N-1`` semi-honest, ``S·N`` malicious) and ``slot
   :func:`~privfl.evaluation.fhauc.threshold.plan.malicious_layout`'s, from public sizes and
   bounds, never the number of executions): the folded two-ciphertext layout
   for ``lanes = slots / W`` executions at once, or the joint one for ``slots / 2W`` where
-  the joint layout pays. Each execution's folded vectors are built
+  four or more such lanes fit and the joint layout pays. Each execution's folded vectors are
+  built
   on ``slots / lanes`` slots (one period, no replication when ``lanes`` is the most that
   fit) and *interleaved*: execution ``g``'s slot ``i`` sits at ``i·lanes + g``. Every
   rotation of the folded layout becomes a rotation by ``lanes`` times as many slots (still a
